@@ -1,0 +1,163 @@
+//! Choosing the backend at run time: a device string becomes a Burn [`Device`].
+//!
+//! The model code never names a backend; cargo features decide which backends are compiled in
+//! and [`parse_device`] picks one of them.
+//!
+//! | string | backend | cargo feature |
+//! |---|---|---|
+//! | `auto` | the best compiled-in backend (Burn's order; `BURN_DEVICE` overrides) | any |
+//! | `flex` | pure-Rust CPU | `flex` (default) |
+//! | `ndarray` | ndarray CPU (deprecated in Burn) | `ndarray` |
+//! | `wgpu`, `wgpu:N` | wgpu's default adapter, or discrete GPU N | `wgpu` |
+//! | `wgpu-cpu` | wgpu on a software Vulkan adapter (Mesa lavapipe) | `wgpu` |
+//! | `vulkan` | wgpu pinned to Vulkan (SPIR-V) | `vulkan` |
+//! | `metal` | wgpu pinned to Metal | `metal` |
+//! | `cuda`, `cuda:N` | CUDA GPU N (default 0) | `cuda` |
+//! | `tch`, `tch-cuda:N` | LibTorch CPU, or LibTorch CUDA GPU N | `tch` |
+
+use burn::tensor::{Device, FloatDType};
+
+use crate::ConfigError;
+
+/// Every device string, with the cargo feature it needs.
+pub const DEVICE_NAMES: [(&str, &str); 10] = [
+    ("auto", "any backend"),
+    ("flex", "flex"),
+    ("ndarray", "ndarray"),
+    ("wgpu", "wgpu"),
+    ("wgpu-cpu", "wgpu"),
+    ("vulkan", "vulkan"),
+    ("metal", "metal"),
+    ("cuda", "cuda"),
+    ("tch", "tch"),
+    ("tch-cuda", "tch"),
+];
+
+/// The backend features this build was compiled with.
+pub fn compiled_backends() -> Vec<&'static str> {
+    [
+        ("flex", cfg!(feature = "flex")),
+        ("ndarray", cfg!(feature = "ndarray")),
+        ("wgpu", cfg!(feature = "wgpu")),
+        ("vulkan", cfg!(feature = "vulkan")),
+        ("metal", cfg!(feature = "metal")),
+        ("cuda", cfg!(feature = "cuda")),
+        ("tch", cfg!(feature = "tch")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
+}
+
+/// Turns a device string (see the module docs) into a [`Device`].
+///
+/// A backend whose feature is not compiled in is an error that names the feature to enable.
+///
+/// ```
+/// let device = layernorm_scaling::parse_device("flex").unwrap();
+/// let err = layernorm_scaling::parse_device("cudaa").unwrap_err();
+/// assert!(err.to_string().contains("unknown device"));
+/// ```
+pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
+    let spec = spec.trim().to_ascii_lowercase();
+    if spec == "auto" {
+        return match std::env::var("BURN_DEVICE") {
+            Ok(name) if !name.trim().is_empty() && name.trim() != "auto" => parse_device(&name),
+            _ if compiled_backends().is_empty() => Err(ConfigError::Unsupported(
+                "no backend is compiled in: build with a backend feature, e.g. `--features flex`".into(),
+            )),
+            _ => Ok(Device::default()),
+        };
+    }
+    let (name, index) = match spec.split_once(':') {
+        Some((name, index)) => {
+            let index = index.parse::<usize>().map_err(|_| ConfigError::Unknown {
+                what: "device index",
+                name: spec.clone(),
+                expected: "a number after the colon, e.g. `cuda:0`".into(),
+            })?;
+            (name, Some(index))
+        }
+        None => (spec.as_str(), None),
+    };
+    let Some(&(_, feature)) = DEVICE_NAMES.iter().find(|(known, _)| *known == name) else {
+        return Err(ConfigError::Unknown {
+            what: "device",
+            name: spec.clone(),
+            expected: "auto, flex, ndarray, wgpu, wgpu:N, wgpu-cpu, vulkan, metal, cuda, cuda:N, tch, tch-cuda:N".into(),
+        });
+    };
+    let takes_index = matches!(name, "wgpu" | "cuda" | "tch-cuda");
+    if index.is_some() && !takes_index {
+        return Err(ConfigError::Unknown {
+            what: "device",
+            name: spec.clone(),
+            expected: "an index only after wgpu, cuda or tch-cuda".into(),
+        });
+    }
+    build_device(name, index.unwrap_or(0)).ok_or_else(|| {
+        ConfigError::Unsupported(format!(
+            "device `{spec}` needs the `{feature}` cargo feature, which this build does not include \
+             (compiled in: {}); rebuild with `--features {feature}`",
+            compiled_backends().join(", ")
+        ))
+    })
+}
+
+/// The device of a known name, or `None` when its backend is not compiled in.
+#[allow(unused_variables, deprecated)]
+fn build_device(name: &str, index: usize) -> Option<Device> {
+    #[cfg(feature = "wgpu")]
+    use burn::tensor::DeviceKind;
+    match name {
+        #[cfg(feature = "flex")]
+        "flex" => Some(Device::flex()),
+        #[cfg(feature = "ndarray")]
+        "ndarray" => Some(Device::ndarray()),
+        #[cfg(feature = "wgpu")]
+        "wgpu" if index == 0 => Some(Device::wgpu(DeviceKind::DefaultDevice)),
+        #[cfg(feature = "wgpu")]
+        "wgpu" => Some(Device::wgpu(DeviceKind::DiscreteGpu(index))),
+        #[cfg(feature = "wgpu")]
+        "wgpu-cpu" => Some(Device::wgpu(DeviceKind::Cpu)),
+        #[cfg(feature = "vulkan")]
+        "vulkan" => Some(Device::vulkan(DeviceKind::DefaultDevice)),
+        #[cfg(feature = "metal")]
+        "metal" => Some(Device::metal(DeviceKind::DefaultDevice)),
+        #[cfg(feature = "cuda")]
+        "cuda" => Some(Device::cuda(index)),
+        #[cfg(feature = "tch")]
+        "tch" => Some(Device::libtorch()),
+        #[cfg(feature = "tch")]
+        "tch-cuda" => Some(Device::libtorch_cuda(index)),
+        _ => None,
+    }
+}
+
+/// The floating-point precision of a whole device (Burn has no automatic mixed precision).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// 32-bit floats (the default).
+    #[default]
+    F32,
+    /// bfloat16 for every float tensor, as the paper's "pure bf16" training.
+    Bf16,
+}
+
+/// Sets the device's default float type. Call it before creating any tensor on the device.
+///
+/// bf16 is refused with a clear error where the device cannot compute in it.
+pub fn set_precision(device: &mut Device, precision: Precision) -> Result<(), ConfigError> {
+    let dtype = match precision {
+        Precision::F32 => FloatDType::F32,
+        Precision::Bf16 => FloatDType::BF16,
+    };
+    if !device.supports_dtype(dtype) {
+        return Err(ConfigError::Unsupported(format!(
+            "{device:?} cannot compute in {precision:?}; run in f32 (drop the bf16 option) or use a GPU backend that supports bf16"
+        )));
+    }
+    device
+        .configure(dtype)
+        .map_err(|e| ConfigError::Unsupported(format!("cannot set {precision:?} on {device:?}: {e}")))
+}

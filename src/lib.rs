@@ -1,0 +1,28 @@
+#![warn(missing_docs)]
+//! # layernorm-scaling
+//!
+//! LayerNorm Scaling (LNS) from *The Curse of Depth in Large Language Models* (arXiv 2502.05795),
+//! on [Burn](https://burn.dev) 0.22.
+//!
+//! In a Pre-LN transformer the variance of the hidden state grows with depth, so deep blocks turn
+//! into near-identity maps. LNS multiplies the output of each Pre-LN norm of layer `l` (1-based) by
+//! `1/sqrt(l)`: no parameters, no hyper-parameters.
+//!
+//! - [`norm`]: the method: [`RmsNormScaling`] and [`LayerNormScaling`] (drop-in for Burn's
+//!   `RmsNorm`/`LayerNorm`), [`depth_scale`], and every scheme of the paper in [`NormScheme`].
+//! - [`model`]: a LLaMA decoder ([`Llama`], [`LlamaConfig`]) with the paper's presets.
+//! - [`device`]: a device string (`flex`, `wgpu`, `cuda:0`, ...) to a Burn device.
+
+pub mod device;
+mod error;
+pub mod io;
+pub mod model;
+pub mod norm;
+
+pub use device::{compiled_backends, parse_device, set_precision, Precision};
+pub use error::ConfigError;
+pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};
+pub use norm::{
+    apply_depth_scale, depth_scale, LayerNormScaling, LayerNormScalingConfig, LnsPosition, NormKind, NormScheme,
+    RmsNormScaling, RmsNormScalingConfig,
+};

@@ -1,0 +1,147 @@
+//! One transformer block, executing the [`LayerPlan`] of its normalisation scheme.
+
+use burn::module::{Module, Param};
+use burn::nn::Initializer;
+use burn::tensor::{Device, Tensor};
+
+use super::attention::{Attention, AttentionShape};
+use super::feed_forward::FeedForward;
+use super::kv_cache::LayerKv;
+use super::rope::RopeTables;
+use crate::norm::{scale_unless_one, BranchGate, LayerPlan, Norm, NormKind, Placement};
+use crate::ConfigError;
+
+/// The outputs of a block: `[batch, seq, d_model]` each.
+#[derive(Clone, Debug)]
+pub struct BlockOutput {
+    /// The block's output (the next block's input).
+    pub output: Tensor<3>,
+    /// The hidden state after the attention sub-layer and its residual.
+    pub after_attention: Tensor<3>,
+}
+
+/// A LLaMA block (attention then SwiGLU feed-forward) under any normalisation scheme:
+///
+/// ```text
+/// Pre-LN:   h = x + g_a * s_a * Attn(N_a(s_i x));   y = h + g_f * s_f * FFN(N_f(s_i h))
+/// Post-LN:  h = N_a(alpha x + Attn(x));             y = N_f(alpha h + FFN(h))
+/// Sandwich: h = x + N_a'(Attn(N_a(x)));             y = h + N_f'(FFN(N_f(h)))
+/// ```
+///
+/// With LNS (after the norm) `N_a` and `N_f` carry the factor `1/sqrt(l)` themselves.
+#[derive(Module, Debug)]
+pub struct Block {
+    /// Causal self-attention.
+    pub self_attn: Attention,
+    /// SwiGLU feed-forward.
+    pub mlp: FeedForward,
+    /// The attention sub-layer's norm (before it in Pre-LN and Sandwich, after the residual in Post-LN).
+    pub attn_norm: Norm,
+    /// The feed-forward sub-layer's norm (placed likewise).
+    pub ffn_norm: Norm,
+    /// Sandwich-LN's norm on the attention output.
+    pub attn_out_norm: Option<Norm>,
+    /// Sandwich-LN's norm on the feed-forward output.
+    pub ffn_out_norm: Option<Norm>,
+    /// LayerScale (`[d_model]`) or SkipInit (`[1]`) gate on the attention output.
+    pub attn_gate: Option<Param<Tensor<1>>>,
+    /// LayerScale or SkipInit gate on the feed-forward output.
+    pub ffn_gate: Option<Param<Tensor<1>>>,
+    /// What the scheme does in this layer; derived from the config, never stored in checkpoints.
+    #[module(skip)]
+    plan: LayerPlan,
+    /// The 1-based layer number this block was built for.
+    layer: usize,
+}
+
+/// Sizes shared by every block of a model.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockShape {
+    pub attention: AttentionShape,
+    pub d_ff: usize,
+    pub norm_kind: NormKind,
+    pub norm_eps: f64,
+}
+
+impl Block {
+    /// Builds block `layer` (1-based) following `plan`.
+    pub(crate) fn init(shape: BlockShape, plan: LayerPlan, layer: usize, device: &Device) -> Result<Self, ConfigError> {
+        let d_model = shape.attention.d_model;
+        let init = plan.init;
+        let norm = |layer| shape.norm_kind.init(d_model, shape.norm_eps, layer, device);
+        let sandwich = plan.placement == Placement::Sandwich;
+        let gate = || match plan.gate {
+            BranchGate::None => None,
+            BranchGate::PerChannel { init } => Some(Initializer::Constant { value: init }.init([d_model], device)),
+            BranchGate::Scalar { init } => Some(Initializer::Constant { value: init }.init([1], device)),
+        };
+        Ok(Self {
+            self_attn: Attention::init(shape.attention, init.q_k_std, init.v_std, init.o_std, device),
+            mlp: FeedForward::init(d_model, shape.d_ff, init.gate_up_std, init.down_std, device),
+            attn_norm: norm(plan.norm_layer)?,
+            ffn_norm: norm(plan.norm_layer)?,
+            attn_out_norm: if sandwich { Some(norm(1)?) } else { None },
+            ffn_out_norm: if sandwich { Some(norm(1)?) } else { None },
+            attn_gate: gate(),
+            ffn_gate: gate(),
+            plan,
+            layer,
+        })
+    }
+
+    /// The 1-based layer number this block was built for.
+    pub fn layer(&self) -> usize {
+        self.layer
+    }
+
+    /// What the normalisation scheme does in this block.
+    pub fn plan(&self) -> &LayerPlan {
+        &self.plan
+    }
+
+    /// Applies the block to `x: [batch, seq, d_model]`; `rope` holds the angles of `x`'s positions
+    /// and `cache`, when given, the keys and values of earlier positions.
+    pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> BlockOutput {
+        let plan = &self.plan;
+        match plan.placement {
+            Placement::Pre => {
+                let attn_in = self.attn_norm.forward(scale_unless_one(x.clone(), plan.norm_input_scale));
+                let attn = self.self_attn.forward(attn_in, rope, cache);
+                let h = x + gated(scale_unless_one(attn, plan.attn_output_scale), &self.attn_gate);
+                let ffn_in = self.ffn_norm.forward(scale_unless_one(h.clone(), plan.norm_input_scale));
+                let ffn = self.mlp.forward(ffn_in);
+                let output = h.clone() + gated(scale_unless_one(ffn, plan.ffn_output_scale), &self.ffn_gate);
+                BlockOutput { output, after_attention: h }
+            }
+            Placement::Post => {
+                let attn = self.self_attn.forward(x.clone(), rope, cache);
+                let h = self.attn_norm.forward(scale_unless_one(x, plan.residual_scale) + attn);
+                let ffn = self.mlp.forward(h.clone());
+                let output = self.ffn_norm.forward(scale_unless_one(h.clone(), plan.residual_scale) + ffn);
+                BlockOutput { output, after_attention: h }
+            }
+            Placement::Sandwich => {
+                let attn = self.self_attn.forward(self.attn_norm.forward(x.clone()), rope, cache);
+                let h = x + post_norm(&self.attn_out_norm, attn);
+                let ffn = self.mlp.forward(self.ffn_norm.forward(h.clone()));
+                let output = h.clone() + post_norm(&self.ffn_out_norm, ffn);
+                BlockOutput { output, after_attention: h }
+            }
+        }
+    }
+}
+
+/// `branch * gate`, the gate (`[d_model]` or `[1]`) broadcast over batch and sequence.
+fn gated(branch: Tensor<3>, gate: &Option<Param<Tensor<1>>>) -> Tensor<3> {
+    match gate {
+        Some(gate) => branch * gate.val().unsqueeze::<3>(),
+        None => branch,
+    }
+}
+
+fn post_norm(norm: &Option<Norm>, x: Tensor<3>) -> Tensor<3> {
+    match norm {
+        Some(norm) => norm.forward(x),
+        None => x,
+    }
+}

@@ -1,0 +1,174 @@
+//! `LlamaConfig`: the single source of truth for a model's shape, init and normalisation scheme.
+
+use std::path::Path;
+
+use burn::config::Config;
+use burn::tensor::Device;
+
+use super::attention::AttentionShape;
+use super::block::{Block, BlockShape};
+use super::llama::Llama;
+use super::rope::RotaryEmbedding;
+use crate::norm::{NormKind, NormScheme};
+use crate::ConfigError;
+
+/// A LLaMA decoder: embeddings, `n_layers` blocks, a final norm (never depth-scaled) and an LM head.
+///
+/// Build one from a preset ([`LlamaConfig::preset`], [`LlamaConfig::llama_130m`], ...) or a JSON
+/// file ([`LlamaConfig::from_file`]), adjust it with the `with_*` setters, then call
+/// [`init`](LlamaConfig::init).
+#[derive(Config, Debug, PartialEq)]
+pub struct LlamaConfig {
+    /// Model width (hidden size).
+    pub d_model: usize,
+    /// Feed-forward width (intermediate size).
+    pub d_ff: usize,
+    /// Number of transformer blocks.
+    pub n_layers: usize,
+    /// Number of query heads; `d_model` must be a multiple.
+    pub n_heads: usize,
+    /// Number of key/value heads for grouped-query attention; `None` means `n_heads` (full MHA).
+    #[config(default = "None")]
+    pub n_kv_heads: Option<usize>,
+    /// Vocabulary size. Default 32000, the t5-base tokenizer of the paper.
+    #[config(default = 32000)]
+    pub vocab_size: usize,
+    /// Base of the rotary embedding's frequencies.
+    #[config(default = 10000.0)]
+    pub rope_theta: f64,
+    /// Epsilon of every norm (LLaMA: 1e-6).
+    #[config(default = 1e-6)]
+    pub norm_eps: f64,
+    /// Longest sequence the model is meant for (checked by the training pipeline).
+    #[config(default = 1024)]
+    pub max_seq_len: usize,
+    /// Whether the LM head shares the embedding matrix. Default false (untied, as the paper).
+    #[config(default = false)]
+    pub tie_embeddings: bool,
+    /// Whether the query, key and value projections have biases (Qwen2). Default false.
+    #[config(default = false)]
+    pub qkv_bias: bool,
+    /// Std of the normal init of every projection and of the LM head (0.02).
+    #[config(default = 0.02)]
+    pub init_std: f64,
+    /// Std of the normal init of the token embedding (0.02).
+    #[config(default = 0.02)]
+    pub embed_init_std: f64,
+    /// RMSNorm (default) or LayerNorm.
+    #[config(default = "NormKind::RmsNorm")]
+    pub norm_kind: NormKind,
+    /// The normalisation scheme; default LayerNorm Scaling.
+    #[config(default = "NormScheme::default()")]
+    pub norm_scheme: NormScheme,
+}
+
+impl LlamaConfig {
+    /// Key/value heads (`n_heads` unless grouped-query attention is configured).
+    pub fn kv_heads(&self) -> usize {
+        self.n_kv_heads.unwrap_or(self.n_heads)
+    }
+
+    /// Size of one attention head.
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.n_heads.max(1)
+    }
+
+    /// Checks every field; the error says which field is wrong and why.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, value) in [
+            ("d_model", self.d_model),
+            ("d_ff", self.d_ff),
+            ("n_layers", self.n_layers),
+            ("n_heads", self.n_heads),
+            ("n_kv_heads", self.kv_heads()),
+            ("vocab_size", self.vocab_size),
+            ("max_seq_len", self.max_seq_len),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero { field });
+            }
+        }
+        let divisible = |a: &'static str, a_value: usize, b: &'static str, b_value: usize| {
+            if a_value % b_value == 0 {
+                Ok(())
+            } else {
+                Err(ConfigError::NotDivisible { a, a_value, b, b_value })
+            }
+        };
+        divisible("d_model", self.d_model, "n_heads", self.n_heads)?;
+        divisible("n_heads", self.n_heads, "n_kv_heads", self.kv_heads())?;
+        divisible("head_dim (d_model / n_heads)", self.head_dim(), "2 (rotary pairs)", 2)?;
+        let positive = |field: &'static str, value: f64| {
+            if value > 0.0 && value.is_finite() {
+                Ok(())
+            } else {
+                Err(ConfigError::OutOfRange { field, value, expected: "a finite number > 0" })
+            }
+        };
+        positive("rope_theta", self.rope_theta)?;
+        positive("norm_eps", self.norm_eps)?;
+        positive("init_std", self.init_std)?;
+        positive("embed_init_std", self.embed_init_std)?;
+        self.norm_scheme.validate()
+    }
+
+    /// Builds the model with the paper's init on `device` (add `.autodiff()` to the device to train).
+    pub fn init(&self, device: &Device) -> Result<Llama, ConfigError> {
+        self.validate()?;
+        let shape = BlockShape {
+            attention: AttentionShape {
+                d_model: self.d_model,
+                n_heads: self.n_heads,
+                n_kv_heads: self.kv_heads(),
+                qkv_bias: self.qkv_bias,
+            },
+            d_ff: self.d_ff,
+            norm_kind: self.norm_kind,
+            norm_eps: self.norm_eps,
+        };
+        let layers = (1..=self.n_layers)
+            .map(|layer| {
+                let plan = self.norm_scheme.plan(layer, self.n_layers, self.init_std)?;
+                Block::init(shape, plan, layer, device)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Llama::new(self, layers, RotaryEmbedding::new(self.head_dim(), self.rope_theta), device)
+    }
+
+    /// The number of parameters [`init`](LlamaConfig::init) creates, computed without building the model.
+    pub fn num_params(&self) -> usize {
+        let (d, kv_dim) = (self.d_model, self.kv_heads() * self.head_dim());
+        let bias = |n: usize| if self.qkv_bias { n } else { 0 };
+        let attention = d * d + bias(d) + 2 * (d * kv_dim + bias(kv_dim)) + d * d;
+        let feed_forward = 3 * d * self.d_ff;
+        let norm = self.norm_kind.num_params(d);
+        let norms_per_block = if self.norm_scheme == NormScheme::SandwichLn { 4 } else { 2 };
+        let gates = match self.norm_scheme {
+            NormScheme::LayerScale { .. } => 2 * d,
+            NormScheme::SkipInit { .. } => 2,
+            _ => 0,
+        };
+        let block = attention + feed_forward + norms_per_block * norm + gates;
+        let embeddings = self.vocab_size * d;
+        let head = if self.tie_embeddings { 0 } else { self.vocab_size * d };
+        embeddings + self.n_layers * block + norm + head
+    }
+
+    /// Reads a JSON config file (the format of `configs/models/*.json`) and validates it.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        let config: Self = serde_json::from_str(&text).map_err(|e| file_error(format!("not a valid model config: {e}")))?;
+        config.validate().map_err(|e| file_error(e.to_string()))?;
+        Ok(config)
+    }
+
+    /// Writes the config as pretty JSON, atomically (a temporary file renamed into place).
+    pub fn to_file(&self, path: impl AsRef<Path>) -> Result<(), ConfigError> {
+        let path = path.as_ref();
+        let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
+        let json = serde_json::to_string_pretty(self).map_err(|e| file_error(e.to_string()))?;
+        crate::io::write_atomically(path, format!("{json}\n").as_bytes()).map_err(|e| file_error(e.to_string()))
+    }
+}

@@ -1,0 +1,157 @@
+//! `Llama`: the decoder and its forward paths (logits, hidden-state trace, layer skipping, KV cache).
+
+use burn::module::Module;
+use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
+use burn::tensor::module::linear;
+use burn::tensor::{Device, Int, Tensor};
+
+use super::block::Block;
+use super::config::LlamaConfig;
+use super::init::normal_linear;
+use super::kv_cache::KvCache;
+use super::rope::RotaryEmbedding;
+use crate::norm::Norm;
+use crate::ConfigError;
+
+/// A LLaMA decoder. Build it with [`LlamaConfig::init`].
+#[derive(Module, Debug)]
+pub struct Llama {
+    /// Token embedding, `[vocab, d_model]`.
+    pub embed_tokens: Embedding,
+    /// The blocks, bottom (layer 1) first.
+    pub layers: Vec<Block>,
+    /// The final norm before the LM head; never depth-scaled.
+    pub norm: Norm,
+    /// The LM head `d_model -> vocab`; `None` when tied to the embedding.
+    pub lm_head: Option<Linear>,
+    #[module(skip)]
+    rope: RotaryEmbedding,
+}
+
+/// Logits plus the hidden states around every block, from [`Llama::forward_trace`].
+#[derive(Clone, Debug)]
+pub struct ForwardTrace {
+    /// `[batch, seq, vocab]`.
+    pub logits: Tensor<3>,
+    /// `n_layers + 1` states `[batch, seq, d_model]`: `hidden[0]` is the embedding output (block 1's
+    /// input), `hidden[l]` the output of block `l`.
+    pub hidden: Vec<Tensor<3>>,
+    /// `n_layers` states: `after_attention[l - 1]` is block `l`'s state after its attention residual.
+    pub after_attention: Vec<Tensor<3>>,
+}
+
+impl Llama {
+    pub(crate) fn new(
+        config: &LlamaConfig,
+        layers: Vec<Block>,
+        rope: RotaryEmbedding,
+        device: &Device,
+    ) -> Result<Self, ConfigError> {
+        let embed_tokens = EmbeddingConfig::new(config.vocab_size, config.d_model)
+            .with_initializer(Initializer::Normal { mean: 0.0, std: config.embed_init_std })
+            .init(device);
+        let lm_head = (!config.tie_embeddings).then(|| {
+            normal_linear(LinearConfig::new(config.d_model, config.vocab_size).with_bias(false), config.init_std, device)
+        });
+        let norm = config.norm_kind.init(config.d_model, config.norm_eps, 1, device)?;
+        Ok(Self { embed_tokens, layers, norm, lm_head, rope })
+    }
+
+    /// The number of blocks.
+    pub fn n_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Logits of every position. Shapes: `[batch, seq] -> [batch, seq, vocab]`.
+    pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        self.run(tokens, &[], None, None)
+    }
+
+    /// Logits plus the hidden state entering and leaving every block (for the diagnostics).
+    pub fn forward_trace(&self, tokens: Tensor<2, Int>) -> ForwardTrace {
+        let mut trace = Trace::default();
+        let logits = self.run(tokens, &[], None, Some(&mut trace));
+        ForwardTrace { logits, hidden: trace.hidden, after_attention: trace.after_attention }
+    }
+
+    /// Logits with the given blocks (1-based layer numbers) skipped: their input passes straight
+    /// to the next block, as if they were removed (layer pruning).
+    pub fn forward_skipping(&self, tokens: Tensor<2, Int>, skip: &[usize]) -> Result<Tensor<3>, ConfigError> {
+        self.check_layers(skip)?;
+        Ok(self.run(tokens, skip, None, None))
+    }
+
+    /// An empty cache for [`forward_cached`](Llama::forward_cached).
+    pub fn new_cache(&self) -> KvCache {
+        KvCache::new(self.layers.len())
+    }
+
+    /// Incremental decoding: logits of `tokens` (`[batch, new] -> [batch, new, vocab]`), which follow
+    /// the positions already in `cache`; the cache is extended with them.
+    pub fn forward_cached(&self, tokens: Tensor<2, Int>, cache: &mut KvCache) -> Tensor<3> {
+        self.run(tokens, &[], Some(cache), None)
+    }
+
+    /// The model without the given blocks (1-based layer numbers). The remaining blocks keep their
+    /// weights and their own layer numbers (so their LNS factors), as in the paper's pruning study.
+    pub fn remove_layers(mut self, remove: &[usize]) -> Result<Self, ConfigError> {
+        self.check_layers(remove)?;
+        self.layers = self
+            .layers
+            .into_iter()
+            .enumerate()
+            .filter(|(index, _)| !remove.contains(&(index + 1)))
+            .map(|(_, block)| block)
+            .collect();
+        Ok(self)
+    }
+
+    fn check_layers(&self, layers: &[usize]) -> Result<(), ConfigError> {
+        let n_layers = self.layers.len();
+        match layers.iter().find(|&&layer| layer == 0 || layer > n_layers) {
+            Some(&0) => Err(ConfigError::LayerZero),
+            Some(&layer) => Err(ConfigError::NoSuchLayer { layer, n_layers }),
+            None => Ok(()),
+        }
+    }
+
+    fn run(
+        &self,
+        tokens: Tensor<2, Int>,
+        skip: &[usize],
+        mut cache: Option<&mut KvCache>,
+        mut trace: Option<&mut Trace>,
+    ) -> Tensor<3> {
+        let [_, seq] = tokens.dims();
+        let device = tokens.device();
+        let offset = cache.as_ref().map_or(0, |cache| cache.len());
+        let rope = self.rope.tables(offset, seq, &device);
+        let mut x = self.embed_tokens.forward(tokens); // [batch, seq, d_model]
+        if let Some(trace) = trace.as_mut() {
+            trace.hidden.push(x.clone());
+        }
+        for (index, block) in self.layers.iter().enumerate() {
+            if skip.contains(&(index + 1)) {
+                continue;
+            }
+            let layer_cache = cache.as_mut().map(|cache| &mut cache.layers[index]);
+            let out = block.forward(x, &rope, layer_cache);
+            if let Some(trace) = trace.as_mut() {
+                trace.after_attention.push(out.after_attention);
+                trace.hidden.push(out.output.clone());
+            }
+            x = out.output;
+        }
+        let x = self.norm.forward(x);
+        match &self.lm_head {
+            Some(head) => head.forward(x),
+            None => linear(x, self.embed_tokens.weight.val().transpose(), None),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Trace {
+    hidden: Vec<Tensor<3>>,
+    after_attention: Vec<Tensor<3>>,
+}

@@ -1,0 +1,20 @@
+//! The LLaMA transformer: config and presets, attention, feed-forward, block, model.
+
+mod attention;
+mod block;
+mod config;
+mod feed_forward;
+mod init;
+mod kv_cache;
+mod llama;
+mod presets;
+mod rope;
+
+pub use attention::{Attention, AttentionShape};
+pub use block::{Block, BlockOutput};
+pub use config::LlamaConfig;
+pub use feed_forward::FeedForward;
+pub use kv_cache::{KvCache, LayerKv};
+pub use llama::{ForwardTrace, Llama};
+pub use presets::PRESETS;
+pub use rope::{RopeTables, RotaryEmbedding};

@@ -1,0 +1,50 @@
+//! The method itself, as a function: the LayerNorm Scaling factor of a layer.
+//!
+//! In a Pre-LN block of layer `l` (1-based), both sub-layer norm outputs are multiplied by
+//! `1/sqrt(l)`:
+//!
+//! ```text
+//! x' = x  + Attn(Norm(x)  / sqrt(l))
+//! y  = x' + FFN (Norm(x') / sqrt(l))
+//! ```
+//!
+//! Use these when writing your own blocks; the modules [`RmsNormScaling`](super::RmsNormScaling)
+//! and [`LayerNormScaling`](super::LayerNormScaling) apply the same factor for you.
+
+use burn::tensor::Tensor;
+
+use crate::ConfigError;
+
+/// The LayerNorm Scaling factor `1/sqrt(layer)` of a 1-based layer number.
+///
+/// Layer 1 has factor 1. For a 0-based index `i`, pass `i + 1`.
+///
+/// ```
+/// use layernorm_scaling::norm::depth_scale;
+/// assert_eq!(depth_scale(1).unwrap(), 1.0);
+/// assert_eq!(depth_scale(4).unwrap(), 0.5);
+/// assert!(depth_scale(0).is_err());
+/// ```
+pub fn depth_scale(layer: usize) -> Result<f64, ConfigError> {
+    if layer == 0 {
+        return Err(ConfigError::LayerZero);
+    }
+    Ok(1.0 / (layer as f64).sqrt())
+}
+
+/// Multiplies `x` (any shape) by the factor of a 1-based `layer`.
+///
+/// For a norm output `Norm(x)` of layer `l`, this is LayerNorm Scaling.
+pub fn apply_depth_scale<const D: usize>(x: Tensor<D>, layer: usize) -> Result<Tensor<D>, ConfigError> {
+    let factor = depth_scale(layer)?;
+    Ok(scale_unless_one(x, factor))
+}
+
+/// `x * factor`, skipping the multiplication (a full pass over `x`) when the factor is exactly 1.
+pub(crate) fn scale_unless_one<const D: usize>(x: Tensor<D>, factor: f64) -> Tensor<D> {
+    if factor == 1.0 {
+        x
+    } else {
+        x * factor
+    }
+}

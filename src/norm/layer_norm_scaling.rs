@@ -1,0 +1,110 @@
+//! `LayerNormScaling`: Burn's `LayerNorm` whose output is multiplied by `1/sqrt(layer)`.
+
+use burn::config::Config;
+use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
+use burn::nn::Initializer;
+use burn::tensor::module::layer_norm;
+use burn::tensor::{DType, Device, Tensor};
+
+use super::depth_scale;
+use super::rms_norm_scaling::check_epsilon;
+use crate::ConfigError;
+
+/// Configuration of [`LayerNormScaling`].
+#[derive(Config, Debug)]
+pub struct LayerNormScalingConfig {
+    /// The size of the last (feature) dimension.
+    pub d_model: usize,
+    /// The 1-based number of the layer this norm belongs to; the output is scaled by `1/sqrt(layer)`.
+    pub layer: usize,
+    /// Added to the variance for numerical stability.
+    #[config(default = 1e-5)]
+    pub epsilon: f64,
+    /// Whether the norm has a learnable bias `beta` (as Burn's `LayerNorm`, default true).
+    #[config(default = true)]
+    pub bias: bool,
+}
+
+impl LayerNormScalingConfig {
+    /// Builds the module with `gamma = 1` and `beta = 0`.
+    ///
+    /// Fails for layer 0, `d_model = 0` or a non-positive epsilon.
+    pub fn init(&self, device: &Device) -> Result<LayerNormScaling, ConfigError> {
+        depth_scale(self.layer)?;
+        if self.d_model == 0 {
+            return Err(ConfigError::Zero { field: "d_model" });
+        }
+        check_epsilon(self.epsilon)?;
+        Ok(LayerNormScaling {
+            gamma: Initializer::Ones.init([self.d_model], device),
+            beta: self.bias.then(|| Initializer::Zeros.init([self.d_model], device)),
+            epsilon: self.epsilon,
+            layer: self.layer,
+        })
+    }
+}
+
+/// Layer normalisation with LayerNorm Scaling:
+///
+/// `Y = ((X - mean) / sqrt(var + eps) * gamma + beta) / sqrt(l)`
+///
+/// A drop-in replacement for Burn's `LayerNorm`: the same parameters (`gamma`, optional `beta`)
+/// under the same names, so a record of one loads into the other. The factor derives from the
+/// layer number in the config; it is not state that a reload could lose.
+#[derive(Module, Debug)]
+#[module(custom_display)]
+pub struct LayerNormScaling {
+    /// The learnable per-feature scale, `[d_model]`, initialised to 1.
+    pub gamma: Param<Tensor<1>>,
+    /// The learnable per-feature shift, `[d_model]`, initialised to 0.
+    pub beta: Option<Param<Tensor<1>>>,
+    /// Added to the variance for numerical stability.
+    pub epsilon: f64,
+    /// The 1-based layer number; never 0.
+    layer: usize,
+}
+
+impl LayerNormScaling {
+    /// The 1-based layer number.
+    pub fn layer(&self) -> usize {
+        self.layer
+    }
+
+    /// The factor `1/sqrt(layer)` applied to the output.
+    pub fn scale(&self) -> f64 {
+        1.0 / (self.layer as f64).sqrt()
+    }
+
+    /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
+    ///
+    /// Half-precision inputs are normalised in f32 and cast back.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        // s * (norm(x) * gamma + beta) = norm(x) * (s * gamma) + s * beta
+        let scale = self.scale();
+        let gamma = self.gamma.val() * scale;
+        let beta = self.beta.as_ref().map(|b| b.val() * scale);
+        let dtype = x.dtype();
+        if matches!(dtype, DType::F16 | DType::BF16) {
+            let beta = beta.map(|b| b.cast(DType::F32));
+            layer_norm(x.cast(DType::F32), gamma.cast(DType::F32), beta, self.epsilon).cast(dtype)
+        } else {
+            layer_norm(x, gamma, beta, self.epsilon)
+        }
+    }
+}
+
+impl ModuleDisplay for LayerNormScaling {
+    fn custom_settings(&self) -> Option<DisplaySettings> {
+        DisplaySettings::new().with_new_line_after_attribute(false).optional()
+    }
+
+    fn custom_content(&self, content: Content) -> Option<Content> {
+        let [d_model] = self.gamma.shape().dims();
+        content
+            .add("d_model", &d_model)
+            .add("epsilon", &self.epsilon)
+            .add("bias", &self.beta.is_some())
+            .add("layer", &self.layer)
+            .optional()
+    }
+}

@@ -1,0 +1,15 @@
+//! The method: LayerNorm Scaling modules, its functional form, and every normalisation scheme.
+
+mod depth_scale;
+mod layer_norm_scaling;
+#[allow(clippy::module_inception)]
+mod norm;
+mod rms_norm_scaling;
+mod scheme;
+
+pub use depth_scale::{apply_depth_scale, depth_scale};
+pub(crate) use depth_scale::scale_unless_one;
+pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
+pub use norm::{Norm, NormKind};
+pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
+pub use scheme::{BranchGate, LayerInit, LayerPlan, LnsPosition, NormScheme, Placement};

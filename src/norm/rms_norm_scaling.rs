@@ -1,0 +1,116 @@
+//! `RmsNormScaling`: Burn's `RmsNorm` whose output is multiplied by `1/sqrt(layer)`.
+
+use burn::config::Config;
+use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
+use burn::nn::{Initializer, RmsNorm};
+use burn::tensor::{DType, Device, Tensor};
+
+use super::depth_scale;
+use crate::ConfigError;
+
+/// Configuration of [`RmsNormScaling`].
+#[derive(Config, Debug)]
+pub struct RmsNormScalingConfig {
+    /// The size of the last (feature) dimension.
+    pub d_model: usize,
+    /// The 1-based number of the layer this norm belongs to; the output is scaled by `1/sqrt(layer)`.
+    pub layer: usize,
+    /// Added to the mean square for numerical stability (Burn's default; LLaMA uses 1e-6).
+    #[config(default = 1e-5)]
+    pub epsilon: f64,
+}
+
+impl RmsNormScalingConfig {
+    /// Builds the module with `gamma = 1`.
+    ///
+    /// Fails for layer 0, `d_model = 0` or a non-positive epsilon.
+    pub fn init(&self, device: &Device) -> Result<RmsNormScaling, ConfigError> {
+        depth_scale(self.layer)?;
+        if self.d_model == 0 {
+            return Err(ConfigError::Zero { field: "d_model" });
+        }
+        check_epsilon(self.epsilon)?;
+        Ok(RmsNormScaling {
+            gamma: Initializer::Ones.init([self.d_model], device),
+            epsilon: self.epsilon,
+            layer: self.layer,
+        })
+    }
+}
+
+pub(crate) fn check_epsilon(epsilon: f64) -> Result<(), ConfigError> {
+    if epsilon > 0.0 && epsilon.is_finite() {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange { field: "epsilon", value: epsilon, expected: "a finite number > 0" })
+    }
+}
+
+/// RMS normalisation with LayerNorm Scaling:
+///
+/// `Y = X / sqrt(mean(X^2) + eps) * gamma / sqrt(l)`
+///
+/// A drop-in replacement for Burn's [`RmsNorm`]: the same parameter (`gamma`) under the same
+/// name, so a record of one loads into the other. The factor is not a parameter or a buffer:
+/// it derives from the layer number given in the config, so no reload or re-initialisation can
+/// lose it.
+#[derive(Module, Debug)]
+#[module(custom_display)]
+pub struct RmsNormScaling {
+    /// The learnable per-feature scale, `[d_model]`, initialised to 1.
+    pub gamma: Param<Tensor<1>>,
+    /// Added to the mean square for numerical stability.
+    pub epsilon: f64,
+    /// The 1-based layer number; never 0.
+    layer: usize,
+}
+
+impl RmsNormScaling {
+    /// Wraps an existing `RmsNorm` (keeping its `gamma`) as the norm of a 1-based `layer`.
+    pub fn from_rms_norm(norm: RmsNorm, layer: usize) -> Result<Self, ConfigError> {
+        depth_scale(layer)?;
+        Ok(Self { gamma: norm.gamma, epsilon: norm.epsilon, layer })
+    }
+
+    /// The plain `RmsNorm` with the same `gamma` (the depth factor is dropped).
+    pub fn into_rms_norm(self) -> RmsNorm {
+        RmsNorm { gamma: self.gamma, epsilon: self.epsilon }
+    }
+
+    /// The 1-based layer number.
+    pub fn layer(&self) -> usize {
+        self.layer
+    }
+
+    /// The factor `1/sqrt(layer)` applied to the output.
+    pub fn scale(&self) -> f64 {
+        1.0 / (self.layer as f64).sqrt()
+    }
+
+    /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
+    ///
+    /// The mean square is accumulated in f32 whatever the input's precision.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let dtype = x.dtype();
+        let mean_square = x.clone().cast(DType::F32).square().mean_dim(D - 1); // [..., 1]
+        let rms = (mean_square + self.epsilon).sqrt().cast(dtype);
+        // Folding the factor into gamma costs d_model multiplications instead of a pass over x.
+        let gamma = self.gamma.val() * self.scale();
+        (x / rms) * gamma.unsqueeze()
+    }
+}
+
+impl ModuleDisplay for RmsNormScaling {
+    fn custom_settings(&self) -> Option<DisplaySettings> {
+        DisplaySettings::new().with_new_line_after_attribute(false).optional()
+    }
+
+    fn custom_content(&self, content: Content) -> Option<Content> {
+        let [d_model] = self.gamma.shape().dims();
+        content
+            .add("d_model", &d_model)
+            .add("epsilon", &self.epsilon)
+            .add("layer", &self.layer)
+            .optional()
+    }
+}
