@@ -7,6 +7,7 @@ mod feed_forward;
 mod init;
 mod kv_cache;
 mod llama;
+mod loss;
 mod presets;
 mod rope;
 
@@ -16,5 +17,6 @@ pub use config::LlamaConfig;
 pub use feed_forward::FeedForward;
 pub use kv_cache::{KvCache, LayerKv};
 pub use llama::{ForwardTrace, Llama};
+pub use loss::cross_entropy;
 pub use presets::PRESETS;
 pub use rope::{RopeTables, RotaryEmbedding};
