@@ -155,12 +155,39 @@ impl LlamaConfig {
     }
 
     /// Reads a JSON config file (the format of `configs/models/*.json`) and validates it.
+    ///
+    /// Only `d_model`, `d_ff`, `n_layers` and `n_heads` are required; missing fields take their
+    /// defaults, and an unknown field is an error (so a typo is not silently ignored).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
         let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        let config: Self = serde_json::from_str(&text).map_err(|e| file_error(format!("not a valid model config: {e}")))?;
-        config.validate().map_err(|e| file_error(e.to_string()))?;
+        Self::from_json(&text).map_err(|e| file_error(e.to_string()))
+    }
+
+    /// Parses a JSON config as [`from_file`](LlamaConfig::from_file) does.
+    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Unsupported(format!("not a valid model config: {message}"));
+        let given: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let required = |field: &'static str| -> Result<usize, ConfigError> {
+            let value = given.get(field).ok_or_else(|| invalid(format!("missing required field `{field}`")))?;
+            value.as_u64().map(|v| v as usize).ok_or_else(|| invalid(format!("`{field}` must be a whole number, got {value}")))
+        };
+        let defaults = Self::new(required("d_model")?, required("d_ff")?, required("n_layers")?, required("n_heads")?);
+        let serde_json::Value::Object(mut merged) = serde_json::to_value(&defaults).map_err(|e| invalid(e.to_string()))?
+        else {
+            unreachable!("a struct serialises to a JSON object")
+        };
+        for (key, value) in given {
+            if !merged.contains_key(&key) {
+                let known: Vec<&str> = merged.keys().map(String::as_str).collect();
+                return Err(invalid(format!("unknown field `{key}`; known fields: {}", known.join(", "))));
+            }
+            merged.insert(key, value);
+        }
+        let config: Self = serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| invalid(e.to_string()))?;
+        config.validate()?;
         Ok(config)
     }
 

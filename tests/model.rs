@@ -1,0 +1,212 @@
+//! The LLaMA model: causality, KV cache, layer skipping, presets, config files, bad configs.
+
+mod common;
+
+use burn::module::Module;
+use burn::tensor::{Int, Tensor};
+use common::{cpu, max_abs_diff, random_tokens};
+use layernorm_scaling::{ConfigError, LlamaConfig, NormKind, NormScheme};
+
+#[test]
+fn changing_future_tokens_leaves_earlier_logits_unchanged() {
+    let device = cpu();
+    for scheme in [NormScheme::default(), NormScheme::PostLn, NormScheme::SandwichLn] {
+        let model = LlamaConfig::tiny().with_norm_scheme(scheme.clone()).init(&device).unwrap();
+        let a = random_tokens(2, 16, 256, 1, &device);
+        let tail = random_tokens(2, 6, 256, 2, &device);
+        let b = Tensor::cat(vec![a.clone().narrow(1, 0, 10), tail], 1);
+        let (la, lb) = (model.forward(a), model.forward(b));
+        let prefix = max_abs_diff(&la.clone().narrow(1, 0, 10), &lb.clone().narrow(1, 0, 10));
+        assert!(prefix < 1e-5, "{scheme}: earlier logits moved by {prefix}");
+        assert!(max_abs_diff(&la.narrow(1, 10, 6), &lb.narrow(1, 10, 6)) > 1e-3, "{scheme}: later logits must change");
+    }
+}
+
+fn decode_in_chunks(config: LlamaConfig, chunks: &[usize]) {
+    let device = cpu();
+    let model = config.init(&device).unwrap();
+    let total: usize = chunks.iter().sum();
+    let tokens = random_tokens(2, total, config.vocab_size, 11, &device);
+    let full = model.forward(tokens.clone());
+    let mut cache = model.new_cache();
+    let mut start = 0;
+    for &len in chunks {
+        let logits = model.forward_cached(tokens.clone().narrow(1, start, len), &mut cache);
+        let diff = max_abs_diff(&logits, &full.clone().narrow(1, start, len));
+        assert!(diff < 1e-4, "chunk at {start}+{len}: {diff}");
+        start += len;
+        assert_eq!(cache.len(), start);
+    }
+}
+
+#[test]
+fn kv_cache_decoding_equals_the_full_forward() {
+    decode_in_chunks(LlamaConfig::tiny(), &[5, 1, 1, 1, 1, 1]);
+    // A multi-token chunk after a prefix needs the offset causal mask.
+    decode_in_chunks(LlamaConfig::tiny(), &[4, 3, 1, 4]);
+    // Grouped-query attention, a non-default rope theta, tied embeddings and Qwen2-style biases.
+    let gqa = LlamaConfig::tiny()
+        .with_n_kv_heads(Some(2))
+        .with_rope_theta(500_000.0)
+        .with_tie_embeddings(true)
+        .with_qkv_bias(true);
+    decode_in_chunks(gqa, &[3, 1, 2, 1]);
+}
+
+#[test]
+fn skipping_a_layer_equals_a_model_built_without_it() {
+    let device = cpu();
+    let config = LlamaConfig::tiny().with_norm_scheme(NormScheme::PreLn);
+    let model = config.init(&device).unwrap();
+    let tokens = random_tokens(2, 9, 256, 4, &device);
+    for k in 1..=4 {
+        // An independently built 3-layer model holding the other blocks' weights.
+        let mut smaller = LlamaConfig { n_layers: 3, ..config.clone() }.init(&device).unwrap();
+        smaller.embed_tokens = model.embed_tokens.clone();
+        smaller.layers = model.layers.iter().enumerate().filter(|(i, _)| i + 1 != k).map(|(_, b)| b.clone()).collect();
+        smaller.norm = model.norm.clone();
+        smaller.lm_head = model.lm_head.clone();
+        let skipped = model.forward_skipping(tokens.clone(), &[k]).unwrap();
+        assert!(max_abs_diff(&skipped, &smaller.forward(tokens.clone())) < 1e-5, "layer {k}");
+        assert!(max_abs_diff(&skipped, &model.forward(tokens.clone())) > 1e-4, "skipping layer {k} changes the output");
+    }
+}
+
+#[test]
+fn removed_layers_keep_their_own_lns_factors() {
+    let device = cpu();
+    let model = LlamaConfig::tiny().init(&device).unwrap();
+    let tokens = random_tokens(1, 7, 256, 9, &device);
+    let skipped = model.forward_skipping(tokens.clone(), &[2]).unwrap();
+    let pruned = model.remove_layers(&[2]).unwrap();
+    assert_eq!(pruned.layers.iter().map(|b| b.layer()).collect::<Vec<_>>(), vec![1, 3, 4]);
+    assert!(max_abs_diff(&skipped, &pruned.forward(tokens)) < 1e-6);
+}
+
+#[test]
+fn bad_layer_numbers_are_errors() {
+    let device = cpu();
+    let model = LlamaConfig::tiny().init(&device).unwrap();
+    let tokens = random_tokens(1, 4, 256, 1, &device);
+    assert_eq!(model.forward_skipping(tokens.clone(), &[0]).unwrap_err(), ConfigError::LayerZero);
+    let err = model.forward_skipping(tokens, &[5]).unwrap_err();
+    assert_eq!(err.to_string(), "layer 5 does not exist: the model has layers 1..=4");
+    assert!(model.remove_layers(&[9]).is_err());
+}
+
+#[test]
+fn preset_parameter_counts_match_their_names() {
+    let m = 1e6;
+    let c130 = LlamaConfig::llama_130m().num_params() as f64;
+    assert!((132.0 * m..136.0 * m).contains(&c130), "130m has {c130}");
+    for (name, nominal) in [
+        ("9m", 9.0 * m),
+        ("20m", 20.0 * m),
+        ("35m", 35.0 * m),
+        ("60m", 60.0 * m),
+        ("71m", 71.0 * m),
+        ("130m", 130.0 * m),
+        ("250m", 250.0 * m),
+        ("350m", 350.0 * m),
+        ("7b", 7000.0 * m),
+    ] {
+        let count = LlamaConfig::preset(name).unwrap().num_params() as f64;
+        assert!((0.9..1.1).contains(&(count / nominal)), "{name}: {count}");
+    }
+    // The 1B and 3B of the paper's code base count 1.34B and 2.69B parameters.
+    let c1b = LlamaConfig::llama_1b().num_params() as f64;
+    assert!((1.3e9..1.4e9).contains(&c1b), "1b: {c1b}");
+    let c3b = LlamaConfig::llama_3b().num_params() as f64;
+    assert!((2.6e9..2.8e9).contains(&c3b), "3b: {c3b}");
+}
+
+#[test]
+fn computed_parameter_counts_equal_the_built_models() {
+    let device = cpu();
+    let tiny = LlamaConfig::tiny;
+    let configs = [
+        tiny(),
+        tiny().with_norm_kind(NormKind::LayerNorm),
+        tiny().with_n_kv_heads(Some(1)),
+        tiny().with_tie_embeddings(true),
+        tiny().with_qkv_bias(true),
+        tiny().with_norm_scheme(NormScheme::SandwichLn).with_norm_kind(NormKind::LayerNorm),
+        tiny().with_norm_scheme(NormScheme::LayerScale { init: 0.1 }),
+        tiny().with_norm_scheme(NormScheme::SkipInit { init: 0.0 }),
+        LlamaConfig::llama_9m(),
+        LlamaConfig::llama_20m(),
+    ];
+    for config in configs {
+        let model = config.init(&device).unwrap();
+        assert_eq!(model.num_params(), config.num_params(), "{config:?}");
+    }
+}
+
+#[test]
+fn config_files_are_the_presets_and_round_trip() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/models");
+    for name in LlamaConfig::preset_names() {
+        let from_file = LlamaConfig::from_file(dir.join(format!("{name}.json"))).unwrap();
+        assert_eq!(from_file, LlamaConfig::preset(name).unwrap(), "configs/models/{name}.json");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("custom.json");
+    let config = LlamaConfig::tiny()
+        .with_norm_scheme(NormScheme::MixLn { post_ln_fraction: 0.5 })
+        .with_n_kv_heads(Some(2))
+        .with_norm_kind(NormKind::LayerNorm);
+    config.to_file(&path).unwrap();
+    assert_eq!(LlamaConfig::from_file(&path).unwrap(), config);
+    // Only the required fields: the rest take their defaults.
+    std::fs::write(&path, r#"{"d_model": 64, "d_ff": 128, "n_layers": 2, "n_heads": 4}"#).unwrap();
+    let minimal = LlamaConfig::from_file(&path).unwrap();
+    assert_eq!(minimal, LlamaConfig::new(64, 128, 2, 4));
+    assert_eq!(minimal.norm_scheme, NormScheme::default());
+}
+
+#[test]
+fn bad_configs_are_clear_errors() {
+    let device = cpu();
+    let check = |config: LlamaConfig, expected: &str| {
+        let err = config.init(&device).unwrap_err().to_string();
+        assert!(err.contains(expected), "`{err}` should mention `{expected}`");
+    };
+    check(LlamaConfig { d_model: 66, ..LlamaConfig::tiny() }, "`d_model` (66) must be divisible by `n_heads` (4)");
+    check(LlamaConfig::tiny().with_n_kv_heads(Some(3)), "`n_heads` (4) must be divisible by `n_kv_heads` (3)");
+    check(LlamaConfig { n_layers: 0, ..LlamaConfig::tiny() }, "`n_layers` must be at least 1");
+    check(LlamaConfig { n_heads: 0, ..LlamaConfig::tiny() }, "`n_heads` must be at least 1");
+    check(LlamaConfig { d_model: 12, ..LlamaConfig::tiny() }, "head_dim");
+    check(LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: 1.5 }), "post_ln_fraction");
+    check(LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: -0.1 }), "in [0, 1]");
+    check(LlamaConfig::tiny().with_norm_eps(0.0), "norm_eps");
+
+    let err = LlamaConfig::preset("13m").unwrap_err().to_string();
+    assert!(err.contains("unknown model preset `13m`") && err.contains("130m"), "{err}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("bad.json");
+    std::fs::write(&path, r#"{"d_model": 64, "d_ff": 128, "n_layers": 0, "n_heads": 4}"#).unwrap();
+    let err = LlamaConfig::from_file(&path).unwrap_err().to_string();
+    assert!(err.contains("bad.json") && err.contains("n_layers"), "{err}");
+    std::fs::write(&path, "{ not json").unwrap();
+    assert!(LlamaConfig::from_file(&path).unwrap_err().to_string().contains("not a valid model config"));
+    assert!(LlamaConfig::from_file(tmp.path().join("missing.json")).is_err());
+    std::fs::write(&path, r#"{"d_model": 64, "d_ff": 128, "n_layers": 2, "n_heads": 4, "n_layer": 3}"#).unwrap();
+    let err = LlamaConfig::from_file(&path).unwrap_err().to_string();
+    assert!(err.contains("unknown field `n_layer`"), "{err}");
+    std::fs::write(&path, r#"{"d_model": 64, "d_ff": 128, "n_heads": 4}"#).unwrap();
+    let err = LlamaConfig::from_file(&path).unwrap_err().to_string();
+    assert!(err.contains("missing required field `n_layers`"), "{err}");
+}
+
+#[test]
+fn tied_embeddings_share_the_embedding_matrix() {
+    let device = cpu();
+    let model = LlamaConfig::tiny().with_tie_embeddings(true).init(&device).unwrap();
+    assert!(model.lm_head.is_none());
+    let tokens: Tensor<2, Int> = random_tokens(1, 5, 256, 2, &device);
+    let trace = model.forward_trace(tokens);
+    let hidden = model.norm.forward(trace.hidden[4].clone());
+    let expected = hidden.matmul(model.embed_tokens.weight.val().transpose().unsqueeze());
+    assert!(max_abs_diff(&trace.logits, &expected) < 1e-5);
+}
