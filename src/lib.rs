@@ -26,3 +26,8 @@ pub use norm::{
     apply_depth_scale, depth_scale, LayerNormScaling, LayerNormScalingConfig, LnsPosition, NormKind, NormScheme,
     RmsNormScaling, RmsNormScalingConfig,
 };
+
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -3,27 +3,27 @@
 
 mod common;
 
-use burn::tensor::{DType, FloatDType};
+use burn::tensor::DType;
 use common::{random_tokens, values};
 use layernorm_scaling::{parse_device, set_precision, LlamaConfig, Precision};
 
 #[test]
-fn bf16_where_supported_and_a_clear_error_where_not() {
+fn flex_computes_in_bf16_and_locks_its_precision_once_used() {
     let mut device = parse_device("flex").unwrap();
-    let supported = device.supports_dtype(FloatDType::BF16);
-    let result = set_precision(&mut device, Precision::Bf16);
-    if supported {
-        result.unwrap();
-        let model = LlamaConfig::tiny().init(&device).unwrap();
-        let logits = model.forward(random_tokens(1, 8, 256, 1, &device));
-        assert_eq!(logits.dtype(), DType::BF16);
-        assert!(values(&logits).iter().all(|v| v.is_finite()));
-    } else {
-        let err = result.unwrap_err().to_string();
-        assert!(err.contains("cannot compute in Bf16"), "{err}");
-    }
+    set_precision(&mut device, Precision::Bf16).unwrap();
+    let model = LlamaConfig::tiny().init(&device).unwrap();
+    let logits = model.forward(random_tokens(1, 8, 256, 1, &device));
+    assert_eq!(logits.dtype(), DType::BF16);
+    assert!(values(&logits).iter().all(|v| v.is_finite()));
     // Once tensors exist the precision is locked, and saying so is an error, not a panic.
-    let _ = LlamaConfig::tiny().init(&device).unwrap();
     let err = set_precision(&mut device, Precision::F32).unwrap_err().to_string();
     assert!(err.contains("already been initialized"), "{err}");
+}
+
+#[cfg(feature = "ndarray")]
+#[test]
+fn ndarray_refuses_bf16_with_a_clear_message() {
+    let mut device = parse_device("ndarray").unwrap();
+    let err = set_precision(&mut device, Precision::Bf16).unwrap_err().to_string();
+    assert!(err.contains("cannot compute in Bf16") && err.contains("run in f32"), "{err}");
 }

@@ -1,0 +1,111 @@
+//! The curse of depth at a glance: builds the same deep model under several normalisation
+//! schemes and prints the variance of the hidden state after every block.
+//!
+//! ```bash
+//! cargo run --release --example curse
+//! cargo run --release --example curse -- --layers 48 --schemes pre-ln,lns,scaled-init,mix-ln
+//! ```
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use burn::tensor::{Device, Distribution, Int, Tensor};
+use clap::Parser;
+use layernorm_scaling::{parse_device, ConfigError, LlamaConfig, NormScheme};
+
+/// Layer-wise output variance of a randomly initialised LLaMA, per normalisation scheme.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Model preset whose width, feed-forward size and heads are used (tiny, 9m, 20m, ..., 7b).
+    #[arg(long, default_value = "tiny")]
+    preset: String,
+    /// Number of layers (overrides the preset's).
+    #[arg(long, default_value_t = 32)]
+    layers: usize,
+    /// Comma-separated schemes: pre-ln, lns, lns:after-ffn, post-ln, deepnorm, mix-ln, scaled-init, ...
+    #[arg(long, value_delimiter = ',', default_value = "pre-ln,lns")]
+    schemes: Vec<String>,
+    /// Device: auto, flex, ndarray, wgpu, wgpu-cpu, cuda:N, tch, ...
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Sequences in the batch.
+    #[arg(long, default_value_t = 4)]
+    batch: usize,
+    /// Tokens per sequence.
+    #[arg(long, default_value_t = 128)]
+    seq_len: usize,
+    /// Random seed for the weights and the tokens.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), ConfigError> {
+    let device = parse_device(&args.device)?;
+    let schemes = args.schemes.iter().map(|s| s.parse::<NormScheme>()).collect::<Result<Vec<_>, _>>()?;
+    let base = LlamaConfig { n_layers: args.layers, ..LlamaConfig::preset(&args.preset)? };
+    base.validate()?;
+    if args.batch == 0 || args.seq_len == 0 {
+        return Err(ConfigError::Zero { field: "batch and seq-len" });
+    }
+    let started = Instant::now();
+    println!(
+        "{}-layer model (d_model {}, {} parameters) on {device:?}, {} x {} random tokens",
+        base.n_layers,
+        base.d_model,
+        base.num_params(),
+        args.batch,
+        args.seq_len
+    );
+
+    let mut columns = Vec::new();
+    for scheme in &schemes {
+        columns.push(layer_variances(&base.clone().with_norm_scheme(scheme.clone()), &args, &device)?);
+    }
+
+    print!("\n{:>5}", "layer");
+    for scheme in &schemes {
+        print!(" {:>14}", scheme.to_string());
+    }
+    println!();
+    let step = (base.n_layers / 16).max(1);
+    for layer in (0..=base.n_layers).filter(|l| l % step == 0 || *l == base.n_layers) {
+        print!("{layer:>5}");
+        for column in &columns {
+            print!(" {:>14.4e}", column[layer]);
+        }
+        println!();
+    }
+    println!("\ngrowth of the variance from the embedding (layer 0) to the last layer:");
+    for (scheme, column) in schemes.iter().zip(&columns) {
+        println!("  {:>18}: x{:.1}", scheme.to_string(), column[base.n_layers] / column[0]);
+    }
+    println!("({:.1} s)", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Variance of the hidden state entering block 1 and leaving each block.
+fn layer_variances(config: &LlamaConfig, args: &Args, device: &Device) -> Result<Vec<f64>, ConfigError> {
+    device.seed(args.seed);
+    let model = config.init(device)?;
+    let tokens: Tensor<2, Int> =
+        Tensor::<2>::random([args.batch, args.seq_len], Distribution::Uniform(0.0, config.vocab_size as f64), device).int();
+    let trace = model.forward_trace(tokens);
+    Ok(trace
+        .hidden
+        .iter()
+        .map(|h| {
+            let v = h.clone().var(2).mean(); // variance over features, averaged over tokens
+            v.into_scalar::<f32>() as f64
+        })
+        .collect())
+}
