@@ -29,7 +29,25 @@ pub fn depth_scale(layer: usize) -> Result<f64, ConfigError> {
     if layer == 0 {
         return Err(ConfigError::LayerZero);
     }
-    Ok(1.0 / (layer as f64).sqrt())
+    Ok(factor(layer))
+}
+
+/// `1/sqrt(layer)` for a layer already known to be at least 1.
+pub(crate) fn factor(layer: usize) -> f64 {
+    1.0 / (layer as f64).sqrt()
+}
+
+/// Checks the config of a depth-scaled norm: a 1-based layer, a non-empty feature dimension and a
+/// positive epsilon.
+pub(crate) fn check_norm_config(d_model: usize, layer: usize, epsilon: f64) -> Result<(), ConfigError> {
+    depth_scale(layer)?;
+    if d_model == 0 {
+        return Err(ConfigError::Zero { field: "d_model" });
+    }
+    if !(epsilon > 0.0 && epsilon.is_finite()) {
+        return Err(ConfigError::OutOfRange { field: "epsilon", value: epsilon, expected: "a finite number > 0" });
+    }
+    Ok(())
 }
 
 /// Multiplies `x` (any shape) by the factor of a 1-based `layer`.

@@ -6,8 +6,7 @@ use burn::nn::Initializer;
 use burn::tensor::module::layer_norm;
 use burn::tensor::{DType, Device, Tensor};
 
-use super::depth_scale;
-use super::rms_norm_scaling::check_epsilon;
+use super::depth_scale::{check_norm_config, factor};
 use crate::ConfigError;
 
 /// Configuration of [`LayerNormScaling`].
@@ -30,11 +29,7 @@ impl LayerNormScalingConfig {
     ///
     /// Fails for layer 0, `d_model = 0` or a non-positive epsilon.
     pub fn init(&self, device: &Device) -> Result<LayerNormScaling, ConfigError> {
-        depth_scale(self.layer)?;
-        if self.d_model == 0 {
-            return Err(ConfigError::Zero { field: "d_model" });
-        }
-        check_epsilon(self.epsilon)?;
+        check_norm_config(self.d_model, self.layer, self.epsilon)?;
         Ok(LayerNormScaling {
             gamma: Initializer::Ones.init([self.d_model], device),
             beta: self.bias.then(|| Initializer::Zeros.init([self.d_model], device)),
@@ -72,7 +67,7 @@ impl LayerNormScaling {
 
     /// The factor `1/sqrt(layer)` applied to the output.
     pub fn scale(&self) -> f64 {
-        1.0 / (self.layer as f64).sqrt()
+        factor(self.layer)
     }
 
     /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.

@@ -5,7 +5,7 @@ use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::{Initializer, RmsNorm};
 use burn::tensor::{DType, Device, Tensor};
 
-use super::depth_scale;
+use super::depth_scale::{check_norm_config, factor};
 use crate::ConfigError;
 
 /// Configuration of [`RmsNormScaling`].
@@ -25,24 +25,12 @@ impl RmsNormScalingConfig {
     ///
     /// Fails for layer 0, `d_model = 0` or a non-positive epsilon.
     pub fn init(&self, device: &Device) -> Result<RmsNormScaling, ConfigError> {
-        depth_scale(self.layer)?;
-        if self.d_model == 0 {
-            return Err(ConfigError::Zero { field: "d_model" });
-        }
-        check_epsilon(self.epsilon)?;
+        check_norm_config(self.d_model, self.layer, self.epsilon)?;
         Ok(RmsNormScaling {
             gamma: Initializer::Ones.init([self.d_model], device),
             epsilon: self.epsilon,
             layer: self.layer,
         })
-    }
-}
-
-pub(crate) fn check_epsilon(epsilon: f64) -> Result<(), ConfigError> {
-    if epsilon > 0.0 && epsilon.is_finite() {
-        Ok(())
-    } else {
-        Err(ConfigError::OutOfRange { field: "epsilon", value: epsilon, expected: "a finite number > 0" })
     }
 }
 
@@ -68,7 +56,8 @@ pub struct RmsNormScaling {
 impl RmsNormScaling {
     /// Wraps an existing `RmsNorm` (keeping its `gamma`) as the norm of a 1-based `layer`.
     pub fn from_rms_norm(norm: RmsNorm, layer: usize) -> Result<Self, ConfigError> {
-        depth_scale(layer)?;
+        let [d_model] = norm.gamma.shape().dims();
+        check_norm_config(d_model, layer, norm.epsilon)?;
         Ok(Self { gamma: norm.gamma, epsilon: norm.epsilon, layer })
     }
 
@@ -84,7 +73,7 @@ impl RmsNormScaling {
 
     /// The factor `1/sqrt(layer)` applied to the output.
     pub fn scale(&self) -> f64 {
-        1.0 / (self.layer as f64).sqrt()
+        factor(self.layer)
     }
 
     /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
