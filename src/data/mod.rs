@@ -1,0 +1,121 @@
+//! Data: tokenizers, corpora (text, JSONL, JSONL.gz, the built-in generated corpus), an on-disk
+//! memory-mapped token cache, and packing into fixed-length sequences for Burn's `DataLoader`.
+
+mod batch;
+mod corpus;
+mod packed;
+mod synthetic;
+mod token_cache;
+mod tokenizer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use batch::{LmBatch, LmBatcher};
+pub use corpus::{corpus_files, read_documents};
+pub use packed::{split_documents, PackedDataset, TokenWindow};
+pub use synthetic::builtin_documents;
+pub use token_cache::{stable_hash, CacheMeta, CacheWriter, TokenCache};
+pub use tokenizer::Tokenizer;
+
+/// What went wrong with the data, said so that the user knows what to fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DataError {
+    /// A tokenizer that cannot be loaded or used.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    /// A corpus file or folder that cannot be read.
+    #[error("corpus: {0}")]
+    Corpus(String),
+    /// The token cache cannot be written or read.
+    #[error("token cache: {0}")]
+    Cache(String),
+    /// The corpus is too small for the requested split or sequence length.
+    #[error("data split: {0}")]
+    Split(String),
+}
+
+/// Where the training text comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CorpusSource {
+    /// The built-in generated corpus ([`builtin_documents`]).
+    Builtin {
+        /// Number of documents.
+        n_docs: usize,
+        /// Generator seed.
+        seed: u64,
+    },
+    /// Text files, folders, JSONL or JSONL.gz shards.
+    Files(Vec<PathBuf>),
+}
+
+/// Tokenises `source` into a cache under `cache_root` (reused when the sources, their sizes and
+/// modification times, and the tokenizer are unchanged).
+pub fn tokenize_corpus(source: &CorpusSource, tokenizer: &Tokenizer, cache_root: &Path) -> Result<TokenCache, DataError> {
+    let mut key = format!("tokenizer={}", tokenizer.describe());
+    let files = match source {
+        CorpusSource::Builtin { n_docs, seed } => {
+            key.push_str(&format!(";builtin={n_docs}:{seed}"));
+            Vec::new()
+        }
+        CorpusSource::Files(paths) => {
+            let files = corpus_files(paths)?;
+            for file in &files {
+                let meta = std::fs::metadata(file).map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
+                let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
+                key.push_str(&format!(";{}:{}:{:?}", absolute.display(), meta.len(), modified));
+            }
+            files
+        }
+    };
+    let dir = cache_root.join(format!("{:016x}", stable_hash(&key)));
+    TokenCache::open_or_build(&dir, &key, tokenizer.eot(), |writer| {
+        let mut push = |text: &str| {
+            let tokens = tokenizer.encode(text)?;
+            if tokens.is_empty() {
+                return Ok(());
+            }
+            writer.push(&tokens)
+        };
+        match source {
+            CorpusSource::Builtin { n_docs, seed } => {
+                builtin_documents(*n_docs, *seed).iter().try_for_each(|doc| push(doc))
+            }
+            CorpusSource::Files(_) => files.iter().try_for_each(|file| read_documents(file, &mut push)),
+        }
+    })
+}
+
+/// Train and validation datasets of `seq_len`-token sequences from a tokenised corpus, split by
+/// document ([`split_documents`]).
+pub fn train_valid_datasets(
+    cache: Arc<TokenCache>,
+    seq_len: usize,
+    valid_fraction: f64,
+    seed: u64,
+) -> Result<(PackedDataset, PackedDataset), DataError> {
+    use burn::data::dataset::Dataset;
+    let (train_docs, valid_docs) = split_documents(cache.n_docs(), valid_fraction, seed)?;
+    let train = PackedDataset::new(cache.clone(), &train_docs, seq_len);
+    let valid = PackedDataset::new(cache, &valid_docs, seq_len);
+    for (name, set) in [("training", &train), ("validation", &valid)] {
+        if set.is_empty() {
+            return Err(DataError::Split(format!(
+                "the {name} split has {} tokens, fewer than one sequence of {} + 1; use more data, a shorter \
+                 --seq-len or a larger --valid-fraction",
+                set.n_tokens(),
+                seq_len
+            )));
+        }
+    }
+    Ok((train, valid))
+}
+
+/// The SplitMix64 mixing function: a fast, well-spread 64-bit hash.
+pub(crate) fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,166 @@
+//! The on-disk token cache: a corpus is tokenised once, then memory-mapped, so corpora larger than
+//! RAM train and later runs start at once.
+//!
+//! A cache is a folder with `tokens.bin` (u32 little-endian; every document is followed by the
+//! end-of-text id), `offsets.bin` (u64 little-endian; `n_docs + 1` token offsets of the document
+//! starts) and `meta.json`. It is built in a temporary folder and renamed into place, so an
+//! interrupted build never leaves a cache that loads.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+use serde::{Deserialize, Serialize};
+
+use crate::data::DataError;
+
+/// What a cache holds and what it was built from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheMeta {
+    /// Identifies the sources and the tokenizer; a different key means a different cache.
+    pub key: String,
+    /// Number of documents.
+    pub n_docs: usize,
+    /// Number of tokens, end-of-text tokens included.
+    pub n_tokens: u64,
+}
+
+/// A memory-mapped, tokenised corpus.
+#[derive(Debug)]
+pub struct TokenCache {
+    tokens: Option<Mmap>,
+    offsets: Vec<u64>,
+    meta: CacheMeta,
+    dir: PathBuf,
+}
+
+/// Writes documents into a cache being built.
+pub struct CacheWriter {
+    tokens: BufWriter<File>,
+    offsets: Vec<u64>,
+    eot: u32,
+}
+
+impl CacheWriter {
+    /// Appends one document's tokens and the end-of-text token.
+    pub fn push(&mut self, tokens: &[u32]) -> Result<(), DataError> {
+        let io = |e: std::io::Error| DataError::Cache(e.to_string());
+        for &token in tokens.iter().chain(std::iter::once(&self.eot)) {
+            self.tokens.write_all(&token.to_le_bytes()).map_err(io)?;
+        }
+        let last = *self.offsets.last().unwrap_or(&0);
+        self.offsets.push(last + tokens.len() as u64 + 1);
+        Ok(())
+    }
+}
+
+impl TokenCache {
+    /// Opens the cache in `dir` if it was built for `key`; otherwise builds it with `fill`, which
+    /// pushes every document into the writer.
+    pub fn open_or_build(
+        dir: &Path,
+        key: &str,
+        eot: u32,
+        fill: impl FnOnce(&mut CacheWriter) -> Result<(), DataError>,
+    ) -> Result<Self, DataError> {
+        if let Ok(cache) = Self::open(dir) {
+            if cache.meta.key == key {
+                return Ok(cache);
+            }
+        }
+        let io = |e: std::io::Error| DataError::Cache(format!("{}: {e}", dir.display()));
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(io)?;
+        let tmp = parent.join(format!(
+            ".{}.building{}",
+            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(io)?;
+        let result = (|| {
+            let file = File::create(tmp.join("tokens.bin")).map_err(io)?;
+            let mut writer = CacheWriter { tokens: BufWriter::new(file), offsets: vec![0], eot };
+            fill(&mut writer)?;
+            let n_docs = writer.offsets.len() - 1;
+            let n_tokens = *writer.offsets.last().unwrap_or(&0);
+            if n_docs == 0 {
+                return Err(DataError::Corpus("the corpus has no text (no non-empty document)".into()));
+            }
+            let file = writer.tokens.into_inner().map_err(|e| io(e.into_error()))?;
+            file.sync_all().map_err(io)?;
+            let offsets: Vec<u8> = writer.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
+            std::fs::write(tmp.join("offsets.bin"), offsets).map_err(io)?;
+            let meta = CacheMeta { key: key.to_string(), n_docs, n_tokens };
+            let json = serde_json::to_string_pretty(&meta).map_err(|e| DataError::Cache(e.to_string()))?;
+            std::fs::write(tmp.join("meta.json"), json).map_err(io)?;
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::rename(&tmp, dir).map_err(io)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        result?;
+        Self::open(dir)
+    }
+
+    /// Opens a cache folder.
+    pub fn open(dir: &Path) -> Result<Self, DataError> {
+        let bad = |what: String| DataError::Cache(format!("{}: {what}", dir.display()));
+        let meta: CacheMeta = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("meta.json")).map_err(|e| bad(format!("meta.json: {e}")))?,
+        )
+        .map_err(|e| bad(format!("meta.json: {e}")))?;
+        let raw = std::fs::read(dir.join("offsets.bin")).map_err(|e| bad(format!("offsets.bin: {e}")))?;
+        let offsets: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+        let file = File::open(dir.join("tokens.bin")).map_err(|e| bad(format!("tokens.bin: {e}")))?;
+        let len = file.metadata().map_err(|e| bad(e.to_string()))?.len();
+        if offsets.len() != meta.n_docs + 1 || offsets.last() != Some(&meta.n_tokens) || len != meta.n_tokens * 4 {
+            return Err(bad("the cache is inconsistent; delete the folder to rebuild it".into()));
+        }
+        // SAFETY: the file is only read; caches are written to a temporary folder and renamed,
+        // never modified in place.
+        let tokens = if len == 0 { None } else { Some(unsafe { Mmap::map(&file) }.map_err(|e| bad(e.to_string()))?) };
+        Ok(Self { tokens, offsets, meta, dir: dir.to_path_buf() })
+    }
+
+    /// What the cache holds.
+    pub fn meta(&self) -> &CacheMeta {
+        &self.meta
+    }
+
+    /// Its folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Number of documents.
+    pub fn n_docs(&self) -> usize {
+        self.meta.n_docs
+    }
+
+    /// Number of tokens, end-of-text tokens included.
+    pub fn n_tokens(&self) -> u64 {
+        self.meta.n_tokens
+    }
+
+    /// The token span `[start, end)` of document `doc`, its end-of-text token included.
+    pub fn doc_span(&self, doc: usize) -> (u64, u64) {
+        (self.offsets[doc], self.offsets[doc + 1])
+    }
+
+    /// Copies tokens `[start, start + out.len())` into `out`.
+    pub fn read(&self, start: u64, out: &mut [u32]) {
+        let bytes = self.tokens.as_deref().unwrap_or(&[]);
+        let (from, len) = (start as usize * 4, out.len() * 4);
+        for (slot, chunk) in out.iter_mut().zip(bytes[from..from + len].chunks_exact(4)) {
+            *slot = u32::from_le_bytes(chunk.try_into().unwrap());
+        }
+    }
+}
+
+/// A stable 64-bit FNV-1a hash, for cache folder names.
+pub fn stable_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ byte as u64).wrapping_mul(0x0100_0000_01b3))
+}

@@ -1,0 +1,107 @@
+//! Tokenizers: a built-in byte-level one (no files) and any Hugging Face `tokenizer.json`.
+
+use std::path::Path;
+
+use crate::data::DataError;
+
+/// Turns text into token ids and back.
+#[derive(Clone)]
+pub enum Tokenizer {
+    /// One token per byte (vocabulary 256); byte 0 (NUL) doubles as the end-of-text token.
+    Byte,
+    /// A Hugging Face tokenizer loaded from a `tokenizer.json`.
+    HuggingFace {
+        /// The loaded tokenizer.
+        inner: Box<tokenizers::Tokenizer>,
+        /// The id that separates documents.
+        eot: u32,
+        /// Where it was loaded from.
+        path: String,
+    },
+}
+
+/// Names of end-of-text / end-of-sequence tokens, in order of preference.
+const EOT_NAMES: [&str; 6] = ["<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[SEP]", "<|im_end|>"];
+
+impl Tokenizer {
+    /// `byte` for the built-in tokenizer, otherwise the path of a `tokenizer.json`.
+    pub fn from_spec(spec: &str) -> Result<Self, DataError> {
+        if spec == "byte" {
+            Ok(Tokenizer::Byte)
+        } else {
+            Self::from_file(spec)
+        }
+    }
+
+    /// Loads a Hugging Face `tokenizer.json`; its end-of-text token is the first of
+    /// `<|endoftext|>`, `</s>`, `<|end_of_text|>`, `<eos>`, `[SEP]`, `<|im_end|>` that it knows.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, DataError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        if !path.is_file() {
+            return Err(DataError::Tokenizer(format!(
+                "{shown}: no such file; give `byte` or the path of a Hugging Face tokenizer.json"
+            )));
+        }
+        let inner = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| DataError::Tokenizer(format!("{shown}: not a valid tokenizer.json: {e}")))?;
+        let eot = EOT_NAMES.iter().find_map(|name| inner.token_to_id(name)).ok_or_else(|| {
+            DataError::Tokenizer(format!("{shown}: has none of the end-of-text tokens {}", EOT_NAMES.join(" ")))
+        })?;
+        Ok(Tokenizer::HuggingFace { inner: Box::new(inner), eot, path: shown })
+    }
+
+    /// The number of token ids (the model's vocabulary must be at least this).
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Tokenizer::Byte => 256,
+            Tokenizer::HuggingFace { inner, .. } => inner.get_vocab_size(true),
+        }
+    }
+
+    /// The token placed between documents.
+    pub fn eot(&self) -> u32 {
+        match self {
+            Tokenizer::Byte => 0,
+            Tokenizer::HuggingFace { eot, .. } => *eot,
+        }
+    }
+
+    /// A short description that identifies the tokenizer (for caches and run configs).
+    pub fn describe(&self) -> String {
+        match self {
+            Tokenizer::Byte => "byte".to_string(),
+            Tokenizer::HuggingFace { path, .. } => format!("tokenizer.json:{path}:{}", self.vocab_size()),
+        }
+    }
+
+    /// Token ids of `text`, without special tokens. NUL bytes are dropped by the byte tokenizer.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, DataError> {
+        match self {
+            Tokenizer::Byte => Ok(text.bytes().filter(|&b| b != 0).map(u32::from).collect()),
+            Tokenizer::HuggingFace { inner, path, .. } => inner
+                .encode(text, false)
+                .map(|encoding| encoding.get_ids().to_vec())
+                .map_err(|e| DataError::Tokenizer(format!("{path}: cannot encode: {e}"))),
+        }
+    }
+
+    /// The text of `ids` (invalid UTF-8 from the byte tokenizer is replaced, end-of-text shown as a newline).
+    pub fn decode(&self, ids: &[u32]) -> Result<String, DataError> {
+        match self {
+            Tokenizer::Byte => {
+                let bytes: Vec<u8> = ids.iter().map(|&id| if id == 0 { b'\n' } else { id.min(255) as u8 }).collect();
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            Tokenizer::HuggingFace { inner, path, .. } => inner
+                .decode(ids, true)
+                .map_err(|e| DataError::Tokenizer(format!("{path}: cannot decode: {e}"))),
+        }
+    }
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tokenizer({})", self.describe())
+    }
+}
