@@ -19,6 +19,7 @@ mod error;
 pub mod io;
 pub mod model;
 pub mod norm;
+pub mod train;
 
 pub use device::{compiled_backends, parse_device, set_precision, Precision};
 pub use error::ConfigError;
