@@ -10,6 +10,7 @@ mod llama;
 mod loss;
 mod presets;
 mod rope;
+mod sampling;
 
 pub use attention::{Attention, AttentionShape};
 pub use block::{Block, BlockOutput};
@@ -20,3 +21,4 @@ pub use llama::{ForwardTrace, Llama};
 pub use loss::cross_entropy;
 pub use presets::PRESETS;
 pub use rope::{RopeTables, RotaryEmbedding};
+pub use sampling::{generate, sample_from_logits, SamplingConfig};

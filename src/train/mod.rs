@@ -1,7 +1,26 @@
-//! Training: the schedule, gradient clipping, and the loop on burn-train.
+//! Training on burn-train: config, data order, the step (clipping, accumulation), metrics,
+//! checkpoints and the run itself.
 
+mod checkpoint;
 mod clip;
+mod config;
+mod export;
+mod loader;
+mod metrics;
+mod renderer;
+mod run;
 mod schedule;
+mod step;
+mod strategy;
 
+pub use checkpoint::{load_run_model, save_run_model, AtomicCheckpointer, RunModelInfo};
 pub use clip::{clip_grad_norm, global_grad_norm, scale_grads};
+pub use config::{OptimizerKind, TrainConfig};
+pub use export::{export_metrics, read_metric_logs, MetricRow};
+pub use loader::{FirstWindows, StepLoader};
+pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
+pub use renderer::PlainRenderer;
+pub use run::{evaluate, model_config, train, TrainError, TrainReport};
 pub use schedule::{WarmupCosine, WarmupCosineState};
+pub use step::{LmOutput, StepInput, StepSettings, TrainingModel};
+pub use strategy::RunCheckpointing;

@@ -1,0 +1,195 @@
+//! `TrainConfig`: every setting of a training run, read from TOML or JSON and overridable field by field.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ConfigError;
+
+/// The optimiser.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// AdamW with decoupled weight decay (norms, embeddings and gates are never decayed).
+    #[default]
+    Adamw,
+    /// Adam without weight decay (the paper's setup).
+    Adam,
+}
+
+/// A training run. Defaults give the crate's main command: a small LNS model on the built-in
+/// corpus, a few minutes on a 2-core CPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Model preset (`tiny`, `9m`, ..., `7b`) or the path of a model JSON file.
+    pub model: String,
+    /// Number of layers, overriding the model's.
+    pub layers: Option<usize>,
+    /// Normalisation scheme (`lns`, `pre-ln`, `mix-ln:0.25`, ...), overriding the model's.
+    pub norm: Option<String>,
+    /// Device string (`auto`, `flex`, `wgpu`, `cuda:0`, ...).
+    pub device: String,
+    /// Text files, folders, JSONL or JSONL.gz shards; empty for the built-in corpus.
+    pub data: Vec<PathBuf>,
+    /// Documents of the built-in corpus.
+    pub builtin_docs: usize,
+    /// `byte` or the path of a Hugging Face `tokenizer.json`.
+    pub tokenizer: String,
+    /// Tokens per training sequence.
+    pub seq_len: usize,
+    /// Sequences per micro-batch.
+    pub batch_size: usize,
+    /// Micro-batches per optimiser step.
+    pub grad_accum: usize,
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Linear warmup steps.
+    pub warmup: usize,
+    /// Final learning rate as a fraction of the peak (cosine decay).
+    pub min_lr_ratio: f64,
+    /// The optimiser.
+    pub optimizer: OptimizerKind,
+    /// Decoupled weight decay of AdamW (not applied to norms, embeddings and gates).
+    pub weight_decay: f64,
+    /// Adam's beta1.
+    pub beta1: f64,
+    /// Adam's beta2.
+    pub beta2: f64,
+    /// Adam's epsilon (PyTorch's default 1e-8; Burn's is 1e-5).
+    pub eps: f64,
+    /// Clip gradients to this global L2 norm (PyTorch's `clip_grad_norm_`); none by default.
+    pub clip_grad_norm: Option<f64>,
+    /// Seed of the weights, the data order and the split.
+    pub seed: u64,
+    /// Train in bfloat16 (whole device).
+    pub bf16: bool,
+    /// Run directory.
+    pub out: PathBuf,
+    /// Validate every this many steps (one "epoch").
+    pub eval_every: usize,
+    /// Save a checkpoint every this many steps (a multiple of `eval_every`).
+    pub save_every: usize,
+    /// Checkpoints kept besides the best one.
+    pub keep_checkpoints: usize,
+    /// Validation batches per evaluation.
+    pub eval_batches: usize,
+    /// Fraction of documents held out for validation.
+    pub valid_fraction: f64,
+    /// Where token caches live (default: `.token-cache` beside the run directory).
+    pub cache_dir: Option<PathBuf>,
+    /// Peak TFLOP/s of the device for MFU, when it is not a known GPU.
+    pub peak_tflops: Option<f64>,
+    /// Samples generated at the end.
+    pub samples: usize,
+    /// Print a log line every this many steps (plain output).
+    pub log_every: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            model: "tiny".into(),
+            layers: Some(8),
+            norm: None,
+            device: "auto".into(),
+            data: Vec::new(),
+            builtin_docs: 20_000,
+            tokenizer: "byte".into(),
+            seq_len: 128,
+            batch_size: 16,
+            grad_accum: 1,
+            steps: 400,
+            lr: 2e-3,
+            warmup: 40,
+            min_lr_ratio: 0.1,
+            optimizer: OptimizerKind::Adamw,
+            weight_decay: 0.0,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            clip_grad_norm: None,
+            seed: 1,
+            bf16: false,
+            out: PathBuf::from("runs/default"),
+            eval_every: 100,
+            save_every: 100,
+            keep_checkpoints: 2,
+            eval_batches: 20,
+            valid_fraction: 0.05,
+            cache_dir: None,
+            peak_tflops: None,
+            samples: 3,
+            log_every: 20,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Reads a TOML (`.toml`) or JSON file; missing fields take their defaults, unknown ones are errors.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        let is_toml = path.extension().is_some_and(|ext| ext == "toml");
+        if is_toml {
+            toml::from_str(&text).map_err(|e| file_error(format!("not a valid training config: {e}")))
+        } else {
+            serde_json::from_str(&text).map_err(|e| file_error(format!("not a valid training config: {e}")))
+        }
+    }
+
+    /// Checks the settings that need no file or device.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, value) in [
+            ("seq_len", self.seq_len),
+            ("batch_size", self.batch_size),
+            ("grad_accum", self.grad_accum),
+            ("steps", self.steps),
+            ("eval_every", self.eval_every),
+            ("save_every", self.save_every),
+            ("eval_batches", self.eval_batches),
+            ("log_every", self.log_every),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Zero { field });
+            }
+        }
+        if self.save_every % self.eval_every != 0 {
+            return Err(ConfigError::OutOfRange {
+                field: "save_every",
+                value: self.save_every as f64,
+                expected: "a multiple of eval_every (checkpoints are written after validation)",
+            });
+        }
+        if self.steps % self.eval_every != 0 {
+            return Err(ConfigError::OutOfRange {
+                field: "steps",
+                value: self.steps as f64,
+                expected: "a multiple of eval_every",
+            });
+        }
+        if let Some(max) = self.clip_grad_norm {
+            if !(max > 0.0 && max.is_finite()) {
+                return Err(ConfigError::OutOfRange { field: "clip_grad_norm", value: max, expected: "a finite number > 0" });
+            }
+        }
+        for (field, value) in [("beta1", self.beta1), ("beta2", self.beta2)] {
+            if !(0.0..1.0).contains(&value) {
+                return Err(ConfigError::OutOfRange { field, value, expected: "a number in [0, 1)" });
+            }
+        }
+        if !(self.weight_decay >= 0.0 && self.eps > 0.0) {
+            return Err(ConfigError::OutOfRange { field: "weight_decay / eps", value: self.weight_decay, expected: ">= 0 and > 0" });
+        }
+        crate::train::WarmupCosine::new(self.lr, self.warmup, self.steps, self.min_lr_ratio)?;
+        Ok(())
+    }
+
+    /// The number of validation/checkpoint intervals ("epochs") of the run.
+    pub fn epochs(&self) -> usize {
+        self.steps / self.eval_every
+    }
+}

@@ -1,0 +1,162 @@
+//! The training data loader: each epoch is a fixed number of micro-batches, and which windows a
+//! micro-batch holds is a pure function of `(seed, global micro-batch number)`, so a resumed run
+//! sees exactly the data an uninterrupted one would.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
+use burn::data::dataset::{Dataset, DatasetError};
+use burn::tensor::Device;
+
+use crate::data::{splitmix64, LmBatch, LmBatcher, PackedDataset};
+
+/// Shuffled passes over a dataset: pass `p` visits every window once in an order seeded by `(seed, p)`.
+#[derive(Debug)]
+struct ShuffledPasses {
+    dataset: Arc<PackedDataset>,
+    seed: u64,
+    current: Mutex<Option<(u64, Arc<Vec<u32>>)>>,
+}
+
+impl ShuffledPasses {
+    /// The window at position `position` of the endless shuffled stream.
+    fn window_index(&self, position: u64) -> usize {
+        let n = self.dataset.len() as u64;
+        let (pass, offset) = (position / n, position % n);
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let order = match current.as_ref() {
+            Some((p, order)) if *p == pass => order.clone(),
+            _ => {
+                let order = Arc::new(permutation(n as usize, splitmix64(self.seed ^ splitmix64(pass))));
+                *current = Some((pass, order.clone()));
+                order
+            }
+        };
+        order[offset as usize] as usize
+    }
+}
+
+/// A Fisher-Yates permutation of `0..n`.
+fn permutation(n: usize, seed: u64) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    let mut state = seed;
+    for i in (1..n).rev() {
+        state = splitmix64(state);
+        order.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// Yields `batches_per_epoch` micro-batches of `batch_size` windows per epoch.
+#[derive(Clone, Debug)]
+pub struct StepLoader {
+    passes: Arc<ShuffledPasses>,
+    batch_size: usize,
+    batches_per_epoch: usize,
+    next_epoch: Arc<AtomicUsize>,
+    device: Device,
+}
+
+impl StepLoader {
+    /// A loader over `dataset` whose first epoch is number `start_epoch` (0 for a new run, `k`
+    /// when resuming after epoch `k`).
+    pub fn new(
+        dataset: Arc<PackedDataset>,
+        batch_size: usize,
+        batches_per_epoch: usize,
+        seed: u64,
+        start_epoch: usize,
+        device: Device,
+    ) -> Self {
+        let passes = ShuffledPasses { dataset, seed, current: Mutex::new(None) };
+        Self {
+            passes: Arc::new(passes),
+            batch_size,
+            batches_per_epoch,
+            next_epoch: Arc::new(AtomicUsize::new(start_epoch)),
+            device,
+        }
+    }
+
+    /// Micro-batch `batch` (global number, from 0) of the run.
+    pub fn batch(&self, batch: u64) -> LmBatch {
+        let first = batch * self.batch_size as u64;
+        let windows = (first..first + self.batch_size as u64)
+            .map(|position| self.passes.dataset.window(self.passes.window_index(position)))
+            .collect();
+        LmBatcher.batch(windows, &self.device)
+    }
+}
+
+struct EpochIterator<'a> {
+    loader: &'a StepLoader,
+    epoch: usize,
+    step: usize,
+}
+
+impl Iterator for EpochIterator<'_> {
+    type Item = Result<LmBatch, DatasetError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.step == self.loader.batches_per_epoch {
+            return None;
+        }
+        let global = (self.epoch * self.loader.batches_per_epoch + self.step) as u64;
+        self.step += 1;
+        Some(Ok(self.loader.batch(global)))
+    }
+}
+
+impl DataLoaderIterator<LmBatch> for EpochIterator<'_> {
+    fn progress(&self) -> Progress {
+        let per_batch = self.loader.batch_size;
+        Progress::new(self.step * per_batch, self.loader.batches_per_epoch * per_batch, Some("sequences".into()))
+    }
+}
+
+impl DataLoader<LmBatch> for StepLoader {
+    fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<LmBatch> + 'a> {
+        let epoch = self.next_epoch.fetch_add(1, Ordering::SeqCst);
+        Box::new(EpochIterator { loader: self, epoch, step: 0 })
+    }
+
+    fn num_items(&self) -> usize {
+        self.batches_per_epoch * self.batch_size
+    }
+
+    fn to_device(&self, device: &Device) -> Arc<dyn DataLoader<LmBatch>> {
+        Arc::new(Self { device: device.clone(), ..self.clone() })
+    }
+
+    fn slice(&self, _start: usize, _end: usize) -> Arc<dyn DataLoader<LmBatch>> {
+        // Multi-device strategies split a loader; every device then sees the same stream.
+        Arc::new(self.clone())
+    }
+}
+
+/// The first `n` windows of a dataset (a fixed validation subset).
+#[derive(Debug)]
+pub struct FirstWindows {
+    dataset: Arc<PackedDataset>,
+    n: usize,
+}
+
+impl FirstWindows {
+    /// At most `n` windows of `dataset`, from the start.
+    pub fn new(dataset: Arc<PackedDataset>, n: usize) -> Self {
+        let n = n.min(dataset.len());
+        Self { dataset, n }
+    }
+}
+
+impl Dataset<crate::data::TokenWindow> for FirstWindows {
+    fn get(&self, index: usize) -> Result<crate::data::TokenWindow, DatasetError> {
+        self.dataset.get(index)
+    }
+
+    fn len(&self) -> usize {
+        self.n
+    }
+}

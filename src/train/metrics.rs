@@ -1,0 +1,127 @@
+//! Metrics burn-train does not have: perplexity from the loss, tokens per second, the global
+//! gradient norm and model FLOP utilisation.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use burn::tensor::TensorReadError;
+use burn::train::metric::state::{FormatOptions, NumericMetricState};
+use burn::train::metric::{
+    Metric, MetricAttributes, MetricMetadata, MetricName, Numeric, NumericAttributes, NumericEntry, SerializedEntry,
+};
+
+use super::step::StepInput;
+use crate::LlamaConfig;
+
+/// Model FLOPs per trained token: `6 N + 12 L d T` (forward and backward; N parameters, L layers,
+/// d width, T sequence length), as in the PaLM paper and nanoGPT.
+pub fn flops_per_token(config: &LlamaConfig, seq_len: usize) -> f64 {
+    6.0 * config.num_params() as f64 + 12.0 * (config.n_layers * config.d_model * seq_len) as f64
+}
+
+/// Dense bf16 peak TFLOP/s of known GPUs, for `--peak-tflops`.
+pub const KNOWN_GPU_PEAK_TFLOPS: [(&str, f64); 6] =
+    [("H100 SXM", 989.0), ("H200", 989.0), ("A100", 312.0), ("L40S", 362.0), ("RTX 4090", 165.2), ("L4", 121.0)];
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Perplexity,
+    TokensPerSecond,
+    GradNorm(Arc<Mutex<f64>>),
+    Mfu { flops_per_token: f64, peak_flops: f64 },
+}
+
+/// A numeric metric computed from each step's [`StepInput`].
+#[derive(Clone)]
+pub struct StepMetric {
+    name: MetricName,
+    kind: Kind,
+    state: NumericMetricState,
+    last: Option<Instant>,
+}
+
+impl StepMetric {
+    fn new(name: &str, kind: Kind) -> Self {
+        Self { name: Arc::new(name.to_string()), kind, state: NumericMetricState::new(), last: None }
+    }
+
+    /// `exp(loss)` of each batch.
+    pub fn perplexity() -> Self {
+        Self::new("Perplexity", Kind::Perplexity)
+    }
+
+    /// Tokens per second, measured between consecutive steps.
+    pub fn tokens_per_second() -> Self {
+        Self::new("Tokens per second", Kind::TokensPerSecond)
+    }
+
+    /// The global gradient norm of the latest optimiser step (before clipping).
+    pub fn grad_norm(last_grad_norm: Arc<Mutex<f64>>) -> Self {
+        Self::new("Gradient norm", Kind::GradNorm(last_grad_norm))
+    }
+
+    /// Model FLOP utilisation: achieved model FLOP/s over the device's peak.
+    pub fn mfu(flops_per_token: f64, peak_tflops: f64) -> Self {
+        Self::new("MFU", Kind::Mfu { flops_per_token, peak_flops: peak_tflops * 1e12 })
+    }
+}
+
+impl Metric for StepMetric {
+    type Input = StepInput;
+
+    fn name(&self) -> MetricName {
+        self.name.clone()
+    }
+
+    fn attributes(&self) -> MetricAttributes {
+        let higher_is_better = matches!(self.kind, Kind::TokensPerSecond | Kind::Mfu { .. });
+        NumericAttributes { unit: None, higher_is_better }.into()
+    }
+
+    fn update(&mut self, item: &StepInput, _metadata: &MetricMetadata) -> Result<SerializedEntry, TensorReadError> {
+        let now = Instant::now();
+        let elapsed = self.last.map(|last| now.duration_since(last).as_secs_f64());
+        self.last = Some(now);
+        match &self.kind {
+            Kind::Perplexity => {
+                let loss = item.loss.clone().try_into_scalar::<f64>()?;
+                self.state.update(loss.exp(), 1);
+            }
+            Kind::GradNorm(norm) => self.state.update(*norm.lock().unwrap_or_else(|e| e.into_inner()), 1),
+            Kind::TokensPerSecond | Kind::Mfu { .. } => {
+                let rate = elapsed.map(|seconds| item.tokens as f64 / seconds);
+                let value = match (&self.kind, rate) {
+                    (Kind::Mfu { flops_per_token, peak_flops }, Some(rate)) => rate * flops_per_token / peak_flops,
+                    (_, Some(rate)) => rate,
+                    (_, None) => 0.0,
+                };
+                // The first step has no interval: recorded with weight 0.
+                self.state.update(value, usize::from(rate.is_some()));
+            }
+        }
+        Ok(self.state.compute_update(FormatOptions::new(self.name()).precision(3)))
+    }
+
+    fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {
+        Ok(self.state.compute_final(FormatOptions::new(self.name()).precision(3)))
+    }
+
+    fn clear(&mut self) {
+        self.state.reset();
+        self.last = None;
+    }
+}
+
+impl Numeric for StepMetric {
+    fn value(&self) -> Option<NumericEntry> {
+        Some(self.state.current_value())
+    }
+
+    fn running_value(&self) -> Option<NumericEntry> {
+        Some(self.state.running_value())
+    }
+
+    fn final_value(&self) -> NumericEntry {
+        self.state.final_value()
+    }
+}

@@ -1,0 +1,145 @@
+//! One training step on burn-train: the loss, gradient accumulation scaling, global-norm clipping,
+//! and the guard against non-finite values.
+
+use std::sync::{Arc, Mutex};
+
+use burn::module::Module;
+use burn::optim::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::tensor::{ExecutionError, Tensor};
+use burn::train::metric::{Adaptor, ItemLazy, LossInput};
+use burn::train::{InferenceStep, Interrupter, TrainOutput, TrainStep};
+
+use super::clip::{global_grad_norm, scale_grads};
+use crate::data::LmBatch;
+use crate::model::{cross_entropy, Llama};
+
+/// Settings of the step that are not part of the model.
+#[derive(Clone)]
+pub struct StepSettings {
+    /// Micro-batches per optimiser step (burn-train sums their gradients, so each loss is divided by it).
+    pub grad_accum: usize,
+    /// Clip the accumulated gradients to this global norm.
+    pub clip_grad_norm: Option<f64>,
+    /// The global gradient norm of the last optimiser step, read by the metric.
+    pub last_grad_norm: Arc<Mutex<f64>>,
+    /// Stops the run on a non-finite gradient norm.
+    pub interrupter: Option<Interrupter>,
+    /// Set to the reason when the run was stopped for a non-finite value.
+    pub failure: Arc<Mutex<Option<String>>>,
+}
+
+impl std::fmt::Debug for StepSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepSettings")
+            .field("grad_accum", &self.grad_accum)
+            .field("clip_grad_norm", &self.clip_grad_norm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The model as burn-train trains it: the [`Llama`] plus the step's settings (never checkpointed).
+#[derive(Module, Debug)]
+pub struct TrainingModel {
+    /// The model being trained.
+    pub model: Llama,
+    #[module(skip)]
+    settings: StepSettings,
+}
+
+/// What a step reports to the metrics.
+#[derive(Clone, Debug)]
+pub struct LmOutput {
+    /// Mean cross-entropy of the batch, `[1]`.
+    pub loss: Tensor<1>,
+    /// Tokens in the batch.
+    pub tokens: usize,
+}
+
+/// The metrics' view of a step: its loss and size.
+#[derive(Clone, Debug)]
+pub struct StepInput {
+    /// Mean cross-entropy of the batch, `[1]`.
+    pub loss: Tensor<1>,
+    /// Tokens in the batch.
+    pub tokens: usize,
+}
+
+impl TrainingModel {
+    /// Wraps `model` for training.
+    pub fn new(model: Llama, settings: StepSettings) -> Self {
+        Self { model, settings }
+    }
+
+    /// The trained model.
+    pub fn into_model(self) -> Llama {
+        self.model
+    }
+
+    fn loss(&self, batch: LmBatch) -> LmOutput {
+        let [batch_size, seq_len] = batch.inputs.dims();
+        let logits = self.model.forward(batch.inputs); // [batch, seq, vocab]
+        LmOutput { loss: cross_entropy(logits, batch.targets), tokens: batch_size * seq_len }
+    }
+}
+
+impl TrainStep for TrainingModel {
+    type Input = LmBatch;
+    type Output = LmOutput;
+
+    fn step(&self, batch: LmBatch) -> TrainOutput<LmOutput> {
+        let output = self.loss(batch);
+        let accum = self.settings.grad_accum;
+        let objective = if accum > 1 { output.loss.clone() / accum as f64 } else { output.loss.clone() };
+        TrainOutput::new(self, objective.backward(), output)
+    }
+
+    /// Clips the accumulated gradients to the global norm, records the norm, and refuses to apply
+    /// non-finite gradients (the run stops with the weights of the last good step).
+    fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
+        let norm = global_grad_norm(&grads, &self);
+        *self.settings.last_grad_norm.lock().unwrap_or_else(|e| e.into_inner()) = norm;
+        if !norm.is_finite() {
+            let reason = format!("the gradient norm is {norm}: the loss diverged (try a lower --lr or --clip-grad-norm)");
+            *self.settings.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+            if let Some(interrupter) = &self.settings.interrupter {
+                interrupter.stop(Some(&reason));
+            }
+            return self;
+        }
+        if let Some(max_norm) = self.settings.clip_grad_norm {
+            if norm > max_norm {
+                scale_grads(&mut grads, &self, max_norm / (norm + 1e-6));
+            }
+        }
+        optim.step(lr, self, grads)
+    }
+}
+
+impl InferenceStep for TrainingModel {
+    type Input = LmBatch;
+    type Output = LmOutput;
+
+    fn step(&self, batch: LmBatch) -> LmOutput {
+        self.loss(batch)
+    }
+}
+
+impl ItemLazy for LmOutput {
+    fn sync(self) -> Result<Self, ExecutionError> {
+        self.loss.device().flush()?;
+        Ok(Self { loss: self.loss.without_autodiff(), tokens: self.tokens })
+    }
+}
+
+impl Adaptor<LossInput> for LmOutput {
+    fn adapt(&self) -> LossInput {
+        LossInput::new(self.loss.clone())
+    }
+}
+
+impl Adaptor<StepInput> for LmOutput {
+    fn adapt(&self) -> StepInput {
+        StepInput { loss: self.loss.clone(), tokens: self.tokens }
+    }
+}

@@ -1,0 +1,179 @@
+//! Training: the loss falls, a resumed run is bit-identical, bad inputs are clear errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use common::{cpu, ParamValues};
+use layernorm_scaling::train::{load_run_model, train, TrainConfig, TrainError};
+
+/// A quick run of the tiny model on the built-in corpus.
+fn quick(out: &Path, steps: usize, eval_every: usize) -> TrainConfig {
+    TrainConfig {
+        model: "tiny".into(),
+        layers: None,
+        device: "flex".into(),
+        builtin_docs: 2000,
+        seq_len: 64,
+        batch_size: 8,
+        steps,
+        warmup: 5,
+        lr: 3e-3,
+        eval_every,
+        save_every: eval_every,
+        eval_batches: 4,
+        samples: 0,
+        out: out.to_path_buf(),
+        cache_dir: Some(out.parent().unwrap().join("cache")),
+        ..TrainConfig::default()
+    }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+#[test]
+fn the_loss_falls_on_the_builtin_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = train(&quick(&dir.path().join("run"), 40, 20), false).unwrap();
+    let losses = &report.train_losses;
+    assert_eq!(losses.len(), 40);
+    let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
+    assert!(first > 4.5 && last < first - 1.5, "loss {first:.3} -> {last:.3}");
+    assert!(report.valid_loss < first - 1.5, "validation loss {}", report.valid_loss);
+
+    // The run directory holds everything a user needs, and the saved model reloads.
+    let out = dir.path().join("run");
+    for file in ["train.json", "model.json", "model.bpk", "metrics.csv", "metrics.jsonl", "checkpoint/model-2.bpk"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+    let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    assert!(csv.starts_with("split,epoch,batch,metric,value\n") && csv.contains("train,1,1,Loss,"));
+    let (reloaded, info) = load_run_model(&out, None, &cpu()).unwrap();
+    assert_eq!(info.steps, 40);
+    let tokens = common::random_tokens(1, 16, 256, 1, &cpu());
+    assert!(common::max_abs_diff(&reloaded.forward(tokens.clone()), &report.model.forward(tokens.clone())) < 1e-6);
+    let (from_checkpoint, _) = load_run_model(&out, Some(2), &cpu()).unwrap();
+    assert!(common::max_abs_diff(&from_checkpoint.forward(tokens.clone()), &reloaded.forward(tokens)) < 1e-6);
+}
+
+#[test]
+fn the_loss_falls_on_tiny_shakespeare() {
+    let shakespeare = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinyshakespeare.txt");
+    if !shakespeare.is_file() {
+        eprintln!("skipped: {} is not present", shakespeare.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = TrainConfig { data: vec![shakespeare], ..quick(&dir.path().join("run"), 40, 20) };
+    let report = train(&config, false).unwrap();
+    let losses = &report.train_losses;
+    let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
+    assert!(last < first - 1.5, "loss {first:.3} -> {last:.3}");
+    assert!(report.valid_loss < 3.5, "validation loss {}", report.valid_loss);
+}
+
+fn parameters(dir: &Path) -> Vec<(String, Vec<f32>)> {
+    let (model, _) = load_run_model(dir, None, &cpu()).unwrap();
+    let mut visitor = ParamValues::default();
+    model.visit(&mut visitor);
+    visitor.params
+}
+
+#[test]
+fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
+    let mut config = quick(&whole, 20, 10);
+    config.clip_grad_norm = Some(1.0);
+    train(&config, false).unwrap();
+
+    // The same run, interrupted after step 10: its directory as it was then.
+    std::fs::create_dir_all(resumed.join("checkpoint")).unwrap();
+    std::fs::copy(whole.join("train.json"), resumed.join("train.json")).unwrap();
+    for kind in ["model", "optim", "scheduler"] {
+        let name = format!("{kind}-1.bpk");
+        std::fs::copy(whole.join("checkpoint").join(&name), resumed.join("checkpoint").join(&name)).unwrap();
+    }
+    config.out = resumed.clone();
+    let report = train(&config, true).unwrap();
+    assert_eq!(report.train_losses.len(), 10, "only steps 11..=20 ran");
+
+    let losses = |dir: &Path| std::fs::read_to_string(dir.join("train/epoch-2/Loss.log")).unwrap();
+    assert_eq!(losses(&whole), losses(&resumed), "the same losses, to the last digit");
+    assert_eq!(parameters(&whole), parameters(&resumed), "the same weights, bit for bit");
+}
+
+fn expect_error(config: &TrainConfig, resume: bool, expected: &str) -> TrainError {
+    let err = train(config, resume).unwrap_err();
+    assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
+    err
+}
+
+#[test]
+fn bad_inputs_are_clear_errors_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = quick(&dir.path().join("run"), 20, 10);
+
+    let missing = TrainConfig { data: vec![dir.path().join("nope.txt")], ..base.clone() };
+    expect_error(&missing, false, "no such file or folder");
+    let empty_file = dir.path().join("empty.txt");
+    std::fs::write(&empty_file, "\n\n").unwrap();
+    expect_error(&TrainConfig { data: vec![empty_file], ..base.clone() }, false, "no text");
+
+    let long = TrainConfig { seq_len: 512, ..base.clone() };
+    expect_error(&long, false, "max_seq_len");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let unwritable = TrainConfig { out: file.join("run"), ..base.clone() };
+    expect_error(&unwritable, false, "cannot create it");
+    expect_error(&TrainConfig { tokenizer: "missing.json".into(), ..base.clone() }, false, "no such file");
+    expect_error(&TrainConfig { norm: Some("mix-ln:2".into()), ..base.clone() }, false, "post_ln_fraction");
+    expect_error(&TrainConfig { steps: 25, ..base.clone() }, false, "multiple of eval_every");
+    expect_error(&TrainConfig { warmup: 50, ..base.clone() }, false, "warmup");
+    expect_error(&base, true, "nothing to resume");
+
+    // A finished run refuses to be overwritten, and resuming it with another model is refused.
+    train(&base, false).unwrap();
+    expect_error(&base, false, "already holds a run");
+    expect_error(&TrainConfig { layers: Some(2), steps: 40, ..base.clone() }, true, "another model config");
+    expect_error(&base, true, "already at or past --steps");
+}
+
+#[test]
+fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tokenizer.json");
+    let vocab: serde_json::Map<String, serde_json::Value> =
+        (0..300).map(|i| (format!("t{i}"), serde_json::json!(i))).chain([("</s>".to_string(), serde_json::json!(300))]).collect();
+    let tokenizer = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "t0"}
+    });
+    std::fs::write(&json, tokenizer.to_string()).unwrap();
+    let config = TrainConfig { tokenizer: json.display().to_string(), ..quick(&dir.path().join("run"), 20, 10) };
+    expect_error(&config, false, "the tokenizer has 301 tokens but the model's vocabulary is 256");
+}
+
+#[test]
+fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let config = TrainConfig { lr: 1e30, warmup: 0, steps: 6, eval_every: 1, save_every: 1, ..quick(&out, 6, 1) };
+    let err = expect_error(&config, false, "diverged");
+    assert!(matches!(err, TrainError::Diverged(_)));
+    assert!(!out.join("model.bpk").exists(), "no final model from a diverged run");
+    // Every checkpoint left behind holds finite weights.
+    for entry in std::fs::read_dir(out.join("checkpoint")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(epoch) = name.strip_prefix("model-").and_then(|n| n.strip_suffix(".bpk")) {
+            let (model, _) = load_run_model(&out, Some(epoch.parse().unwrap()), &cpu()).unwrap();
+            let mut visitor = ParamValues::default();
+            model.visit(&mut visitor);
+            assert!(visitor.params.iter().all(|(_, v)| v.iter().all(|x| x.is_finite())), "checkpoint {epoch}");
+        }
+    }
+}
