@@ -177,3 +177,33 @@ fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
         }
     }
 }
+
+#[test]
+fn every_training_config_file_parses_and_validates() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("configs/train");
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let config = TrainConfig::from_file(entry.path()).unwrap();
+        config.validate().unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
+        layernorm_scaling::train::model_config(&config).unwrap();
+        count += 1;
+    }
+    assert!(count >= 6);
+    let bad = tempfile::tempdir().unwrap();
+    let path = bad.path().join("typo.toml");
+    std::fs::write(&path, "stepz = 10\n").unwrap();
+    assert!(TrainConfig::from_file(&path).unwrap_err().to_string().contains("unknown field `stepz`"));
+}
+
+/// burn-train would default to `Device::default()` (wgpu when compiled in): the run must use the
+/// device it was given.
+#[cfg(feature = "ndarray")]
+#[test]
+fn training_runs_on_the_chosen_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = TrainConfig { device: "ndarray".into(), ..quick(&dir.path().join("run"), 10, 10) };
+    let report = train(&config, false).unwrap();
+    let device = report.model.embed_tokens.weight.device();
+    assert_eq!(device, layernorm_scaling::parse_device("ndarray").unwrap());
+    assert!(report.valid_loss.is_finite());
+}

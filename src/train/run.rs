@@ -16,7 +16,7 @@ use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
 use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
-use burn::train::{Learner, SupervisedTraining};
+use burn::train::{ExecutionStrategy, Learner, SupervisedTraining};
 
 use super::checkpoint::{save_run_model, AtomicCheckpointer, RunModelInfo};
 use super::config::{OptimizerKind, TrainConfig};
@@ -273,6 +273,8 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainErr
     let loss_metric = LossMetric::new();
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
         .num_epochs(config.epochs())
+        // burn-train would otherwise train on `Device::default()`, not the chosen device.
+        .with_training_strategy(ExecutionStrategy::single(device.clone()).into())
         // No application logger: it would install a process-wide panic hook and tracing subscriber.
         .with_application_logger(None)
         .metrics((LossMetric::new(), StepMetric::perplexity()))
