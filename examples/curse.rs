@@ -40,13 +40,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    layernorm_scaling::io::exit_code(run(Args::parse()))
 }
 
 fn run(args: Args) -> Result<(), ConfigError> {

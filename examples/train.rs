@@ -94,13 +94,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    match run(Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    layernorm_scaling::io::exit_code(run(Args::parse()))
 }
 
 fn config_from(args: &Args) -> Result<TrainConfig, String> {

@@ -1,4 +1,5 @@
-//! Atomic file writes: a reader never sees a half-written file.
+//! File and process helpers: atomic writes (a reader never sees a half-written file) and the exit
+//! of command-line programs.
 
 use std::io::Write;
 use std::path::Path;
@@ -19,4 +20,16 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// The exit of a command-line program: success, or the error printed as `error: ...` on stderr
+/// with a non-zero status (never a panic trace).
+pub fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
