@@ -134,6 +134,20 @@ fn build_device(name: &str, index: usize) -> Option<Device> {
     }
 }
 
+/// Parses a comma-separated list of devices (`cuda:0,cuda:1`) for data-parallel training.
+pub fn parse_devices(spec: &str) -> Result<Vec<Device>, ConfigError> {
+    let devices = spec.split(',').map(parse_device).collect::<Result<Vec<_>, _>>()?;
+    let auto = spec.split(',').filter(|s| s.trim().eq_ignore_ascii_case("auto")).count();
+    if devices.len() > 1 && auto > 0 {
+        return Err(ConfigError::Unknown {
+            what: "device list",
+            name: spec.to_string(),
+            expected: "explicit devices such as cuda:0,cuda:1 (`auto` only alone)".into(),
+        });
+    }
+    Ok(devices)
+}
+
 /// The floating-point precision of a whole device (Burn has no automatic mixed precision).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {

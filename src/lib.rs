@@ -21,7 +21,7 @@ pub mod model;
 pub mod norm;
 pub mod train;
 
-pub use device::{compiled_backends, parse_device, set_precision, Precision};
+pub use device::{compiled_backends, parse_device, parse_devices, set_precision, Precision};
 pub use error::ConfigError;
 pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};
 pub use norm::{

@@ -207,3 +207,22 @@ fn training_runs_on_the_chosen_device() {
     assert_eq!(device, layernorm_scaling::parse_device("ndarray").unwrap());
     assert!(report.valid_loss.is_finite());
 }
+
+/// Data parallelism (burn-train's multi-device strategy): two devices with batch 4 take the same
+/// steps as one device with batch 8 (checked on two CPU devices).
+#[test]
+fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = TrainConfig { batch_size: 8, ..quick(&dir.path().join("one"), 10, 10) };
+    let two = TrainConfig { device: "flex,flex".into(), batch_size: 4, ..quick(&dir.path().join("two"), 10, 10) };
+    let (one, two) = (train(&one, false).unwrap(), train(&two, false).unwrap());
+    assert_eq!((one.train_losses.len(), two.train_losses.len()), (10, 20), "one loss per device and step");
+    // Every step: the mean of the two devices' losses is the single device's loss (the same
+    // windows, the same weights), up to float rounding.
+    for (step, (pair, single)) in two.train_losses.chunks(2).zip(&one.train_losses).enumerate() {
+        let halves = (pair[0] + pair[1]) / 2.0;
+        assert!((halves - single).abs() < 1e-5, "step {}: {halves} vs {single}", step + 1);
+    }
+    let diff = (one.valid_loss - two.valid_loss).abs();
+    assert!(diff < 1e-3 * one.valid_loss, "validation loss {} vs {}", one.valid_loss, two.valid_loss);
+}

@@ -97,7 +97,7 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
     let model = if prefixed {
         // Epoch checkpoints hold the training wrapper, whose parameters live under `model.`.
         let settings = super::step::StepSettings {
-            grad_accum: 1,
+            micro_batches: 1,
             clip_grad_norm: None,
             last_grad_norm: Default::default(),
             interrupter: None,

@@ -28,7 +28,8 @@ pub struct TrainConfig {
     pub layers: Option<usize>,
     /// Normalisation scheme (`lns`, `pre-ln`, `mix-ln:0.25`, ...), overriding the model's.
     pub norm: Option<String>,
-    /// Device string (`auto`, `flex`, `wgpu`, `cuda:0`, ...).
+    /// Device string (`auto`, `flex`, `wgpu`, `cuda:0`, ...), or a comma-separated list
+    /// (`cuda:0,cuda:1`) for data-parallel training, the first device holding the optimiser.
     pub device: String,
     /// Text files, folders, JSONL or JSONL.gz shards; empty for the built-in corpus.
     pub data: Vec<PathBuf>,
@@ -38,7 +39,7 @@ pub struct TrainConfig {
     pub tokenizer: String,
     /// Tokens per training sequence.
     pub seq_len: usize,
-    /// Sequences per micro-batch.
+    /// Sequences per micro-batch and device.
     pub batch_size: usize,
     /// Micro-batches per optimiser step.
     pub grad_accum: usize,

@@ -50,11 +50,17 @@ fn permutation(n: usize, seed: u64) -> Vec<u32> {
 }
 
 /// Yields `batches_per_epoch` micro-batches of `batch_size` windows per epoch.
+///
+/// For `n_devices` devices, burn-train slices the loader into one shard per device; shard `j`
+/// yields micro-batches `j, j + n, j + 2n, ...` of the stream, so one multi-device step covers
+/// the same windows as one single-device step with an `n` times larger batch.
 #[derive(Clone, Debug)]
 pub struct StepLoader {
     passes: Arc<ShuffledPasses>,
     batch_size: usize,
     batches_per_epoch: usize,
+    /// `(shard, n_shards)`: this loader yields the micro-batches `b` with `b % n_shards == shard`.
+    shard: (usize, usize),
     next_epoch: Arc<AtomicUsize>,
     device: Device,
 }
@@ -75,6 +81,7 @@ impl StepLoader {
             passes: Arc::new(passes),
             batch_size,
             batches_per_epoch,
+            shard: (0, 1),
             next_epoch: Arc::new(AtomicUsize::new(start_epoch)),
             device,
         }
@@ -96,14 +103,24 @@ struct EpochIterator<'a> {
     step: usize,
 }
 
+impl StepLoader {
+    /// Micro-batches this loader (or shard) yields per epoch.
+    fn own_batches(&self) -> usize {
+        let (shard, n_shards) = self.shard;
+        (self.batches_per_epoch + n_shards - 1 - shard) / n_shards
+    }
+}
+
 impl Iterator for EpochIterator<'_> {
     type Item = Result<LmBatch, DatasetError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.step == self.loader.batches_per_epoch {
+        if self.step == self.loader.own_batches() {
             return None;
         }
-        let global = (self.epoch * self.loader.batches_per_epoch + self.step) as u64;
+        let (shard, n_shards) = self.loader.shard;
+        let in_epoch = self.step * n_shards + shard;
+        let global = (self.epoch * self.loader.batches_per_epoch + in_epoch) as u64;
         self.step += 1;
         Some(Ok(self.loader.batch(global)))
     }
@@ -112,7 +129,7 @@ impl Iterator for EpochIterator<'_> {
 impl DataLoaderIterator<LmBatch> for EpochIterator<'_> {
     fn progress(&self) -> Progress {
         let per_batch = self.loader.batch_size;
-        Progress::new(self.step * per_batch, self.loader.batches_per_epoch * per_batch, Some("sequences".into()))
+        Progress::new(self.step * per_batch, self.loader.own_batches() * per_batch, Some("sequences".into()))
     }
 }
 
@@ -123,16 +140,21 @@ impl DataLoader<LmBatch> for StepLoader {
     }
 
     fn num_items(&self) -> usize {
-        self.batches_per_epoch * self.batch_size
+        self.own_batches() * self.batch_size
     }
 
     fn to_device(&self, device: &Device) -> Arc<dyn DataLoader<LmBatch>> {
         Arc::new(Self { device: device.clone(), ..self.clone() })
     }
 
-    fn slice(&self, _start: usize, _end: usize) -> Arc<dyn DataLoader<LmBatch>> {
-        // Multi-device strategies split a loader; every device then sees the same stream.
-        Arc::new(self.clone())
+    /// burn-train splits `num_items` into equal contiguous ranges, one per device; range
+    /// `[start, end)` becomes shard `start / (end - start)` of `num_items / (end - start)`.
+    fn slice(&self, start: usize, end: usize) -> Arc<dyn DataLoader<LmBatch>> {
+        let len = (end - start).max(1);
+        let n_shards = (self.num_items() / len).max(1);
+        // Each shard counts its own epochs (a shared counter would hand them different epochs).
+        let next_epoch = Arc::new(AtomicUsize::new(self.next_epoch.load(Ordering::SeqCst)));
+        Arc::new(Self { shard: ((start / len).min(n_shards - 1), n_shards), next_epoch, ..self.clone() })
     }
 }
 

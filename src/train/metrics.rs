@@ -37,12 +37,13 @@ pub struct StepMetric {
     name: MetricName,
     kind: Kind,
     state: NumericMetricState,
-    last: Option<Instant>,
+    /// When the first step of the epoch was reported, and the tokens reported since.
+    since: Option<(Instant, usize)>,
 }
 
 impl StepMetric {
     fn new(name: &str, kind: Kind) -> Self {
-        Self { name: Arc::new(name.to_string()), kind, state: NumericMetricState::new(), last: None }
+        Self { name: Arc::new(name.to_string()), kind, state: NumericMetricState::new(), since: None }
     }
 
     /// `exp(loss)` of each batch.
@@ -50,7 +51,7 @@ impl StepMetric {
         Self::new("Perplexity", Kind::Perplexity)
     }
 
-    /// Tokens per second, measured between consecutive steps.
+    /// Tokens per second since the first step of the epoch (robust when several devices report at once).
     pub fn tokens_per_second() -> Self {
         Self::new("Tokens per second", Kind::TokensPerSecond)
     }
@@ -80,8 +81,16 @@ impl Metric for StepMetric {
 
     fn update(&mut self, item: &StepInput, _metadata: &MetricMetadata) -> Result<SerializedEntry, TensorReadError> {
         let now = Instant::now();
-        let elapsed = self.last.map(|last| now.duration_since(last).as_secs_f64());
-        self.last = Some(now);
+        let rate = match &mut self.since {
+            None => {
+                self.since = Some((now, 0));
+                None
+            }
+            Some((start, tokens)) => {
+                *tokens += item.tokens;
+                Some(*tokens as f64 / now.duration_since(*start).as_secs_f64().max(1e-9))
+            }
+        };
         match &self.kind {
             Kind::Perplexity => {
                 let loss = item.loss.clone().try_into_scalar::<f64>()?;
@@ -89,13 +98,12 @@ impl Metric for StepMetric {
             }
             Kind::GradNorm(norm) => self.state.update(*norm.lock().unwrap_or_else(|e| e.into_inner()), 1),
             Kind::TokensPerSecond | Kind::Mfu { .. } => {
-                let rate = elapsed.map(|seconds| item.tokens as f64 / seconds);
                 let value = match (&self.kind, rate) {
                     (Kind::Mfu { flops_per_token, peak_flops }, Some(rate)) => rate * flops_per_token / peak_flops,
                     (_, Some(rate)) => rate,
                     (_, None) => 0.0,
                 };
-                // The first step has no interval: recorded with weight 0.
+                // The first step starts the clock: recorded with weight 0.
                 self.state.update(value, usize::from(rate.is_some()));
             }
         }
@@ -108,7 +116,7 @@ impl Metric for StepMetric {
 
     fn clear(&mut self) {
         self.state.reset();
-        self.last = None;
+        self.since = None;
     }
 }
 

@@ -17,22 +17,23 @@ pub struct PlainRenderer {
     epoch: usize,
     iteration: usize,
     micro_batches_per_epoch: usize,
-    grad_accum: usize,
+    micro_batches_per_step: usize,
     total_steps: usize,
     log_every: usize,
 }
 
 impl PlainRenderer {
-    /// A renderer for a run of `total_steps` optimiser steps of `grad_accum` micro-batches each.
-    pub fn new(total_steps: usize, steps_per_epoch: usize, grad_accum: usize, log_every: usize) -> Self {
+    /// A renderer for a run of `total_steps` optimiser steps of `micro_batches_per_step` reports each
+    /// (accumulation steps times devices).
+    pub fn new(total_steps: usize, steps_per_epoch: usize, micro_batches_per_step: usize, log_every: usize) -> Self {
         Self {
             names: HashMap::new(),
             values: Vec::new(),
             split: String::new(),
             epoch: 0,
             iteration: 0,
-            micro_batches_per_epoch: steps_per_epoch * grad_accum,
-            grad_accum,
+            micro_batches_per_epoch: steps_per_epoch * micro_batches_per_step,
+            micro_batches_per_step,
             total_steps,
             log_every,
         }
@@ -52,7 +53,7 @@ impl PlainRenderer {
     }
 
     fn step(&self) -> usize {
-        ((self.epoch.saturating_sub(1)) * self.micro_batches_per_epoch + self.iteration) / self.grad_accum
+        ((self.epoch.saturating_sub(1)) * self.micro_batches_per_epoch + self.iteration) / self.micro_batches_per_step
     }
 }
 
@@ -94,7 +95,7 @@ impl TrainingProgressLogger for PlainRenderer {
     fn update_split(&mut self, _items: usize) {
         self.iteration += 1;
         let step = self.step();
-        if self.split == "train" && self.iteration % self.grad_accum == 0 && step % self.log_every == 0 {
+        if self.split == "train" && self.iteration % self.micro_batches_per_step == 0 && step % self.log_every == 0 {
             println!("step {step:>6}/{} | {}", self.total_steps, self.line());
         }
     }
@@ -109,7 +110,7 @@ impl TrainingProgressLogger for PlainRenderer {
 
 impl PlainRenderer {
     fn step_at_epoch_end(&self) -> usize {
-        self.epoch * self.micro_batches_per_epoch / self.grad_accum
+        self.epoch * self.micro_batches_per_epoch / self.micro_batches_per_step
     }
 }
 

@@ -16,7 +16,7 @@ use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
 use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
-use burn::train::{ExecutionStrategy, Learner, SupervisedTraining};
+use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 
 use super::checkpoint::{save_run_model, AtomicCheckpointer, RunModelInfo};
 use super::config::{OptimizerKind, TrainConfig};
@@ -29,7 +29,7 @@ use super::strategy::RunCheckpointing;
 use super::WarmupCosine;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, DataError, LmBatcher, PackedDataset, Tokenizer};
 use crate::model::{cross_entropy, Llama};
-use crate::{parse_device, set_precision, ConfigError, LlamaConfig, NormScheme, Precision};
+use crate::{parse_devices, set_precision, ConfigError, LlamaConfig, NormScheme, Precision};
 
 /// Why a run could not start or finish.
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +119,8 @@ fn complete_checkpoints(dir: &Path) -> Vec<usize> {
 struct Prepared {
     model: LlamaConfig,
     tokenizer: Tokenizer,
-    device: Device,
+    /// The training devices; the first is the main one.
+    devices: Vec<Device>,
     train: Arc<PackedDataset>,
     valid: Arc<PackedDataset>,
     resume_epoch: Option<usize>,
@@ -189,11 +190,13 @@ fn prepare(config: &TrainConfig, resume: bool) -> Result<Prepared, TrainError> {
         None
     };
 
-    let mut device = parse_device(&config.device)?;
-    if config.bf16 {
-        set_precision(&mut device, Precision::Bf16)?;
+    let mut devices = parse_devices(&config.device)?;
+    for device in &mut devices {
+        if config.bf16 {
+            set_precision(device, Precision::Bf16)?;
+        }
+        device.seed(config.seed);
     }
-    device.seed(config.seed);
 
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.seed }
@@ -205,7 +208,7 @@ fn prepare(config: &TrainConfig, resume: bool) -> Result<Prepared, TrainError> {
     });
     let cache = Arc::new(tokenize_corpus(&source, &tokenizer, &cache_root)?);
     let (train, valid) = train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.seed)?;
-    Ok(Prepared { model, tokenizer, device, train: Arc::new(train), valid: Arc::new(valid), resume_epoch })
+    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), resume_epoch })
 }
 
 fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
@@ -253,20 +256,25 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainErr
     let info_json = serde_json::to_string_pretty(&info).map_err(|e| run_dir_error(e.to_string()))?;
     crate::io::write_atomically(&out.join("model.json"), info_json.as_bytes()).map_err(|e| run_dir_error(e.to_string()))?;
 
-    let device = prepared.device.clone().autodiff();
+    let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
+    let device = devices[0].clone();
+    // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
+    let micro_batches = config.grad_accum * devices.len();
     let steps_per_epoch = config.eval_every;
     let start_epoch = prepared.resume_epoch.unwrap_or(0);
     let train_loader = Arc::new(StepLoader::new(
         prepared.train.clone(),
         config.batch_size,
-        steps_per_epoch * config.grad_accum,
+        steps_per_epoch * micro_batches,
         config.seed,
         start_epoch,
         device.clone(),
     ));
+    // Validation runs on the main device with the global batch (batch_size per device).
+    let global_batch = config.batch_size * devices.len();
     let valid_loader = DataLoaderBuilder::new(LmBatcher)
-        .batch_size(config.batch_size)
-        .build(FirstWindows::new(prepared.valid.clone(), config.batch_size * config.eval_batches));
+        .batch_size(global_batch)
+        .build(FirstWindows::new(prepared.valid.clone(), global_batch * config.eval_batches));
 
     let last_grad_norm = Arc::new(Mutex::new(f64::NAN));
     let failure = Arc::new(Mutex::new(None));
@@ -274,7 +282,14 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainErr
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
         .num_epochs(config.epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
-        .with_training_strategy(ExecutionStrategy::single(device.clone()).into())
+        .with_training_strategy(
+            if devices.len() == 1 {
+                ExecutionStrategy::single(device.clone())
+            } else {
+                ExecutionStrategy::multi(devices.clone(), MultiDeviceOptim::OptimMainDevice)
+            }
+            .into(),
+        )
         // No application logger: it would install a process-wide panic hook and tracing subscriber.
         .with_application_logger(None)
         .metrics((LossMetric::new(), StepMetric::perplexity()))
@@ -303,7 +318,7 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainErr
         training = training.renderer(Box::new(PlainRenderer::new(
             config.steps,
             steps_per_epoch,
-            config.grad_accum,
+            micro_batches,
             config.log_every,
         )));
     }
@@ -313,7 +328,7 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainErr
     }
 
     let settings = StepSettings {
-        grad_accum: config.grad_accum,
+        micro_batches,
         clip_grad_norm: config.clip_grad_norm,
         last_grad_norm,
         interrupter: Some(training.interrupter()),
@@ -346,8 +361,8 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainErr
     let train_losses: Vec<f64> =
         rows.iter().filter(|r| r.split == "train" && r.metric == "Loss").map(|r| r.value).collect();
     let trained_steps = config.steps - start_epoch * steps_per_epoch;
-    let tokens = trained_steps * config.grad_accum * config.batch_size * config.seq_len;
-    let valid_loss = evaluate(&model, &prepared.valid, config.batch_size, config.eval_batches);
+    let tokens = trained_steps * micro_batches * config.batch_size * config.seq_len;
+    let valid_loss = evaluate(&model, &prepared.valid, global_batch, config.eval_batches);
     Ok(TrainReport {
         model,
         model_config: prepared.model,

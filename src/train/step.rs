@@ -17,8 +17,9 @@ use crate::model::{cross_entropy, Llama};
 /// Settings of the step that are not part of the model.
 #[derive(Clone)]
 pub struct StepSettings {
-    /// Micro-batches per optimiser step (burn-train sums their gradients, so each loss is divided by it).
-    pub grad_accum: usize,
+    /// Micro-batches whose gradients are summed into one optimiser step (accumulation steps times
+    /// devices); each micro-batch's loss is divided by it, so the step's gradient is the mean's.
+    pub micro_batches: usize,
     /// Clip the accumulated gradients to this global norm.
     pub clip_grad_norm: Option<f64>,
     /// The global gradient norm of the last optimiser step, read by the metric.
@@ -32,7 +33,7 @@ pub struct StepSettings {
 impl std::fmt::Debug for StepSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StepSettings")
-            .field("grad_accum", &self.grad_accum)
+            .field("micro_batches", &self.micro_batches)
             .field("clip_grad_norm", &self.clip_grad_norm)
             .finish_non_exhaustive()
     }
@@ -89,12 +90,12 @@ impl TrainStep for TrainingModel {
 
     fn step(&self, batch: LmBatch) -> TrainOutput<LmOutput> {
         let output = self.loss(batch);
-        let accum = self.settings.grad_accum;
-        let objective = if accum > 1 { output.loss.clone() / accum as f64 } else { output.loss.clone() };
+        let parts = self.settings.micro_batches;
+        let objective = if parts > 1 { output.loss.clone() / parts as f64 } else { output.loss.clone() };
         TrainOutput::new(self, objective.backward(), output)
     }
 
-    /// Clips the accumulated gradients to the global norm, records the norm, and refuses to apply
+    /// Clips the accumulated (and, on several devices, summed) gradients to the global norm, records the norm, and refuses to apply
     /// non-finite gradients (the run stops with the weights of the last good step).
     fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
         let norm = global_grad_norm(&grads, &self);
