@@ -13,6 +13,7 @@
 //! - [`model`]: a LLaMA decoder ([`Llama`], [`LlamaConfig`]) with the paper's presets.
 //! - [`device`]: a device string (`flex`, `wgpu`, `cuda:0`, ...) to a Burn device.
 
+pub mod analysis;
 pub mod data;
 pub mod device;
 mod error;

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use burn::data::dataloader::DataLoaderBuilder;
-use burn::data::dataset::Dataset;
 use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
 use burn::tensor::Device;
@@ -28,7 +27,7 @@ use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
 use super::WarmupCosine;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, DataError, LmBatcher, PackedDataset, Tokenizer};
-use crate::model::{cross_entropy, Llama};
+use crate::model::Llama;
 use crate::{parse_devices, set_precision, ConfigError, LlamaConfig, NormScheme, Precision};
 
 /// Why a run could not start or finish.
@@ -226,24 +225,6 @@ fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
     }
 }
 
-/// Mean loss of `model` over the first `batches` batches of `dataset`.
-pub fn evaluate(model: &Llama, dataset: &PackedDataset, batch_size: usize, batches: usize) -> f64 {
-    use burn::data::dataloader::batcher::Batcher;
-    let device = model.embed_tokens.weight.device();
-    let n = dataset.len().min(batch_size * batches);
-    let mut total = 0.0;
-    let mut count = 0;
-    for start in (0..n).step_by(batch_size) {
-        let windows = (start..(start + batch_size).min(n)).map(|i| dataset.window(i)).collect::<Vec<_>>();
-        let size = windows.len();
-        let batch = LmBatcher.batch(windows, &device);
-        let loss = cross_entropy(model.forward(batch.inputs), batch.targets).into_scalar::<f64>();
-        total += loss * size as f64;
-        count += size;
-    }
-    total / count.max(1) as f64
-}
-
 /// Trains as `config` says; `resume` continues the run in `config.out` from its last checkpoint.
 pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainError> {
     let prepared = prepare(config, resume)?;
@@ -362,7 +343,7 @@ pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainErr
         rows.iter().filter(|r| r.split == "train" && r.metric == "Loss").map(|r| r.value).collect();
     let trained_steps = config.steps - start_epoch * steps_per_epoch;
     let tokens = trained_steps * micro_batches * config.batch_size * config.seq_len;
-    let valid_loss = evaluate(&model, &prepared.valid, global_batch, config.eval_batches);
+    let valid_loss = crate::analysis::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
     Ok(TrainReport {
         model,
         model_config: prepared.model,

@@ -1,0 +1,40 @@
+//! Angular distance between hidden states (the paper's figure 5): deep blocks whose output barely
+//! turns the representation are close to the identity.
+//!
+//! `d(x, y) = arccos(cos(x, y)) / pi`, averaged over tokens: 0 for parallel vectors, 0.5 for
+//! orthogonal ones, 1 for opposite ones.
+
+use burn::tensor::Tensor;
+
+/// Mean over tokens of the angular distance between `a` and `b`, both `[batch, seq, d_model]`.
+pub fn angular_distance(a: &Tensor<3>, b: &Tensor<3>) -> f64 {
+    let dot = (a.clone() * b.clone()).sum_dim(2); // [batch, seq, 1]
+    let norms = a.clone().powf_scalar(2.0).sum_dim(2).sqrt() * b.clone().powf_scalar(2.0).sum_dim(2).sqrt();
+    let cosine = (dot / norms.clamp_min(1e-12)).clamp(-1.0, 1.0);
+    let values = cosine.to_data().convert::<f64>().try_into_vec::<f64>().unwrap_or_default();
+    let total: f64 = values.iter().map(|c| c.acos() / std::f64::consts::PI).sum();
+    total / values.len().max(1) as f64
+}
+
+/// `d[l][n - 1]` = the angular distance between the hidden states entering block `l + 1` and
+/// leaving block `l + n` (i.e. `hidden[l]` and `hidden[l + n]`), for `n = 1 ..= L - l`.
+/// Row `l` has `L - l` entries.
+pub fn angular_distance_matrix(hidden: &[Tensor<3>]) -> Vec<Vec<f64>> {
+    let layers = hidden.len().saturating_sub(1);
+    (0..layers)
+        .map(|l| (1..=layers - l).map(|n| angular_distance(&hidden[l], &hidden[l + n])).collect())
+        .collect()
+}
+
+/// Min-max normalises each row to `[0, 1]`, as the paper's heatmap (a constant row becomes zeros).
+pub fn normalize_rows(matrix: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    matrix
+        .iter()
+        .map(|row| {
+            let min = row.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let range = max - min;
+            row.iter().map(|&v| if range > 0.0 { (v - min) / range } else { 0.0 }).collect()
+        })
+        .collect()
+}

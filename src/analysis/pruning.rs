@@ -1,0 +1,67 @@
+//! The performance drop when one layer is removed (the paper's equation 1, figures 2 and 4):
+//! `dP(l) = P_pruned(l) - P_original`, here with P the perplexity on held-out text.
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+
+use crate::data::{LmBatcher, PackedDataset};
+use crate::model::{cross_entropy, Llama};
+use crate::ConfigError;
+
+/// Mean next-token loss of `model` on the first `batches` batches of `dataset`, with the given
+/// layers (1-based) skipped.
+pub fn mean_loss(
+    model: &Llama,
+    dataset: &PackedDataset,
+    batch_size: usize,
+    batches: usize,
+    skip: &[usize],
+) -> Result<f64, ConfigError> {
+    let device = model.embed_tokens.weight.device();
+    let n = dataset.len().min(batch_size * batches);
+    if n == 0 {
+        return Err(ConfigError::Unsupported("the evaluation data holds no full sequence".into()));
+    }
+    let (mut total, mut count) = (0.0, 0);
+    for start in (0..n).step_by(batch_size) {
+        let windows: Vec<_> = (start..(start + batch_size).min(n)).map(|i| dataset.window(i)).collect();
+        let size = windows.len();
+        let batch = LmBatcher.batch(windows, &device);
+        let logits = model.forward_skipping(batch.inputs, skip)?;
+        total += cross_entropy(logits, batch.targets).into_scalar::<f64>() * size as f64;
+        count += size;
+    }
+    Ok(total / count as f64)
+}
+
+/// Perplexity (`exp` of [`mean_loss`]) with the given layers (1-based) skipped.
+pub fn perplexity(
+    model: &Llama,
+    dataset: &PackedDataset,
+    batch_size: usize,
+    batches: usize,
+    skip: &[usize],
+) -> Result<f64, ConfigError> {
+    Ok(mean_loss(model, dataset, batch_size, batches, skip)?.exp())
+}
+
+/// The perplexity of the full model and `dP(l)` for every layer `l = 1 ..= n_layers`.
+///
+/// `progress` is called after each evaluation with `(done, total)`.
+pub fn pruning_drops(
+    model: &Llama,
+    dataset: &PackedDataset,
+    batch_size: usize,
+    batches: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(f64, Vec<f64>), ConfigError> {
+    let layers = model.n_layers();
+    let original = perplexity(model, dataset, batch_size, batches, &[])?;
+    progress(1, layers + 1);
+    let mut drops = Vec::with_capacity(layers);
+    for layer in 1..=layers {
+        drops.push(perplexity(model, dataset, batch_size, batches, &[layer])? - original);
+        progress(layer + 1, layers + 1);
+    }
+    Ok((original, drops))
+}

@@ -1,0 +1,95 @@
+//! The diagnostics against hand computations and constructed models.
+
+mod common;
+
+use std::sync::Arc;
+
+use burn::module::Param;
+use burn::tensor::{Tensor, TensorData};
+use common::cpu;
+use layernorm_scaling::analysis::{
+    angular_distance, angular_distance_matrix, identity_ratios, layer_variances, normalize_rows, perplexity,
+    pruning_drops, token_variance, update_ratio,
+};
+use layernorm_scaling::data::{tokenize_corpus, train_valid_datasets, CorpusSource, Tokenizer};
+use layernorm_scaling::{LlamaConfig, NormScheme};
+
+fn tensor(values: &[f32], d: usize) -> Tensor<3> {
+    Tensor::from_data(TensorData::new(values.to_vec(), [1, values.len() / d, d]), &cpu())
+}
+
+#[test]
+fn angular_distance_is_0_for_parallel_half_for_orthogonal_1_for_opposite() {
+    let x = tensor(&[1.0, 0.0, 2.0, 2.0], 2);
+    assert!(angular_distance(&x, &(x.clone() * 3.0)).abs() < 1e-6);
+    assert!((angular_distance(&x, &x.clone().neg()) - 1.0).abs() < 1e-6);
+    let orthogonal = tensor(&[0.0, 5.0, -1.0, 1.0], 2);
+    assert!((angular_distance(&x, &orthogonal) - 0.5).abs() < 1e-6);
+    // Averaged over tokens: 0 and 0.25 (45 degrees) give 0.125.
+    let mixed = tensor(&[2.0, 0.0, 1.0, 0.0], 2);
+    assert!((angular_distance(&x, &mixed) - 0.125).abs() < 1e-6);
+}
+
+#[test]
+fn the_heatmap_matrix_has_a_row_per_layer_and_normalised_rows() {
+    let hidden: Vec<Tensor<3>> = (0..5).map(|i| tensor(&[1.0, i as f32], 2)).collect();
+    let matrix = angular_distance_matrix(&hidden);
+    assert_eq!(matrix.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 3, 2, 1]);
+    // Row 0: hidden[0] = (1, 0) against (1, n): atan(n) / pi.
+    for (n, d) in matrix[0].iter().enumerate() {
+        assert!((d - ((n + 1) as f64).atan() / std::f64::consts::PI).abs() < 1e-6);
+    }
+    let normalized = normalize_rows(&matrix);
+    for row in &normalized[..3] {
+        assert_eq!(row.iter().copied().fold(f64::INFINITY, f64::min), 0.0);
+        assert!((row.iter().copied().fold(0.0, f64::max) - 1.0).abs() < 1e-12);
+    }
+    assert_eq!(normalized[3], vec![0.0], "a single value normalises to 0");
+}
+
+#[test]
+fn variance_and_identity_ratio_equal_hand_computations() {
+    // Token (1, 2, 3, 4): mean 2.5, unbiased variance 5/3; token (2, 2, 2, 2): 0. Mean 5/6.
+    let x = tensor(&[1.0, 2.0, 3.0, 4.0, 2.0, 2.0, 2.0, 2.0], 4);
+    assert!((token_variance(&x) - 5.0 / 6.0).abs() < 1e-6);
+    // x = (3, 4), update (0, 5): ratio 1; x = (6, 8) unchanged: ratio 0. Mean 0.5.
+    let input = tensor(&[3.0, 4.0, 6.0, 8.0], 2);
+    let output = tensor(&[3.0, 9.0, 6.0, 8.0], 2);
+    assert!((update_ratio(&input, &output) - 0.5).abs() < 1e-6);
+
+    let model = LlamaConfig::tiny().init(&cpu()).unwrap();
+    let trace = model.forward_trace(common::random_tokens(2, 8, 256, 1, &cpu()));
+    let variances = layer_variances(&trace);
+    assert_eq!((variances.block_output.len(), variances.after_attention.len()), (5, 4));
+    assert!((variances.block_output[2] - token_variance(&trace.hidden[2])).abs() < 1e-12);
+    let ratios = identity_ratios(&trace);
+    assert_eq!(ratios.len(), 4);
+    assert!((ratios[1] - update_ratio(&trace.hidden[1], &trace.hidden[2])).abs() < 1e-12);
+}
+
+#[test]
+fn pruning_an_identity_block_costs_nothing_and_other_drops_skip_exactly_that_layer() {
+    let device = cpu();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tokenize_corpus(&CorpusSource::Builtin { n_docs: 300, seed: 1 }, &Tokenizer::Byte, dir.path()).unwrap();
+    let (_, valid) = train_valid_datasets(Arc::new(cache), 32, 0.3, 0).unwrap();
+
+    let mut model = LlamaConfig::tiny().with_norm_scheme(NormScheme::PreLn).init(&device).unwrap();
+    // Block 3 with zeroed output projections adds nothing: it is the identity map.
+    let block = &mut model.layers[2];
+    block.self_attn.o_proj.weight = Param::from_tensor(block.self_attn.o_proj.weight.val().zeros_like());
+    block.mlp.down_proj.weight = Param::from_tensor(block.mlp.down_proj.weight.val().zeros_like());
+    let tokens = common::random_tokens(2, 16, 256, 3, &device);
+    let full = model.forward(tokens.clone());
+    assert!(common::max_abs_diff(&full, &model.forward_skipping(tokens, &[3]).unwrap()) < 1e-6);
+
+    let mut calls = 0;
+    let (original, drops) = pruning_drops(&model, &valid, 4, 3, &mut |_, _| calls += 1).unwrap();
+    assert_eq!((drops.len(), calls), (4, 5));
+    assert!(drops[2].abs() < 1e-4 * original, "dP(3) = {}", drops[2]);
+    for layer in [1, 2, 4] {
+        let expected = perplexity(&model, &valid, 4, 3, &[layer]).unwrap() - original;
+        assert!((drops[layer - 1] - expected).abs() < 1e-9);
+        assert!(drops[layer - 1].abs() > 1e-4 * original, "removing layer {layer} changes the model");
+    }
+}
