@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use layernorm_scaling::analysis::analyze;
+use layernorm_scaling::analysis::{analyze, choice_report, read_choice_items};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
 use layernorm_scaling::parse_device;
 use layernorm_scaling::train::load_run_model;
@@ -40,6 +40,9 @@ struct Args {
     /// Device: auto, flex, wgpu, cuda:N, ...
     #[arg(long, default_value = "auto")]
     device: String,
+    /// ARC-style multiple-choice JSONL (question, choices, answer) to score, with and without each layer.
+    #[arg(long)]
+    choices: Option<PathBuf>,
     /// Report directory (default: <run>/analysis).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -71,8 +74,17 @@ fn run(args: Args) -> Result<(), String> {
 
     let layers = model.n_layers();
     let mut progress = |done: usize, total: usize| eprint!("\rperplexity evaluations: {done}/{total}");
-    let report = analyze(&model, &data, args.batch_size, args.batches, &mut progress).map_err(|e| e.to_string())?;
+    let choices = match &args.choices {
+        Some(path) => Some(read_choice_items(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let mut report = analyze(&model, &data, args.batch_size, args.batches, &mut progress).map_err(|e| e.to_string())?;
     eprintln!();
+    if let Some(items) = &choices {
+        let mut progress = |done: usize, total: usize| eprint!("\rmultiple-choice evaluations: {done}/{total}");
+        report.multiple_choice = Some(choice_report(&model, &tokenizer, items, &mut progress).map_err(|e| e.to_string())?);
+        eprintln!();
+    }
     let out = args.out.unwrap_or_else(|| args.run.join("analysis"));
     let title = format!("Diagnostics of {} ({layers} layers, {})", args.run.display(), info.model.norm_scheme);
     report.write(&out, &title).map_err(|e| format!("cannot write the report to {}: {e}", out.display()))?;

@@ -126,3 +126,68 @@ fn a_report_of_a_trained_run_is_written_whole() {
     let err = analyze(&model, &short, 4, 2, &mut |_, _| {}).unwrap_err().to_string();
     assert!(err.contains("no full sequence"), "{err}");
 }
+
+#[test]
+fn multiple_choice_files_parse_in_the_arc_layouts_and_bad_lines_are_named() {
+    use layernorm_scaling::analysis::read_choice_items;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("arc.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            r#"{"question": "2+2?", "choices": ["3", "4"], "answer": 1}"#, "\n",
+            r#"{"question": "Sky?", "choices": {"text": ["green", "blue", "red"], "label": ["A", "B", "C"]}, "answerKey": "B"}"#, "\n",
+            r#"{"question": {"stem": "Which?", "choices": [{"text": "x", "label": "1"}, {"text": "y", "label": "2"}]}, "answerKey": "2"}"#, "\n",
+        ),
+    )
+    .unwrap();
+    let items = read_choice_items(&path).unwrap();
+    assert_eq!(items.iter().map(|i| i.answer).collect::<Vec<_>>(), vec![1, 1, 1]);
+    assert_eq!(items[1].choices, vec!["green", "blue", "red"]);
+    assert_eq!(items[2].question, "Which?");
+
+    std::fs::write(&path, "{\"question\": \"q\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\n{\"question\": \"q\", \"choices\": [\"a\", \"b\"], \"answer\": \"Z\"}\n").unwrap();
+    let err = read_choice_items(&path).unwrap_err().to_string();
+    assert!(err.contains("arc.jsonl:2") && err.contains("answer"), "{err}");
+    std::fs::write(&path, "\n").unwrap();
+    assert!(read_choice_items(&path).unwrap_err().to_string().contains("no question"));
+}
+
+#[test]
+fn the_scorer_picks_the_choice_with_the_highest_log_likelihood() {
+    use burn::tensor::activation::log_softmax;
+    use layernorm_scaling::analysis::{score_choices, ChoiceItem};
+    let device = cpu();
+    let model = LlamaConfig::tiny().init(&device).unwrap();
+    let tokenizer = Tokenizer::Byte;
+    // Log-likelihoods computed independently: one full forward, log-softmax on the host.
+    let independent = |question: &str, choice: &str| -> f64 {
+        let context = format!("Question: {question}\nAnswer:");
+        let text = format!("{context} {choice}");
+        let ids: Vec<i64> = text.bytes().map(i64::from).collect();
+        let n = ids.len();
+        let input = Tensor::<2, burn::tensor::Int>::from_data(TensorData::new(ids.clone(), [1, n]), &device);
+        let log_probs = common::values(&log_softmax(model.forward(input), 2));
+        (context.len()..n).map(|pos| log_probs[(pos - 1) * 256 + ids[pos] as usize] as f64).sum()
+    };
+    let questions = [("alpha", vec!["one", "two", "three"]), ("beta", vec!["x", "yy"]), ("gamma", vec!["up", "down"])];
+    let mut items = Vec::new();
+    let mut expected = Vec::new();
+    for (question, choices) in &questions {
+        let scores: Vec<f64> = choices.iter().map(|c| independent(question, c)).collect();
+        let argmax = (0..scores.len()).fold(0, |b, i| if scores[i] > scores[b] { i } else { b });
+        expected.push(argmax);
+        items.push(ChoiceItem { question: question.to_string(), choices: choices.iter().map(|c| c.to_string()).collect(), answer: argmax });
+    }
+    // The last item's key is set to a wrong choice: accuracy 2/3.
+    items[2].answer = 1 - expected[2];
+    let (accuracy, picks) = score_choices(&model, &tokenizer, &items, &[]).unwrap();
+    assert_eq!(picks.iter().map(|p| p.0).collect::<Vec<_>>(), expected);
+    assert!((accuracy.acc - 2.0 / 3.0).abs() < 1e-12, "{accuracy:?}");
+
+    // The per-layer report: dP(l) is the accuracy with exactly layer l skipped, minus the full one.
+    let report = layernorm_scaling::analysis::choice_report(&model, &tokenizer, &items, &mut |_, _| {}).unwrap();
+    assert_eq!((report.questions, report.acc_drop.len()), (3, 4));
+    let (pruned, _) = score_choices(&model, &tokenizer, &items, &[2]).unwrap();
+    assert!((report.acc_drop[1] - (pruned.acc - accuracy.acc)).abs() < 1e-12);
+}

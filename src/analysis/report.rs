@@ -5,8 +5,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{angular_distance_matrix, identity_ratios, layer_variances, normalize_rows, pruning_drops};
-use crate::data::PackedDataset;
+use super::{
+    angular_distance_matrix, identity_ratios, layer_variances, normalize_rows, pruning_drops, score_choices,
+    ChoiceAccuracy, ChoiceItem,
+};
+use crate::data::{PackedDataset, Tokenizer};
 use crate::model::Llama;
 use crate::ConfigError;
 
@@ -29,6 +32,41 @@ pub struct Report {
     pub perplexity: f64,
     /// `dP(l) = PPL_pruned(l) - PPL` per layer.
     pub pruning_drop: Vec<f64>,
+    /// Multiple-choice accuracy and its change when each layer is removed, when a task was given.
+    pub multiple_choice: Option<ChoiceReport>,
+}
+
+/// Multiple-choice accuracy of the full model and `dP(l) = acc_pruned(l) - acc` per layer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChoiceReport {
+    /// Questions scored.
+    pub questions: usize,
+    /// Accuracy of the full model.
+    pub accuracy: ChoiceAccuracy,
+    /// Change of `acc` when each layer is removed.
+    pub acc_drop: Vec<f64>,
+    /// Change of `acc_norm` when each layer is removed.
+    pub acc_norm_drop: Vec<f64>,
+}
+
+/// Scores `items` with the full model and with each single layer removed.
+pub fn choice_report(
+    model: &Llama,
+    tokenizer: &Tokenizer,
+    items: &[ChoiceItem],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<ChoiceReport, ConfigError> {
+    let layers = model.n_layers();
+    let (accuracy, _) = score_choices(model, tokenizer, items, &[])?;
+    progress(1, layers + 1);
+    let (mut acc_drop, mut acc_norm_drop) = (Vec::new(), Vec::new());
+    for layer in 1..=layers {
+        let (pruned, _) = score_choices(model, tokenizer, items, &[layer])?;
+        acc_drop.push(pruned.acc - accuracy.acc);
+        acc_norm_drop.push(pruned.acc_norm - accuracy.acc_norm);
+        progress(layer + 1, layers + 1);
+    }
+    Ok(ChoiceReport { questions: items.len(), accuracy, acc_drop, acc_norm_drop })
 }
 
 /// Measures `model` on the first `batches` batches of `data`.
@@ -62,6 +100,7 @@ pub fn analyze(
         angular_distance: angular,
         perplexity,
         pruning_drop,
+        multiple_choice: None,
     })
 }
 
@@ -125,6 +164,15 @@ impl Report {
                 self.identity_ratio[l - 1],
                 self.pruning_drop[l - 1]
             ));
+        }
+        if let Some(choices) = &self.multiple_choice {
+            md.push_str(&format!(
+                "\nMultiple choice ({} questions): acc {:.4}, acc_norm {:.4}.\n\n| layer removed | d acc | d acc_norm |\n|---|---|---|\n",
+                choices.questions, choices.accuracy.acc, choices.accuracy.acc_norm
+            ));
+            for (l, (a, n)) in choices.acc_drop.iter().zip(&choices.acc_norm_drop).enumerate() {
+                md.push_str(&format!("| {} | {a:+.4} | {n:+.4} |\n", l + 1));
+            }
         }
         md
     }
