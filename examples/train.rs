@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use layernorm_scaling::model::{generate, SamplingConfig};
-use layernorm_scaling::train::{train, OptimizerKind, TrainConfig};
+use layernorm_scaling::train::{train, train_overwriting, OptimizerKind, TrainConfig};
 
 /// Every option overrides the same field of `--config` (or of the defaults).
 #[derive(Parser, Debug)]
@@ -74,8 +74,11 @@ struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Continue the run in --out from its last checkpoint.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "overwrite")]
     resume: bool,
+    /// Replace a run already in --out.
+    #[arg(long)]
+    overwrite: bool,
     /// Validate every N steps.
     #[arg(long)]
     eval_every: Option<usize>,
@@ -137,7 +140,8 @@ fn config_from(args: &Args) -> Result<TrainConfig, String> {
 
 fn run(args: Args) -> Result<(), String> {
     let config = config_from(&args)?;
-    let report = train(&config, args.resume).map_err(|e| e.to_string())?;
+    let result = if args.overwrite { train_overwriting(&config) } else { train(&config, args.resume) };
+    let report = result.map_err(|e| e.to_string())?;
     println!(
         "\ntrained {} ({} parameters, {}) for {} steps in {:.1} s ({:.0} tokens/s)",
         report.out.display(),

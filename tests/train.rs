@@ -140,6 +140,11 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     expect_error(&base, false, "already holds a run");
     expect_error(&TrainConfig { layers: Some(2), steps: 40, ..base.clone() }, true, "another model config");
     expect_error(&base, true, "already at or past --steps");
+    // --overwrite replaces the run, and leaves files that are not the run's alone.
+    std::fs::write(base.out.join("notes.txt"), "mine").unwrap();
+    let again = layernorm_scaling::train::train_overwriting(&base).unwrap();
+    assert_eq!(again.train_losses.len(), 20);
+    assert!(base.out.join("notes.txt").is_file());
 }
 
 #[test]

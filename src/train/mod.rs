@@ -20,7 +20,7 @@ pub use export::{export_metrics, read_metric_logs, MetricRow};
 pub use loader::{FirstWindows, StepLoader};
 pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
 pub use renderer::PlainRenderer;
-pub use run::{model_config, train, TrainError, TrainReport};
+pub use run::{model_config, train, train_overwriting, TrainError, TrainReport};
 pub use schedule::{WarmupCosine, WarmupCosineState};
 pub use step::{LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;

@@ -125,7 +125,7 @@ struct Prepared {
     resume_epoch: Option<usize>,
 }
 
-fn prepare(config: &TrainConfig, resume: bool) -> Result<Prepared, TrainError> {
+fn prepare(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<Prepared, TrainError> {
     config.validate()?;
     let model = model_config(config)?;
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
@@ -181,10 +181,22 @@ fn prepare(config: &TrainConfig, resume: bool) -> Result<Prepared, TrainError> {
         }
         Some(last)
     } else {
-        if !checkpoints.is_empty() || out.join("model.bpk").exists() || out.join("train.json").exists() {
+        let holds_run = !checkpoints.is_empty() || out.join("model.bpk").exists() || out.join("train.json").exists();
+        if holds_run && !overwrite {
             return Err(run_dir_error(
-                "already holds a run; pass --resume to continue it, or choose another --out".into(),
+                "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
+                    .into(),
             ));
+        }
+        if holds_run {
+            // Only what a run writes is removed; anything else in the directory stays.
+            for name in ["checkpoint", "train", "valid", "model.bpk", "model.json", "train.json", "metrics.csv", "metrics.jsonl"] {
+                let path = out.join(name);
+                let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+                if let Err(e) = removed.or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }) {
+                    return Err(run_dir_error(format!("cannot remove the old run's {name}: {e}")));
+                }
+            }
         }
         None
     };
@@ -227,7 +239,16 @@ fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
 
 /// Trains as `config` says; `resume` continues the run in `config.out` from its last checkpoint.
 pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainError> {
-    let prepared = prepare(config, resume)?;
+    run(config, resume, false)
+}
+
+/// As [`train`], replacing a run already in `config.out` (its checkpoints, model, logs and metrics).
+pub fn train_overwriting(config: &TrainConfig) -> Result<TrainReport, TrainError> {
+    run(config, false, true)
+}
+
+fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainReport, TrainError> {
+    let prepared = prepare(config, resume, overwrite)?;
     let out = config.out.clone();
     let run_dir_error = |message: String| TrainError::RunDir { path: out.display().to_string(), message };
     let json = serde_json::to_string_pretty(config).map_err(|e| run_dir_error(e.to_string()))?;
