@@ -96,14 +96,7 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
     };
     let model = if prefixed {
         // Epoch checkpoints hold the training wrapper, whose parameters live under `model.`.
-        let settings = super::step::StepSettings {
-            micro_batches: 1,
-            clip_grad_norm: None,
-            last_grad_norm: Default::default(),
-            interrupter: None,
-            failure: Default::default(),
-        };
-        super::step::TrainingModel::new(model, settings)
+        super::step::TrainingModel::new(model, Default::default())
             .try_load_file(&path)
             .map_err(|e| file_error(&path, format!("does not match model.json: {e}")))?
             .into_model()

@@ -123,6 +123,8 @@ struct Prepared {
     train: Arc<PackedDataset>,
     valid: Arc<PackedDataset>,
     resume_epoch: Option<usize>,
+    /// Complete checkpoints already on disk (those of the run being resumed).
+    checkpoints: Vec<usize>,
 }
 
 fn prepare(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<Prepared, TrainError> {
@@ -219,7 +221,8 @@ fn prepare(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<Prepar
     });
     let cache = Arc::new(tokenize_corpus(&source, &tokenizer, &cache_root)?);
     let (train, valid) = train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.seed)?;
-    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), resume_epoch })
+    let checkpoints = if resume { checkpoints } else { Vec::new() };
+    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), resume_epoch, checkpoints })
 }
 
 fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
@@ -307,7 +310,7 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
             config.save_every / config.eval_every,
             config.epochs(),
             config.keep_checkpoints,
-            complete_checkpoints(&out.join("checkpoint")),
+            prepared.checkpoints.clone(),
             loss_metric.name(),
         ));
     if let Some(peak) = config.peak_tflops {

@@ -30,6 +30,19 @@ pub struct StepSettings {
     pub failure: Arc<Mutex<Option<String>>>,
 }
 
+impl Default for StepSettings {
+    /// One micro-batch per step, no clipping, no interrupter: for loading and evaluation.
+    fn default() -> Self {
+        Self {
+            micro_batches: 1,
+            clip_grad_norm: None,
+            last_grad_norm: Default::default(),
+            interrupter: None,
+            failure: Default::default(),
+        }
+    }
+}
+
 impl std::fmt::Debug for StepSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StepSettings")
