@@ -1,27 +1,38 @@
-//! Diagnostics of a trained run: layer-wise variance, angular distance, identity ratio and the
-//! perplexity drop of removing each layer, written as a report directory (JSON, CSV, Markdown).
+//! Diagnostics of trained runs: layer-wise variance, angular distance, identity ratio, the
+//! perplexity (and multiple-choice accuracy) drop of removing each layer, and what training
+//! recorded with `--track-every`, written as a report directory (JSON, CSV, PNG figures, Markdown).
+//! Several `--run`s give one comparison report with the curves overlaid.
 //!
 //! ```bash
 //! cargo run --release --example analyze -- --run runs/default
 //! cargo run --release --example analyze -- --run runs/shakespeare-lns --data ../shared/data/tinyshakespeare.txt
+//! cargo run --release --example analyze -- --run runs/pre-ln runs/lns --out runs/comparison
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use layernorm_scaling::analysis::{analyze, choice_report, read_choice_items};
+use indicatif::{ProgressBar, ProgressStyle};
+use layernorm_scaling::analysis::{
+    analyze, choice_report, read_choice_items, unique_labels, write_comparison, AnalysisOptions, ChoiceItem,
+    ComparedRun, Report,
+};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
+use layernorm_scaling::model::Llama;
 use layernorm_scaling::parse_device;
-use layernorm_scaling::train::load_run_model;
+use layernorm_scaling::train::{load_run_model, read_tracking, TRACKING_FILE};
 
-/// Analyse a run directory of the train example.
+/// Analyse run directories of the train example.
 #[derive(Parser, Debug)]
 struct Args {
-    /// Run directory (holds model.json and model.bpk).
-    #[arg(long)]
-    run: PathBuf,
+    /// Run directories (each holds model.json and model.bpk); two or more give a comparison.
+    #[arg(long, num_args = 1.., required = true)]
+    run: Vec<PathBuf>,
+    /// Legend labels of the runs (default: the run directories' names).
+    #[arg(long, num_args = 1..)]
+    label: Vec<String>,
     /// Analyse the checkpoint of this epoch instead of the final model.
     #[arg(long)]
     epoch: Option<usize>,
@@ -37,13 +48,16 @@ struct Args {
     /// Batches per perplexity evaluation.
     #[arg(long, default_value_t = 8)]
     batches: usize,
+    /// Layers to remove one at a time for the pruning drop, e.g. 1,4,8 (default: every layer).
+    #[arg(long, value_delimiter = ',')]
+    layers: Vec<usize>,
     /// Device: auto, flex, wgpu, cuda:N, ...
     #[arg(long, default_value = "auto")]
     device: String,
     /// ARC-style multiple-choice JSONL (question, choices, answer) to score, with and without each layer.
     #[arg(long)]
     choices: Option<PathBuf>,
-    /// Report directory (default: <run>/analysis).
+    /// Report directory (default: <run>/analysis for one run; required for a comparison).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -52,43 +66,106 @@ fn main() -> ExitCode {
     layernorm_scaling::io::exit_code(run(Args::parse()))
 }
 
-fn run(args: Args) -> Result<(), String> {
-    if args.seq_len == 0 || args.batch_size == 0 || args.batches == 0 {
-        return Err("--seq-len, --batch-size and --batches must be at least 1".into());
+/// A bar on stderr counting evaluations.
+fn progress_bar(what: &'static str) -> impl FnMut(usize, usize) {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} evaluations, {elapsed} (eta {eta})")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(what);
+    move |done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        if done == total {
+            bar.finish();
+        }
     }
+}
+
+/// A loaded run, checked before any evaluation starts.
+struct LoadedRun {
+    dir: PathBuf,
+    model: Llama,
+    tokenizer: Tokenizer,
+    title: String,
+}
+
+fn load(dir: &Path, args: &Args) -> Result<LoadedRun, String> {
     let device = parse_device(&args.device).map_err(|e| e.to_string())?;
-    let (model, info) = load_run_model(&args.run, args.epoch, &device).map_err(|e| e.to_string())?;
+    let (model, info) =
+        load_run_model(dir, args.epoch, &device).map_err(|e| format!("cannot load the run {}: {e}", dir.display()))?;
     if args.seq_len > info.model.max_seq_len {
-        return Err(format!("--seq-len {} exceeds the model's max_seq_len {}", args.seq_len, info.model.max_seq_len));
+        return Err(format!("--seq-len {} exceeds the max_seq_len {} of {}", args.seq_len, info.model.max_seq_len, dir.display()));
     }
+    model.check_layers(&args.layers).map_err(|e| format!("--layers: {e} ({})", dir.display()))?;
     let tokenizer = Tokenizer::from_spec(&info.tokenizer).map_err(|e| e.to_string())?;
+    let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), info.model.n_layers, info.model.norm_scheme);
+    Ok(LoadedRun { dir: dir.to_path_buf(), model, tokenizer, title })
+}
+
+fn report_of(run: &LoadedRun, args: &Args, choices: Option<&[ChoiceItem]>) -> Result<Report, String> {
     let source = if args.data.is_empty() {
         CorpusSource::Builtin { n_docs: 2000, seed: 0xa11a }
     } else {
         CorpusSource::Files(args.data.clone())
     };
-    let cache_root = args.run.join(".token-cache");
-    let cache = Arc::new(tokenize_corpus(&source, &tokenizer, &cache_root).map_err(|e| e.to_string())?);
+    let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &run.dir.join(".token-cache")).map_err(|e| e.to_string())?);
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
     let data = PackedDataset::new(cache, &docs, args.seq_len);
+    let options = AnalysisOptions { batch_size: args.batch_size, batches: args.batches, layers: args.layers.clone() };
+    eprintln!("{}", run.title);
+    let mut report = analyze(&run.model, &data, &options, &mut progress_bar("perplexity")).map_err(|e| e.to_string())?;
+    if let Some(items) = choices {
+        let mut bar = progress_bar("multiple choice");
+        report.multiple_choice =
+            Some(choice_report(&run.model, &run.tokenizer, items, &args.layers, &mut bar).map_err(|e| e.to_string())?);
+    }
+    if run.dir.join(TRACKING_FILE).is_file() {
+        report.tracking = Some(read_tracking(&run.dir)?);
+    }
+    Ok(report)
+}
 
-    let layers = model.n_layers();
-    let mut progress = |done: usize, total: usize| eprint!("\rperplexity evaluations: {done}/{total}");
+fn run(args: Args) -> Result<(), String> {
+    if args.seq_len == 0 || args.batch_size == 0 || args.batches == 0 {
+        return Err("--seq-len, --batch-size and --batches must be at least 1".into());
+    }
+    if !args.label.is_empty() && args.label.len() != args.run.len() {
+        return Err(format!("{} --label values for {} --run directories; give one per run or none", args.label.len(), args.run.len()));
+    }
+    let out = match (&args.out, args.run.len()) {
+        (Some(out), _) => out.clone(),
+        (None, 1) => args.run[0].join("analysis"),
+        (None, _) => return Err("comparing several runs needs --out DIR for the comparison report".into()),
+    };
+    // Everything that can be wrong with the input is found before the first evaluation.
+    let runs = args.run.iter().map(|dir| load(dir, &args)).collect::<Result<Vec<_>, _>>()?;
     let choices = match &args.choices {
         Some(path) => Some(read_choice_items(path).map_err(|e| e.to_string())?),
         None => None,
     };
-    let mut report = analyze(&model, &data, args.batch_size, args.batches, &mut progress).map_err(|e| e.to_string())?;
-    eprintln!();
-    if let Some(items) = &choices {
-        let mut progress = |done: usize, total: usize| eprint!("\rmultiple-choice evaluations: {done}/{total}");
-        report.multiple_choice = Some(choice_report(&model, &tokenizer, items, &mut progress).map_err(|e| e.to_string())?);
-        eprintln!();
+    let reports = runs.iter().map(|run| report_of(run, &args, choices.as_deref())).collect::<Result<Vec<_>, _>>()?;
+
+    if runs.len() == 1 {
+        let (run, report) = (&runs[0], &reports[0]);
+        report.write(&out, &run.title).map_err(|e| format!("cannot write the report to {}: {e}", out.display()))?;
+        print!("{}", report.summary(&run.title));
+    } else {
+        let names: Vec<String> = if args.label.is_empty() {
+            runs.iter().map(|r| r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()).collect()
+        } else {
+            args.label.clone()
+        };
+        let compared: Vec<ComparedRun> = unique_labels(&names)
+            .into_iter()
+            .zip(runs.iter().zip(reports))
+            .map(|(label, (run, report))| ComparedRun { label, title: run.title.clone(), report })
+            .collect();
+        write_comparison(&compared, &out).map_err(|e| format!("cannot write the comparison to {}: {e}", out.display()))?;
+        print!("{}", std::fs::read_to_string(out.join("comparison.md")).unwrap_or_default());
     }
-    let out = args.out.unwrap_or_else(|| args.run.join("analysis"));
-    let title = format!("Diagnostics of {} ({layers} layers, {})", args.run.display(), info.model.norm_scheme);
-    report.write(&out, &title).map_err(|e| format!("cannot write the report to {}: {e}", out.display()))?;
-    print!("{}", report.summary(&title));
     println!("\nreport written to {}", out.display());
     Ok(())
 }

@@ -94,6 +94,9 @@ struct Args {
     /// Log a line every N steps.
     #[arg(long)]
     log_every: Option<usize>,
+    /// Record per-layer variance and gradient norms every N steps (tracking.jsonl; plotted by analyze).
+    #[arg(long)]
+    track_every: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -121,6 +124,9 @@ fn config_from(args: &Args) -> Result<TrainConfig, String> {
     }
     if args.clip_grad_norm.is_some() {
         config.clip_grad_norm = args.clip_grad_norm;
+    }
+    if args.track_every.is_some() {
+        config.track_every = args.track_every;
     }
     if args.peak_tflops.is_some() {
         config.peak_tflops = args.peak_tflops;

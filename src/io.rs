@@ -33,3 +33,24 @@ pub fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> std::process::E
         }
     }
 }
+
+/// Fills a temporary sibling of `dir` with `fill`, then swaps it in for `dir`: `dir` never holds
+/// half of its new contents, and on an error the old contents (if any) stay.
+pub fn write_dir_atomically(dir: &Path, fill: impl FnOnce(&Path) -> std::io::Result<()>) -> std::io::Result<()> {
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "output".into());
+    let tmp = parent.join(format!(".{name}.tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp)?;
+    let result = fill(&tmp).and_then(|()| {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)?;
+        }
+        std::fs::rename(&tmp, dir)
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}

@@ -84,7 +84,7 @@ fn pruning_an_identity_block_costs_nothing_and_other_drops_skip_exactly_that_lay
     assert!(common::max_abs_diff(&full, &model.forward_skipping(tokens, &[3]).unwrap()) < 1e-6);
 
     let mut calls = 0;
-    let (original, drops) = pruning_drops(&model, &valid, 4, 3, &mut |_, _| calls += 1).unwrap();
+    let (original, drops) = pruning_drops(&model, &valid, 4, 3, &[], &mut |_, _| calls += 1).unwrap();
     assert_eq!((drops.len(), calls), (4, 5));
     assert!(drops[2].abs() < 1e-4 * original, "dP(3) = {}", drops[2]);
     for layer in [1, 2, 4] {
@@ -92,39 +92,11 @@ fn pruning_an_identity_block_costs_nothing_and_other_drops_skip_exactly_that_lay
         assert!((drops[layer - 1] - expected).abs() < 1e-9);
         assert!(drops[layer - 1].abs() > 1e-4 * original, "removing layer {layer} changes the model");
     }
-}
-
-#[test]
-fn a_report_of_a_trained_run_is_written_whole() {
-    use layernorm_scaling::analysis::analyze;
-    use layernorm_scaling::data::PackedDataset;
-    let dir = tempfile::tempdir().unwrap();
-    let cache = Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs: 200, seed: 2 }, &Tokenizer::Byte, dir.path()).unwrap());
-    let docs: Vec<usize> = (0..cache.n_docs()).collect();
-    let data = PackedDataset::new(cache, &docs, 32);
-    let model = LlamaConfig::tiny().init(&cpu()).unwrap();
-    let mut calls = Vec::new();
-    let report = analyze(&model, &data, 4, 2, &mut |done, total| calls.push((done, total))).unwrap();
-    assert_eq!(calls.last(), Some(&(5, 5)));
-    assert_eq!((report.block_output_variance.len(), report.pruning_drop.len(), report.angular_distance.len()), (5, 4, 4));
-
-    let out = dir.path().join("reports/tiny");
-    report.write(&out, "tiny").unwrap();
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    assert_eq!(json["n_layers"], 4);
-    let layers = std::fs::read_to_string(out.join("layers.csv")).unwrap();
-    assert_eq!(layers.lines().count(), 6, "header, embedding and 4 layers");
-    assert_eq!(std::fs::read_to_string(out.join("angular_distance.csv")).unwrap().lines().count(), 1 + 4 + 3 + 2 + 1);
-    assert!(std::fs::read_to_string(out.join("summary.md")).unwrap().contains("| 4 |"));
-    // Nothing but the report is left beside it.
-    let names: Vec<_> = std::fs::read_dir(out.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("tiny")]);
-
-    // Evaluation data shorter than one sequence is a clear error, not a panic.
-    let tiny_cache = Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs: 1, seed: 2 }, &Tokenizer::Byte, dir.path()).unwrap());
-    let short = PackedDataset::new(tiny_cache, &[0], 10_000);
-    let err = analyze(&model, &short, 4, 2, &mut |_, _| {}).unwrap_err().to_string();
-    assert!(err.contains("no full sequence"), "{err}");
+    // A chosen subset is measured in the order given; a layer the model lacks is an error.
+    let (_, some) = pruning_drops(&model, &valid, 4, 3, &[4, 1], &mut |_, _| {}).unwrap();
+    assert_eq!(some, vec![drops[3], drops[0]]);
+    let err = pruning_drops(&model, &valid, 4, 3, &[5], &mut |_, _| {}).unwrap_err().to_string();
+    assert!(err.contains("layer 5 does not exist") && err.contains("1..=4"), "{err}");
 }
 
 #[test]
@@ -186,7 +158,7 @@ fn the_scorer_picks_the_choice_with_the_highest_log_likelihood() {
     assert!((accuracy.acc - 2.0 / 3.0).abs() < 1e-12, "{accuracy:?}");
 
     // The per-layer report: dP(l) is the accuracy with exactly layer l skipped, minus the full one.
-    let report = layernorm_scaling::analysis::choice_report(&model, &tokenizer, &items, &mut |_, _| {}).unwrap();
+    let report = layernorm_scaling::analysis::choice_report(&model, &tokenizer, &items, &[], &mut |_, _| {}).unwrap();
     assert_eq!((report.questions, report.acc_drop.len()), (3, 4));
     let (pruned, _) = score_choices(&model, &tokenizer, &items, &[2]).unwrap();
     assert!((report.acc_drop[1] - (pruned.acc - accuracy.acc)).abs() < 1e-12);

@@ -5,30 +5,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
-use common::{cpu, ParamValues};
+use common::{cpu, quick, ParamValues};
 use layernorm_scaling::train::{load_run_model, train, TrainConfig, TrainError};
-
-/// A quick run of the tiny model on the built-in corpus.
-fn quick(out: &Path, steps: usize, eval_every: usize) -> TrainConfig {
-    TrainConfig {
-        model: "tiny".into(),
-        layers: None,
-        device: "flex".into(),
-        builtin_docs: 2000,
-        seq_len: 64,
-        batch_size: 8,
-        steps,
-        warmup: 5,
-        lr: 3e-3,
-        eval_every,
-        save_every: eval_every,
-        eval_batches: 4,
-        samples: 0,
-        out: out.to_path_buf(),
-        cache_dir: Some(out.parent().unwrap().join("cache")),
-        ..TrainConfig::default()
-    }
-}
 
 fn mean(values: &[f64]) -> f64 {
     values.iter().sum::<f64>() / values.len() as f64

@@ -1,18 +1,25 @@
 //! The paper's instruments for the curse of depth: layer-wise variance, angular distance between
-//! layers, how close each block is to the identity, and the performance drop of layer pruning.
+//! layers, how close each block is to the identity, and the performance drop of layer pruning,
+//! with PNG figures, single-run reports and multi-run comparisons.
 
 mod angular;
+mod comparison;
+mod figures;
 mod identity;
 mod multiple_choice;
+mod plot;
 mod pruning;
 mod report;
 mod variance;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_rows};
+pub use comparison::{unique_labels, write_comparison, ComparedRun, RunSummary};
+pub use figures::{write_comparison_figures, write_report_figures, write_tracking_figures};
 pub use identity::{identity_ratios, update_ratio};
 pub use multiple_choice::{
     continuation_log_likelihood, read_choice_items, score_choices, ChoiceAccuracy, ChoiceItem,
 };
-pub use pruning::{mean_loss, perplexity, pruning_drops};
-pub use report::{analyze, choice_report, ChoiceReport, Report};
+pub use plot::{Heatmap, LineChart, Series};
+pub use pruning::{layers_or_all, mean_loss, perplexity, pruning_drops};
+pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report};
 pub use variance::{layer_variances, token_variance, LayerVariances};

@@ -45,7 +45,8 @@ pub fn perplexity(
     Ok(mean_loss(model, dataset, batch_size, batches, skip)?.exp())
 }
 
-/// The perplexity of the full model and `dP(l)` for every layer `l = 1 ..= n_layers`.
+/// The perplexity of the full model and `dP(l)` for each layer of `layers` (1-based; empty: every
+/// layer), in that order.
 ///
 /// `progress` is called after each evaluation with `(done, total)`.
 pub fn pruning_drops(
@@ -53,15 +54,22 @@ pub fn pruning_drops(
     dataset: &PackedDataset,
     batch_size: usize,
     batches: usize,
+    layers: &[usize],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(f64, Vec<f64>), ConfigError> {
-    let layers = model.n_layers();
+    let layers = layers_or_all(model, layers)?;
     let original = perplexity(model, dataset, batch_size, batches, &[])?;
-    progress(1, layers + 1);
-    let mut drops = Vec::with_capacity(layers);
-    for layer in 1..=layers {
+    progress(1, layers.len() + 1);
+    let mut drops = Vec::with_capacity(layers.len());
+    for (done, &layer) in layers.iter().enumerate() {
         drops.push(perplexity(model, dataset, batch_size, batches, &[layer])? - original);
-        progress(layer + 1, layers + 1);
+        progress(done + 2, layers.len() + 1);
     }
     Ok((original, drops))
+}
+
+/// `layers` checked against the model (1-based, each a block of it), or every layer when empty.
+pub fn layers_or_all(model: &Llama, layers: &[usize]) -> Result<Vec<usize>, ConfigError> {
+    model.check_layers(layers)?;
+    Ok(if layers.is_empty() { (1..=model.n_layers()).collect() } else { layers.to_vec() })
 }

@@ -5,24 +5,44 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::figures::write_report_figures;
+use super::pruning::layers_or_all;
 use super::{
     angular_distance_matrix, identity_ratios, layer_variances, normalize_rows, pruning_drops, score_choices,
     ChoiceAccuracy, ChoiceItem,
 };
 use crate::data::{PackedDataset, Tokenizer};
 use crate::model::Llama;
+use crate::train::TrackRecord;
 use crate::ConfigError;
+
+/// What [`analyze`] evaluates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysisOptions {
+    /// Sequences per batch.
+    pub batch_size: usize,
+    /// Batches per perplexity evaluation (the variance, angular distance and identity ratio use the first).
+    pub batches: usize,
+    /// The layers (1-based) to remove one at a time for the pruning drop; empty: every layer.
+    pub layers: Vec<usize>,
+}
+
+impl Default for AnalysisOptions {
+    fn default() -> Self {
+        Self { batch_size: 8, batches: 8, layers: Vec::new() }
+    }
+}
 
 /// Every number of a report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     /// Number of blocks.
     pub n_layers: usize,
-    /// Variance of the embedding output and of each block's output.
+    /// Variance of the embedding output and of each block's output (`n_layers + 1`).
     pub block_output_variance: Vec<f64>,
-    /// Variance after each block's attention sub-layer.
+    /// Variance after each block's attention sub-layer (`n_layers`).
     pub after_attention_variance: Vec<f64>,
-    /// `||f(x)|| / ||x||` per block.
+    /// `||f(x)|| / ||x||` per block (`n_layers`).
     pub identity_ratio: Vec<f64>,
     /// `angular_distance[l][n - 1]` between `hidden[l]` and `hidden[l + n]`.
     pub angular_distance: Vec<Vec<f64>>,
@@ -30,57 +50,70 @@ pub struct Report {
     pub angular_distance_normalized: Vec<Vec<f64>>,
     /// Perplexity of the full model on the evaluation data.
     pub perplexity: f64,
-    /// `dP(l) = PPL_pruned(l) - PPL` per layer.
+    /// The layers removed one at a time (1-based).
+    pub pruned_layers: Vec<usize>,
+    /// `dP(l) = PPL_pruned(l) - PPL` for each of `pruned_layers`.
     pub pruning_drop: Vec<f64>,
     /// Multiple-choice accuracy and its change when each layer is removed, when a task was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub multiple_choice: Option<ChoiceReport>,
+    /// What training recorded with `track_every`, when the run has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<Vec<TrackRecord>>,
 }
 
-/// Multiple-choice accuracy of the full model and `dP(l) = acc_pruned(l) - acc` per layer.
+/// Multiple-choice accuracy of the full model and `dP(l) = acc_pruned(l) - acc` per removed layer.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ChoiceReport {
     /// Questions scored.
     pub questions: usize,
     /// Accuracy of the full model.
     pub accuracy: ChoiceAccuracy,
+    /// The layers removed one at a time (1-based).
+    pub pruned_layers: Vec<usize>,
     /// Change of `acc` when each layer is removed.
     pub acc_drop: Vec<f64>,
     /// Change of `acc_norm` when each layer is removed.
     pub acc_norm_drop: Vec<f64>,
 }
 
-/// Scores `items` with the full model and with each single layer removed.
+/// Scores `items` with the full model and with each of `layers` (1-based; empty: every layer) removed.
 pub fn choice_report(
     model: &Llama,
     tokenizer: &Tokenizer,
     items: &[ChoiceItem],
+    layers: &[usize],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<ChoiceReport, ConfigError> {
-    let layers = model.n_layers();
+    let layers = layers_or_all(model, layers)?;
     let (accuracy, _) = score_choices(model, tokenizer, items, &[])?;
-    progress(1, layers + 1);
+    progress(1, layers.len() + 1);
     let (mut acc_drop, mut acc_norm_drop) = (Vec::new(), Vec::new());
-    for layer in 1..=layers {
+    for (done, &layer) in layers.iter().enumerate() {
         let (pruned, _) = score_choices(model, tokenizer, items, &[layer])?;
         acc_drop.push(pruned.acc - accuracy.acc);
         acc_norm_drop.push(pruned.acc_norm - accuracy.acc_norm);
-        progress(layer + 1, layers + 1);
+        progress(done + 2, layers.len() + 1);
     }
-    Ok(ChoiceReport { questions: items.len(), accuracy, acc_drop, acc_norm_drop })
+    Ok(ChoiceReport { questions: items.len(), accuracy, pruned_layers: layers, acc_drop, acc_norm_drop })
 }
 
-/// Measures `model` on the first `batches` batches of `data`.
+/// Measures `model` on `data`: the trace statistics on the first batch, perplexity and pruning
+/// drops on the first `options.batches` batches. `progress` sees `(done, total)` evaluations.
 pub fn analyze(
     model: &Llama,
     data: &PackedDataset,
-    batch_size: usize,
-    batches: usize,
+    options: &AnalysisOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report, ConfigError> {
     use burn::data::dataloader::batcher::Batcher;
     use burn::data::dataset::Dataset;
+    if options.batch_size == 0 || options.batches == 0 {
+        return Err(ConfigError::Zero { field: if options.batch_size == 0 { "batch_size" } else { "batches" } });
+    }
+    let pruned_layers = layers_or_all(model, &options.layers)?;
     let device = model.embed_tokens.weight.device();
-    let n = data.len().min(batch_size);
+    let n = data.len().min(options.batch_size);
     if n == 0 {
         return Err(ConfigError::Unsupported(
             "the evaluation data holds no full sequence; give more text or a shorter --seq-len".into(),
@@ -90,7 +123,8 @@ pub fn analyze(
     let trace = model.forward_trace(batch.inputs);
     let variances = layer_variances(&trace);
     let angular = angular_distance_matrix(&trace.hidden);
-    let (perplexity, pruning_drop) = pruning_drops(model, data, batch_size, batches, progress)?;
+    let (perplexity, pruning_drop) =
+        pruning_drops(model, data, options.batch_size, options.batches, &pruned_layers, progress)?;
     Ok(Report {
         n_layers: model.n_layers(),
         block_output_variance: variances.block_output,
@@ -99,48 +133,26 @@ pub fn analyze(
         angular_distance_normalized: normalize_rows(&angular),
         angular_distance: angular,
         perplexity,
+        pruned_layers,
         pruning_drop,
         multiple_choice: None,
+        tracking: None,
     })
 }
 
 impl Report {
-    /// Writes `report.json`, `layers.csv`, `angular_distance.csv` and `summary.md` into `dir`:
-    /// built in a temporary sibling directory and renamed, so `dir` never holds half a report.
+    /// Writes the report into `dir`, which appears whole or not at all: `report.json`,
+    /// `layers.csv`, `angular_distance.csv`, `summary.md`, the PNG figures, and `tracking.csv`
+    /// when the report holds training records.
     pub fn write(&self, dir: &Path, title: &str) -> std::io::Result<()> {
-        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)?;
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into());
-        let tmp = parent.join(format!(".{name}.tmp{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp)?;
-        let result = self.write_files(&tmp, title).and_then(|()| {
-            if dir.exists() {
-                std::fs::remove_dir_all(dir)?;
-            }
-            std::fs::rename(&tmp, dir)
-        });
-        if result.is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        result
+        crate::io::write_dir_atomically(dir, |tmp| self.write_into(tmp, title).map(drop))
     }
 
-    fn write_files(&self, dir: &Path, title: &str) -> std::io::Result<()> {
+    /// Writes the report's files into the existing directory `dir`; returns the figures' names.
+    pub fn write_into(&self, dir: &Path, title: &str) -> std::io::Result<Vec<String>> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(dir.join("report.json"), json)?;
-        let mut layers = String::from("layer,block_output_variance,after_attention_variance,identity_ratio,pruning_drop\n");
-        layers.push_str(&format!("0,{},,,\n", self.block_output_variance[0]));
-        for l in 1..=self.n_layers {
-            layers.push_str(&format!(
-                "{l},{},{},{},{}\n",
-                self.block_output_variance[l],
-                self.after_attention_variance[l - 1],
-                self.identity_ratio[l - 1],
-                self.pruning_drop[l - 1]
-            ));
-        }
-        std::fs::write(dir.join("layers.csv"), layers)?;
+        std::fs::write(dir.join("layers.csv"), self.layers_csv())?;
         let mut angular = String::from("layer,n,distance,normalized\n");
         for (l, (row, normalized)) in self.angular_distance.iter().zip(&self.angular_distance_normalized).enumerate() {
             for (n, (d, norm)) in row.iter().zip(normalized).enumerate() {
@@ -148,21 +160,59 @@ impl Report {
             }
         }
         std::fs::write(dir.join("angular_distance.csv"), angular)?;
-        std::fs::write(dir.join("summary.md"), self.summary(title))
+        if let Some(records) = &self.tracking {
+            let mut csv = String::from("step,layer,block_output_variance,after_attention_variance,grad_norm\n");
+            for r in records {
+                csv.push_str(&format!("{},0,{},,\n", r.step, r.block_output_variance[0]));
+                for l in 1..r.block_output_variance.len() {
+                    let after = r.after_attention_variance.get(l - 1).map(f64::to_string).unwrap_or_default();
+                    let grad = r.grad_norm.get(l - 1).map(f64::to_string).unwrap_or_default();
+                    csv.push_str(&format!("{},{l},{},{after},{grad}\n", r.step, r.block_output_variance[l]));
+                }
+            }
+            std::fs::write(dir.join("tracking.csv"), csv)?;
+        }
+        let figures = write_report_figures(self, dir)?;
+        std::fs::write(dir.join("summary.md"), self.summary_with_figures(title, &figures))?;
+        Ok(figures)
+    }
+
+    /// The pruning drop of `layer` (1-based), when it was measured.
+    pub fn drop_of(&self, layer: usize) -> Option<f64> {
+        self.pruned_layers.iter().position(|&l| l == layer).map(|i| self.pruning_drop[i])
+    }
+
+    fn layers_csv(&self) -> String {
+        let mut csv = String::from("layer,block_output_variance,after_attention_variance,identity_ratio,pruning_drop\n");
+        csv.push_str(&format!("0,{},,,\n", self.block_output_variance[0]));
+        for l in 1..=self.n_layers {
+            let drop = self.drop_of(l).map(|d| d.to_string()).unwrap_or_default();
+            csv.push_str(&format!(
+                "{l},{},{},{},{drop}\n",
+                self.block_output_variance[l],
+                self.after_attention_variance[l - 1],
+                self.identity_ratio[l - 1],
+            ));
+        }
+        csv
     }
 
     /// A Markdown summary with one row per layer.
     pub fn summary(&self, title: &str) -> String {
+        self.summary_with_figures(title, &[])
+    }
+
+    fn summary_with_figures(&self, title: &str, figures: &[String]) -> String {
         let mut md = format!(
             "# {title}\n\n{} layers; perplexity {:.4}.\n\n| layer | output variance | identity ratio | dPPL when removed |\n|---|---|---|---|\n",
             self.n_layers, self.perplexity
         );
         for l in 1..=self.n_layers {
+            let drop = self.drop_of(l).map(|d| format!("{d:+.4}")).unwrap_or_else(|| "-".into());
             md.push_str(&format!(
-                "| {l} | {:.4e} | {:.4} | {:+.4} |\n",
+                "| {l} | {:.4e} | {:.4} | {drop} |\n",
                 self.block_output_variance[l],
                 self.identity_ratio[l - 1],
-                self.pruning_drop[l - 1]
             ));
         }
         if let Some(choices) = &self.multiple_choice {
@@ -170,8 +220,22 @@ impl Report {
                 "\nMultiple choice ({} questions): acc {:.4}, acc_norm {:.4}.\n\n| layer removed | d acc | d acc_norm |\n|---|---|---|\n",
                 choices.questions, choices.accuracy.acc, choices.accuracy.acc_norm
             ));
-            for (l, (a, n)) in choices.acc_drop.iter().zip(&choices.acc_norm_drop).enumerate() {
-                md.push_str(&format!("| {} | {a:+.4} | {n:+.4} |\n", l + 1));
+            for ((l, a), n) in choices.pruned_layers.iter().zip(&choices.acc_drop).zip(&choices.acc_norm_drop) {
+                md.push_str(&format!("| {l} | {a:+.4} | {n:+.4} |\n"));
+            }
+        }
+        if let Some(records) = self.tracking.as_deref().filter(|r| !r.is_empty()) {
+            md.push_str(&format!(
+                "\nTraining records: {} (steps {} to {}), in `tracking.csv`.\n",
+                records.len(),
+                records[0].step,
+                records[records.len() - 1].step
+            ));
+        }
+        if !figures.is_empty() {
+            md.push_str("\n## Figures\n\n");
+            for name in figures {
+                md.push_str(&format!("![{name}]({name})\n\n"));
             }
         }
         md

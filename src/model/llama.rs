@@ -106,7 +106,8 @@ impl Llama {
         Ok(self)
     }
 
-    fn check_layers(&self, layers: &[usize]) -> Result<(), ConfigError> {
+    /// Checks that every 1-based layer number names a block of this model.
+    pub fn check_layers(&self, layers: &[usize]) -> Result<(), ConfigError> {
         let n_layers = self.layers.len();
         match layers.iter().find(|&&layer| layer == 0 || layer > n_layers) {
             Some(&0) => Err(ConfigError::LayerZero),

@@ -87,6 +87,9 @@ pub struct TrainConfig {
     pub samples: usize,
     /// Print a log line every this many steps (plain output).
     pub log_every: usize,
+    /// Record the layer-wise variance and per-layer gradient norms every this many steps
+    /// (`tracking.jsonl` in the run directory).
+    pub track_every: Option<usize>,
 }
 
 impl Default for TrainConfig {
@@ -124,6 +127,7 @@ impl Default for TrainConfig {
             peak_tflops: None,
             samples: 3,
             log_every: 20,
+            track_every: None,
         }
     }
 }
@@ -171,6 +175,9 @@ impl TrainConfig {
                 value: self.steps as f64,
                 expected: "a multiple of eval_every",
             });
+        }
+        if self.track_every == Some(0) {
+            return Err(ConfigError::Zero { field: "track_every" });
         }
         if let Some(max) = self.clip_grad_norm {
             if !(max > 0.0 && max.is_finite()) {

@@ -12,6 +12,7 @@ mod run;
 mod schedule;
 mod step;
 mod strategy;
+mod tracking;
 
 pub use checkpoint::{load_run_model, save_run_model, AtomicCheckpointer, RunModelInfo};
 pub use clip::{clip_grad_norm, global_grad_norm, scale_grads};
@@ -24,3 +25,4 @@ pub use run::{model_config, train, train_overwriting, TrainError, TrainReport};
 pub use schedule::{WarmupCosine, WarmupCosineState};
 pub use step::{LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;
+pub use tracking::{read_tracking, record, TrackRecord, Tracker, TRACKING_FILE};

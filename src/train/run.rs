@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
 use burn::data::dataloader::DataLoaderBuilder;
 use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
@@ -25,6 +27,7 @@ use super::metrics::{flops_per_token, StepMetric};
 use super::renderer::PlainRenderer;
 use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
+use super::tracking::{Tracker, TRACKING_FILE};
 use super::WarmupCosine;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, DataError, LmBatcher, PackedDataset, Tokenizer};
 use crate::model::Llama;
@@ -192,7 +195,7 @@ fn prepare(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<Prepar
         }
         if holds_run {
             // Only what a run writes is removed; anything else in the directory stays.
-            for name in ["checkpoint", "train", "valid", "model.bpk", "model.json", "train.json", "metrics.csv", "metrics.jsonl"] {
+            for name in ["checkpoint", "train", "valid", "model.bpk", "model.json", "train.json", "metrics.csv", "metrics.jsonl", "tracking.jsonl"] {
                 let path = out.join(name);
                 let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
                 if let Err(e) = removed.or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }) {
@@ -332,12 +335,24 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
         training = training.checkpoint(epoch);
     }
 
+    let tracker = match config.track_every {
+        Some(every) => {
+            // The probe: the first validation sequences, the same at every record.
+            let n = prepared.valid.len().min(config.batch_size).min(8);
+            let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
+            let tracker = Tracker::new(&out, every, probe.inputs.into_data(), start_epoch * steps_per_epoch)
+                .map_err(|e| run_dir_error(format!("cannot write {TRACKING_FILE}: {e}")))?;
+            Some(Arc::new(tracker))
+        }
+        None => None,
+    };
     let settings = StepSettings {
         micro_batches,
         clip_grad_norm: config.clip_grad_norm,
         last_grad_norm,
         interrupter: Some(training.interrupter()),
         failure: failure.clone(),
+        tracker,
     };
     let model = TrainingModel::new(prepared.model.init(&device)?, settings);
     let schedule = WarmupCosine::new(config.lr, config.warmup, config.steps, config.min_lr_ratio)?;

@@ -11,6 +11,7 @@ use burn::train::metric::{Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, Interrupter, TrainOutput, TrainStep};
 
 use super::clip::{global_grad_norm, scale_grads};
+use super::tracking::Tracker;
 use crate::data::LmBatch;
 use crate::model::{cross_entropy, Llama};
 
@@ -28,6 +29,8 @@ pub struct StepSettings {
     pub interrupter: Option<Interrupter>,
     /// Set to the reason when the run was stopped for a non-finite value.
     pub failure: Arc<Mutex<Option<String>>>,
+    /// Records variances and per-layer gradient norms at intervals (`track_every`).
+    pub tracker: Option<Arc<Tracker>>,
 }
 
 impl Default for StepSettings {
@@ -39,6 +42,7 @@ impl Default for StepSettings {
             last_grad_norm: Default::default(),
             interrupter: None,
             failure: Default::default(),
+            tracker: None,
         }
     }
 }
@@ -120,6 +124,9 @@ impl TrainStep for TrainingModel {
                 interrupter.stop(Some(&reason));
             }
             return self;
+        }
+        if let Some(tracker) = &self.settings.tracker {
+            tracker.observe(&self.model, &grads);
         }
         if let Some(max_norm) = self.settings.clip_grad_norm {
             if norm > max_norm {

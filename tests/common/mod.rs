@@ -78,3 +78,43 @@ impl ModuleVisitor for ParamValues {
         self.params.push((self.path.join("."), values(&param.val())));
     }
 }
+
+/// A quick training run of the tiny model on the built-in corpus (flex, 8 x 64 tokens a step).
+pub fn quick(out: &std::path::Path, steps: usize, eval_every: usize) -> layernorm_scaling::train::TrainConfig {
+    layernorm_scaling::train::TrainConfig {
+        model: "tiny".into(),
+        layers: None,
+        device: "flex".into(),
+        builtin_docs: 2000,
+        seq_len: 64,
+        batch_size: 8,
+        steps,
+        warmup: 5,
+        lr: 3e-3,
+        eval_every,
+        save_every: eval_every,
+        eval_batches: 4,
+        samples: 0,
+        out: out.to_path_buf(),
+        cache_dir: Some(out.parent().unwrap().join("cache")),
+        ..Default::default()
+    }
+}
+
+/// Asserts that `path` is a PNG of a drawn figure: it decodes, and neither is it one flat colour
+/// nor nearly all background.
+pub fn assert_png_not_blank(path: &std::path::Path) {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file)).read_info().expect("a valid PNG");
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).expect("a decodable frame");
+    assert!(info.width >= 200 && info.height >= 200, "{}: {}x{}", path.display(), info.width, info.height);
+    let channels = info.line_size / info.width as usize;
+    let pixels = &pixels[..info.buffer_size()];
+    let background = &pixels[..channels];
+    let drawn = pixels.chunks(channels).filter(|p| *p != background).count();
+    let colours: std::collections::HashSet<&[u8]> = pixels.chunks(channels).collect();
+    let total = (info.width * info.height) as usize;
+    assert!(drawn * 100 > total, "{}: only {drawn} of {total} pixels drawn", path.display());
+    assert!(colours.len() >= 8, "{}: only {} colours", path.display(), colours.len());
+}

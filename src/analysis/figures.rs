@@ -1,0 +1,134 @@
+//! The figures of a report: which numbers go on which chart (the paper's figures 1, 2, 4, 5, 6).
+
+use std::path::Path;
+
+use super::plot::{Heatmap, LineChart};
+use super::Report;
+use crate::train::TrackRecord;
+
+/// `(1, v_1), (2, v_2), ...`: one value per layer, layer 1 first.
+fn per_layer(values: &[f64]) -> Vec<(f64, f64)> {
+    values.iter().enumerate().map(|(i, &v)| ((i + 1) as f64, v)).collect()
+}
+
+/// `(0, v_0), (1, v_1), ...`: the embedding output then each block.
+fn from_embedding(values: &[f64]) -> Vec<(f64, f64)> {
+    values.iter().enumerate().map(|(i, &v)| (i as f64, v)).collect()
+}
+
+/// Indices of at most `max` records spread evenly from the first to the last.
+fn spread(len: usize, max: usize) -> Vec<usize> {
+    if len <= max {
+        return (0..len).collect();
+    }
+    let mut picked: Vec<usize> = (0..max).map(|i| i * (len - 1) / (max - 1)).collect();
+    picked.dedup();
+    picked
+}
+
+/// Writes the PNG figures of one model's report into `dir`; returns the file names.
+pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut written = Vec::new();
+    let mut save = |name: &str, result: std::io::Result<()>| -> std::io::Result<()> {
+        result?;
+        written.push(name.to_string());
+        Ok(())
+    };
+    let variance = LineChart::new("Layer-wise output variance", "layer (0 = embedding output)", "variance of the hidden state")
+        .with_series("block output", from_embedding(&report.block_output_variance))
+        .with_series("after attention", per_layer(&report.after_attention_variance))
+        .with_log_y(true);
+    save("variance.png", variance.write_png(&dir.join("variance.png")))?;
+
+    let angular = Heatmap {
+        title: "Angular distance between layers (row-normalised)".into(),
+        x_label: "layer l".into(),
+        y_label: "layers ahead n".into(),
+        value_label: "normalised distance d(l, l+n)".into(),
+        y_start: 1,
+        cells: report.angular_distance_normalized.clone(),
+    };
+    save("angular_distance.png", angular.write_png(&dir.join("angular_distance.png")))?;
+
+    let identity = LineChart::new("How far each block is from the identity", "layer", "||f(x)|| / ||x||")
+        .with_series("update ratio", per_layer(&report.identity_ratio));
+    save("identity_ratio.png", identity.write_png(&dir.join("identity_ratio.png")))?;
+
+    let pruning = LineChart::new(
+        format!("Perplexity change when one layer is removed (full model: {:.3})", report.perplexity),
+        "layer removed",
+        "dPPL = PPL(pruned) - PPL",
+    )
+    .with_series("dPPL", per_layer(&report.pruning_drop));
+    save("pruning_drop.png", pruning.write_png(&dir.join("pruning_drop.png")))?;
+
+    if let Some(choices) = &report.multiple_choice {
+        let chart = LineChart::new(
+            format!(
+                "Multiple-choice accuracy change per removed layer (acc {:.3}, acc_norm {:.3})",
+                choices.accuracy.acc, choices.accuracy.acc_norm
+            ),
+            "layer removed",
+            "accuracy change",
+        )
+        .with_series("acc", per_layer(&choices.acc_drop))
+        .with_series("acc_norm", per_layer(&choices.acc_norm_drop));
+        save("multiple_choice_drop.png", chart.write_png(&dir.join("multiple_choice_drop.png")))?;
+    }
+    if let Some(tracking) = report.tracking.as_deref().filter(|t| !t.is_empty()) {
+        for name in write_tracking_figures(tracking, dir)? {
+            written.push(name);
+        }
+    }
+    Ok(written)
+}
+
+/// Figures of `tracking.jsonl`: variance and gradient norm per layer at several steps, and each
+/// layer's variance over training.
+pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::Result<Vec<String>> {
+    let picked = spread(records.len(), 8);
+    let mut by_layer = LineChart::new("Layer-wise output variance during training", "layer (0 = embedding output)", "variance")
+        .with_log_y(true);
+    let mut grads = LineChart::new("Per-layer gradient norm during training", "layer", "gradient L2 norm").with_log_y(true);
+    for &i in &picked {
+        let record = &records[i];
+        by_layer = by_layer.with_series(format!("step {}", record.step), from_embedding(&record.block_output_variance));
+        grads = grads.with_series(format!("step {}", record.step), per_layer(&record.grad_norm));
+    }
+    let layers = records[0].grad_norm.len();
+    let mut over_time = LineChart::new("Output variance of each layer over training", "step", "variance").with_log_y(true);
+    for layer in spread(layers, 8).into_iter().map(|i| i + 1) {
+        let points = records
+            .iter()
+            .filter_map(|r| r.block_output_variance.get(layer).map(|&v| (r.step as f64, v)))
+            .collect();
+        over_time = over_time.with_series(format!("layer {layer}"), points);
+    }
+    by_layer.write_png(&dir.join("training_variance.png"))?;
+    over_time.write_png(&dir.join("training_variance_by_step.png"))?;
+    grads.write_png(&dir.join("training_grad_norm.png"))?;
+    Ok(vec!["training_variance.png".into(), "training_variance_by_step.png".into(), "training_grad_norm.png".into()])
+}
+
+/// The overlaid figures of several reports (one curve per run) into `dir`; returns the file names.
+pub fn write_comparison_figures(runs: &[(String, Report)], dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut variance = LineChart::new("Layer-wise output variance", "layer (0 = embedding output)", "variance").with_log_y(true);
+    let mut identity = LineChart::new("How far each block is from the identity", "layer", "||f(x)|| / ||x||");
+    let mut pruning = LineChart::new("Perplexity change when one layer is removed", "layer removed", "dPPL");
+    let mut adjacent = LineChart::new("Angular distance to the next layer", "layer l", "d(l, l+1)");
+    for (label, report) in runs {
+        variance = variance.with_series(label, from_embedding(&report.block_output_variance));
+        identity = identity.with_series(label, per_layer(&report.identity_ratio));
+        pruning = pruning.with_series(label, per_layer(&report.pruning_drop));
+        let next: Vec<f64> = report.angular_distance.iter().filter_map(|row| row.first().copied()).collect();
+        adjacent = adjacent.with_series(label, from_embedding(&next));
+    }
+    let charts =
+        [("variance.png", variance), ("identity_ratio.png", identity), ("pruning_drop.png", pruning), ("angular_distance_next.png", adjacent)];
+    let mut written = Vec::new();
+    for (name, chart) in charts {
+        chart.write_png(&dir.join(name))?;
+        written.push(name.to_string());
+    }
+    Ok(written)
+}

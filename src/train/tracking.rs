@@ -1,0 +1,113 @@
+//! `track_every`: the layer-wise variance and per-layer gradient norms recorded during training
+//! (the paper's figure 6), one JSON line per record in `<run>/tracking.jsonl`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::tensor::{Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+
+use super::clip::global_grad_norm;
+use crate::analysis::layer_variances;
+use crate::model::Llama;
+
+/// The file a run's records are appended to.
+pub const TRACKING_FILE: &str = "tracking.jsonl";
+
+/// What is recorded at one step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrackRecord {
+    /// Optimiser updates applied before this record (0: the initial weights).
+    pub step: usize,
+    /// Variance of the embedding output and of each block's output on the probe batch (`n_layers + 1`).
+    pub block_output_variance: Vec<f64>,
+    /// Variance after each block's attention sub-layer (`n_layers`).
+    pub after_attention_variance: Vec<f64>,
+    /// L2 norm of the gradients of each block's parameters for the next update (`n_layers`).
+    pub grad_norm: Vec<f64>,
+}
+
+/// Records a [`TrackRecord`] every `every` optimiser steps, on a fixed probe batch.
+#[derive(Debug)]
+pub struct Tracker {
+    every: usize,
+    probe: TensorData,
+    path: PathBuf,
+    /// Optimiser steps taken so far (including those of the run being resumed).
+    steps: AtomicUsize,
+    warned: Mutex<bool>,
+}
+
+impl Tracker {
+    /// A tracker appending to `<dir>/tracking.jsonl`, probing with `probe` (token ids `[batch, seq]`).
+    ///
+    /// `start_step` is the step the run starts from: records of later steps (left by an
+    /// interrupted run being resumed) are dropped, so every step appears once.
+    pub fn new(dir: &Path, every: usize, probe: TensorData, start_step: usize) -> std::io::Result<Self> {
+        let path = dir.join(TRACKING_FILE);
+        let kept = if start_step == 0 {
+            Vec::new()
+        } else {
+            read_tracking(&path).unwrap_or_default().into_iter().filter(|r| r.step < start_step).collect()
+        };
+        let mut text = String::new();
+        for record in &kept {
+            text.push_str(&serde_json::to_string(record).map_err(std::io::Error::other)?);
+            text.push('\n');
+        }
+        crate::io::write_atomically(&path, text.as_bytes())?;
+        Ok(Self { every: every.max(1), probe, path, steps: AtomicUsize::new(start_step), warned: Mutex::new(false) })
+    }
+
+    /// Called with each optimiser step's gradients before they are applied: records when due.
+    pub(crate) fn observe(&self, model: &Llama, grads: &GradientsParams) {
+        let step = self.steps.fetch_add(1, Ordering::SeqCst);
+        if step % self.every != 0 {
+            return;
+        }
+        let record = record(step, model, grads, self.probe.clone());
+        let written = serde_json::to_string(&record).map_err(std::io::Error::other).and_then(|line| {
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
+            file.write_all(format!("{line}\n").as_bytes())
+        });
+        if let Err(error) = written {
+            let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+            if !*warned {
+                eprintln!("warning: cannot write {}: {error}", self.path.display());
+                *warned = true;
+            }
+        }
+    }
+}
+
+/// Measures `model` (which may be on an autodiff device) and the per-block norms of `grads`.
+pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: TensorData) -> TrackRecord {
+    let grad_norm = model.layers.iter().map(|block| global_grad_norm(grads, block)).collect();
+    let inner = model.valid();
+    let device = inner.embed_tokens.weight.device();
+    let trace = inner.forward_trace(Tensor::<2, Int>::from_data(probe, &device));
+    let variances = layer_variances(&trace);
+    TrackRecord {
+        step,
+        block_output_variance: variances.block_output,
+        after_attention_variance: variances.after_attention,
+        grad_norm,
+    }
+}
+
+/// Reads `tracking.jsonl` (a path to the file or to its run directory).
+pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, String> {
+    let path = if path.is_dir() { path.join(TRACKING_FILE) } else { path.to_path_buf() };
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|e| format!("{} line {}: not a tracking record: {e}", path.display(), i + 1))
+        })
+        .collect()
+}

@@ -1,0 +1,236 @@
+//! Reports, figures, comparisons, training records and the analyze command end to end.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use common::{assert_png_not_blank, cpu, quick};
+use layernorm_scaling::analysis::{
+    analyze, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap, LineChart,
+};
+use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
+use layernorm_scaling::train::{read_metric_logs, read_tracking, train, TrainConfig};
+use layernorm_scaling::LlamaConfig;
+
+fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> PackedDataset {
+    let cache = Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs, seed: 2 }, &Tokenizer::Byte, dir).unwrap());
+    let docs: Vec<usize> = (0..cache.n_docs()).collect();
+    PackedDataset::new(cache, &docs, seq_len)
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_report_is_written_whole_with_every_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = builtin_data(dir.path(), 200, 32);
+    let model = LlamaConfig::tiny().init(&cpu()).unwrap();
+    let mut calls = Vec::new();
+    let options = AnalysisOptions { batch_size: 4, batches: 2, layers: Vec::new() };
+    let report = analyze(&model, &data, &options, &mut |done, total| calls.push((done, total))).unwrap();
+    assert_eq!(calls.last(), Some(&(5, 5)));
+    assert_eq!((report.block_output_variance.len(), report.pruning_drop.len(), report.angular_distance.len()), (5, 4, 4));
+
+    let out = dir.path().join("reports/tiny");
+    report.write(&out, "tiny").unwrap();
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["n_layers"], 4);
+    assert_eq!(json["pruned_layers"], serde_json::json!([1, 2, 3, 4]));
+    let layers = std::fs::read_to_string(out.join("layers.csv")).unwrap();
+    assert_eq!(layers.lines().count(), 6, "header, embedding and 4 layers");
+    assert_eq!(std::fs::read_to_string(out.join("angular_distance.csv")).unwrap().lines().count(), 1 + 4 + 3 + 2 + 1);
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("| 4 |") && summary.contains("![variance.png](variance.png)"), "{summary}");
+    for figure in ["variance.png", "angular_distance.png", "identity_ratio.png", "pruning_drop.png"] {
+        assert_png_not_blank(&out.join(figure));
+    }
+    // Nothing but the report is left beside it.
+    assert_eq!(names(out.parent().unwrap()), vec!["tiny"]);
+
+    // Only the chosen layers are pruned; the others have no drop in the table.
+    let some = AnalysisOptions { layers: vec![2], ..options.clone() };
+    let partial = analyze(&model, &data, &some, &mut |_, _| {}).unwrap();
+    assert_eq!((partial.pruned_layers.clone(), partial.pruning_drop.len()), (vec![2], 1));
+    assert_eq!(partial.drop_of(2), report.drop_of(2));
+    assert!(partial.summary("t").contains("| 1 | ") && partial.summary("t").contains("| - |"));
+
+    // Bad requests are clear errors, not panics.
+    let too_deep = AnalysisOptions { layers: vec![2, 9], ..options.clone() };
+    let err = analyze(&model, &data, &too_deep, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(err.contains("layer 9 does not exist"), "{err}");
+    let short = builtin_data(dir.path(), 1, 10_000);
+    let err = analyze(&model, &short, &options, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(err.contains("no full sequence"), "{err}");
+}
+
+#[test]
+fn charts_and_heatmaps_are_valid_non_blank_pngs() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = LineChart::new("title", "x", "y")
+        .with_series("a", vec![(0.0, 1.0), (1.0, 10.0), (2.0, 100.0)])
+        .with_series("b", vec![(0.0, 2.0), (1.0, 3.0), (2.0, 4.0)])
+        .with_log_y(true);
+    line.write_png(&dir.path().join("line.png")).unwrap();
+    assert_png_not_blank(&dir.path().join("line.png"));
+    // A log axis with a non-positive value falls back to linear instead of failing.
+    LineChart::new("t", "x", "y").with_series("c", vec![(1.0, -1.0), (2.0, 0.0)]).with_log_y(true).write_png(&dir.path().join("neg.png")).unwrap();
+    assert_png_not_blank(&dir.path().join("neg.png"));
+    let heatmap = Heatmap {
+        title: "triangle".into(),
+        x_label: "l".into(),
+        y_label: "n".into(),
+        value_label: "d".into(),
+        y_start: 1,
+        cells: vec![vec![0.0, 0.5, 1.0], vec![0.2, f64::NAN], vec![0.9]],
+    };
+    heatmap.write_png(&dir.path().join("heat.png")).unwrap();
+    assert_png_not_blank(&dir.path().join("heat.png"));
+    // Only the figures are left: no temporary files.
+    assert_eq!(names(dir.path()), vec!["heat.png", "line.png", "neg.png"]);
+}
+
+#[test]
+fn a_comparison_overlays_the_runs_and_tabulates_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = builtin_data(dir.path(), 200, 32);
+    let options = AnalysisOptions { batch_size: 4, batches: 1, layers: Vec::new() };
+    let runs: Vec<ComparedRun> = ["pre-ln", "lns"]
+        .iter()
+        .zip(unique_labels(&["x y".into(), "x y".into()]))
+        .map(|(scheme, label)| {
+            let model = LlamaConfig::tiny().with_norm_scheme(scheme.parse().unwrap()).init(&cpu()).unwrap();
+            let report = analyze(&model, &data, &options, &mut |_, _| {}).unwrap();
+            ComparedRun { label, title: scheme.to_string(), report }
+        })
+        .collect();
+    assert_eq!(runs.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(), vec!["x-y", "x-y-2"]);
+    let out = dir.path().join("comparison");
+    write_comparison(&runs, &out).unwrap();
+    let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
+    assert!(md.contains("| x-y | 4 |") && md.contains("| x-y-2 | 4 |"), "{md}");
+    let csv = std::fs::read_to_string(out.join("comparison.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 4);
+    let summaries: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap()).unwrap();
+    let growth = runs[1].report.block_output_variance[4] / runs[1].report.block_output_variance[1];
+    assert!((summaries[1]["variance_growth"].as_f64().unwrap() - growth).abs() < 1e-9);
+    for figure in ["variance.png", "identity_ratio.png", "pruning_drop.png", "angular_distance_next.png"] {
+        assert_png_not_blank(&out.join(figure));
+    }
+    for run in ["x-y", "x-y-2"] {
+        assert_png_not_blank(&out.join(run).join("angular_distance.png"));
+        assert!(out.join(run).join("report.json").is_file());
+    }
+}
+
+fn tracked_run(out: &Path) -> TrainConfig {
+    TrainConfig { track_every: Some(2), warmup: 1, ..quick(out, 6, 3) }
+}
+
+#[test]
+fn training_records_variance_and_per_layer_gradient_norms() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    train(&tracked_run(&out), false).unwrap();
+    let records = read_tracking(&out).unwrap();
+    assert_eq!(records.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
+    for r in &records {
+        assert_eq!((r.block_output_variance.len(), r.after_attention_variance.len(), r.grad_norm.len()), (5, 4, 4));
+        assert!(r.grad_norm.iter().all(|g| g.is_finite() && *g > 0.0), "{r:?}");
+    }
+    // The blocks' gradients are part of the step's global gradient norm (logged as a metric).
+    let logged: Vec<f64> = read_metric_logs(&out)
+        .into_iter()
+        .filter(|row| row.split == "train" && row.metric.contains("Grad"))
+        .map(|row| row.value)
+        .collect();
+    assert_eq!(logged.len(), 6);
+    for r in &records {
+        let blocks: f64 = r.grad_norm.iter().map(|g| g * g).sum::<f64>().sqrt();
+        let total = logged[r.step];
+        assert!(blocks < total && blocks > 0.05 * total, "step {}: blocks {blocks} of total {total}", r.step);
+    }
+    // The first record is the initial model: its embedding variance matches a fresh init's scale.
+    assert!(records[0].block_output_variance[0] > 0.0);
+
+    // A resumed run keeps the records before its checkpoint and appends the rest, once each.
+    let resumed_out = dir.path().join("resumed");
+    let half = TrainConfig { steps: 3, ..tracked_run(&resumed_out) };
+    train(&half, false).unwrap();
+    let first_half = read_tracking(&resumed_out).unwrap();
+    train(&tracked_run(&resumed_out), true).unwrap();
+    let resumed = read_tracking(&resumed_out).unwrap();
+    assert_eq!(resumed.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
+    assert_eq!(resumed[..2], first_half[..]);
+}
+
+/// The example binaries cargo builds beside the tests (`target/<profile>/examples`).
+fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
+    assert!(path.is_file(), "{} is not built; run the tests with cargo test", path.display());
+    path
+}
+
+#[test]
+fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("pre-ln"), dir.path().join("lns"));
+    train(&TrainConfig { norm: Some("pre-ln".into()), ..tracked_run(&a) }, false).unwrap();
+    train(&TrainConfig { steps: 3, track_every: None, ..tracked_run(&b) }, false).unwrap();
+    let analyze = example("analyze");
+    let common = ["--seq-len", "32", "--batch-size", "4", "--batches", "1", "--device", "flex"];
+
+    let output = Command::new(&analyze).args(["--run"]).arg(&a).args(common).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report = a.join("analysis");
+    for file in ["report.json", "layers.csv", "angular_distance.csv", "summary.md", "tracking.csv"] {
+        assert!(report.join(file).is_file(), "{file} missing");
+    }
+    for figure in ["variance.png", "angular_distance.png", "identity_ratio.png", "pruning_drop.png", "training_variance.png", "training_grad_norm.png", "training_variance_by_step.png"] {
+        assert_png_not_blank(&report.join(figure));
+    }
+    assert!(String::from_utf8_lossy(&output.stdout).contains("report written to"));
+
+    let out = dir.path().join("comparison");
+    let output = Command::new(&analyze).arg("--run").arg(&a).arg(&b).arg("--out").arg(&out).args(common).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(std::fs::read_to_string(out.join("comparison.md")).unwrap().contains("| lns | 4 |"));
+    assert_png_not_blank(&out.join("variance.png"));
+
+    // Bad input: a clear message, a non-zero exit, no panic, and no report directory written.
+    let bad_out = dir.path().join("bad");
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "").unwrap();
+    let malformed = dir.path().join("arc.jsonl");
+    std::fs::write(&malformed, "{\"question\": \"q\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\nnot json\n").unwrap();
+    let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
+        (vec!["--layers".into(), "2,9".into()], "layer 9 does not exist"),
+        (vec!["--data".into(), empty.clone().into()], "no text"),
+        (vec!["--choices".into(), malformed.clone().into()], "arc.jsonl:2"),
+        (vec!["--epoch".into(), "7".into()], "model-7.bpk"),
+    ];
+    for (extra, expected) in cases {
+        let output = Command::new(&analyze).arg("--run").arg(&a).arg("--out").arg(&bad_out).args(common).args(&extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{extra:?}: {stderr}");
+        assert!(!bad_out.exists(), "{extra:?} left a report behind");
+    }
+    // A checkpoint that does not match its config.
+    let mismatched = dir.path().join("mismatched");
+    std::fs::create_dir(&mismatched).unwrap();
+    std::fs::copy(a.join("model.bpk"), mismatched.join("model.bpk")).unwrap();
+    let json = std::fs::read_to_string(b.join("model.json")).unwrap().replace("\"d_model\": 64", "\"d_model\": 32");
+    std::fs::write(mismatched.join("model.json"), json).unwrap();
+    let output = Command::new(&analyze).arg("--run").arg(&mismatched).args(common).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("does not match model.json") && !stderr.contains("panicked"), "{stderr}");
+    assert!(!mismatched.join("analysis").exists());
+}
