@@ -16,6 +16,7 @@
 pub mod analysis;
 pub mod data;
 pub mod device;
+pub mod hf;
 mod error;
 pub mod io;
 pub mod model;

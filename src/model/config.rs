@@ -8,7 +8,7 @@ use burn::tensor::Device;
 use super::attention::AttentionShape;
 use super::block::{Block, BlockShape};
 use super::llama::Llama;
-use super::rope::RotaryEmbedding;
+use super::rope::{RopeScaling, RotaryEmbedding};
 use crate::norm::{NormKind, NormScheme};
 use crate::ConfigError;
 
@@ -36,6 +36,9 @@ pub struct LlamaConfig {
     /// Base of the rotary embedding's frequencies.
     #[config(default = 10000.0)]
     pub rope_theta: f64,
+    /// How the rotary frequencies are scaled for long contexts (Llama 3.1, linear); `None`: unscaled.
+    #[config(default = "None")]
+    pub rope_scaling: Option<RopeScaling>,
     /// Epsilon of every norm (LLaMA: 1e-6).
     #[config(default = 1e-6)]
     pub norm_eps: f64,
@@ -106,6 +109,9 @@ impl LlamaConfig {
             }
         };
         positive("rope_theta", self.rope_theta)?;
+        if let Some(scaling) = &self.rope_scaling {
+            scaling.validate()?;
+        }
         positive("norm_eps", self.norm_eps)?;
         positive("init_std", self.init_std)?;
         positive("embed_init_std", self.embed_init_std)?;
@@ -132,7 +138,8 @@ impl LlamaConfig {
                 Block::init(shape, plan, layer, device)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Llama::new(self, layers, RotaryEmbedding::new(self.head_dim(), self.rope_theta), device)
+        let rope = RotaryEmbedding::scaled(self.head_dim(), self.rope_theta, self.rope_scaling.as_ref());
+        Llama::new(self, layers, rope, device)
     }
 
     /// The number of parameters [`init`](LlamaConfig::init) creates, computed without building the model.

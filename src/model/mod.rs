@@ -9,6 +9,7 @@ mod kv_cache;
 mod llama;
 mod loss;
 mod presets;
+mod retrofit;
 mod rope;
 mod sampling;
 
@@ -20,5 +21,6 @@ pub use kv_cache::{KvCache, LayerKv};
 pub use llama::{ForwardTrace, Llama};
 pub use loss::cross_entropy;
 pub use presets::PRESETS;
-pub use rope::{RopeTables, RotaryEmbedding};
+pub use retrofit::retrofit;
+pub use rope::{RopeScaling, RopeTables, RotaryEmbedding};
 pub use sampling::{generate, sample_from_logits, SamplingConfig};

@@ -5,12 +5,93 @@
 //! permuting the query and key weights.
 
 use burn::tensor::{Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
 
-/// The rotation angles' base frequencies: `theta^(-2i/head_dim)` for `i < head_dim/2`.
+use crate::ConfigError;
+
+/// A change of the rotary frequencies for longer contexts, as Hugging Face's `rope_scaling`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum RopeScaling {
+    /// Every frequency divided by `factor` (position interpolation).
+    Linear {
+        /// The divisor.
+        factor: f64,
+    },
+    /// Llama 3.1's scaling: low frequencies divided by `factor`, high ones kept, the band between
+    /// interpolated smoothly.
+    Llama3 {
+        /// Divisor of the low frequencies.
+        factor: f64,
+        /// Wavelengths above `original_max_position_embeddings / low_freq_factor` are scaled.
+        low_freq_factor: f64,
+        /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept.
+        high_freq_factor: f64,
+        /// The context length the model was first trained with.
+        original_max_position_embeddings: usize,
+    },
+}
+
+impl RopeScaling {
+    /// Checks the scaling's parameters.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = |field: &'static str, value: f64| {
+            if value > 0.0 && value.is_finite() {
+                Ok(())
+            } else {
+                Err(ConfigError::OutOfRange { field, value, expected: "a finite number > 0" })
+            }
+        };
+        match *self {
+            RopeScaling::Linear { factor } => positive("rope_scaling.factor", factor),
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
+                positive("rope_scaling.factor", factor)?;
+                positive("rope_scaling.low_freq_factor", low_freq_factor)?;
+                positive("rope_scaling.original_max_position_embeddings", original_max_position_embeddings as f64)?;
+                if high_freq_factor > low_freq_factor {
+                    Ok(())
+                } else {
+                    Err(ConfigError::OutOfRange {
+                        field: "rope_scaling.high_freq_factor",
+                        value: high_freq_factor,
+                        expected: "greater than low_freq_factor",
+                    })
+                }
+            }
+        }
+    }
+
+    /// Applies the scaling to the base inverse frequencies.
+    fn apply(&self, inv_freq: Vec<f64>) -> Vec<f64> {
+        match *self {
+            RopeScaling::Linear { factor } => inv_freq.into_iter().map(|f| f / factor).collect(),
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
+                let context = original_max_position_embeddings as f64;
+                let (low_wavelen, high_wavelen) = (context / low_freq_factor, context / high_freq_factor);
+                inv_freq
+                    .into_iter()
+                    .map(|f| {
+                        let wavelen = 2.0 * std::f64::consts::PI / f;
+                        if wavelen < high_wavelen {
+                            f
+                        } else if wavelen > low_wavelen {
+                            f / factor
+                        } else {
+                            let smooth = (context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+                            (1.0 - smooth) * f / factor + smooth * f
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// The rotation angles' frequencies: `theta^(-2i/head_dim)` for `i < head_dim/2`, optionally scaled.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RotaryEmbedding {
     head_dim: usize,
-    theta: f64,
+    inv_freq: Vec<f64>,
 }
 
 /// `cos` and `sin` of the angles of a run of positions, each `[seq, head_dim]`.
@@ -23,14 +104,29 @@ pub struct RopeTables {
 impl RotaryEmbedding {
     /// A rotary embedding for heads of even size `head_dim`.
     pub fn new(head_dim: usize, theta: f64) -> Self {
-        Self { head_dim, theta }
+        Self::scaled(head_dim, theta, None)
+    }
+
+    /// A rotary embedding whose frequencies are changed by `scaling`.
+    pub fn scaled(head_dim: usize, theta: f64, scaling: Option<&RopeScaling>) -> Self {
+        let inv_freq: Vec<f64> =
+            (0..head_dim / 2).map(|i| theta.powf(-((2 * i) as f64) / head_dim as f64)).collect();
+        let inv_freq = match scaling {
+            Some(scaling) => scaling.apply(inv_freq),
+            None => inv_freq,
+        };
+        Self { head_dim, inv_freq }
+    }
+
+    /// The inverse frequencies, `head_dim / 2` values.
+    pub fn inv_freq(&self) -> &[f64] {
+        &self.inv_freq
     }
 
     /// Tables for positions `offset .. offset + len`, computed in f64 on the host.
     pub fn tables(&self, offset: usize, len: usize, device: &Device) -> RopeTables {
         let half = self.head_dim / 2;
-        let inv_freq: Vec<f64> =
-            (0..half).map(|i| self.theta.powf(-((2 * i) as f64) / self.head_dim as f64)).collect();
+        let inv_freq = &self.inv_freq;
         let mut cos = Vec::with_capacity(len * self.head_dim);
         let mut sin = Vec::with_capacity(len * self.head_dim);
         for position in offset..offset + len {

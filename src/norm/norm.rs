@@ -67,4 +67,21 @@ impl Norm {
             Norm::LayerNorm(norm) => norm.scale(),
         }
     }
+
+    /// This norm with the learned weights (`gamma`, and `beta` for LayerNorm) of `other`; the
+    /// depth factor and epsilon stay this norm's.
+    pub fn with_weights_of(self, other: &Norm) -> Result<Norm, ConfigError> {
+        match (self, other) {
+            (Norm::RmsNorm(mut norm), Norm::RmsNorm(from)) => {
+                norm.gamma = from.gamma.clone();
+                Ok(Norm::RmsNorm(norm))
+            }
+            (Norm::LayerNorm(mut norm), Norm::LayerNorm(from)) => {
+                norm.gamma = from.gamma.clone();
+                norm.beta = from.beta.clone();
+                Ok(Norm::LayerNorm(norm))
+            }
+            _ => Err(ConfigError::Unsupported("cannot copy the weights of a norm of another kind (RMSNorm vs LayerNorm)".into())),
+        }
+    }
 }

@@ -67,6 +67,20 @@ pub struct ParamValues {
     pub params: Vec<(String, Vec<f32>)>,
 }
 
+impl ParamValues {
+    /// Every float parameter of `module` with its record path, in visiting order.
+    pub fn of<M: burn::module::Module>(module: &M) -> Vec<(String, Vec<f32>)> {
+        let mut visitor = ParamValues { path: Vec::new(), params: Vec::new() };
+        module.visit(&mut visitor);
+        visitor.params
+    }
+
+    /// Every value of [`of`](ParamValues::of), concatenated.
+    pub fn flat_of<M: burn::module::Module>(module: &M) -> Vec<f32> {
+        Self::of(module).into_iter().flat_map(|(_, v)| v).collect()
+    }
+}
+
 impl ModuleVisitor for ParamValues {
     fn enter_module(&mut self, name: &str, _container_type: &str) {
         self.path.push(name.to_string());

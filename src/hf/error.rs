@@ -1,0 +1,66 @@
+//! Why a Hugging Face model directory cannot be loaded or written.
+
+use crate::ConfigError;
+
+/// An error of the Hugging Face interop, naming the file, field or tensor at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum HfError {
+    /// A file cannot be read or written, or is not what it should be.
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A `config.json` field is missing or has a bad value.
+    #[error("config.json: field `{field}` {message}")]
+    Config {
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// An architecture or feature this crate does not implement.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A tensor the config needs is not in the checkpoint.
+    #[error("tensor `{key}` is missing from the checkpoint in {dir}")]
+    MissingTensor {
+        /// The tensor name.
+        key: String,
+        /// The model directory.
+        dir: String,
+    },
+    /// A tensor's shape disagrees with `config.json`.
+    #[error("tensor `{key}` has shape {found:?}, but config.json implies {expected:?}")]
+    Shape {
+        /// The tensor name.
+        key: String,
+        /// The shape `config.json` implies.
+        expected: Vec<usize>,
+        /// The shape in the file.
+        found: Vec<usize>,
+    },
+    /// A tensor of a type that cannot be converted to f32.
+    #[error("tensor `{key}` has dtype {dtype}; only F32, F16 and BF16 weights are supported")]
+    DType {
+        /// The tensor name.
+        key: String,
+        /// Its dtype.
+        dtype: String,
+    },
+    /// The model config built from `config.json` is invalid.
+    #[error("{0}")]
+    Model(#[from] ConfigError),
+}
+
+impl HfError {
+    pub(crate) fn file(path: &std::path::Path, message: impl std::fmt::Display) -> Self {
+        HfError::File { path: path.display().to_string(), message: message.to_string() }
+    }
+
+    pub(crate) fn config(field: &str, message: impl std::fmt::Display) -> Self {
+        HfError::Config { field: field.to_string(), message: message.to_string() }
+    }
+}

@@ -1,0 +1,20 @@
+//! Hugging Face interop: load LLaMA, Mistral and Qwen2 checkpoints (`config.json` + safetensors,
+//! sharded or not, f32/f16/bf16), switch them to LayerNorm Scaling with
+//! [`retrofit`](crate::model::retrofit), and export models back as directories transformers loads.
+//!
+//! Weights are matched by name and shape against `config.json`; anything missing, misshapen,
+//! truncated or unsupported is an [`HfError`] naming the tensor or field.
+
+mod config;
+mod error;
+mod export;
+mod layout;
+mod load;
+mod weights;
+
+pub use config::{hf_config_json, parse_hf_config, read_hf_config, SCHEME_KEY};
+pub use error::HfError;
+pub use export::export_hf;
+pub use layout::folded_factors;
+pub use load::{load_hf_model, HfModel};
+pub use weights::{write_safetensors, Checkpoint};

@@ -1,0 +1,55 @@
+//! Retrofitting: switch a model (e.g. a pretrained Pre-LN checkpoint) to another normalisation
+//! scheme, LayerNorm Scaling above all, keeping every weight. The counterpart of the PyTorch
+//! reference's `apply_cod_mitigation_to_llama(model)`.
+
+use super::{Llama, LlamaConfig};
+use crate::{ConfigError, NormScheme};
+
+/// `model` (built from `config`) under `scheme`: every weight is kept; only what the scheme
+/// derives from the layer number changes (LNS's `1/sqrt(l)` factors, DeepNorm's residual scale,
+/// Post-LN placement). Parameters the new scheme adds (LayerScale/SkipInit gates, Sandwich-LN's
+/// output norms) start at the scheme's init; those it drops are discarded.
+///
+/// Returns the model and its new config.
+pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Result<(Llama, LlamaConfig), ConfigError> {
+    if model.n_layers() != config.n_layers {
+        return Err(ConfigError::Unsupported(format!(
+            "the model has {} layers but its config says {}; pass the config the model was built from",
+            model.n_layers(),
+            config.n_layers
+        )));
+    }
+    let device = model.embed_tokens.weight.device();
+    let new_config = LlamaConfig { norm_scheme: scheme, ..config.clone() };
+    let mut new = new_config.init(&device)?;
+    new.embed_tokens = model.embed_tokens;
+    new.lm_head = model.lm_head;
+    new.norm = new.norm.with_weights_of(&model.norm)?;
+    let blocks = std::mem::take(&mut new.layers);
+    new.layers = blocks
+        .into_iter()
+        .zip(model.layers)
+        .map(|(mut block, old)| {
+            block.self_attn = old.self_attn;
+            block.mlp = old.mlp;
+            block.attn_norm = block.attn_norm.with_weights_of(&old.attn_norm)?;
+            block.ffn_norm = block.ffn_norm.with_weights_of(&old.ffn_norm)?;
+            block.attn_out_norm = match (block.attn_out_norm.take(), &old.attn_out_norm) {
+                (Some(norm), Some(old_norm)) => Some(norm.with_weights_of(old_norm)?),
+                (norm, _) => norm,
+            };
+            block.ffn_out_norm = match (block.ffn_out_norm.take(), &old.ffn_out_norm) {
+                (Some(norm), Some(old_norm)) => Some(norm.with_weights_of(old_norm)?),
+                (norm, _) => norm,
+            };
+            if block.attn_gate.is_some() && old.attn_gate.is_some() {
+                block.attn_gate = old.attn_gate;
+            }
+            if block.ffn_gate.is_some() && old.ffn_gate.is_some() {
+                block.ffn_gate = old.ffn_gate;
+            }
+            Ok(block)
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
+    Ok((new, new_config))
+}

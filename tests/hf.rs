@@ -1,0 +1,226 @@
+//! Hugging Face interop: golden logits from transformers (`scripts/hf_fixtures.py`), retrofit,
+//! the export round trip, and a clear error for each bad input.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::{Int, Tensor, TensorData};
+use common::{cpu, ParamValues};
+use layernorm_scaling::hf::{export_hf, load_hf_model, read_hf_config, write_safetensors, Checkpoint};
+use layernorm_scaling::model::{retrofit, RopeScaling};
+use layernorm_scaling::{Llama, NormScheme};
+
+const FIXTURES: [&str; 5] = ["llama_mha_untied", "llama_gqa_tied", "llama3_rope_scaling", "qwen2_bias", "mistral"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(name)
+}
+
+/// The fixture's input ids and transformers' logits `[tokens, vocab]`.
+fn reference(name: &str) -> (Vec<i64>, Vec<Vec<f32>>) {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture(name).join("reference.json")).unwrap()).unwrap();
+    let ids = json["input_ids"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    let logits = json["logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect())
+        .collect();
+    (ids, logits)
+}
+
+fn logits(model: &Llama, ids: &[i64]) -> Vec<f32> {
+    let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids.to_vec(), [1, ids.len()]), &cpu());
+    common::values(&model.forward(tokens))
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn every_fixture_matches_the_transformers_logits() {
+    for name in FIXTURES {
+        let loaded = load_hf_model(&fixture(name), &cpu()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (ids, expected) = reference(name);
+        let expected: Vec<f32> = expected.concat();
+        let got = logits(&loaded.model, &ids);
+        let diff = max_diff(&got, &expected);
+        eprintln!("{name}: max abs diff {diff:e}");
+        assert!(diff <= 1e-4, "{name}: max abs diff {diff}");
+        // The logits are far from trivial: a wrong mapping would show.
+        assert!(expected.iter().map(|v| v.abs()).fold(0.0, f32::max) > 0.5, "{name}");
+        assert_eq!(loaded.config.norm_scheme, NormScheme::PreLn, "{name}");
+    }
+}
+
+#[test]
+fn the_configs_map_onto_the_model() {
+    let llama3 = read_hf_config(&fixture("llama3_rope_scaling")).unwrap();
+    assert_eq!((llama3.n_layers, llama3.d_model, llama3.kv_heads(), llama3.rope_theta), (3, 64, 2, 500_000.0));
+    assert!(matches!(llama3.rope_scaling, Some(RopeScaling::Llama3 { factor, original_max_position_embeddings: 64, .. }) if factor == 8.0));
+    let qwen = read_hf_config(&fixture("qwen2_bias")).unwrap();
+    assert!(qwen.qkv_bias && qwen.tie_embeddings);
+    let tied = load_hf_model(&fixture("llama_gqa_tied"), &cpu()).unwrap();
+    assert!(tied.model.lm_head.is_none() && tied.config.norm_eps == 1e-5);
+    let mistral = read_hf_config(&fixture("mistral")).unwrap();
+    assert_eq!(mistral.kv_heads(), 1);
+}
+
+#[test]
+fn the_directory_tokenizer_encodes_as_transformers() {
+    let loaded = load_hf_model(&fixture("llama_mha_untied"), &cpu()).unwrap();
+    let tokenizer = loaded.tokenizer().unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("llama_mha_untied").join("reference.json")).unwrap()).unwrap();
+    let ids: Vec<i64> = tokenizer.encode(json["text"].as_str().unwrap()).unwrap().into_iter().map(i64::from).collect();
+    let (expected, _) = reference("llama_mha_untied");
+    // transformers adds <s> (id 1) in front; our encode leaves special tokens out.
+    assert_eq!(expected[0], 1);
+    assert_eq!(ids, expected[1..]);
+    assert!(load_hf_model(&fixture("qwen2_bias"), &cpu()).unwrap().tokenizer().unwrap_err().to_string().contains("no tokenizer.json"));
+}
+
+#[test]
+fn retrofit_keeps_every_weight_and_changes_only_the_scheme() {
+    let loaded = load_hf_model(&fixture("llama_mha_untied"), &cpu()).unwrap();
+    let before = ParamValues::of(&loaded.model);
+    let (ids, _) = reference("llama_mha_untied");
+    let pre_ln = logits(&loaded.model, &ids);
+    let (lns, config) = retrofit(loaded.model, &loaded.config, NormScheme::default()).unwrap();
+    assert_eq!(config.norm_scheme, NormScheme::default());
+    assert_eq!(config, loaded.config.clone().with_norm_scheme(NormScheme::default()));
+    assert_eq!(ParamValues::of(&lns), before, "every weight is kept");
+    // Only layer 1's factor is 1: the model now computes something else.
+    assert!(max_diff(&logits(&lns, &ids), &pre_ln) > 1e-2);
+    assert_eq!(lns.layers[1].attn_norm.scale(), 1.0 / 2f64.sqrt());
+    // The same function as an LNS model built directly and given the same weights.
+    let direct = config.init(&cpu()).unwrap().load_record(lns.clone().into_record());
+    assert_eq!(max_diff(&logits(&direct, &ids), &logits(&lns, &ids)), 0.0);
+    // Back to Pre-LN restores the original function exactly.
+    let (back, _) = retrofit(lns, &config, NormScheme::PreLn).unwrap();
+    assert_eq!(max_diff(&logits(&back, &ids), &pre_ln), 0.0);
+}
+
+#[test]
+fn export_round_trips_in_the_crate_with_lns_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in FIXTURES {
+        let loaded = load_hf_model(&fixture(name), &cpu()).unwrap();
+        let (ids, _) = reference(name);
+        let (lns, config) = retrofit(loaded.model, &loaded.config, NormScheme::default()).unwrap();
+        let out = dir.path().join(name);
+        export_hf(&lns, &config, &out, loaded.tokenizer.as_deref()).unwrap();
+        let back = load_hf_model(&out, &cpu()).unwrap();
+        assert_eq!(back.config, config, "{name}: the config, LNS included, is restored");
+        let diff = max_diff(&logits(&back.model, &ids), &logits(&lns, &ids));
+        assert!(diff <= 1e-5, "{name}: {diff}");
+        let weights = max_diff(&ParamValues::flat_of(&back.model), &ParamValues::flat_of(&lns));
+        assert!(weights <= 1e-6, "{name}: the folded factors divide out ({weights})");
+        assert_eq!(back.tokenizer.is_some(), loaded.tokenizer.is_some());
+        // The exported weights hold LNS multiplied in: layer 2's norm is gamma / sqrt(2).
+        let checkpoint = Checkpoint::open(&out).unwrap();
+        let d = config.d_model;
+        let stored = checkpoint.tensor("model.layers.1.input_layernorm.weight", &[d]).unwrap();
+        let original = Checkpoint::open(&fixture(name)).unwrap().tensor("model.layers.1.input_layernorm.weight", &[d]).unwrap();
+        assert!((stored[0] - original[0] / 2f32.sqrt()).abs() < 1e-6);
+    }
+    // An occupied directory is refused and left alone.
+    let loaded = load_hf_model(&fixture("mistral"), &cpu()).unwrap();
+    let err = export_hf(&loaded.model, &loaded.config, &dir.path().join("mistral"), None).unwrap_err().to_string();
+    assert!(err.contains("not empty"), "{err}");
+    // Schemes transformers cannot express are refused before anything is written.
+    let (post, config) = retrofit(loaded.model, &loaded.config, NormScheme::PostLn).unwrap();
+    let err = export_hf(&post, &config, &dir.path().join("post"), None).unwrap_err().to_string();
+    assert!(err.contains("Post-LN") && !dir.path().join("post").exists(), "{err}");
+}
+
+/// A copy of fixture `name` in a temporary directory, for breaking.
+fn copy_fixture(name: &str, to: &Path) -> PathBuf {
+    let dir = to.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(fixture(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+fn load_error(dir: &Path) -> String {
+    load_hf_model(dir, &cpu()).map(|_| ()).unwrap_err().to_string()
+}
+
+fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = dir.join("config.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut json);
+    std::fs::write(&path, json.to_string()).unwrap();
+}
+
+#[test]
+fn each_bad_input_gives_an_error_naming_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+
+    // A missing tensor.
+    let dir = copy_fixture("qwen2_bias", &tmp.path().join("missing"));
+    let all = Checkpoint::open(&fixture("qwen2_bias")).unwrap();
+    let mut kept = Vec::new();
+    for key in all.keys().into_iter().filter(|key| *key != "model.layers.1.self_attn.k_proj.bias") {
+        let shape = tensor_shape(&fixture("qwen2_bias"), key);
+        kept.push((key.to_string(), shape.clone(), all.tensor(key, &shape).unwrap()));
+    }
+    write_safetensors(&dir.join("model.safetensors"), &kept).unwrap();
+    let err = load_error(&dir);
+    assert!(err.contains("`model.layers.1.self_attn.k_proj.bias` is missing"), "{err}");
+
+    // A shape that disagrees with config.json.
+    let dir = copy_fixture("mistral", &tmp.path().join("shape"));
+    edit_config(&dir, |c| c["intermediate_size"] = 64.into());
+    let err = load_error(&dir);
+    assert!(err.contains("gate_proj.weight") && err.contains("[48, 32]") && err.contains("[64, 32]"), "{err}");
+
+    // An unsupported architecture and an unsupported rope type.
+    let dir = copy_fixture("mistral", &tmp.path().join("arch"));
+    edit_config(&dir, |c| c["model_type"] = "gpt2".into());
+    let err = load_error(&dir);
+    assert!(err.contains("model_type `gpt2`") && err.contains("supported: llama, mistral, qwen2"), "{err}");
+    let dir = copy_fixture("llama3_rope_scaling", &tmp.path().join("rope"));
+    edit_config(&dir, |c| c["rope_scaling"]["rope_type"] = "yarn".into());
+    let err = load_error(&dir);
+    assert!(err.contains("rope type `yarn`"), "{err}");
+    let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("field"));
+    edit_config(&dir, |c| c.as_object_mut().unwrap().remove("num_hidden_layers").map(drop).unwrap_or(()));
+    let err = load_error(&dir);
+    assert!(err.contains("`num_hidden_layers` is missing"), "{err}");
+
+    // A truncated safetensors file, single and sharded.
+    let dir = copy_fixture("llama_mha_untied", &tmp.path().join("truncated"));
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    std::fs::write(dir.join("model.safetensors"), &bytes[..bytes.len() / 2]).unwrap();
+    let err = load_error(&dir);
+    assert!(err.contains("model.safetensors") && err.contains("not a valid safetensors file"), "{err}");
+    let dir = copy_fixture("llama3_rope_scaling", &tmp.path().join("shard"));
+    std::fs::remove_file(dir.join("model-00002-of-00003.safetensors")).unwrap();
+    let err = load_error(&dir);
+    assert!(err.contains("model-00002-of-00003.safetensors"), "{err}");
+
+    // No weights at all, and a config that is not JSON.
+    let dir = tmp.path().join("empty");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(fixture("mistral").join("config.json"), dir.join("config.json")).unwrap();
+    assert!(load_error(&dir).contains("holds neither model.safetensors"));
+    std::fs::write(dir.join("config.json"), "{").unwrap();
+    assert!(load_error(&dir).contains("config.json: not valid JSON"));
+}
+
+/// The shape of `key` as stored, read from the safetensors header.
+fn tensor_shape(dir: &Path, key: &str) -> Vec<usize> {
+    let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    header[key]["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect()
+}
