@@ -7,6 +7,7 @@
 //! cargo run --release --example analyze -- --run runs/default
 //! cargo run --release --example analyze -- --run runs/shakespeare-lns --data ../shared/data/tinyshakespeare.txt
 //! cargo run --release --example analyze -- --run runs/pre-ln runs/lns --out runs/comparison
+//! cargo run --release --example analyze -- --hf-dir path/to/model --data some.txt --out runs/model-analysis
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use layernorm_scaling::analysis::{
     analyze, choice_report, read_choice_items, unique_labels, write_comparison, AnalysisOptions, ChoiceItem,
     ComparedRun, Report,
 };
+use layernorm_scaling::hf::load_hf_model;
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
 use layernorm_scaling::model::Llama;
 use layernorm_scaling::parse_device;
@@ -27,9 +29,12 @@ use layernorm_scaling::train::{load_run_model, read_tracking, TRACKING_FILE};
 /// Analyse run directories of the train example.
 #[derive(Parser, Debug)]
 struct Args {
-    /// Run directories (each holds model.json and model.bpk); two or more give a comparison.
-    #[arg(long, num_args = 1.., required = true)]
+    /// Run directories (each holds model.json and model.bpk); two or more models give a comparison.
+    #[arg(long, num_args = 1.., required_unless_present = "hf_dir")]
     run: Vec<PathBuf>,
+    /// Hugging Face model directories (config.json, safetensors, tokenizer.json), analysed like runs.
+    #[arg(long, num_args = 1..)]
+    hf_dir: Vec<PathBuf>,
     /// Legend labels of the runs (default: the run directories' names).
     #[arg(long, num_args = 1..)]
     label: Vec<String>,
@@ -92,16 +97,24 @@ struct LoadedRun {
     title: String,
 }
 
-fn load(dir: &Path, args: &Args) -> Result<LoadedRun, String> {
+/// Loads a run directory (`hf = false`) or a Hugging Face model directory.
+fn load(dir: &Path, hf: bool, args: &Args) -> Result<LoadedRun, String> {
     let device = parse_device(&args.device).map_err(|e| e.to_string())?;
-    let (model, info) =
-        load_run_model(dir, args.epoch, &device).map_err(|e| format!("cannot load the run {}: {e}", dir.display()))?;
-    if args.seq_len > info.model.max_seq_len {
-        return Err(format!("--seq-len {} exceeds the max_seq_len {} of {}", args.seq_len, info.model.max_seq_len, dir.display()));
+    let cannot = |e: String| format!("cannot load {}: {e}", dir.display());
+    let (model, config, tokenizer) = if hf {
+        let loaded = load_hf_model(dir, &device).map_err(|e| cannot(e.to_string()))?;
+        let tokenizer = loaded.tokenizer().map_err(|e| cannot(e.to_string()))?;
+        (loaded.model, loaded.config, tokenizer)
+    } else {
+        let (model, info) = load_run_model(dir, args.epoch, &device).map_err(|e| cannot(e.to_string()))?;
+        let tokenizer = Tokenizer::from_spec(&info.tokenizer).map_err(|e| e.to_string())?;
+        (model, info.model, tokenizer)
+    };
+    if args.seq_len > config.max_seq_len {
+        return Err(format!("--seq-len {} exceeds the max_seq_len {} of {}", args.seq_len, config.max_seq_len, dir.display()));
     }
     model.check_layers(&args.layers).map_err(|e| format!("--layers: {e} ({})", dir.display()))?;
-    let tokenizer = Tokenizer::from_spec(&info.tokenizer).map_err(|e| e.to_string())?;
-    let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), info.model.n_layers, info.model.norm_scheme);
+    let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
     Ok(LoadedRun { dir: dir.to_path_buf(), model, tokenizer, title })
 }
 
@@ -111,7 +124,8 @@ fn report_of(run: &LoadedRun, args: &Args, choices: Option<&[ChoiceItem]>) -> Re
     } else {
         CorpusSource::Files(args.data.clone())
     };
-    let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &run.dir.join(".token-cache")).map_err(|e| e.to_string())?);
+    let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
+    let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &cache_root).map_err(|e| e.to_string())?);
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
     let data = PackedDataset::new(cache, &docs, args.seq_len);
     let options = AnalysisOptions { batch_size: args.batch_size, batches: args.batches, layers: args.layers.clone() };
@@ -132,16 +146,19 @@ fn run(args: Args) -> Result<(), String> {
     if args.seq_len == 0 || args.batch_size == 0 || args.batches == 0 {
         return Err("--seq-len, --batch-size and --batches must be at least 1".into());
     }
-    if !args.label.is_empty() && args.label.len() != args.run.len() {
-        return Err(format!("{} --label values for {} --run directories; give one per run or none", args.label.len(), args.run.len()));
+    let sources: Vec<(&PathBuf, bool)> =
+        args.run.iter().map(|dir| (dir, false)).chain(args.hf_dir.iter().map(|dir| (dir, true))).collect();
+    if !args.label.is_empty() && args.label.len() != sources.len() {
+        return Err(format!("{} --label values for {} models; give one per --run/--hf-dir or none", args.label.len(), sources.len()));
     }
-    let out = match (&args.out, args.run.len()) {
+    let out = match (&args.out, sources.as_slice()) {
         (Some(out), _) => out.clone(),
-        (None, 1) => args.run[0].join("analysis"),
-        (None, _) => return Err("comparing several runs needs --out DIR for the comparison report".into()),
+        (None, [(dir, false)]) => dir.join("analysis"),
+        (None, [(_, true)]) => return Err("analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into()),
+        (None, _) => return Err("comparing several models needs --out DIR for the comparison report".into()),
     };
     // Everything that can be wrong with the input is found before the first evaluation.
-    let runs = args.run.iter().map(|dir| load(dir, &args)).collect::<Result<Vec<_>, _>>()?;
+    let runs = sources.iter().map(|(dir, hf)| load(dir, *hf, &args)).collect::<Result<Vec<_>, _>>()?;
     let choices = match &args.choices {
         Some(path) => Some(read_choice_items(path).map_err(|e| e.to_string())?),
         None => None,

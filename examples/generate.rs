@@ -1,7 +1,8 @@
-//! Samples text from a trained run (temperature, top-k, top-p, KV cache).
+//! Samples text from a trained run or a Hugging Face model directory (temperature, top-k, top-p, KV cache).
 //!
 //! ```bash
 //! cargo run --release --example generate -- --run runs/default --prompt "the old "
+//! cargo run --release --example generate -- --hf-dir path/to/model --prompt "Once upon a time"
 //! ```
 
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use layernorm_scaling::data::Tokenizer;
+use layernorm_scaling::hf::load_hf_model;
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::parse_device;
 use layernorm_scaling::train::load_run_model;
@@ -17,8 +19,11 @@ use layernorm_scaling::train::load_run_model;
 #[derive(Parser, Debug)]
 struct Args {
     /// Run directory (holds model.json and model.bpk).
+    #[arg(long, required_unless_present = "hf_dir", conflicts_with = "hf_dir")]
+    run: Option<PathBuf>,
+    /// A Hugging Face model directory (config.json, safetensors, tokenizer.json) instead of a run.
     #[arg(long)]
-    run: PathBuf,
+    hf_dir: Option<PathBuf>,
     /// Use the checkpoint of this epoch instead of the final model.
     #[arg(long)]
     epoch: Option<usize>,
@@ -56,8 +61,18 @@ fn run(args: Args) -> Result<(), String> {
         return Err("--top-p must be in [0, 1] and --temperature >= 0".into());
     }
     let device = parse_device(&args.device).map_err(|e| e.to_string())?;
-    let (model, info) = load_run_model(&args.run, args.epoch, &device).map_err(|e| e.to_string())?;
-    let tokenizer = Tokenizer::from_spec(&info.tokenizer).map_err(|e| e.to_string())?;
+    let (model, tokenizer) = match (&args.run, &args.hf_dir) {
+        (Some(run), _) => {
+            let (model, info) = load_run_model(run, args.epoch, &device).map_err(|e| e.to_string())?;
+            (model, Tokenizer::from_spec(&info.tokenizer).map_err(|e| e.to_string())?)
+        }
+        (None, Some(dir)) => {
+            let loaded = load_hf_model(dir, &device).map_err(|e| e.to_string())?;
+            let tokenizer = loaded.tokenizer().map_err(|e| e.to_string())?;
+            (loaded.model, tokenizer)
+        }
+        (None, None) => return Err("give --run or --hf-dir".into()),
+    };
     let prompt = tokenizer.encode(&args.prompt).map_err(|e| e.to_string())?;
     if prompt.is_empty() {
         return Err("the prompt is empty after tokenisation; give some text with --prompt".into());

@@ -94,6 +94,9 @@ struct Args {
     /// Log a line every N steps.
     #[arg(long)]
     log_every: Option<usize>,
+    /// Start from a Hugging Face model directory or a run directory (its shape replaces --model/--layers).
+    #[arg(long)]
+    init_from: Option<PathBuf>,
     /// Record per-layer variance and gradient norms every N steps (tracking.jsonl; plotted by analyze).
     #[arg(long)]
     track_every: Option<usize>,
@@ -124,6 +127,9 @@ fn config_from(args: &Args) -> Result<TrainConfig, String> {
     }
     if args.clip_grad_norm.is_some() {
         config.clip_grad_norm = args.clip_grad_norm;
+    }
+    if args.init_from.is_some() {
+        config.init_from = args.init_from.clone();
     }
     if args.track_every.is_some() {
         config.track_every = args.track_every;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::{Int, Tensor, TensorData};
-use common::{cpu, ParamValues};
+use common::{cpu, example, quick, ParamValues};
 use layernorm_scaling::hf::{export_hf, load_hf_model, read_hf_config, write_safetensors, Checkpoint};
 use layernorm_scaling::model::{retrofit, RopeScaling};
 use layernorm_scaling::{Llama, NormScheme};
@@ -223,4 +223,88 @@ fn tensor_shape(dir: &Path, key: &str) -> Vec<usize> {
     let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
     let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
     header[key]["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect()
+}
+
+#[test]
+fn the_hf_command_prints_logits_retrofits_and_exports() {
+    use std::process::Command;
+    let tmp = tempfile::tempdir().unwrap();
+    let hf = example("hf");
+    let run = |args: &[&std::ffi::OsStr]| Command::new(&hf).args(args).args(["--device", "flex"]).output().unwrap();
+    let os = |s: &str| std::ffi::OsString::from(s);
+
+    let (ids, expected) = reference("llama3_rope_scaling");
+    let tokens = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let dir = fixture("llama3_rope_scaling");
+    let output = run(&[&os("logits"), &os("--hf-dir"), dir.as_os_str(), &os("--tokens"), &os(&tokens), &os("--json")]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows = json["logits"].as_array().unwrap();
+    assert_eq!((rows.len(), rows[0].as_array().unwrap().len()), (ids.len(), 96));
+    let got: Vec<f32> = rows.iter().flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+    assert!(max_diff(&got, &expected.concat()) <= 1e-4);
+
+    let lns = tmp.path().join("lns");
+    let source = fixture("llama_mha_untied");
+    let output = run(&[&os("retrofit"), &os("--hf-dir"), source.as_os_str(), &os("--out"), lns.as_os_str()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let back = load_hf_model(&lns, &cpu()).unwrap();
+    assert_eq!(back.config.norm_scheme, NormScheme::default());
+    assert!(lns.join("tokenizer.json").is_file());
+
+    // Bad input: clear errors, exit 1, no panic.
+    for (args, expected) in [
+        (vec![os("logits"), os("--hf-dir"), tmp.path().join("nope").into(), os("--tokens"), os("1")], "config.json"),
+        (vec![os("logits"), os("--hf-dir"), dir.clone().into(), os("--tokens"), os("1,96")], "token id 96 is outside"),
+        (vec![os("retrofit"), os("--hf-dir"), source.clone().into(), os("--out"), lns.clone().into()], "not empty"),
+        (vec![os("retrofit"), os("--hf-dir"), source.clone().into(), os("--out"), tmp.path().join("x").into(), os("--norm"), os("bogus")], "bogus"),
+    ] {
+        let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let output = run(&refs);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
+    use layernorm_scaling::train::{load_run_model, train, TrainConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let source = fixture("llama_mha_untied");
+    let tokenizer = source.join("tokenizer.json");
+    let out = tmp.path().join("run");
+    let config = TrainConfig {
+        init_from: Some(source.clone()),
+        norm: Some("lns".into()),
+        tokenizer: tokenizer.display().to_string(),
+        seq_len: 32,
+        lr: 1e-7,
+        warmup: 1,
+        ..quick(&out, 4, 2)
+    };
+    let report = train(&config, false).unwrap();
+    assert_eq!(report.model_config.norm_scheme, NormScheme::default());
+    assert_eq!((report.model_config.d_model, report.model_config.vocab_size), (32, 128));
+    // It started from the checkpoint's weights: a tiny learning rate leaves them almost unchanged.
+    let original = load_hf_model(&source, &cpu()).unwrap();
+    let (trained, _) = load_run_model(&out, None, &cpu()).unwrap();
+    let drift = max_diff(&ParamValues::flat_of(&trained), &ParamValues::flat_of(&original.model));
+    assert!(drift < 1e-4, "{drift}");
+    assert!(report.valid_loss.is_finite());
+
+    // The run exports as a Hugging Face directory with LNS recorded, and loads back.
+    let output = std::process::Command::new(example("hf"))
+        .args(["export", "--device", "flex", "--checkpoint"])
+        .arg(&out)
+        .arg("--out")
+        .arg(tmp.path().join("exported"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let exported = load_hf_model(&tmp.path().join("exported"), &cpu()).unwrap();
+    assert_eq!(exported.config.norm_scheme, NormScheme::default());
+    let (ids, _) = reference("llama_mha_untied");
+    assert!(max_diff(&logits(&exported.model, &ids), &logits(&trained, &ids)) <= 1e-5);
+    assert!(exported.tokenizer.is_some(), "the run's tokenizer.json travels with the export");
 }

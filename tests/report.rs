@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use common::{assert_png_not_blank, cpu, quick};
+use common::{assert_png_not_blank, cpu, example, quick};
 use layernorm_scaling::analysis::{
     analyze, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap, LineChart,
 };
@@ -168,14 +168,6 @@ fn training_records_variance_and_per_layer_gradient_norms() {
     let resumed = read_tracking(&resumed_out).unwrap();
     assert_eq!(resumed.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
     assert_eq!(resumed[..2], first_half[..]);
-}
-
-/// The example binaries cargo builds beside the tests (`target/<profile>/examples`).
-fn example(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
-    assert!(path.is_file(), "{} is not built; run the tests with cargo test", path.display());
-    path
 }
 
 #[test]

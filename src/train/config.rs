@@ -90,6 +90,11 @@ pub struct TrainConfig {
     /// Record the layer-wise variance and per-layer gradient norms every this many steps
     /// (`tracking.jsonl` in the run directory).
     pub track_every: Option<usize>,
+    /// Start from the weights of a Hugging Face model directory (`config.json` + safetensors) or
+    /// of a run directory (`model.json` + `model.bpk`) instead of a fresh init. The model's shape
+    /// then comes from that directory (`model` and `layers` are not used); `norm`, when given,
+    /// retrofits it to that scheme (e.g. `lns` on a pretrained Pre-LN model).
+    pub init_from: Option<PathBuf>,
 }
 
 impl Default for TrainConfig {
@@ -128,6 +133,7 @@ impl Default for TrainConfig {
             samples: 3,
             log_every: 20,
             track_every: None,
+            init_from: None,
         }
     }
 }

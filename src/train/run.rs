@@ -82,7 +82,14 @@ pub struct TrainReport {
 /// The model config a training config asks for.
 pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
     let path = Path::new(&config.model);
-    let mut model = if config.model.ends_with(".json") || path.is_file() {
+    let mut model = if let Some(source) = &config.init_from {
+        let mut model = initial_model_config(source)?;
+        if let Some(norm) = &config.norm {
+            model.norm_scheme = norm.parse::<NormScheme>()?;
+        }
+        model.validate()?;
+        return Ok(model);
+    } else if config.model.ends_with(".json") || path.is_file() {
         LlamaConfig::from_file(path)?
     } else {
         LlamaConfig::preset(&config.model)?
@@ -95,6 +102,35 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
     }
     model.validate()?;
     Ok(model)
+}
+
+/// The config of the model in `source`: a Hugging Face directory or a run directory.
+fn initial_model_config(source: &Path) -> Result<LlamaConfig, ConfigError> {
+    let file_error = |message: String| ConfigError::File { path: source.display().to_string(), message };
+    if source.join("config.json").is_file() {
+        crate::hf::read_hf_config(source).map_err(|e| file_error(e.to_string()))
+    } else if source.join("model.json").is_file() {
+        let text = std::fs::read_to_string(source.join("model.json")).map_err(|e| file_error(e.to_string()))?;
+        let info: RunModelInfo = serde_json::from_str(&text).map_err(|e| file_error(format!("model.json: {e}")))?;
+        Ok(info.model)
+    } else {
+        Err(file_error(
+            "init_from must be a Hugging Face model directory (config.json) or a run directory (model.json)".into(),
+        ))
+    }
+}
+
+/// The weights of `source` on `device`, retrofitted to `config`'s scheme.
+fn initial_model(source: &Path, config: &LlamaConfig, device: &Device) -> Result<Llama, ConfigError> {
+    let file_error = |message: String| ConfigError::File { path: source.display().to_string(), message };
+    let (model, loaded) = if source.join("config.json").is_file() {
+        let hf = crate::hf::load_hf_model(source, device).map_err(|e| file_error(e.to_string()))?;
+        (hf.model, hf.config)
+    } else {
+        let (model, info) = super::checkpoint::load_run_model(source, None, device)?;
+        (model, info.model)
+    };
+    Ok(crate::model::retrofit(model, &loaded, config.norm_scheme.clone())?.0)
 }
 
 /// Epochs whose model checkpoint (with its optimiser and scheduler state) is complete on disk.
@@ -354,7 +390,11 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
         failure: failure.clone(),
         tracker,
     };
-    let model = TrainingModel::new(prepared.model.init(&device)?, settings);
+    let initial = match &config.init_from {
+        Some(source) => initial_model(source, &prepared.model, &device)?,
+        None => prepared.model.init(&device)?,
+    };
+    let model = TrainingModel::new(initial, settings);
     let schedule = WarmupCosine::new(config.lr, config.warmup, config.steps, config.min_lr_ratio)?;
     let learner = Learner::new(model, optimizer(config), schedule);
 

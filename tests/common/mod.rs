@@ -132,3 +132,11 @@ pub fn assert_png_not_blank(path: &std::path::Path) {
     assert!(drawn * 100 > total, "{}: only {drawn} of {total} pixels drawn", path.display());
     assert!(colours.len() >= 8, "{}: only {} colours", path.display(), colours.len());
 }
+
+/// An example binary cargo builds beside the tests (`target/<profile>/examples/<name>`).
+pub fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().unwrap().parent().unwrap().join("examples").join(name);
+    assert!(path.is_file(), "{} is not built; run the tests with cargo test", path.display());
+    path
+}

@@ -1,0 +1,142 @@
+//! Hugging Face interop from the command line: logits of a model directory, retrofitting
+//! LayerNorm Scaling onto a pretrained checkpoint, and exporting a trained run.
+//!
+//! ```bash
+//! # Logits of every position as JSON ([tokens, vocab]), e.g. to compare with transformers.
+//! cargo run --release --example hf -- logits --hf-dir path/to/model --tokens 1,2,3 --json
+//! # A pretrained Pre-LN model switched to LNS, written as a directory transformers loads.
+//! cargo run --release --example hf -- retrofit --hf-dir path/to/model --out runs/model-lns
+//! # A run of the train example as a Hugging Face directory.
+//! cargo run --release --example hf -- export --checkpoint runs/default --out runs/default-hf
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use burn::tensor::{Int, Tensor, TensorData};
+use clap::{Parser, Subcommand};
+use layernorm_scaling::hf::{export_hf, load_hf_model};
+use layernorm_scaling::model::retrofit;
+use layernorm_scaling::train::load_run_model;
+use layernorm_scaling::{parse_device, NormScheme};
+
+/// Hugging Face model directories: logits, retrofit, export.
+#[derive(Parser, Debug)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+    /// Device: auto, flex, wgpu, cuda:N, ...
+    #[arg(long, global = true, default_value = "auto")]
+    device: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the logits of every position.
+    Logits {
+        /// Model directory (config.json + model.safetensors or shards).
+        #[arg(long)]
+        hf_dir: PathBuf,
+        /// Token ids, comma-separated.
+        #[arg(long, value_delimiter = ',', required_unless_present = "text", conflicts_with = "text")]
+        tokens: Vec<i64>,
+        /// Text to encode with the directory's tokenizer.json instead of --tokens.
+        #[arg(long)]
+        text: Option<String>,
+        /// Print `{"input_ids": [...], "logits": [[...], ...]}` (shape [tokens, vocab]).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Switch a model to another normalisation scheme (default: LNS), keeping every weight.
+    Retrofit {
+        /// Model directory to read.
+        #[arg(long)]
+        hf_dir: PathBuf,
+        /// New directory to write (config.json, model.safetensors, tokenizer.json).
+        #[arg(long)]
+        out: PathBuf,
+        /// The scheme: lns, lns:after-attention, pre-ln, ...
+        #[arg(long, default_value = "lns")]
+        norm: String,
+    },
+    /// Write a run of the train example as a Hugging Face directory.
+    Export {
+        /// Run directory (model.json + model.bpk).
+        #[arg(long)]
+        checkpoint: PathBuf,
+        /// Export the checkpoint of this epoch instead of the final model.
+        #[arg(long)]
+        epoch: Option<usize>,
+        /// New directory to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    layernorm_scaling::io::exit_code(run(Args::parse()))
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let device = parse_device(&args.device).map_err(|e| e.to_string())?;
+    match args.command {
+        Command::Logits { hf_dir, tokens, text, json } => {
+            let loaded = load_hf_model(&hf_dir, &device).map_err(|e| e.to_string())?;
+            let ids: Vec<i64> = match text {
+                Some(text) => {
+                    let tokenizer = loaded.tokenizer().map_err(|e| e.to_string())?;
+                    tokenizer.encode(&text).map_err(|e| e.to_string())?.into_iter().map(i64::from).collect()
+                }
+                None => tokens,
+            };
+            let vocab = loaded.config.vocab_size as i64;
+            if ids.is_empty() {
+                return Err("no tokens to run".into());
+            }
+            if let Some(bad) = ids.iter().find(|&&id| id < 0 || id >= vocab) {
+                return Err(format!("token id {bad} is outside the vocabulary 0..{vocab}"));
+            }
+            let n = ids.len();
+            let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, n]), &device);
+            let logits: Vec<f32> = loaded.model.forward(input).into_data().convert::<f32>().try_into_vec().map_err(|e| format!("{e:?}"))?;
+            let rows: Vec<&[f32]> = logits.chunks(vocab as usize).collect();
+            if json {
+                println!("{}", serde_json::json!({"input_ids": ids, "logits": rows}));
+            } else {
+                for (position, (id, row)) in ids.iter().zip(&rows).enumerate() {
+                    let mut order: Vec<usize> = (0..row.len()).collect();
+                    order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+                    let top: Vec<String> = order.iter().take(5).map(|&t| format!("{t}:{:.3}", row[t])).collect();
+                    println!("position {position} (token {id}): top logits {}", top.join(" "));
+                }
+            }
+            Ok(())
+        }
+        Command::Retrofit { hf_dir, out, norm } => {
+            let scheme: NormScheme = norm.parse().map_err(|e: layernorm_scaling::ConfigError| e.to_string())?;
+            let loaded = load_hf_model(&hf_dir, &device).map_err(|e| e.to_string())?;
+            let from = loaded.config.norm_scheme.clone();
+            let (model, config) = retrofit(loaded.model, &loaded.config, scheme).map_err(|e| e.to_string())?;
+            export_hf(&model, &config, &out, loaded.tokenizer.as_deref()).map_err(|e| e.to_string())?;
+            println!(
+                "{}: {} layers retrofitted from {from} to {}; written to {}",
+                hf_dir.display(),
+                config.n_layers,
+                config.norm_scheme,
+                out.display()
+            );
+            println!("continue training with: cargo run --release --example train -- --init-from {}", out.display());
+            Ok(())
+        }
+        Command::Export { checkpoint, epoch, out } => {
+            let (model, info) = load_run_model(&checkpoint, epoch, &device).map_err(|e| e.to_string())?;
+            let tokenizer = Some(PathBuf::from(&info.tokenizer)).filter(|p| info.tokenizer != "byte" && p.is_file());
+            export_hf(&model, &info.model, &out, tokenizer.as_deref()).map_err(|e| e.to_string())?;
+            println!("{} ({}) exported to {}", checkpoint.display(), info.model.norm_scheme, out.display());
+            if tokenizer.is_none() {
+                println!("note: the run uses the byte tokenizer (ids = UTF-8 bytes); no tokenizer.json was written");
+            }
+            Ok(())
+        }
+    }
+}
