@@ -69,6 +69,17 @@ fn the_configs_map_onto_the_model() {
     assert!(tied.model.lm_head.is_none() && tied.config.norm_eps == 1e-5);
     let mistral = read_hf_config(&fixture("mistral")).unwrap();
     assert_eq!(mistral.kv_heads(), 1);
+
+    // transformers 5 writes rope_theta and the scaling into `rope_parameters`: same model.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy_fixture("llama3_rope_scaling", tmp.path());
+    edit_config(&dir, |c| {
+        let config = c.as_object_mut().unwrap();
+        let mut params = config.remove("rope_scaling").unwrap();
+        params["rope_theta"] = config.remove("rope_theta").unwrap();
+        config.insert("rope_parameters".into(), params);
+    });
+    assert_eq!(read_hf_config(&dir).unwrap(), llama3);
 }
 
 #[test]

@@ -181,6 +181,7 @@ impl LineChart {
             .configure_mesh()
             .x_desc(&self.x_label)
             .y_desc(&self.y_label)
+            .x_label_formatter(&|x| format!("{}", (x * 1e6).round() / 1e6))
             .label_style((FAMILY, 16))
             .axis_desc_style((FAMILY, 18))
             .light_line_style(WHITE.mix(0.0))
