@@ -20,11 +20,11 @@ use layernorm_scaling::analysis::{
     analyze, choice_report, read_choice_items, unique_labels, write_comparison, AnalysisOptions, ChoiceItem,
     ComparedRun, Report,
 };
-use layernorm_scaling::hf::load_hf_model;
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
 use layernorm_scaling::model::Llama;
 use layernorm_scaling::parse_device;
-use layernorm_scaling::train::{load_run_model, read_tracking, TRACKING_FILE};
+use layernorm_scaling::io::check_replaceable_dir;
+use layernorm_scaling::train::{is_hf_dir, load_model_dir, read_tracking, TrackRecord, TRACKING_FILE};
 
 /// Analyse run directories of the train example.
 #[derive(Parser, Debug)]
@@ -95,27 +95,36 @@ struct LoadedRun {
     model: Llama,
     tokenizer: Tokenizer,
     title: String,
+    /// What training recorded with `--track-every` (`tracking.jsonl`), if anything.
+    tracking: Option<Vec<TrackRecord>>,
 }
 
-/// Loads a run directory (`hf = false`) or a Hugging Face model directory.
+/// Loads a run directory or a Hugging Face model directory.
 fn load(dir: &Path, hf: bool, args: &Args) -> Result<LoadedRun, String> {
+    if hf && !is_hf_dir(dir) {
+        return Err(format!("--hf-dir {}: no config.json there; is it a Hugging Face model directory?", dir.display()));
+    }
     let device = parse_device(&args.device).map_err(|e| e.to_string())?;
-    let cannot = |e: String| format!("cannot load {}: {e}", dir.display());
-    let (model, config, tokenizer) = if hf {
-        let loaded = load_hf_model(dir, &device).map_err(|e| cannot(e.to_string()))?;
-        let tokenizer = loaded.tokenizer().map_err(|e| cannot(e.to_string()))?;
-        (loaded.model, loaded.config, tokenizer)
-    } else {
-        let (model, info) = load_run_model(dir, args.epoch, &device).map_err(|e| cannot(e.to_string()))?;
-        let tokenizer = Tokenizer::from_spec(&info.tokenizer).map_err(|e| e.to_string())?;
-        (model, info.model, tokenizer)
-    };
+    let cannot = |e: layernorm_scaling::ConfigError| format!("cannot load {}: {e}", dir.display());
+    let loaded = load_model_dir(dir, args.epoch, &device).map_err(cannot)?;
+    let tokenizer = loaded.tokenizer().map_err(cannot)?;
+    let config = &loaded.config;
     if args.seq_len > config.max_seq_len {
         return Err(format!("--seq-len {} exceeds the max_seq_len {} of {}", args.seq_len, config.max_seq_len, dir.display()));
     }
-    model.check_layers(&args.layers).map_err(|e| format!("--layers: {e} ({})", dir.display()))?;
+    if tokenizer.vocab_size() > config.vocab_size {
+        return Err(format!(
+            "the tokenizer of {} has {} tokens but the model's vocabulary only {}",
+            dir.display(),
+            tokenizer.vocab_size(),
+            config.vocab_size
+        ));
+    }
+    loaded.model.check_layers(&args.layers).map_err(|e| format!("--layers: {e} ({})", dir.display()))?;
+    let tracking = if dir.join(TRACKING_FILE).is_file() { Some(read_tracking(dir)?) } else { None };
+    let tracking = tracking.filter(|records| !records.is_empty());
     let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
-    Ok(LoadedRun { dir: dir.to_path_buf(), model, tokenizer, title })
+    Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, tokenizer, title, tracking })
 }
 
 fn report_of(run: &LoadedRun, args: &Args, choices: Option<&[ChoiceItem]>) -> Result<Report, String> {
@@ -136,9 +145,7 @@ fn report_of(run: &LoadedRun, args: &Args, choices: Option<&[ChoiceItem]>) -> Re
         report.multiple_choice =
             Some(choice_report(&run.model, &run.tokenizer, items, &args.layers, &mut bar).map_err(|e| e.to_string())?);
     }
-    if run.dir.join(TRACKING_FILE).is_file() {
-        report.tracking = Some(read_tracking(&run.dir)?);
-    }
+    report.tracking = run.tracking.clone();
     Ok(report)
 }
 
@@ -153,10 +160,12 @@ fn run(args: Args) -> Result<(), String> {
     }
     let out = match (&args.out, sources.as_slice()) {
         (Some(out), _) => out.clone(),
-        (None, [(dir, false)]) => dir.join("analysis"),
-        (None, [(_, true)]) => return Err("analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into()),
+        (None, [(dir, _)]) if !is_hf_dir(dir) => dir.join("analysis"),
+        (None, [_]) => return Err("analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into()),
         (None, _) => return Err("comparing several models needs --out DIR for the comparison report".into()),
     };
+    let marker = if sources.len() == 1 { "report.json" } else { "comparison.json" };
+    check_replaceable_dir(&out, marker).map_err(|e| format!("--out: {e}"))?;
     // Everything that can be wrong with the input is found before the first evaluation.
     let runs = sources.iter().map(|(dir, hf)| load(dir, *hf, &args)).collect::<Result<Vec<_>, _>>()?;
     let choices = match &args.choices {

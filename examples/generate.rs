@@ -9,11 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use layernorm_scaling::data::Tokenizer;
-use layernorm_scaling::hf::load_hf_model;
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::parse_device;
-use layernorm_scaling::train::load_run_model;
+use layernorm_scaling::train::load_model_dir;
 
 /// Generate text from a run directory of the train example.
 #[derive(Parser, Debug)]
@@ -61,18 +59,10 @@ fn run(args: Args) -> Result<(), String> {
         return Err("--top-p must be in [0, 1] and --temperature >= 0".into());
     }
     let device = parse_device(&args.device).map_err(|e| e.to_string())?;
-    let (model, tokenizer) = match (&args.run, &args.hf_dir) {
-        (Some(run), _) => {
-            let (model, info) = load_run_model(run, args.epoch, &device).map_err(|e| e.to_string())?;
-            (model, Tokenizer::from_spec(&info.tokenizer).map_err(|e| e.to_string())?)
-        }
-        (None, Some(dir)) => {
-            let loaded = load_hf_model(dir, &device).map_err(|e| e.to_string())?;
-            let tokenizer = loaded.tokenizer().map_err(|e| e.to_string())?;
-            (loaded.model, tokenizer)
-        }
-        (None, None) => return Err("give --run or --hf-dir".into()),
-    };
+    let dir = args.run.as_ref().or(args.hf_dir.as_ref()).ok_or("give --run or --hf-dir")?;
+    let loaded = load_model_dir(dir, args.epoch, &device).map_err(|e| e.to_string())?;
+    let tokenizer = loaded.tokenizer().map_err(|e| e.to_string())?;
+    let model = loaded.model;
     let prompt = tokenizer.encode(&args.prompt).map_err(|e| e.to_string())?;
     if prompt.is_empty() {
         return Err("the prompt is empty after tokenisation; give some text with --prompt".into());

@@ -8,7 +8,7 @@ use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
 use common::cpu;
 use layernorm_scaling::analysis::{
-    angular_distance, angular_distance_matrix, identity_ratios, layer_variances, normalize_rows, perplexity,
+    angular_distance, angular_distance_matrix, identity_ratios, layer_variances, normalize_per_n, perplexity,
     pruning_drops, token_variance, update_ratio,
 };
 use layernorm_scaling::data::{tokenize_corpus, train_valid_datasets, CorpusSource, Tokenizer};
@@ -31,7 +31,7 @@ fn angular_distance_is_0_for_parallel_half_for_orthogonal_1_for_opposite() {
 }
 
 #[test]
-fn the_heatmap_matrix_has_a_row_per_layer_and_normalised_rows() {
+fn the_heatmap_matrix_has_a_row_per_layer_and_is_normalised_per_n() {
     let hidden: Vec<Tensor<3>> = (0..5).map(|i| tensor(&[1.0, i as f32], 2)).collect();
     let matrix = angular_distance_matrix(&hidden);
     assert_eq!(matrix.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 3, 2, 1]);
@@ -39,12 +39,21 @@ fn the_heatmap_matrix_has_a_row_per_layer_and_normalised_rows() {
     for (n, d) in matrix[0].iter().enumerate() {
         assert!((d - ((n + 1) as f64).atan() / std::f64::consts::PI).abs() < 1e-6);
     }
-    let normalized = normalize_rows(&matrix);
-    for row in &normalized[..3] {
-        assert_eq!(row.iter().copied().fold(f64::INFINITY, f64::min), 0.0);
-        assert!((row.iter().copied().fold(0.0, f64::max) - 1.0).abs() < 1e-12);
+    let normalized = normalize_per_n(&matrix);
+    assert_eq!(normalized.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 3, 2, 1], "the triangle's shape is kept");
+    // Each n (a row of the heatmap) is normalised over the starting layers l = 0 ..= 4 - n.
+    for k in 0..3 {
+        let column: Vec<f64> = normalized.iter().filter_map(|row| row.get(k).copied()).collect();
+        assert_eq!(column.iter().copied().fold(f64::INFINITY, f64::min), 0.0, "n = {}", k + 1);
+        assert!((column.iter().copied().fold(0.0, f64::max) - 1.0).abs() < 1e-12, "n = {}", k + 1);
     }
-    assert_eq!(normalized[3], vec![0.0], "a single value normalises to 0");
+    assert_eq!(normalized[0][3], 0.0, "n = 4 has a single value, which normalises to 0");
+    // Hand-computed, n = 1: d(l, l+1) = (atan(l+1) - atan(l)) / pi shrinks with l, so layer 0 is
+    // the largest (1) and layer 3 the smallest (0); layer 1 lies in between.
+    let d1: Vec<f64> = (0..4).map(|l| (((l + 1) as f64).atan() - (l as f64).atan()) / std::f64::consts::PI).collect();
+    let expected = (d1[1] - d1[3]) / (d1[0] - d1[3]);
+    assert!((normalized[0][0] - 1.0).abs() < 1e-9 && normalized[3][0].abs() < 1e-9);
+    assert!((normalized[1][0] - expected).abs() < 1e-6, "{} vs {expected}", normalized[1][0]);
 }
 
 #[test]
@@ -143,19 +152,26 @@ fn the_scorer_picks_the_choice_with_the_highest_log_likelihood() {
         (context.len()..n).map(|pos| log_probs[(pos - 1) * 256 + ids[pos] as usize] as f64).sum()
     };
     let questions = [("alpha", vec!["one", "two", "three"]), ("beta", vec!["x", "yy"]), ("gamma", vec!["up", "down"])];
+    let argmax = |scores: &[f64]| (0..scores.len()).fold(0, |b, i| if scores[i] > scores[b] { i } else { b });
     let mut items = Vec::new();
-    let mut expected = Vec::new();
+    let (mut expected, mut expected_norm) = (Vec::new(), Vec::new());
     for (question, choices) in &questions {
         let scores: Vec<f64> = choices.iter().map(|c| independent(question, c)).collect();
-        let argmax = (0..scores.len()).fold(0, |b, i| if scores[i] > scores[b] { i } else { b });
-        expected.push(argmax);
-        items.push(ChoiceItem { question: question.to_string(), choices: choices.iter().map(|c| c.to_string()).collect(), answer: argmax });
+        // acc_norm as lm-evaluation-harness: the log-likelihood per character of the choice.
+        let per_char: Vec<f64> = choices.iter().zip(&scores).map(|(c, s)| s / c.chars().count() as f64).collect();
+        expected_norm.push(argmax(&per_char));
+        let best = argmax(&scores);
+        expected.push(best);
+        items.push(ChoiceItem { question: question.to_string(), choices: choices.iter().map(|c| c.to_string()).collect(), answer: best });
     }
     // The last item's key is set to a wrong choice: accuracy 2/3.
     items[2].answer = 1 - expected[2];
     let (accuracy, picks) = score_choices(&model, &tokenizer, &items, &[]).unwrap();
     assert_eq!(picks.iter().map(|p| p.0).collect::<Vec<_>>(), expected);
+    assert_eq!(picks.iter().map(|p| p.1).collect::<Vec<_>>(), expected_norm);
     assert!((accuracy.acc - 2.0 / 3.0).abs() < 1e-12, "{accuracy:?}");
+    let right_norm = items.iter().zip(&expected_norm).filter(|(item, &pick)| item.answer == pick).count();
+    assert!((accuracy.acc_norm - right_norm as f64 / 3.0).abs() < 1e-12, "{accuracy:?}");
 
     // The per-layer report: dP(l) is the accuracy with exactly layer l skipped, minus the full one.
     let report = layernorm_scaling::analysis::choice_report(&model, &tokenizer, &items, &[], &mut |_, _| {}).unwrap();

@@ -319,3 +319,52 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
     assert!(max_diff(&logits(&exported.model, &ids), &logits(&trained, &ids)) <= 1e-5);
     assert!(exported.tokenizer.is_some(), "the run's tokenizer.json travels with the export");
 }
+
+#[test]
+fn analyze_and_generate_take_a_hugging_face_directory_with_its_tokenizer() {
+    use std::process::Command;
+    let tmp = tempfile::tempdir().unwrap();
+    let source = fixture("llama_mha_untied");
+    let text = tmp.path().join("eval.txt");
+    let sentence = "the cat sat on the mat and the dog ran to the park.";
+    std::fs::write(&text, (0..40).map(|i| format!("{sentence} {i}\n\n")).collect::<String>()).unwrap();
+    let arc = tmp.path().join("arc.jsonl");
+    std::fs::write(&arc, "{\"question\": \"where did the cat sit\", \"choices\": [\"on the mat\", \"in the park\"], \"answer\": 0}\n").unwrap();
+    let out = tmp.path().join("analysis");
+    let output = Command::new(example("analyze"))
+        .arg("--hf-dir")
+        .arg(&source)
+        .arg("--data")
+        .arg(&text)
+        .arg("--choices")
+        .arg(&arc)
+        .arg("--out")
+        .arg(&out)
+        .args(["--seq-len", "16", "--batch-size", "2", "--batches", "1", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["n_layers"], 2);
+    assert_eq!(report["multiple_choice"]["questions"], 1);
+    assert!(report["perplexity"].as_f64().unwrap().is_finite());
+    common::assert_png_not_blank(&out.join("multiple_choice_drop.png"));
+
+    // Without --out the model directory would receive the report: refused, whether given as
+    // --hf-dir or --run, and the fixture is left as it was.
+    for flag in ["--hf-dir", "--run"] {
+        let output = Command::new(example("analyze")).arg(flag).arg(&source).args(["--device", "flex"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.code() == Some(1) && stderr.contains("needs --out"), "{flag}: {stderr}");
+        assert!(!source.join("analysis").exists());
+    }
+
+    let output = Command::new(example("generate"))
+        .arg("--hf-dir")
+        .arg(&source)
+        .args(["--prompt", "the cat", "--max-tokens", "8", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("the cat"), "{}", String::from_utf8_lossy(&output.stdout));
+}

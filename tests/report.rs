@@ -179,16 +179,35 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let analyze = example("analyze");
     let common = ["--seq-len", "32", "--batch-size", "4", "--batches", "1", "--device", "flex"];
 
-    let output = Command::new(&analyze).args(["--run"]).arg(&a).args(common).output().unwrap();
+    // A small multiple-choice file in the ARC layout, scored with and without each layer.
+    let arc = dir.path().join("arc-good.jsonl");
+    let questions = [
+        r#"{"question": "brackets: ([", "choices": ["])", ")]"], "answer": 0}"#,
+        r#"{"question": {"stem": "1+1="}, "choices": {"text": ["2", "3", "11"], "label": ["A", "B", "C"]}, "answerKey": "A"}"#,
+        r#"{"question": "the old dogs", "choices": [{"text": "run.", "label": "1"}, {"text": "runs.", "label": "2"}], "answerKey": "1"}"#,
+    ];
+    std::fs::write(&arc, questions.join("\n")).unwrap();
+    let output = Command::new(&analyze).args(["--run"]).arg(&a).arg("--choices").arg(&arc).args(common).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let report = a.join("analysis");
     for file in ["report.json", "layers.csv", "angular_distance.csv", "summary.md", "tracking.csv"] {
         assert!(report.join(file).is_file(), "{file} missing");
     }
-    for figure in ["variance.png", "angular_distance.png", "identity_ratio.png", "pruning_drop.png", "training_variance.png", "training_grad_norm.png", "training_variance_by_step.png"] {
+    for figure in ["variance.png", "angular_distance.png", "identity_ratio.png", "pruning_drop.png", "training_variance.png", "training_grad_norm.png", "training_variance_by_step.png", "multiple_choice_drop.png"] {
         assert_png_not_blank(&report.join(figure));
     }
     assert!(String::from_utf8_lossy(&output.stdout).contains("report written to"));
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap()).unwrap();
+    let choices = &json["multiple_choice"];
+    assert_eq!((choices["questions"].as_u64(), choices["acc_drop"].as_array().map(Vec::len)), (Some(3), Some(4)));
+    for key in ["acc", "acc_norm"] {
+        let value = choices["accuracy"][key].as_f64().unwrap();
+        assert!([0.0, 1.0 / 3.0, 2.0 / 3.0, 1.0].iter().any(|v| (v - value).abs() < 1e-9), "{key} = {value}");
+    }
+    // Running again replaces the earlier report (it holds report.json).
+    let output = Command::new(&analyze).args(["--run"]).arg(&a).args(common).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!report.join("multiple_choice_drop.png").exists(), "the old report was replaced whole");
 
     let out = dir.path().join("comparison");
     let output = Command::new(&analyze).arg("--run").arg(&a).arg(&b).arg("--out").arg(&out).args(common).output().unwrap();
@@ -215,6 +234,27 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
         assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{extra:?}: {stderr}");
         assert!(!bad_out.exists(), "{extra:?} left a report behind");
     }
+    // An output directory that is not an earlier report (a run, or the working directory) is
+    // refused before any work, and left as it was.
+    for (cwd, out) in [(dir.path(), b.as_os_str()), (b.as_path(), std::ffi::OsStr::new("."))] {
+        let output = Command::new(&analyze).current_dir(cwd).arg("--run").arg(&a).arg("--out").arg(out).args(common).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.code() == Some(1) && stderr.contains("holds no report.json"), "{out:?}: {stderr}");
+        assert!(b.join("model.bpk").is_file() && b.join("model.json").is_file(), "{out:?} touched the run");
+    }
+    // A malformed tracking.jsonl names its line.
+    let tracked = dir.path().join("bad-tracking");
+    std::fs::create_dir(&tracked).unwrap();
+    for file in ["model.json", "model.bpk"] {
+        std::fs::copy(b.join(file), tracked.join(file)).unwrap();
+    }
+    let record = r#"{"step": 0, "block_output_variance": [], "after_attention_variance": [], "grad_norm": []}"#;
+    std::fs::write(tracked.join("tracking.jsonl"), format!("{record}\n")).unwrap();
+    let output = Command::new(&analyze).arg("--run").arg(&tracked).args(common).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("tracking.jsonl line 1") && !stderr.contains("panicked"), "{stderr}");
+    assert!(!tracked.join("analysis").exists());
+
     // A checkpoint that does not match its config.
     let mismatched = dir.path().join("mismatched");
     std::fs::create_dir(&mismatched).unwrap();

@@ -26,15 +26,26 @@ pub fn angular_distance_matrix(hidden: &[Tensor<3>]) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// Min-max normalises each row to `[0, 1]`, as the paper's heatmap (a constant row becomes zeros).
-pub fn normalize_rows(matrix: &[Vec<f64>]) -> Vec<Vec<f64>> {
+/// Min-max normalises `matrix[l][n - 1]` (as from [`angular_distance_matrix`]) to `[0, 1]` for each
+/// block size `n` over the starting layers `l`: a row of the paper's heatmap (figure 5, after
+/// Gromov et al.), whose x axis is `l` and y axis `n`, so each row shows which `n` layers starting
+/// at `l` change the representation least. A row with a single or constant value becomes zeros.
+/// The result has the input's (triangular) shape.
+pub fn normalize_per_n(matrix: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    let longest = matrix.iter().map(Vec::len).max().unwrap_or(0);
+    let ranges: Vec<(f64, f64)> = (0..longest)
+        .map(|k| {
+            let values = matrix.iter().filter_map(|row| row.get(k).copied());
+            values.fold((f64::INFINITY, f64::NEG_INFINITY), |(min, max), v| (min.min(v), max.max(v)))
+        })
+        .collect();
     matrix
         .iter()
         .map(|row| {
-            let min = row.iter().copied().fold(f64::INFINITY, f64::min);
-            let max = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let range = max - min;
-            row.iter().map(|&v| if range > 0.0 { (v - min) / range } else { 0.0 }).collect()
+            row.iter()
+                .zip(&ranges)
+                .map(|(&v, &(min, max))| if max > min { (v - min) / (max - min) } else { 0.0 })
+                .collect()
         })
         .collect()
 }

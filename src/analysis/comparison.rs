@@ -75,7 +75,7 @@ pub fn unique_labels(labels: &[String]) -> Vec<String> {
 /// Writes a comparison directory, whole or not at all: each run's full report in a sub-directory
 /// named by its label, the overlaid figures, `comparison.md`, `comparison.csv` and `comparison.json`.
 pub fn write_comparison(runs: &[ComparedRun], dir: &Path) -> std::io::Result<()> {
-    crate::io::write_dir_atomically(dir, |tmp| {
+    crate::io::write_dir_atomically(dir, "comparison.json", |tmp| {
         for run in runs {
             let sub = tmp.join(&run.label);
             std::fs::create_dir(&sub)?;

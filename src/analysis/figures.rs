@@ -41,7 +41,7 @@ pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<
     save("variance.png", variance.write_png(&dir.join("variance.png")))?;
 
     let angular = Heatmap {
-        title: "Angular distance between layers (row-normalised)".into(),
+        title: "Angular distance d(l, l+n), each row n normalised over l".into(),
         x_label: "layer l".into(),
         y_label: "layers ahead n".into(),
         value_label: "normalised distance d(l, l+n)".into(),
@@ -75,7 +75,7 @@ pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<
         .with_series("acc_norm", per_layer(&choices.acc_norm_drop));
         save("multiple_choice_drop.png", chart.write_png(&dir.join("multiple_choice_drop.png")))?;
     }
-    if let Some(tracking) = report.tracking.as_deref().filter(|t| !t.is_empty()) {
+    if let Some(tracking) = &report.tracking {
         for name in write_tracking_figures(tracking, dir)? {
             written.push(name);
         }
@@ -84,8 +84,11 @@ pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<
 }
 
 /// Figures of `tracking.jsonl`: variance and gradient norm per layer at several steps, and each
-/// layer's variance over training.
+/// layer's variance over training. No records: no figure.
 pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::Result<Vec<String>> {
+    let Some(first) = records.first() else {
+        return Ok(Vec::new());
+    };
     let picked = spread(records.len(), 8);
     let mut by_layer = LineChart::new("Layer-wise output variance during training", "layer (0 = embedding output)", "variance")
         .with_log_y(true);
@@ -95,7 +98,7 @@ pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::R
         by_layer = by_layer.with_series(format!("step {}", record.step), from_embedding(&record.block_output_variance));
         grads = grads.with_series(format!("step {}", record.step), per_layer(&record.grad_norm));
     }
-    let layers = records[0].grad_norm.len();
+    let layers = first.grad_norm.len();
     let mut over_time = LineChart::new("Output variance of each layer over training", "step", "variance").with_log_y(true);
     for layer in spread(layers, 8).into_iter().map(|i| i + 1) {
         let points = records

@@ -12,7 +12,7 @@ mod pruning;
 mod report;
 mod variance;
 
-pub use angular::{angular_distance, angular_distance_matrix, normalize_rows};
+pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use comparison::{unique_labels, write_comparison, ComparedRun, RunSummary};
 pub use figures::{write_comparison_figures, write_report_figures, write_tracking_figures};
 pub use identity::{identity_ratios, update_ratio};

@@ -1,6 +1,8 @@
 //! Multiple-choice accuracy, following lm-evaluation-harness: each choice is scored by the summed
 //! log-likelihood of its tokens after `Question: {question}\nAnswer:`; `acc` picks the highest sum,
-//! `acc_norm` the highest sum per byte of the choice.
+//! `acc_norm` the highest sum per character of the choice. As there, context and choice are
+//! encoded together (`"{context} {choice}"`) and the choice's tokens are those after the
+//! context's own encoding, so a tokenizer that merges across the space scores what it would read.
 
 use std::path::Path;
 
@@ -94,6 +96,9 @@ pub fn continuation_log_likelihood(
     continuation: &[u32],
     skip: &[usize],
 ) -> Result<f64, ConfigError> {
+    if context.is_empty() || continuation.is_empty() {
+        return Err(ConfigError::Unsupported("a multiple-choice context or choice encodes to no token".into()));
+    }
     let device = model.embed_tokens.weight.device();
     let all: Vec<i64> = context.iter().chain(continuation).map(|&t| t as i64).collect();
     let len = all.len() - 1;
@@ -107,12 +112,13 @@ pub fn continuation_log_likelihood(
     Ok(picked.sum().into_scalar::<f64>())
 }
 
-/// Accuracy over questions: `acc` by summed log-likelihood, `acc_norm` by log-likelihood per byte.
+/// Accuracy over questions: `acc` by summed log-likelihood, `acc_norm` by log-likelihood per
+/// character of the choice.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct ChoiceAccuracy {
     /// Fraction right when choosing by summed log-likelihood.
     pub acc: f64,
-    /// Fraction right when choosing by log-likelihood per byte of the choice.
+    /// Fraction right when choosing by log-likelihood per character of the choice.
     pub acc_norm: f64,
 }
 
@@ -132,16 +138,20 @@ pub fn score_choices(
     let mut picks = Vec::with_capacity(items.len());
     let (mut right, mut right_norm) = (0, 0);
     for item in items {
-        let context = encode(&format!("Question: {}\nAnswer:", item.question))?;
+        let context_text = format!("Question: {}\nAnswer:", item.question);
+        let context = encode(&context_text)?;
         let mut sums = Vec::new();
-        let mut per_byte = Vec::new();
+        let mut per_char = Vec::new();
         for choice in &item.choices {
-            let continuation = encode(&format!(" {choice}"))?;
-            let sum = continuation_log_likelihood(model, &context, &continuation, skip)?;
+            let whole = encode(&format!("{context_text} {choice}"))?;
+            let continuation = whole.get(context.len()..).unwrap_or_default();
+            let sum = continuation_log_likelihood(model, &context, continuation, skip).map_err(|e| {
+                ConfigError::Unsupported(format!("question {:?}, choice {choice:?}: {e}", item.question))
+            })?;
             sums.push(sum);
-            per_byte.push(sum / (choice.len() + 1) as f64);
+            per_char.push(sum / choice.chars().count().max(1) as f64);
         }
-        let pick = (best(&sums), best(&per_byte));
+        let pick = (best(&sums), best(&per_char));
         right += usize::from(pick.0 == item.answer);
         right_norm += usize::from(pick.1 == item.answer);
         picks.push(pick);

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::figures::write_report_figures;
 use super::pruning::layers_or_all;
 use super::{
-    angular_distance_matrix, identity_ratios, layer_variances, normalize_rows, pruning_drops, score_choices,
+    angular_distance_matrix, identity_ratios, layer_variances, normalize_per_n, pruning_drops, score_choices,
     ChoiceAccuracy, ChoiceItem,
 };
 use crate::data::{PackedDataset, Tokenizer};
@@ -46,7 +46,7 @@ pub struct Report {
     pub identity_ratio: Vec<f64>,
     /// `angular_distance[l][n - 1]` between `hidden[l]` and `hidden[l + n]`.
     pub angular_distance: Vec<Vec<f64>>,
-    /// The same, min-max normalised per row.
+    /// The same, min-max normalised over `l` for each `n` (see [`normalize_per_n`]).
     pub angular_distance_normalized: Vec<Vec<f64>>,
     /// Perplexity of the full model on the evaluation data.
     pub perplexity: f64,
@@ -130,7 +130,7 @@ pub fn analyze(
         block_output_variance: variances.block_output,
         after_attention_variance: variances.after_attention,
         identity_ratio: identity_ratios(&trace),
-        angular_distance_normalized: normalize_rows(&angular),
+        angular_distance_normalized: normalize_per_n(&angular),
         angular_distance: angular,
         perplexity,
         pruned_layers,
@@ -145,7 +145,7 @@ impl Report {
     /// `layers.csv`, `angular_distance.csv`, `summary.md`, the PNG figures, and `tracking.csv`
     /// when the report holds training records.
     pub fn write(&self, dir: &Path, title: &str) -> std::io::Result<()> {
-        crate::io::write_dir_atomically(dir, |tmp| self.write_into(tmp, title).map(drop))
+        crate::io::write_dir_atomically(dir, "report.json", |tmp| self.write_into(tmp, title).map(drop))
     }
 
     /// Writes the report's files into the existing directory `dir`; returns the figures' names.
@@ -163,11 +163,12 @@ impl Report {
         if let Some(records) = &self.tracking {
             let mut csv = String::from("step,layer,block_output_variance,after_attention_variance,grad_norm\n");
             for r in records {
-                csv.push_str(&format!("{},0,{},,\n", r.step, r.block_output_variance[0]));
-                for l in 1..r.block_output_variance.len() {
-                    let after = r.after_attention_variance.get(l - 1).map(f64::to_string).unwrap_or_default();
-                    let grad = r.grad_norm.get(l - 1).map(f64::to_string).unwrap_or_default();
-                    csv.push_str(&format!("{},{l},{},{after},{grad}\n", r.step, r.block_output_variance[l]));
+                for (l, variance) in r.block_output_variance.iter().enumerate() {
+                    let per_block = |values: &[f64]| {
+                        l.checked_sub(1).and_then(|i| values.get(i)).map(f64::to_string).unwrap_or_default()
+                    };
+                    let (after, grad) = (per_block(&r.after_attention_variance), per_block(&r.grad_norm));
+                    csv.push_str(&format!("{},{l},{variance},{after},{grad}\n", r.step));
                 }
             }
             std::fs::write(dir.join("tracking.csv"), csv)?;

@@ -60,24 +60,15 @@ fn write_directory(
     tensors: &[(String, Vec<usize>, Vec<f32>)],
     tokenizer: Option<&Path>,
 ) -> Result<(), HfError> {
-    let mut failure = None;
-    let written = crate::io::write_dir_atomically(dir, |tmp| {
+    crate::io::write_dir_atomically(dir, "config.json", |tmp| {
         let text = serde_json::to_string_pretty(json).map_err(std::io::Error::other)?;
         std::fs::write(tmp.join("config.json"), format!("{text}\n"))?;
-        if let Err(e) = write_safetensors(&tmp.join("model.safetensors"), tensors) {
-            let message = e.to_string();
-            failure = Some(e);
-            return Err(std::io::Error::other(message));
-        }
+        write_safetensors(&tmp.join("model.safetensors"), tensors).map_err(|e| std::io::Error::other(e.to_string()))?;
         if let Some(path) = tokenizer {
             std::fs::copy(path, tmp.join("tokenizer.json"))
                 .map_err(|e| std::io::Error::other(format!("cannot copy {}: {e}", path.display())))?;
         }
         Ok(())
-    });
-    match (written, failure) {
-        (Ok(()), _) => Ok(()),
-        (Err(_), Some(e)) => Err(e),
-        (Err(e), None) => Err(HfError::file(dir, e)),
-    }
+    })
+    .map_err(|e| HfError::file(dir, e))
 }

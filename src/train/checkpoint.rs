@@ -105,3 +105,67 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
     };
     Ok((model, info))
 }
+
+/// A model loaded from a directory of either kind, with its config and tokenizer spec.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The model.
+    pub model: Llama,
+    /// Its config.
+    pub config: LlamaConfig,
+    /// The tokenizer spec (`byte` or a `tokenizer.json` path); `None` for a Hugging Face
+    /// directory without a `tokenizer.json`.
+    pub tokenizer: Option<String>,
+}
+
+impl LoadedModel {
+    /// The model's tokenizer; an error when the directory has none.
+    pub fn tokenizer(&self) -> Result<crate::data::Tokenizer, ConfigError> {
+        let spec = self.tokenizer.as_deref().ok_or_else(|| {
+            ConfigError::Unsupported("the model directory has no tokenizer.json; add one or give token ids".into())
+        })?;
+        crate::data::Tokenizer::from_spec(spec).map_err(|e| ConfigError::Unsupported(e.to_string()))
+    }
+}
+
+/// Whether `dir` is a Hugging Face model directory (`config.json`) rather than a run directory.
+pub fn is_hf_dir(dir: &Path) -> bool {
+    dir.join("config.json").is_file()
+}
+
+fn hf_error(dir: &Path, error: crate::hf::HfError) -> ConfigError {
+    ConfigError::File { path: dir.display().to_string(), message: error.to_string() }
+}
+
+/// The config of the model in `dir`, a run directory or a Hugging Face directory, without its weights.
+pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, ConfigError> {
+    if is_hf_dir(dir) {
+        return crate::hf::read_hf_config(dir).map_err(|e| hf_error(dir, e));
+    }
+    let path = dir.join("model.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::File {
+        path: dir.display().to_string(),
+        message: format!("{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json)"),
+    })?;
+    let info: RunModelInfo = serde_json::from_str(&text)
+        .map_err(|e| ConfigError::File { path: path.display().to_string(), message: format!("not a run description: {e}") })?;
+    Ok(info.model)
+}
+
+/// Loads the model of a run directory (the final model, or the checkpoint of `epoch`) or of a
+/// Hugging Face model directory onto `device`.
+pub fn load_model_dir(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, ConfigError> {
+    if is_hf_dir(dir) {
+        if epoch.is_some() {
+            return Err(ConfigError::Unsupported(format!(
+                "{} is a Hugging Face model directory: it has no epoch checkpoints",
+                dir.display()
+            )));
+        }
+        let hf = crate::hf::load_hf_model(dir, device).map_err(|e| hf_error(dir, e))?;
+        let tokenizer = hf.tokenizer.map(|path| path.display().to_string());
+        return Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer });
+    }
+    let (model, info) = load_run_model(dir, epoch, device)?;
+    Ok(LoadedModel { model, config: info.model, tokenizer: Some(info.tokenizer) })
+}

@@ -14,7 +14,10 @@ mod step;
 mod strategy;
 mod tracking;
 
-pub use checkpoint::{load_run_model, save_run_model, AtomicCheckpointer, RunModelInfo};
+pub use checkpoint::{
+    is_hf_dir, load_model_dir, load_run_model, read_model_dir_config, save_run_model, AtomicCheckpointer, LoadedModel,
+    RunModelInfo,
+};
 pub use clip::{clip_grad_norm, global_grad_norm, scale_grads};
 pub use config::{OptimizerKind, TrainConfig};
 pub use export::{export_metrics, read_metric_logs, MetricRow};

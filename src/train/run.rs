@@ -19,7 +19,7 @@ use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
 use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 
-use super::checkpoint::{save_run_model, AtomicCheckpointer, RunModelInfo};
+use super::checkpoint::{load_model_dir, read_model_dir_config, save_run_model, AtomicCheckpointer, RunModelInfo};
 use super::config::{OptimizerKind, TrainConfig};
 use super::export::export_metrics;
 use super::loader::{FirstWindows, StepLoader};
@@ -83,7 +83,7 @@ pub struct TrainReport {
 pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
     let path = Path::new(&config.model);
     let mut model = if let Some(source) = &config.init_from {
-        let mut model = initial_model_config(source)?;
+        let mut model = read_model_dir_config(source)?;
         if let Some(norm) = &config.norm {
             model.norm_scheme = norm.parse::<NormScheme>()?;
         }
@@ -102,35 +102,6 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
     }
     model.validate()?;
     Ok(model)
-}
-
-/// The config of the model in `source`: a Hugging Face directory or a run directory.
-fn initial_model_config(source: &Path) -> Result<LlamaConfig, ConfigError> {
-    let file_error = |message: String| ConfigError::File { path: source.display().to_string(), message };
-    if source.join("config.json").is_file() {
-        crate::hf::read_hf_config(source).map_err(|e| file_error(e.to_string()))
-    } else if source.join("model.json").is_file() {
-        let text = std::fs::read_to_string(source.join("model.json")).map_err(|e| file_error(e.to_string()))?;
-        let info: RunModelInfo = serde_json::from_str(&text).map_err(|e| file_error(format!("model.json: {e}")))?;
-        Ok(info.model)
-    } else {
-        Err(file_error(
-            "init_from must be a Hugging Face model directory (config.json) or a run directory (model.json)".into(),
-        ))
-    }
-}
-
-/// The weights of `source` on `device`, retrofitted to `config`'s scheme.
-fn initial_model(source: &Path, config: &LlamaConfig, device: &Device) -> Result<Llama, ConfigError> {
-    let file_error = |message: String| ConfigError::File { path: source.display().to_string(), message };
-    let (model, loaded) = if source.join("config.json").is_file() {
-        let hf = crate::hf::load_hf_model(source, device).map_err(|e| file_error(e.to_string()))?;
-        (hf.model, hf.config)
-    } else {
-        let (model, info) = super::checkpoint::load_run_model(source, None, device)?;
-        (model, info.model)
-    };
-    Ok(crate::model::retrofit(model, &loaded, config.norm_scheme.clone())?.0)
 }
 
 /// Epochs whose model checkpoint (with its optimiser and scheduler state) is complete on disk.
@@ -391,7 +362,10 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
         tracker,
     };
     let initial = match &config.init_from {
-        Some(source) => initial_model(source, &prepared.model, &device)?,
+        Some(source) => {
+            let loaded = load_model_dir(source, None, &device)?;
+            crate::model::retrofit(loaded.model, &loaded.config, prepared.model.norm_scheme.clone())?.0
+        }
         None => prepared.model.init(&device)?,
     };
     let model = TrainingModel::new(initial, settings);

@@ -99,15 +99,30 @@ pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: Tensor
     }
 }
 
-/// Reads `tracking.jsonl` (a path to the file or to its run directory).
+/// Reads `tracking.jsonl` (a path to the file or to its run directory). Every record must have
+/// the same number of layers, with `n_layers + 1` variances and `n_layers` of the rest; an error
+/// names the line that does not.
 pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, String> {
     let path = if path.is_dir() { path.join(TRACKING_FILE) } else { path.to_path_buf() };
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| format!("{} line {}: not a tracking record: {e}", path.display(), i + 1))
-        })
-        .collect()
+    let mut records: Vec<TrackRecord> = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
+        let bad = |what: String| format!("{} line {}: {what}", path.display(), i + 1);
+        let record: TrackRecord = serde_json::from_str(line).map_err(|e| bad(format!("not a tracking record: {e}")))?;
+        let layers = record.grad_norm.len();
+        if layers == 0 || record.block_output_variance.len() != layers + 1 || record.after_attention_variance.len() != layers {
+            return Err(bad(format!(
+                "expected n_layers + 1 block output variances and n_layers after-attention variances and \
+                 gradient norms, found {}, {} and {}",
+                record.block_output_variance.len(),
+                record.after_attention_variance.len(),
+                layers
+            )));
+        }
+        if let Some(first) = records.first().filter(|first| first.grad_norm.len() != layers) {
+            return Err(bad(format!("{layers} layers where the first record has {}", first.grad_norm.len())));
+        }
+        records.push(record);
+    }
+    Ok(records)
 }
