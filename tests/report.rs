@@ -37,6 +37,19 @@ fn a_report_is_written_whole_with_every_figure() {
     let report = analyze(&model, &data, &options, &mut |done, total| calls.push((done, total))).unwrap();
     assert_eq!(calls.last(), Some(&(5, 5)));
     assert_eq!((report.block_output_variance.len(), report.pruning_drop.len(), report.angular_distance.len()), (5, 4, 4));
+    // The trace statistics are means over the tokens of both batches: those of one forward pass
+    // over all 8 sequences at once.
+    {
+        use burn::data::dataloader::batcher::Batcher;
+        use layernorm_scaling::analysis::{angular_distance_matrix, identity_ratios, layer_variances};
+        let all = layernorm_scaling::data::LmBatcher.batch((0..8).map(|i| data.window(i)).collect(), &cpu());
+        let trace = model.forward_trace(all.inputs);
+        let close = |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1e-3));
+        assert!(close(&report.block_output_variance, &layer_variances(&trace).block_output));
+        assert!(close(&report.after_attention_variance, &layer_variances(&trace).after_attention));
+        assert!(close(&report.identity_ratio, &identity_ratios(&trace)));
+        assert!(close(&report.angular_distance.concat(), &angular_distance_matrix(&trace.hidden).concat()));
+    }
 
     let out = dir.path().join("reports/tiny");
     report.write(&out, "tiny").unwrap();

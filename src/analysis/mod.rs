@@ -10,6 +10,7 @@ mod multiple_choice;
 mod plot;
 mod pruning;
 mod report;
+mod trace_statistics;
 mod variance;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};

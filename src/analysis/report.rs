@@ -6,11 +6,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::figures::write_report_figures;
-use super::pruning::layers_or_all;
-use super::{
-    angular_distance_matrix, identity_ratios, layer_variances, normalize_per_n, pruning_drops, score_choices,
-    ChoiceAccuracy, ChoiceItem,
-};
+use super::pruning::{evaluation_batches, layers_or_all};
+use super::trace_statistics::TraceStatistics;
+use super::{normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
 use crate::data::{PackedDataset, Tokenizer};
 use crate::model::Llama;
 use crate::train::TrackRecord;
@@ -21,7 +19,8 @@ use crate::ConfigError;
 pub struct AnalysisOptions {
     /// Sequences per batch.
     pub batch_size: usize,
-    /// Batches per perplexity evaluation (the variance, angular distance and identity ratio use the first).
+    /// Batches per evaluation: the perplexities and the trace statistics (variance, angular
+    /// distance, identity ratio) are averaged over their tokens.
     pub batches: usize,
     /// The layers (1-based) to remove one at a time for the pruning drop; empty: every layer.
     pub layers: Vec<usize>,
@@ -98,40 +97,37 @@ pub fn choice_report(
     Ok(ChoiceReport { questions: items.len(), accuracy, pruned_layers: layers, acc_drop, acc_norm_drop })
 }
 
-/// Measures `model` on `data`: the trace statistics on the first batch, perplexity and pruning
-/// drops on the first `options.batches` batches. `progress` sees `(done, total)` evaluations.
+/// Measures `model` on `data`: the trace statistics, perplexity and pruning drops, each over the
+/// tokens of the first `options.batches` batches. `progress` sees `(done, total)` evaluations.
 pub fn analyze(
     model: &Llama,
     data: &PackedDataset,
     options: &AnalysisOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report, ConfigError> {
-    use burn::data::dataloader::batcher::Batcher;
-    use burn::data::dataset::Dataset;
     if options.batch_size == 0 || options.batches == 0 {
         return Err(ConfigError::Zero { field: if options.batch_size == 0 { "batch_size" } else { "batches" } });
     }
     let pruned_layers = layers_or_all(model, &options.layers)?;
     let device = model.embed_tokens.weight.device();
-    let n = data.len().min(options.batch_size);
-    if n == 0 {
-        return Err(ConfigError::Unsupported(
-            "the evaluation data holds no full sequence; give more text or a shorter --seq-len".into(),
-        ));
+    // Each statistic is a mean over tokens, and every sequence has as many: a batch's mean counts
+    // with its number of sequences.
+    let (mut sum, mut sequences) = (TraceStatistics::default(), 0);
+    for (batch, size) in evaluation_batches(data, options.batch_size, options.batches, &device)? {
+        sum.add(&TraceStatistics::of(&model.forward_trace(batch.inputs)), size as f64);
+        sequences += size;
     }
-    let batch = crate::data::LmBatcher.batch((0..n).map(|i| data.window(i)).collect(), &device);
-    let trace = model.forward_trace(batch.inputs);
-    let variances = layer_variances(&trace);
-    let angular = angular_distance_matrix(&trace.hidden);
+    let mut stats = TraceStatistics::default();
+    stats.add(&sum, 1.0 / sequences as f64);
     let (perplexity, pruning_drop) =
         pruning_drops(model, data, options.batch_size, options.batches, &pruned_layers, progress)?;
     Ok(Report {
         n_layers: model.n_layers(),
-        block_output_variance: variances.block_output,
-        after_attention_variance: variances.after_attention,
-        identity_ratio: identity_ratios(&trace),
-        angular_distance_normalized: normalize_per_n(&angular),
-        angular_distance: angular,
+        angular_distance_normalized: normalize_per_n(&stats.angular_distance),
+        block_output_variance: stats.block_output_variance,
+        after_attention_variance: stats.after_attention_variance,
+        identity_ratio: stats.identity_ratio,
+        angular_distance: stats.angular_distance,
         perplexity,
         pruned_layers,
         pruning_drop,
