@@ -102,6 +102,7 @@ fn charts_and_heatmaps_are_valid_non_blank_pngs() {
         value_label: "d".into(),
         y_start: 1,
         cells: vec![vec![0.0, 0.5, 1.0], vec![0.2, f64::NAN], vec![0.9]],
+        small_is_bright: true,
     };
     heatmap.write_png(&dir.path().join("heat.png")).unwrap();
     assert_png_not_blank(&dir.path().join("heat.png"));

@@ -47,6 +47,7 @@ pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<
         value_label: "normalised distance d(l, l+n)".into(),
         y_start: 1,
         cells: report.angular_distance_normalized.clone(),
+        small_is_bright: true,
     };
     save("angular_distance.png", angular.write_png(&dir.join("angular_distance.png")))?;
 

@@ -56,6 +56,9 @@ pub struct Heatmap {
     pub y_start: usize,
     /// The cells, column by column.
     pub cells: Vec<Vec<f64>>,
+    /// Draw the smallest values bright (yellow) and the largest dark (purple), as the paper's
+    /// angular-distance heatmap; `false`: the other way round.
+    pub small_is_bright: bool,
 }
 
 fn register_font() {
@@ -222,6 +225,8 @@ impl Heatmap {
         let columns = self.cells.len().max(1);
         let rows = self.cells.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let y_start = self.y_start as f64;
+        let reverse = self.small_is_bright;
+        let colour_of = move |v: f64| ViridisRGB::get_color_normalized(if reverse { max + min - v } else { v }, min, max);
         write_png(path, |root| {
             let (main, scale) = root.split_horizontally(SIZE.0 - 150);
             let mut chart = ChartBuilder::on(&main)
@@ -247,7 +252,7 @@ impl Heatmap {
             let cells = self.cells.iter().enumerate().flat_map(|(x, column)| {
                 column.iter().enumerate().filter(|(_, v)| v.is_finite()).map(move |(k, &v)| {
                     let (x, y) = (x as f64, y_start + k as f64);
-                    let colour = ViridisRGB::get_color_normalized(v, min, max);
+                    let colour = colour_of(v);
                     Rectangle::new([(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)], colour.filled())
                 })
             });
@@ -275,7 +280,7 @@ impl Heatmap {
             let step = (max - min) / STEPS as f64;
             let gradient = (0..STEPS).map(|i| {
                 let lo = min + i as f64 * step;
-                Rectangle::new([(0.0, lo), (1.0, lo + step)], ViridisRGB::get_color_normalized(lo + step / 2.0, min, max).filled())
+                Rectangle::new([(0.0, lo), (1.0, lo + step)], colour_of(lo + step / 2.0).filled())
             });
             bar.draw_series(gradient).map_err(plot_error)?;
             Ok(())
