@@ -166,6 +166,14 @@ fn run(args: Args) -> Result<(), String> {
     };
     let marker = if sources.len() == 1 { "report.json" } else { "comparison.json" };
     check_replaceable_dir(&out, marker).map_err(|e| format!("--out: {e}"))?;
+    // An existing `--out` is replaced whole: it must not hold a model being analysed, and it is
+    // named by its absolute path (`--out .` would otherwise name the replaced directory).
+    let out = if out.exists() { out.canonicalize().map_err(|e| format!("--out {}: {e}", out.display()))? } else { out };
+    for (dir, _) in &sources {
+        if dir.canonicalize().is_ok_and(|dir| dir.starts_with(&out)) {
+            return Err(format!("--out {} holds the model {}, which writing the report would replace", out.display(), dir.display()));
+        }
+    }
     // Everything that can be wrong with the input is found before the first evaluation.
     let runs = sources.iter().map(|(dir, hf)| load(dir, *hf, &args)).collect::<Result<Vec<_>, _>>()?;
     let choices = match &args.choices {

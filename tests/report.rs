@@ -27,6 +27,25 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
+/// The mean x of the pixels within 12 of `rgb` in each channel, left of the colour scale (the
+/// rightmost 150 pixels).
+fn mean_x_of_colour(path: &Path, rgb: [u8; 3]) -> f64 {
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file)).read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let (width, channels) = (info.width as usize, info.line_size / info.width as usize);
+    let xs: Vec<usize> = pixels[..info.buffer_size()]
+        .chunks(channels)
+        .enumerate()
+        .filter(|(_, p)| p[..3].iter().zip(rgb).all(|(&a, b)| a.abs_diff(b) <= 12))
+        .map(|(i, _)| i % width)
+        .filter(|&x| x < width - 150)
+        .collect();
+    assert!(xs.len() > 1000, "{}: only {} pixels of {rgb:?}", path.display(), xs.len());
+    xs.iter().sum::<usize>() as f64 / xs.len() as f64
+}
+
 #[test]
 fn a_report_is_written_whole_with_every_figure() {
     let dir = tempfile::tempdir().unwrap();
@@ -106,6 +125,16 @@ fn charts_and_heatmaps_are_valid_non_blank_pngs() {
     };
     heatmap.write_png(&dir.path().join("heat.png")).unwrap();
     assert_png_not_blank(&dir.path().join("heat.png"));
+    // The colour direction: two cells, 0 on the left and 1 on the right. Viridis runs from purple
+    // (68, 1, 84) to yellow (253, 231, 37); the smaller value is yellow when `small_is_bright`.
+    for small_is_bright in [true, false] {
+        let two = Heatmap { cells: vec![vec![0.0], vec![1.0]], small_is_bright, ..heatmap.clone() };
+        let path = dir.path().join(format!("two-{small_is_bright}.png"));
+        two.write_png(&path).unwrap();
+        let (yellow_x, purple_x) = (mean_x_of_colour(&path, [253, 231, 37]), mean_x_of_colour(&path, [68, 1, 84]));
+        assert_eq!(yellow_x < purple_x, small_is_bright, "yellow at x {yellow_x}, purple at x {purple_x}");
+        std::fs::remove_file(&path).unwrap();
+    }
     // Only the figures are left: no temporary files.
     assert_eq!(names(dir.path()), vec!["heat.png", "line.png", "neg.png"]);
 }
@@ -178,6 +207,11 @@ fn training_records_variance_and_per_layer_gradient_norms() {
     let half = TrainConfig { steps: 3, ..tracked_run(&resumed_out) };
     train(&half, false).unwrap();
     let first_half = read_tracking(&resumed_out).unwrap();
+    // A line cut short by a crash: the resumed run keeps the records before it.
+    let tracking_file = resumed_out.join("tracking.jsonl");
+    let text = std::fs::read_to_string(&tracking_file).unwrap();
+    std::fs::write(&tracking_file, format!("{text}{{\"step\": 4, \"block_out")).unwrap();
+    assert!(read_tracking(&resumed_out).unwrap_err().contains("line 3"));
     train(&tracked_run(&resumed_out), true).unwrap();
     let resumed = read_tracking(&resumed_out).unwrap();
     assert_eq!(resumed.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
@@ -256,6 +290,18 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
         assert!(output.status.code() == Some(1) && stderr.contains("holds no report.json"), "{out:?}: {stderr}");
         assert!(b.join("model.bpk").is_file() && b.join("model.json").is_file(), "{out:?} touched the run");
     }
+    // An earlier report directory that holds the model being analysed is not replaced.
+    let holder = dir.path().join("holder");
+    std::fs::create_dir_all(holder.join("model")).unwrap();
+    std::fs::write(holder.join("report.json"), "{}").unwrap();
+    for file in ["model.json", "model.bpk"] {
+        std::fs::copy(b.join(file), holder.join("model").join(file)).unwrap();
+    }
+    let output = Command::new(&analyze).arg("--run").arg(holder.join("model")).arg("--out").arg(&holder).args(common).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("holds the model"), "{stderr}");
+    assert!(holder.join("model/model.bpk").is_file());
+
     // A malformed tracking.jsonl names its line.
     let tracked = dir.path().join("bad-tracking");
     std::fs::create_dir(&tracked).unwrap();

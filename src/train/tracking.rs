@@ -52,7 +52,12 @@ impl Tracker {
         let kept = if start_step == 0 {
             Vec::new()
         } else {
-            read_tracking(&path).unwrap_or_default().into_iter().filter(|r| r.step < start_step).collect()
+            // A resumed run keeps the records before the first bad line (one cut short by a crash).
+            let (records, error) = read_tracking_prefix(&path).unwrap_or_default();
+            if let Some(error) = error {
+                eprintln!("warning: {error}; keeping the {} records before it", records.len());
+            }
+            records.into_iter().filter(|r| r.step < start_step).collect()
         };
         let mut text = String::new();
         for record in &kept {
@@ -103,26 +108,40 @@ pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: Tensor
 /// the same number of layers, with `n_layers + 1` variances and `n_layers` of the rest; an error
 /// names the line that does not.
 pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, String> {
+    match read_tracking_prefix(path)? {
+        (records, None) => Ok(records),
+        (_, Some(error)) => Err(error),
+    }
+}
+
+/// The valid records of `tracking.jsonl` before its first bad line, and the error of that line if
+/// any (e.g. a line cut short by a crash); an error only when the file cannot be read.
+fn read_tracking_prefix(path: &Path) -> Result<(Vec<TrackRecord>, Option<String>), String> {
     let path = if path.is_dir() { path.join(TRACKING_FILE) } else { path.to_path_buf() };
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut records: Vec<TrackRecord> = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
         let bad = |what: String| format!("{} line {}: {what}", path.display(), i + 1);
-        let record: TrackRecord = serde_json::from_str(line).map_err(|e| bad(format!("not a tracking record: {e}")))?;
+        let record: TrackRecord = match serde_json::from_str(line) {
+            Ok(record) => record,
+            Err(e) => return Ok((records, Some(bad(format!("not a tracking record: {e}"))))),
+        };
         let layers = record.grad_norm.len();
         if layers == 0 || record.block_output_variance.len() != layers + 1 || record.after_attention_variance.len() != layers {
-            return Err(bad(format!(
+            let shape = format!(
                 "expected n_layers + 1 block output variances and n_layers after-attention variances and \
                  gradient norms, found {}, {} and {}",
                 record.block_output_variance.len(),
                 record.after_attention_variance.len(),
                 layers
-            )));
+            );
+            return Ok((records, Some(bad(shape))));
         }
         if let Some(first) = records.first().filter(|first| first.grad_norm.len() != layers) {
-            return Err(bad(format!("{layers} layers where the first record has {}", first.grad_norm.len())));
+            let error = bad(format!("{layers} layers where the first record has {}", first.grad_norm.len()));
+            return Ok((records, Some(error)));
         }
         records.push(record);
     }
-    Ok(records)
+    Ok((records, None))
 }
