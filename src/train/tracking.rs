@@ -121,27 +121,32 @@ fn read_tracking_prefix(path: &Path) -> Result<(Vec<TrackRecord>, Option<String>
     let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut records: Vec<TrackRecord> = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let bad = |what: String| format!("{} line {}: {what}", path.display(), i + 1);
-        let record: TrackRecord = match serde_json::from_str(line) {
-            Ok(record) => record,
-            Err(e) => return Ok((records, Some(bad(format!("not a tracking record: {e}"))))),
-        };
-        let layers = record.grad_norm.len();
-        if layers == 0 || record.block_output_variance.len() != layers + 1 || record.after_attention_variance.len() != layers {
-            let shape = format!(
-                "expected n_layers + 1 block output variances and n_layers after-attention variances and \
-                 gradient norms, found {}, {} and {}",
-                record.block_output_variance.len(),
-                record.after_attention_variance.len(),
-                layers
-            );
-            return Ok((records, Some(bad(shape))));
+        let parsed = serde_json::from_str::<TrackRecord>(line)
+            .map_err(|e| format!("not a tracking record: {e}"))
+            .and_then(|record| check_record(&record, records.first()).map(|()| record));
+        match parsed {
+            Ok(record) => records.push(record),
+            Err(what) => return Ok((records, Some(format!("{} line {}: {what}", path.display(), i + 1)))),
         }
-        if let Some(first) = records.first().filter(|first| first.grad_norm.len() != layers) {
-            let error = bad(format!("{layers} layers where the first record has {}", first.grad_norm.len()));
-            return Ok((records, Some(error)));
-        }
-        records.push(record);
     }
     Ok((records, None))
+}
+
+/// An error unless `record` has `n_layers + 1` variances and `n_layers` of the rest, with as many
+/// layers as the `first` record of its file.
+fn check_record(record: &TrackRecord, first: Option<&TrackRecord>) -> Result<(), String> {
+    let layers = record.grad_norm.len();
+    if layers == 0 || record.block_output_variance.len() != layers + 1 || record.after_attention_variance.len() != layers {
+        return Err(format!(
+            "expected n_layers + 1 block output variances and n_layers after-attention variances and \
+             gradient norms, found {}, {} and {}",
+            record.block_output_variance.len(),
+            record.after_attention_variance.len(),
+            layers
+        ));
+    }
+    match first.map(|first| first.grad_norm.len()) {
+        Some(expected) if expected != layers => Err(format!("{layers} layers where the first record has {expected}")),
+        _ => Ok(()),
+    }
 }
