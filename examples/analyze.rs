@@ -21,7 +21,7 @@ use layernorm_scaling::analysis::{
     ComparedRun, Report,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
-use layernorm_scaling::model::Llama;
+use layernorm_scaling::model::{first_non_finite_parameter, Llama};
 use layernorm_scaling::parse_device;
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::train::{is_hf_dir, load_model_dir, read_tracking, TrackRecord, TRACKING_FILE};
@@ -107,6 +107,14 @@ fn load(dir: &Path, hf: bool, args: &Args) -> Result<LoadedRun, String> {
     let device = parse_device(&args.device).map_err(|e| e.to_string())?;
     let cannot = |e: layernorm_scaling::ConfigError| format!("cannot load {}: {e}", dir.display());
     let loaded = load_model_dir(dir, args.epoch, &device).map_err(cannot)?;
+    // A report of a diverged model would be NaNs throughout: refuse it instead.
+    if let Some(param) = first_non_finite_parameter(&loaded.model) {
+        return Err(format!(
+            "cannot analyse {}: the weight `{param}` holds NaN or infinite values, so the run diverged; \
+             analyse an earlier checkpoint (--epoch N) or train again (e.g. with a lower learning rate)",
+            dir.display()
+        ));
+    }
     let tokenizer = loaded.tokenizer().map_err(cannot)?;
     let config = &loaded.config;
     if args.seq_len > config.max_seq_len {

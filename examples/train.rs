@@ -11,16 +11,18 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use layernorm_scaling::model::{generate, SamplingConfig};
-use layernorm_scaling::train::{train, train_overwriting, OptimizerKind, TrainConfig};
+use layernorm_scaling::train::{train, OptimizerKind, Start, TrainConfig};
 
 /// Every option overrides the same field of `--config` (or of the defaults).
 #[derive(Parser, Debug)]
 #[command(about = "Pre-train a LLaMA model with LayerNorm Scaling or any other normalisation scheme")]
+// Negative numbers are values (`--min-lr-ratio -1` gets the range error, not "unknown argument").
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Training config file (TOML or JSON), e.g. configs/train/130m-lns.toml.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Model preset (tiny, 9m, ..., 7b) or model JSON file.
+    /// Model preset (tiny-8l, tiny, 9m, ..., 7b) or model JSON file [default: tiny-8l].
     #[arg(long)]
     model: Option<String>,
     /// Number of layers (overrides the model's).
@@ -51,7 +53,7 @@ struct Args {
     /// Peak learning rate.
     #[arg(long)]
     lr: Option<f64>,
-    /// Linear warmup steps.
+    /// Linear warmup steps [default: a tenth of --steps, at most 40].
     #[arg(long)]
     warmup: Option<usize>,
     /// Final learning rate as a fraction of the peak.
@@ -79,10 +81,10 @@ struct Args {
     /// Replace a run already in --out.
     #[arg(long)]
     overwrite: bool,
-    /// Validate every N steps.
+    /// Validate every N steps [default: 100, or at the end of a shorter run].
     #[arg(long)]
     eval_every: Option<usize>,
-    /// Checkpoint every N steps (a multiple of --eval-every).
+    /// Checkpoint every N steps, a multiple of --eval-every [default: at every validation].
     #[arg(long)]
     save_every: Option<usize>,
     /// Peak TFLOP/s of the device, to report MFU.
@@ -114,8 +116,13 @@ fn config_from(args: &Args) -> Result<TrainConfig, String> {
     macro_rules! set {
         ($($field:ident),*) => { $( if let Some(value) = &args.$field { config.$field = value.clone().into(); } )* };
     }
-    set!(model, device, tokenizer, seq_len, batch_size, grad_accum, steps, lr, warmup, min_lr_ratio);
-    set!(weight_decay, seed, out, eval_every, save_every, samples, log_every);
+    set!(model, device, tokenizer, seq_len, batch_size, grad_accum, steps, lr, min_lr_ratio);
+    set!(weight_decay, seed, out, samples, log_every);
+    for (field, value) in [(&mut config.warmup, args.warmup), (&mut config.eval_every, args.eval_every), (&mut config.save_every, args.save_every)] {
+        if value.is_some() {
+            *field = value;
+        }
+    }
     if args.layers.is_some() {
         config.layers = args.layers;
     }
@@ -152,7 +159,12 @@ fn config_from(args: &Args) -> Result<TrainConfig, String> {
 
 fn run(args: Args) -> Result<(), String> {
     let config = config_from(&args)?;
-    let result = if args.overwrite { train_overwriting(&config) } else { train(&config, args.resume) };
+    let start = match (args.resume, args.overwrite) {
+        (true, _) => Start::Resume,
+        (_, true) => Start::Overwrite,
+        _ => Start::New,
+    };
+    let result = train(&config, start);
     let report = result.map_err(|e| e.to_string())?;
     println!(
         "\ntrained {} ({} parameters, {}) for {} steps in {:.1} s ({:.0} tokens/s)",

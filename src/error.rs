@@ -57,6 +57,18 @@ pub enum ConfigError {
     /// A backend or feature that this build does not include or the device does not support.
     #[error("{0}")]
     Unsupported(String),
+    /// Settings that contradict each other: the message names both values and the fix.
+    #[error("{0}")]
+    Conflict(String),
+    /// A model or checkpoint file (`model.bpk`, `model.json`, `checkpoint/*.bpk`) that is missing,
+    /// cut short, corrupt or of another model; the message says what to do.
+    #[error("{path}: {message}")]
+    ModelFile {
+        /// The file's (or run directory's) path.
+        path: String,
+        /// What went wrong and what to do.
+        message: String,
+    },
     /// A configuration file that could not be read or parsed.
     #[error("config file {path}: {message}")]
     File {

@@ -19,6 +19,7 @@ pub mod device;
 pub mod hf;
 mod error;
 pub mod io;
+pub mod memory;
 pub mod model;
 pub mod norm;
 pub mod train;

@@ -281,7 +281,7 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
 
 #[test]
 fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
-    use layernorm_scaling::train::{load_run_model, train, TrainConfig};
+    use layernorm_scaling::train::{load_run_model, train, Start, TrainConfig};
     let tmp = tempfile::tempdir().unwrap();
     let source = fixture("llama_mha_untied");
     let tokenizer = source.join("tokenizer.json");
@@ -292,10 +292,10 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
         tokenizer: tokenizer.display().to_string(),
         seq_len: 32,
         lr: 1e-7,
-        warmup: 1,
+        warmup: Some(1),
         ..quick(&out, 4, 2)
     };
-    let report = train(&config, false).unwrap();
+    let report = train(&config, Start::New).unwrap();
     assert_eq!(report.model_config.norm_scheme, NormScheme::default());
     assert_eq!((report.model_config.d_model, report.model_config.vocab_size), (32, 128));
     // It started from the checkpoint's weights: a tiny learning rate leaves them almost unchanged.

@@ -11,7 +11,7 @@ use layernorm_scaling::analysis::{
     analyze, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap, LineChart,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
-use layernorm_scaling::train::{read_metric_logs, read_tracking, train, TrainConfig};
+use layernorm_scaling::train::{read_metric_logs, read_tracking, train, Start, TrainConfig};
 use layernorm_scaling::LlamaConfig;
 
 fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> PackedDataset {
@@ -173,14 +173,14 @@ fn a_comparison_overlays_the_runs_and_tabulates_them() {
 }
 
 fn tracked_run(out: &Path) -> TrainConfig {
-    TrainConfig { track_every: Some(2), warmup: 1, ..quick(out, 6, 3) }
+    TrainConfig { track_every: Some(2), warmup: Some(1), ..quick(out, 6, 3) }
 }
 
 #[test]
 fn training_records_variance_and_per_layer_gradient_norms() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    train(&tracked_run(&out), false).unwrap();
+    train(&tracked_run(&out), Start::New).unwrap();
     let records = read_tracking(&out).unwrap();
     assert_eq!(records.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
     for r in &records {
@@ -204,26 +204,32 @@ fn training_records_variance_and_per_layer_gradient_norms() {
 
     // A resumed run keeps the records before its checkpoint and appends the rest, once each.
     let resumed_out = dir.path().join("resumed");
-    let half = TrainConfig { steps: 3, ..tracked_run(&resumed_out) };
-    train(&half, false).unwrap();
-    let first_half = read_tracking(&resumed_out).unwrap();
+    train(&tracked_run(&resumed_out), Start::New).unwrap();
+    let first_run = read_tracking(&resumed_out).unwrap();
+    // An interruption after the checkpoint at step 3: the later checkpoint and the final model are gone.
+    for file in ["model-2.bpk", "optim-2.bpk", "scheduler-2.bpk"] {
+        for name in [file.to_string(), format!("{file}.sum")] {
+            std::fs::remove_file(resumed_out.join("checkpoint").join(name)).unwrap();
+        }
+    }
+    std::fs::remove_file(resumed_out.join("model.bpk")).unwrap();
     // A line cut short by a crash: the resumed run keeps the records before it.
     let tracking_file = resumed_out.join("tracking.jsonl");
     let text = std::fs::read_to_string(&tracking_file).unwrap();
     std::fs::write(&tracking_file, format!("{text}{{\"step\": 4, \"block_out")).unwrap();
-    assert!(read_tracking(&resumed_out).unwrap_err().contains("line 3"));
-    train(&tracked_run(&resumed_out), true).unwrap();
+    assert!(read_tracking(&resumed_out).unwrap_err().contains("line 4"));
+    train(&tracked_run(&resumed_out), Start::Resume).unwrap();
     let resumed = read_tracking(&resumed_out).unwrap();
     assert_eq!(resumed.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
-    assert_eq!(resumed[..2], first_half[..]);
+    assert_eq!(resumed[..2], first_run[..2]);
 }
 
 #[test]
 fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("pre-ln"), dir.path().join("lns"));
-    train(&TrainConfig { norm: Some("pre-ln".into()), ..tracked_run(&a) }, false).unwrap();
-    train(&TrainConfig { steps: 3, track_every: None, ..tracked_run(&b) }, false).unwrap();
+    train(&TrainConfig { norm: Some("pre-ln".into()), ..tracked_run(&a) }, Start::New).unwrap();
+    train(&TrainConfig { steps: 3, track_every: None, ..tracked_run(&b) }, Start::New).unwrap();
     let analyze = example("analyze");
     let common = ["--seq-len", "32", "--batch-size", "4", "--batches", "1", "--device", "flex"];
 
@@ -294,7 +300,7 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let holder = dir.path().join("holder");
     std::fs::create_dir_all(holder.join("model")).unwrap();
     std::fs::write(holder.join("report.json"), "{}").unwrap();
-    for file in ["model.json", "model.bpk"] {
+    for file in ["model.json", "model.bpk", "model.bpk.sum"] {
         std::fs::copy(b.join(file), holder.join("model").join(file)).unwrap();
     }
     let output = Command::new(&analyze).arg("--run").arg(holder.join("model")).arg("--out").arg(&holder).args(common).output().unwrap();
@@ -305,7 +311,7 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     // A malformed tracking.jsonl names its line.
     let tracked = dir.path().join("bad-tracking");
     std::fs::create_dir(&tracked).unwrap();
-    for file in ["model.json", "model.bpk"] {
+    for file in ["model.json", "model.bpk", "model.bpk.sum"] {
         std::fs::copy(b.join(file), tracked.join(file)).unwrap();
     }
     let record = r#"{"step": 0, "block_output_variance": [], "after_attention_variance": [], "grad_norm": []}"#;
@@ -318,7 +324,9 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     // A checkpoint that does not match its config.
     let mismatched = dir.path().join("mismatched");
     std::fs::create_dir(&mismatched).unwrap();
-    std::fs::copy(a.join("model.bpk"), mismatched.join("model.bpk")).unwrap();
+    for file in ["model.bpk", "model.bpk.sum"] {
+        std::fs::copy(a.join(file), mismatched.join(file)).unwrap();
+    }
     let json = std::fs::read_to_string(b.join("model.json")).unwrap().replace("\"d_model\": 64", "\"d_model\": 32");
     std::fs::write(mismatched.join("model.json"), json).unwrap();
     let output = Command::new(&analyze).arg("--run").arg(&mismatched).args(common).output().unwrap();

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use common::{cpu, quick, ParamValues};
-use layernorm_scaling::train::{load_run_model, train, TrainConfig, TrainError};
+use layernorm_scaling::train::{load_run_model, train, Start, TrainConfig, TrainError};
 
 fn mean(values: &[f64]) -> f64 {
     values.iter().sum::<f64>() / values.len() as f64
@@ -15,7 +15,7 @@ fn mean(values: &[f64]) -> f64 {
 #[test]
 fn the_loss_falls_on_the_builtin_corpus() {
     let dir = tempfile::tempdir().unwrap();
-    let report = train(&quick(&dir.path().join("run"), 40, 20), false).unwrap();
+    let report = train(&quick(&dir.path().join("run"), 40, 20), Start::New).unwrap();
     let losses = &report.train_losses;
     assert_eq!(losses.len(), 40);
     let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
@@ -46,7 +46,7 @@ fn the_loss_falls_on_tiny_shakespeare() {
     }
     let dir = tempfile::tempdir().unwrap();
     let config = TrainConfig { data: vec![shakespeare], ..quick(&dir.path().join("run"), 40, 20) };
-    let report = train(&config, false).unwrap();
+    let report = train(&config, Start::New).unwrap();
     let losses = &report.train_losses;
     let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
     assert!(last < first - 1.5, "loss {first:.3} -> {last:.3}");
@@ -66,17 +66,18 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
     let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
     let mut config = quick(&whole, 20, 10);
     config.clip_grad_norm = Some(1.0);
-    train(&config, false).unwrap();
+    train(&config, Start::New).unwrap();
 
     // The same run, interrupted after step 10: its directory as it was then.
     std::fs::create_dir_all(resumed.join("checkpoint")).unwrap();
     std::fs::copy(whole.join("train.json"), resumed.join("train.json")).unwrap();
     for kind in ["model", "optim", "scheduler"] {
-        let name = format!("{kind}-1.bpk");
-        std::fs::copy(whole.join("checkpoint").join(&name), resumed.join("checkpoint").join(&name)).unwrap();
+        for name in [format!("{kind}-1.bpk"), format!("{kind}-1.bpk.sum")] {
+            std::fs::copy(whole.join("checkpoint").join(&name), resumed.join("checkpoint").join(&name)).unwrap();
+        }
     }
     config.out = resumed.clone();
-    let report = train(&config, true).unwrap();
+    let report = train(&config, Start::Resume).unwrap();
     assert_eq!(report.train_losses.len(), 10, "only steps 11..=20 ran");
 
     let losses = |dir: &Path| std::fs::read_to_string(dir.join("train/epoch-2/Loss.log")).unwrap();
@@ -84,8 +85,8 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
     assert_eq!(parameters(&whole), parameters(&resumed), "the same weights, bit for bit");
 }
 
-fn expect_error(config: &TrainConfig, resume: bool, expected: &str) -> TrainError {
-    let err = train(config, resume).unwrap_err();
+fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> TrainError {
+    let err = train(config, start).unwrap_err();
     assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
     err
 }
@@ -96,31 +97,31 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let base = quick(&dir.path().join("run"), 20, 10);
 
     let missing = TrainConfig { data: vec![dir.path().join("nope.txt")], ..base.clone() };
-    expect_error(&missing, false, "no such file or folder");
+    expect_error(&missing, Start::New, "no such file or folder");
     let empty_file = dir.path().join("empty.txt");
     std::fs::write(&empty_file, "\n\n").unwrap();
-    expect_error(&TrainConfig { data: vec![empty_file], ..base.clone() }, false, "no text");
+    expect_error(&TrainConfig { data: vec![empty_file], ..base.clone() }, Start::New, "no text");
 
     let long = TrainConfig { seq_len: 512, ..base.clone() };
-    expect_error(&long, false, "max_seq_len");
+    expect_error(&long, Start::New, "max_seq_len");
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let unwritable = TrainConfig { out: file.join("run"), ..base.clone() };
-    expect_error(&unwritable, false, "cannot create it");
-    expect_error(&TrainConfig { tokenizer: "missing.json".into(), ..base.clone() }, false, "no such file");
-    expect_error(&TrainConfig { norm: Some("mix-ln:2".into()), ..base.clone() }, false, "post_ln_fraction");
-    expect_error(&TrainConfig { steps: 25, ..base.clone() }, false, "multiple of eval_every");
-    expect_error(&TrainConfig { warmup: 50, ..base.clone() }, false, "warmup");
-    expect_error(&base, true, "nothing to resume");
+    expect_error(&unwritable, Start::New, "cannot create it");
+    expect_error(&TrainConfig { tokenizer: "missing.json".into(), ..base.clone() }, Start::New, "no such file");
+    expect_error(&TrainConfig { norm: Some("mix-ln:2".into()), ..base.clone() }, Start::New, "post_ln_fraction");
+    expect_error(&TrainConfig { save_every: Some(15), ..base.clone() }, Start::New, "must be a multiple of `eval_every` (10)");
+    expect_error(&TrainConfig { warmup: Some(50), ..base.clone() }, Start::New, "`warmup` (50) is longer than the run's `steps` (20)");
+    expect_error(&base, Start::Resume, "nothing to resume");
 
     // A finished run refuses to be overwritten, and resuming it with another model is refused.
-    train(&base, false).unwrap();
-    expect_error(&base, false, "already holds a run");
-    expect_error(&TrainConfig { layers: Some(2), steps: 40, ..base.clone() }, true, "another model config");
-    expect_error(&base, true, "already at or past --steps");
+    train(&base, Start::New).unwrap();
+    expect_error(&base, Start::New, "already holds a run");
+    expect_error(&TrainConfig { layers: Some(2), ..base.clone() }, Start::Resume, "layers: null -> 2");
+    expect_error(&base, Start::Resume, "the run is finished (20 steps)");
     // --overwrite replaces the run, and leaves files that are not the run's alone.
     std::fs::write(base.out.join("notes.txt"), "mine").unwrap();
-    let again = layernorm_scaling::train::train_overwriting(&base).unwrap();
+    let again = train(&base, Start::Overwrite).unwrap();
     assert_eq!(again.train_losses.len(), 20);
     assert!(base.out.join("notes.txt").is_file());
 }
@@ -138,15 +139,15 @@ fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
     });
     std::fs::write(&json, tokenizer.to_string()).unwrap();
     let config = TrainConfig { tokenizer: json.display().to_string(), ..quick(&dir.path().join("run"), 20, 10) };
-    expect_error(&config, false, "the tokenizer has 301 tokens but the model's vocabulary is 256");
+    expect_error(&config, Start::New, "the tokenizer has 301 tokens but the model's vocabulary is 256");
 }
 
 #[test]
 fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let config = TrainConfig { lr: 1e30, warmup: 0, steps: 6, eval_every: 1, save_every: 1, ..quick(&out, 6, 1) };
-    let err = expect_error(&config, false, "diverged");
+    let config = TrainConfig { lr: 1e30, warmup: Some(0), ..quick(&out, 6, 1) };
+    let err = expect_error(&config, Start::New, "diverged");
     assert!(matches!(err, TrainError::Diverged(_)));
     assert!(!out.join("model.bpk").exists(), "no final model from a diverged run");
     // Every checkpoint left behind holds finite weights.
@@ -185,7 +186,7 @@ fn every_training_config_file_parses_and_validates() {
 fn training_runs_on_the_chosen_device() {
     let dir = tempfile::tempdir().unwrap();
     let config = TrainConfig { device: "ndarray".into(), ..quick(&dir.path().join("run"), 10, 10) };
-    let report = train(&config, false).unwrap();
+    let report = train(&config, Start::New).unwrap();
     let device = report.model.embed_tokens.weight.device();
     assert_eq!(device, layernorm_scaling::parse_device("ndarray").unwrap());
     assert!(report.valid_loss.is_finite());
@@ -198,7 +199,7 @@ fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
     let dir = tempfile::tempdir().unwrap();
     let one = TrainConfig { batch_size: 8, ..quick(&dir.path().join("one"), 10, 10) };
     let two = TrainConfig { device: "flex,flex".into(), batch_size: 4, ..quick(&dir.path().join("two"), 10, 10) };
-    let (one, two) = (train(&one, false).unwrap(), train(&two, false).unwrap());
+    let (one, two) = (train(&one, Start::New).unwrap(), train(&two, Start::New).unwrap());
     assert_eq!((one.train_losses.len(), two.train_losses.len()), (10, 20), "one loss per device and step");
     // Every step: the mean of the two devices' losses is the single device's loss (the same
     // windows, the same weights), up to float rounding.

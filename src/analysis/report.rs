@@ -10,7 +10,7 @@ use super::pruning::{evaluation_batches, layers_or_all};
 use super::trace_statistics::TraceStatistics;
 use super::{normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
 use crate::data::{PackedDataset, Tokenizer};
-use crate::model::Llama;
+use crate::model::{first_non_finite_parameter, Llama};
 use crate::train::TrackRecord;
 use crate::ConfigError;
 
@@ -99,6 +99,8 @@ pub fn choice_report(
 
 /// Measures `model` on `data`: the trace statistics, perplexity and pruning drops, each over the
 /// tokens of the first `options.batches` batches. `progress` sees `(done, total)` evaluations.
+///
+/// A model with a NaN or infinite weight (a diverged run) is refused: its report would be NaN.
 pub fn analyze(
     model: &Llama,
     data: &PackedDataset,
@@ -107,6 +109,11 @@ pub fn analyze(
 ) -> Result<Report, ConfigError> {
     if options.batch_size == 0 || options.batches == 0 {
         return Err(ConfigError::Zero { field: if options.batch_size == 0 { "batch_size" } else { "batches" } });
+    }
+    if let Some(param) = first_non_finite_parameter(model) {
+        return Err(ConfigError::Unsupported(format!(
+            "the weight `{param}` holds NaN or infinite values (the model diverged); there is nothing to analyse"
+        )));
     }
     let pruned_layers = layers_or_all(model, &options.layers)?;
     let device = model.embed_tokens.weight.device();

@@ -49,8 +49,8 @@ pub enum CorpusSource {
     Files(Vec<PathBuf>),
 }
 
-/// Tokenises `source` into a cache under `cache_root` (reused when the sources, their sizes and
-/// modification times, and the tokenizer are unchanged).
+/// Tokenises `source` into a cache under `cache_root`, reused when the sources (their paths, sizes
+/// and content checksums: every file is read once per call) and the tokenizer are unchanged.
 pub fn tokenize_corpus(source: &CorpusSource, tokenizer: &Tokenizer, cache_root: &Path) -> Result<TokenCache, DataError> {
     let mut key = format!("tokenizer={}", tokenizer.describe());
     let files = match source {
@@ -61,10 +61,10 @@ pub fn tokenize_corpus(source: &CorpusSource, tokenizer: &Tokenizer, cache_root:
         CorpusSource::Files(paths) => {
             let files = corpus_files(paths)?;
             for file in &files {
-                let meta = std::fs::metadata(file).map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
-                let modified = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                let unreadable = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
+                let (checksum, len) = crate::io::file_crc32(file).map_err(unreadable)?;
                 let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
-                key.push_str(&format!(";{}:{}:{:?}", absolute.display(), meta.len(), modified));
+                key.push_str(&format!(";{}:{len}:crc32={checksum:08x}", absolute.display()));
             }
             files
         }

@@ -34,11 +34,51 @@ impl HfModel {
     }
 }
 
+/// Checks the `config.json` fields that size the model against the checkpoint's tensor headers,
+/// before anything is allocated: a config that is not the checkpoint's own (say `hidden_size`
+/// 100000000) is an error naming the field and what the checkpoint holds, not an abort.
+fn check_sizes(config: &LlamaConfig, checkpoint: &Checkpoint) -> Result<(), HfError> {
+    let not_its_own = |field: &str, value: usize, found: String| {
+        HfError::config(field, format!("is {value}, but {found}; is config.json the checkpoint's own?"))
+    };
+    let layers = checkpoint.keys().into_iter().filter_map(layer_index).max().map_or(0, |last| last + 1);
+    if layers != config.n_layers {
+        return Err(not_its_own("num_hidden_layers", config.n_layers, format!("the checkpoint holds {layers} layers")));
+    }
+    let (d, head_dim) = (config.d_model, config.head_dim());
+    // Each tensor's dimensions: the field that sizes it, the field's value, and the size of one unit.
+    let tensors = [
+        ("model.embed_tokens.weight".to_string(), [("vocab_size", config.vocab_size, 1), ("hidden_size", d, 1)]),
+        (block_key(0, "mlp.gate_proj.weight"), [("intermediate_size", config.d_ff, 1), ("hidden_size", d, 1)]),
+        (block_key(0, "self_attn.k_proj.weight"), [("num_key_value_heads", config.kv_heads(), head_dim), ("hidden_size", d, 1)]),
+    ];
+    for (key, dims) in tensors {
+        let found = checkpoint.shape(&key)?;
+        let expected: Vec<usize> = dims.iter().map(|&(_, value, unit)| value * unit).collect();
+        if found.len() != expected.len() {
+            return Err(HfError::Shape { key, expected, found });
+        }
+        for ((&(field, value, unit), want), &size) in dims.iter().zip(&expected).zip(&found) {
+            if *want != size {
+                let what = format!("tensor `{key}` has shape {found:?}, not {expected:?} ({field} {})", size / unit);
+                return Err(not_its_own(field, value, what));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The block index of a tensor name `model.layers.<index>.…`.
+fn layer_index(key: &str) -> Option<usize> {
+    key.strip_prefix("model.layers.")?.split('.').next()?.parse().ok()
+}
+
 /// Loads `dir` onto `device`: every tensor is checked against `config.json` (name, shape) and
 /// converted to f32; tensors the architecture does not use are an error.
 pub fn load_hf_model(dir: &Path, device: &Device) -> Result<HfModel, HfError> {
     let config = read_hf_config(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
+    check_sizes(&config, &checkpoint)?;
     let mut model = config.init(device)?;
     let (d, d_ff, vocab) = (config.d_model, config.d_ff, config.vocab_size);
     let kv = config.kv_heads() * config.head_dim();

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use half::{bf16, f16};
 use memmap2::Mmap;
+use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 
 use super::HfError;
@@ -88,12 +89,22 @@ impl Checkpoint {
         keys
     }
 
-    /// The tensor `key` as f32 values in row-major order, checked to have `shape`.
-    pub fn tensor(&self, key: &str, shape: &[usize]) -> Result<Vec<f32>, HfError> {
+    /// The header entry of tensor `key` (its data stays in the memory map).
+    fn view(&self, key: &str) -> Result<TensorView<'_>, HfError> {
         let missing = || HfError::MissingTensor { key: key.to_string(), dir: self.dir.display().to_string() };
         let &file = self.index.get(key).ok_or_else(missing)?;
         let (path, bytes) = &self.files[file];
-        let view = parse(path, bytes)?.tensor(key).map_err(|_| missing())?;
+        parse(path, bytes)?.tensor(key).map_err(|_| missing())
+    }
+
+    /// The shape of tensor `key`, read from its file's header without converting anything.
+    pub fn shape(&self, key: &str) -> Result<Vec<usize>, HfError> {
+        Ok(self.view(key)?.shape().to_vec())
+    }
+
+    /// The tensor `key` as f32 values in row-major order, checked to have `shape`.
+    pub fn tensor(&self, key: &str, shape: &[usize]) -> Result<Vec<f32>, HfError> {
+        let view = self.view(key)?;
         if view.shape() != shape {
             return Err(HfError::Shape { key: key.to_string(), expected: shape.to_vec(), found: view.shape().to_vec() });
         }

@@ -3,12 +3,13 @@
 use std::path::Path;
 
 use burn::config::Config;
-use burn::tensor::Device;
+use burn::tensor::{DType, Device};
 
 use super::attention::AttentionShape;
 use super::block::{Block, BlockShape};
 use super::llama::Llama;
 use super::rope::{RopeScaling, RotaryEmbedding};
+use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::norm::{NormKind, NormScheme};
 use crate::ConfigError;
 
@@ -119,8 +120,17 @@ impl LlamaConfig {
     }
 
     /// Builds the model with the paper's init on `device` (add `.autodiff()` to the device to train).
+    ///
+    /// On a device that allocates in the machine's memory (CPU backends), a model whose parameters
+    /// do not fit in the memory available is refused before anything is allocated
+    /// ([`check_fits`](LlamaConfig::check_fits)).
     pub fn init(&self, device: &Device) -> Result<Llama, ConfigError> {
         self.validate()?;
+        if uses_host_memory(device) {
+            if let Some(available) = available_memory_bytes() {
+                self.check_fits(DType::from(device.settings().float_dtype).size(), available)?;
+            }
+        }
         let shape = BlockShape {
             attention: AttentionShape {
                 d_model: self.d_model,
@@ -142,23 +152,48 @@ impl LlamaConfig {
         Llama::new(self, layers, rope, device)
     }
 
-    /// The number of parameters [`init`](LlamaConfig::init) creates, computed without building the model.
+    /// The number of parameters [`init`](LlamaConfig::init) creates, computed without building the
+    /// model; `usize::MAX` for a config too large to count.
     pub fn num_params(&self) -> usize {
-        let (d, kv_dim) = (self.d_model, self.kv_heads() * self.head_dim());
-        let bias = |n: usize| if self.qkv_bias { n } else { 0 };
-        let attention = d * d + bias(d) + 2 * (d * kv_dim + bias(kv_dim)) + d * d;
-        let feed_forward = 3 * d * self.d_ff;
-        let norm = self.norm_kind.num_params(d);
-        let norms_per_block = if self.norm_scheme == NormScheme::SandwichLn { 4 } else { 2 };
+        // Counted in f64 (exact below 2^53) so that an absurd config saturates instead of overflowing.
+        let [d, d_ff, vocab, n_layers] = [self.d_model, self.d_ff, self.vocab_size, self.n_layers].map(|n| n as f64);
+        let kv_dim = self.kv_heads() as f64 * self.head_dim() as f64;
+        let bias = |n: f64| if self.qkv_bias { n } else { 0.0 };
+        let attention = d * d + bias(d) + 2.0 * (d * kv_dim + bias(kv_dim)) + d * d;
+        let feed_forward = 3.0 * d * d_ff;
+        let norm = self.norm_kind.num_params(1) as f64 * d;
+        let norms_per_block = if self.norm_scheme == NormScheme::SandwichLn { 4.0 } else { 2.0 };
         let gates = match self.norm_scheme {
-            NormScheme::LayerScale { .. } => 2 * d,
-            NormScheme::SkipInit { .. } => 2,
-            _ => 0,
+            NormScheme::LayerScale { .. } => 2.0 * d,
+            NormScheme::SkipInit { .. } => 2.0,
+            _ => 0.0,
         };
         let block = attention + feed_forward + norms_per_block * norm + gates;
-        let embeddings = self.vocab_size * d;
-        let head = if self.tie_embeddings { 0 } else { self.vocab_size * d };
-        embeddings + self.n_layers * block + norm + head
+        let embeddings = vocab * d;
+        let head = if self.tie_embeddings { 0.0 } else { vocab * d };
+        // `as` saturates at usize::MAX.
+        (embeddings + n_layers * block + norm + head) as usize
+    }
+
+    /// An error unless the parameters, `float_bytes` bytes each, fit in `available` bytes of
+    /// memory; it names the fields that size the model and what to do.
+    pub fn check_fits(&self, float_bytes: usize, available: u64) -> Result<(), ConfigError> {
+        let params = self.num_params();
+        let bytes = (params as u64).saturating_mul(float_bytes as u64);
+        if bytes <= available {
+            return Ok(());
+        }
+        Err(ConfigError::Unsupported(format!(
+            "the model does not fit in memory: its {params} parameters (d_model {}, d_ff {}, n_layers {}, \
+             vocab_size {}) take {} at {float_bytes} bytes each, but only {} of memory is available; use a \
+             smaller d_model, d_ff, n_layers or vocab_size (or a smaller preset), or a GPU device",
+            self.d_model,
+            self.d_ff,
+            self.n_layers,
+            self.vocab_size,
+            format_bytes(bytes),
+            format_bytes(available),
+        )))
     }
 
     /// Reads a JSON config file (the format of `configs/models/*.json`) and validates it.

@@ -1,4 +1,4 @@
-//! The model sizes of the paper (REFERENCE section 3) and a `tiny` one for tests.
+//! The model sizes of the paper (section 4.1, Table 1) and `tiny` ones for tests and CPU runs.
 
 use super::config::LlamaConfig;
 use crate::ConfigError;
@@ -27,6 +27,9 @@ impl LlamaConfig {
         if lower == "tiny" {
             return Ok(Self::tiny());
         }
+        if lower == "tiny-8l" {
+            return Ok(Self::tiny_8l());
+        }
         PRESETS
             .iter()
             .find(|(preset, ..)| *preset == lower)
@@ -40,12 +43,18 @@ impl LlamaConfig {
 
     /// The names [`preset`](LlamaConfig::preset) accepts.
     pub fn preset_names() -> Vec<&'static str> {
-        std::iter::once("tiny").chain(PRESETS.iter().map(|(name, ..)| *name)).collect()
+        ["tiny", "tiny-8l"].into_iter().chain(PRESETS.iter().map(|(name, ..)| *name)).collect()
     }
 
     /// A 4-layer, 64-wide model over a 256-token (byte) vocabulary, for tests and CI (~0.23M parameters).
     pub fn tiny() -> Self {
         LlamaConfig::new(64, 176, 4, 4).with_vocab_size(256).with_max_seq_len(256)
+    }
+
+    /// [`tiny`](LlamaConfig::tiny) at 8 layers: the default training model, deep enough to show
+    /// the curse of depth and trained in minutes on a CPU (~0.43M parameters).
+    pub fn tiny_8l() -> Self {
+        Self { n_layers: 8, ..Self::tiny() }
     }
 
     /// LLaMA-9M: 128 wide, 4 layers.

@@ -8,11 +8,13 @@ use burn::tensor::Device;
 use burn::train::checkpoint::{Checkpoint, Checkpointer, CheckpointerError};
 use serde::{Deserialize, Serialize};
 
+use crate::io::SumError;
 use crate::model::Llama;
 use crate::{ConfigError, LlamaConfig};
 
 /// Saves each epoch's record as `<dir>/<name>-<epoch>.bpk` through a temporary file that is
-/// synced and renamed into place: a crash mid-write never leaves a checkpoint that loads wrongly.
+/// synced and renamed into place, then its checksum as `<name>-<epoch>.bpk.sum`: a checkpoint
+/// cut short by a crash, or damaged later, is told from a complete one ([`crate::io::verify_sum`]).
 pub struct AtomicCheckpointer {
     dir: PathBuf,
     name: String,
@@ -37,7 +39,8 @@ impl<R: Checkpoint> Checkpointer<R> for AtomicCheckpointer {
         let tmp = self.dir.join(format!(".{}-{epoch}.bpk.tmp{}", self.name, std::process::id()));
         let result = record.save(tmp.clone()).and_then(|()| {
             std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(CheckpointerError::IOError)?;
-            std::fs::rename(&tmp, &path).map_err(CheckpointerError::IOError)
+            std::fs::rename(&tmp, &path).map_err(CheckpointerError::IOError)?;
+            crate::io::write_sum(&path).map_err(CheckpointerError::IOError)
         });
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -47,8 +50,11 @@ impl<R: Checkpoint> Checkpointer<R> for AtomicCheckpointer {
 
     fn delete(&self, epoch: usize) -> Result<(), CheckpointerError> {
         let path = self.path(epoch);
-        if path.exists() {
-            std::fs::remove_file(path).map_err(CheckpointerError::IOError)?;
+        for file in [crate::io::sum_path(&path), path] {
+            match std::fs::remove_file(file) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(CheckpointerError::IOError(e)),
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -69,39 +75,94 @@ pub struct RunModelInfo {
     pub steps: usize,
 }
 
-/// Writes `<dir>/model.bpk` and `<dir>/model.json`, each atomically.
+/// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
 pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<(), ConfigError> {
-    let io = |e: String| ConfigError::File { path: dir.display().to_string(), message: e };
+    let path = dir.join("model.bpk");
+    let error = |e: String| ConfigError::ModelFile { path: path.display().to_string(), message: format!("cannot write it: {e}") };
     let tmp = dir.join(format!(".model.bpk.tmp{}", std::process::id()));
-    model.clone().save_file(&tmp).map_err(|e| io(e.to_string()))?;
-    std::fs::rename(&tmp, dir.join("model.bpk")).map_err(|e| io(e.to_string()))?;
-    let json = serde_json::to_string_pretty(info).map_err(|e| io(e.to_string()))?;
-    crate::io::write_atomically(&dir.join("model.json"), json.as_bytes()).map_err(|e| io(e.to_string()))
+    let written = model
+        .clone()
+        .save_file(&tmp)
+        .map_err(|e| e.to_string())
+        .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| e.to_string()))
+        .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| e.to_string()));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(error(e));
+    }
+    crate::io::write_sum(&path).map_err(|e| error(e.to_string()))?;
+    let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
+    crate::io::write_atomically(&dir.join("model.json"), json.as_bytes()).map_err(|e| error(e.to_string()))
+}
+
+/// The epochs of `dir`'s checkpoints whose files are all present, for error messages.
+fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
+    let mut epochs: Vec<usize> = std::fs::read_dir(dir.join("checkpoint"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("model-")?.strip_suffix(".bpk")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    epochs.sort_unstable();
+    epochs
 }
 
 /// Loads the model of a run directory (`model.json` + `model.bpk`), or of one of its epoch
-/// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`.
+/// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`. A file that is missing, cut short
+/// or corrupt (checked against its `.sum`) is an error that says what to do.
 pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<(Llama, RunModelInfo), ConfigError> {
-    let file_error = |path: &Path, message: String| ConfigError::File { path: path.display().to_string(), message };
+    let file_error = |path: &Path, message: String| ConfigError::ModelFile { path: path.display().to_string(), message };
     let info_path = dir.join("model.json");
     let text = std::fs::read_to_string(&info_path)
         .map_err(|e| file_error(&info_path, format!("{e}; is {} a run directory of the train example?", dir.display())))?;
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
     info.model.validate()?;
-    let model = info.model.init(device)?;
+    let epochs = checkpoint_epochs(dir);
+    let listed = || {
+        if epochs.is_empty() {
+            "the run has no checkpoints".to_string()
+        } else {
+            format!("the run's checkpoints are --epoch {}", epochs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "))
+        }
+    };
     let (path, prefixed) = match epoch {
         None => (dir.join("model.bpk"), false),
         Some(epoch) => (dir.join("checkpoint").join(format!("model-{epoch}.bpk")), true),
+    };
+    let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
+    match (crate::io::verify_sum(&path), epoch) {
+        (Ok(()), _) => {}
+        (Err(SumError::Missing), None) => {
+            return Err(file_error(&path, format!("missing: the training has not finished; {finish}, or load a checkpoint ({})", listed())))
+        }
+        (Err(SumError::Missing), Some(epoch)) => {
+            return Err(file_error(&path, format!("no checkpoint of epoch {epoch}: {}", listed())))
+        }
+        (Err(problem), None) => {
+            return Err(file_error(&path, format!("incomplete: {problem}; {finish}, or load a checkpoint ({})", listed())))
+        }
+        (Err(problem), Some(_)) => {
+            return Err(file_error(&path, format!("{problem}; load another checkpoint ({})", listed())))
+        }
+    }
+    let model = info.model.init(device)?;
+    let mismatch = |e: String| {
+        // Burn lists every mismatching tensor: the first ones say enough.
+        let short: String = e.chars().take(300).collect();
+        let more = if short.len() < e.len() { " ..." } else { "" };
+        file_error(&path, format!("does not match model.json ({short}{more}); was model.json replaced?"))
     };
     let model = if prefixed {
         // Epoch checkpoints hold the training wrapper, whose parameters live under `model.`.
         super::step::TrainingModel::new(model, Default::default())
             .try_load_file(&path)
-            .map_err(|e| file_error(&path, format!("does not match model.json: {e}")))?
+            .map_err(|e| mismatch(e.to_string()))?
             .into_model()
     } else {
-        model.try_load_file(&path).map_err(|e| file_error(&path, format!("does not match model.json: {e}")))?
+        model.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?
     };
     Ok((model, info))
 }
@@ -134,7 +195,7 @@ pub fn is_hf_dir(dir: &Path) -> bool {
 }
 
 fn hf_error(dir: &Path, error: crate::hf::HfError) -> ConfigError {
-    ConfigError::File { path: dir.display().to_string(), message: error.to_string() }
+    ConfigError::ModelFile { path: dir.display().to_string(), message: error.to_string() }
 }
 
 /// The config of the model in `dir`, a run directory or a Hugging Face directory, without its weights.
@@ -143,12 +204,12 @@ pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, ConfigError> {
         return crate::hf::read_hf_config(dir).map_err(|e| hf_error(dir, e));
     }
     let path = dir.join("model.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::File {
+    let text = std::fs::read_to_string(&path).map_err(|e| ConfigError::ModelFile {
         path: dir.display().to_string(),
         message: format!("{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json)"),
     })?;
     let info: RunModelInfo = serde_json::from_str(&text)
-        .map_err(|e| ConfigError::File { path: path.display().to_string(), message: format!("not a run description: {e}") })?;
+        .map_err(|e| ConfigError::ModelFile { path: path.display().to_string(), message: format!("not a run description: {e}") })?;
     Ok(info.model)
 }
 

@@ -2,9 +2,10 @@
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::Tensor;
+use burn::tensor::{FloatDType, Tensor};
 
-/// The L2 norm of all gradients of `model`'s parameters together.
+/// The L2 norm of all gradients of `model`'s parameters together, summed in f32 whatever the
+/// training precision (a bf16 sum of squares loses the small terms).
 pub fn global_grad_norm<M: Module>(grads: &GradientsParams, model: &M) -> f64 {
     struct SumOfSquares<'a> {
         grads: &'a GradientsParams,
@@ -13,7 +14,7 @@ pub fn global_grad_norm<M: Module>(grads: &GradientsParams, model: &M) -> f64 {
     impl ModuleVisitor for SumOfSquares<'_> {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             if let Some(grad) = self.grads.get::<D>(param.id) {
-                let squares = grad.square().sum();
+                let squares = grad.cast(FloatDType::F32).square().sum();
                 self.total = Some(match self.total.take() {
                     Some(total) => total + squares,
                     None => squares,

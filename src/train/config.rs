@@ -22,9 +22,9 @@ pub enum OptimizerKind {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
-    /// Model preset (`tiny`, `9m`, ..., `7b`) or the path of a model JSON file.
+    /// Model preset (`tiny-8l`, `tiny`, `9m`, ..., `7b`) or the path of a model JSON file.
     pub model: String,
-    /// Number of layers, overriding the model's.
+    /// Number of layers, overriding the model's (unset: the model's own depth).
     pub layers: Option<usize>,
     /// Normalisation scheme (`lns`, `pre-ln`, `mix-ln:0.25`, ...), overriding the model's.
     pub norm: Option<String>,
@@ -47,8 +47,8 @@ pub struct TrainConfig {
     pub steps: usize,
     /// Peak learning rate.
     pub lr: f64,
-    /// Linear warmup steps.
-    pub warmup: usize,
+    /// Linear warmup steps (unset: a tenth of the steps, at most 40).
+    pub warmup: Option<usize>,
     /// Final learning rate as a fraction of the peak (cosine decay).
     pub min_lr_ratio: f64,
     /// The optimiser.
@@ -69,10 +69,12 @@ pub struct TrainConfig {
     pub bf16: bool,
     /// Run directory.
     pub out: PathBuf,
-    /// Validate every this many steps (one "epoch").
-    pub eval_every: usize,
-    /// Save a checkpoint every this many steps (a multiple of `eval_every`).
-    pub save_every: usize,
+    /// Validate every this many steps (one "epoch"; the last one may be shorter). Unset: every
+    /// 100 steps, or at the end of a shorter run (a divisor of `save_every` when that is set).
+    pub eval_every: Option<usize>,
+    /// Save a checkpoint every this many steps (a multiple of `eval_every`); the end of the run is
+    /// always saved. Unset: at every validation.
+    pub save_every: Option<usize>,
     /// Checkpoints kept besides the best one.
     pub keep_checkpoints: usize,
     /// Validation batches per evaluation.
@@ -100,8 +102,8 @@ pub struct TrainConfig {
 impl Default for TrainConfig {
     fn default() -> Self {
         Self {
-            model: "tiny".into(),
-            layers: Some(8),
+            model: "tiny-8l".into(),
+            layers: None,
             norm: None,
             device: "auto".into(),
             data: Vec::new(),
@@ -112,7 +114,7 @@ impl Default for TrainConfig {
             grad_accum: 1,
             steps: 400,
             lr: 2e-3,
-            warmup: 40,
+            warmup: None,
             min_lr_ratio: 0.1,
             optimizer: OptimizerKind::Adamw,
             weight_decay: 0.0,
@@ -123,8 +125,8 @@ impl Default for TrainConfig {
             seed: 1,
             bf16: false,
             out: PathBuf::from("runs/default"),
-            eval_every: 100,
-            save_every: 100,
+            eval_every: None,
+            save_every: None,
             keep_checkpoints: 2,
             eval_batches: 20,
             valid_fraction: 0.05,
@@ -152,58 +154,123 @@ impl TrainConfig {
         }
     }
 
-    /// Checks the settings that need no file or device.
+    /// Checks the settings that need no file or device. Only values the user set can conflict
+    /// with each other; the error names both and the fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
         for (field, value) in [
-            ("seq_len", self.seq_len),
-            ("batch_size", self.batch_size),
-            ("grad_accum", self.grad_accum),
-            ("steps", self.steps),
+            ("seq_len", Some(self.seq_len)),
+            ("batch_size", Some(self.batch_size)),
+            ("grad_accum", Some(self.grad_accum)),
+            ("steps", Some(self.steps)),
             ("eval_every", self.eval_every),
             ("save_every", self.save_every),
-            ("eval_batches", self.eval_batches),
-            ("log_every", self.log_every),
+            ("eval_batches", Some(self.eval_batches)),
+            ("log_every", Some(self.log_every)),
+            ("track_every", self.track_every),
+            ("layers", self.layers),
         ] {
-            if value == 0 {
+            if value == Some(0) {
                 return Err(ConfigError::Zero { field });
             }
         }
-        if self.save_every % self.eval_every != 0 {
-            return Err(ConfigError::OutOfRange {
-                field: "save_every",
-                value: self.save_every as f64,
-                expected: "a multiple of eval_every (checkpoints are written after validation)",
-            });
-        }
-        if self.steps % self.eval_every != 0 {
-            return Err(ConfigError::OutOfRange {
-                field: "steps",
-                value: self.steps as f64,
-                expected: "a multiple of eval_every",
-            });
-        }
-        if self.track_every == Some(0) {
-            return Err(ConfigError::Zero { field: "track_every" });
-        }
-        if let Some(max) = self.clip_grad_norm {
-            if !(max > 0.0 && max.is_finite()) {
-                return Err(ConfigError::OutOfRange { field: "clip_grad_norm", value: max, expected: "a finite number > 0" });
+        for (field, value) in [
+            ("lr", Some(self.lr)),
+            ("min_lr_ratio", Some(self.min_lr_ratio)),
+            ("weight_decay", Some(self.weight_decay)),
+            ("beta1", Some(self.beta1)),
+            ("beta2", Some(self.beta2)),
+            ("eps", Some(self.eps)),
+            ("clip_grad_norm", self.clip_grad_norm),
+            ("valid_fraction", Some(self.valid_fraction)),
+            ("peak_tflops", self.peak_tflops),
+        ] {
+            if let Some(value) = value.filter(|v| !v.is_finite()) {
+                return Err(ConfigError::OutOfRange { field, value, expected: "a finite number" });
             }
+        }
+        if let (Some(save), Some(eval)) = (self.save_every, self.eval_every) {
+            if save % eval != 0 {
+                return Err(ConfigError::Conflict(format!(
+                    "`save_every` ({save}) must be a multiple of `eval_every` ({eval}): checkpoints are written \
+                     after validation; set --save-every to a multiple of {eval}, or leave one of them unset"
+                )));
+            }
+        }
+        if let Some(warmup) = self.warmup.filter(|&w| w > self.steps) {
+            return Err(ConfigError::Conflict(format!(
+                "`warmup` ({warmup}) is longer than the run's `steps` ({}); lower --warmup or leave it unset \
+                 (a tenth of the steps)",
+                self.steps
+            )));
+        }
+        if let Some(max) = self.clip_grad_norm.filter(|&max| max <= 0.0) {
+            return Err(ConfigError::OutOfRange { field: "clip_grad_norm", value: max, expected: "a number > 0" });
+        }
+        if let Some(peak) = self.peak_tflops.filter(|&peak| peak <= 0.0) {
+            return Err(ConfigError::OutOfRange { field: "peak_tflops", value: peak, expected: "a number > 0" });
         }
         for (field, value) in [("beta1", self.beta1), ("beta2", self.beta2)] {
             if !(0.0..1.0).contains(&value) {
                 return Err(ConfigError::OutOfRange { field, value, expected: "a number in [0, 1)" });
             }
         }
-        if !(self.weight_decay >= 0.0 && self.eps > 0.0) {
-            return Err(ConfigError::OutOfRange { field: "weight_decay / eps", value: self.weight_decay, expected: ">= 0 and > 0" });
+        if self.weight_decay < 0.0 {
+            return Err(ConfigError::OutOfRange { field: "weight_decay", value: self.weight_decay, expected: ">= 0" });
         }
-        crate::train::WarmupCosine::new(self.lr, self.warmup, self.steps, self.min_lr_ratio)?;
+        if self.eps <= 0.0 {
+            return Err(ConfigError::OutOfRange { field: "eps", value: self.eps, expected: "> 0" });
+        }
+        if !(self.valid_fraction > 0.0 && self.valid_fraction < 1.0) {
+            return Err(ConfigError::OutOfRange {
+                field: "valid_fraction",
+                value: self.valid_fraction,
+                expected: "a fraction in (0, 1)",
+            });
+        }
+        crate::train::WarmupCosine::new(self.lr, self.warmup(), self.steps, self.min_lr_ratio)?;
         Ok(())
     }
 
-    /// The number of validation/checkpoint intervals ("epochs") of the run.
+    /// Steps between validations: the set value, else 100 (or the whole run when shorter), a
+    /// divisor of `save_every` when only that is set.
+    pub fn eval_every(&self) -> usize {
+        let most = 100.min(self.steps).max(1);
+        match (self.eval_every, self.save_every) {
+            (Some(eval), _) => eval,
+            (None, Some(save)) => (1..=most.min(save)).rev().find(|d| save % d == 0).unwrap_or(1),
+            (None, None) => most,
+        }
+    }
+
+    /// Steps between checkpoints: the set value, else every validation.
+    pub fn save_every(&self) -> usize {
+        self.save_every.unwrap_or_else(|| self.eval_every())
+    }
+
+    /// Warmup steps: the set value, else a tenth of the steps, at most 40.
+    pub fn warmup(&self) -> usize {
+        self.warmup.unwrap_or((self.steps / 10).min(40))
+    }
+
+    /// This config with every unset interval (`eval_every`, `save_every`, `warmup`) filled in
+    /// with the value the run uses: what `train.json` records.
+    pub fn resolved(&self) -> Self {
+        Self {
+            eval_every: Some(self.eval_every()),
+            save_every: Some(self.save_every()),
+            warmup: Some(self.warmup()),
+            ..self.clone()
+        }
+    }
+
+    /// The optimiser step at which validation interval `epoch` (from 1) ends: the last one may be short.
+    pub fn step_at_epoch_end(&self, epoch: usize) -> usize {
+        (epoch * self.eval_every()).min(self.steps)
+    }
+
+    /// The number of validation/checkpoint intervals ("epochs") of the run; the last one is
+    /// shorter when `eval_every` does not divide `steps`.
     pub fn epochs(&self) -> usize {
-        self.steps / self.eval_every
+        self.steps.div_ceil(self.eval_every())
     }
 }

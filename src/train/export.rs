@@ -18,7 +18,7 @@ pub struct MetricRow {
 }
 
 /// Reads `<dir>/{train,valid}/epoch-N/<Metric>.log` (lines `value,count`; the epoch's final
-/// line `value,final` is skipped).
+/// line `value,final` and lines of count 0 are skipped).
 pub fn read_metric_logs(dir: &Path) -> Vec<MetricRow> {
     let mut rows = Vec::new();
     for split in ["train", "valid"] {
@@ -36,7 +36,10 @@ pub fn read_metric_logs(dir: &Path) -> Vec<MetricRow> {
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
                 let values = text.lines().filter(|line| !line.ends_with(",final"));
                 for (index, line) in values.enumerate() {
-                    if let Some(Ok(value)) = line.split(',').next().map(str::parse::<f64>) {
+                    // A count of 0 reports nothing (e.g. the gradient norm of a micro-batch that
+                    // is not the last of its optimiser step).
+                    let Some((value, count)) = line.split_once(',') else { continue };
+                    if let (Ok(value), false) = (value.parse::<f64>(), count == "0") {
                         rows.push(MetricRow { split: split.into(), epoch, batch: index + 1, metric: metric.clone(), value });
                     }
                 }

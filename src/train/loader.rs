@@ -59,6 +59,8 @@ pub struct StepLoader {
     passes: Arc<ShuffledPasses>,
     batch_size: usize,
     batches_per_epoch: usize,
+    /// Micro-batches of the whole run: the last epoch stops there (it may be shorter).
+    total_batches: usize,
     /// `(shard, n_shards)`: this loader yields the micro-batches `b` with `b % n_shards == shard`.
     shard: (usize, usize),
     next_epoch: Arc<AtomicUsize>,
@@ -67,11 +69,13 @@ pub struct StepLoader {
 
 impl StepLoader {
     /// A loader over `dataset` whose first epoch is number `start_epoch` (0 for a new run, `k`
-    /// when resuming after epoch `k`).
+    /// when resuming after epoch `k`), of `batches_per_epoch` micro-batches each until
+    /// `total_batches` (the last epoch may be shorter).
     pub fn new(
         dataset: Arc<PackedDataset>,
         batch_size: usize,
         batches_per_epoch: usize,
+        total_batches: usize,
         seed: u64,
         start_epoch: usize,
         device: Device,
@@ -81,6 +85,7 @@ impl StepLoader {
             passes: Arc::new(passes),
             batch_size,
             batches_per_epoch,
+            total_batches,
             shard: (0, 1),
             next_epoch: Arc::new(AtomicUsize::new(start_epoch)),
             device,
@@ -104,10 +109,11 @@ struct EpochIterator<'a> {
 }
 
 impl StepLoader {
-    /// Micro-batches this loader (or shard) yields per epoch.
-    fn own_batches(&self) -> usize {
+    /// Micro-batches this loader (or shard) yields in `epoch` (from 0).
+    fn own_batches(&self, epoch: usize) -> usize {
         let (shard, n_shards) = self.shard;
-        (self.batches_per_epoch + n_shards - 1 - shard) / n_shards
+        let in_epoch = self.batches_per_epoch.min(self.total_batches.saturating_sub(epoch * self.batches_per_epoch));
+        (in_epoch + n_shards - 1 - shard) / n_shards
     }
 }
 
@@ -115,7 +121,7 @@ impl Iterator for EpochIterator<'_> {
     type Item = Result<LmBatch, DatasetError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.step == self.loader.own_batches() {
+        if self.step == self.loader.own_batches(self.epoch) {
             return None;
         }
         let (shard, n_shards) = self.loader.shard;
@@ -129,7 +135,7 @@ impl Iterator for EpochIterator<'_> {
 impl DataLoaderIterator<LmBatch> for EpochIterator<'_> {
     fn progress(&self) -> Progress {
         let per_batch = self.loader.batch_size;
-        Progress::new(self.step * per_batch, self.loader.own_batches() * per_batch, Some("sequences".into()))
+        Progress::new(self.step * per_batch, self.loader.own_batches(self.epoch) * per_batch, Some("sequences".into()))
     }
 }
 
@@ -140,7 +146,7 @@ impl DataLoader<LmBatch> for StepLoader {
     }
 
     fn num_items(&self) -> usize {
-        self.own_batches() * self.batch_size
+        self.own_batches(0) * self.batch_size
     }
 
     fn to_device(&self, device: &Device) -> Arc<dyn DataLoader<LmBatch>> {

@@ -1,7 +1,7 @@
 //! Metrics burn-train does not have: perplexity from the loss, tokens per second, the global
 //! gradient norm and model FLOP utilisation.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use burn::tensor::TensorReadError;
@@ -27,7 +27,7 @@ pub const KNOWN_GPU_PEAK_TFLOPS: [(&str, f64); 6] =
 enum Kind {
     Perplexity,
     TokensPerSecond,
-    GradNorm(Arc<Mutex<f64>>),
+    GradNorm,
     Mfu { flops_per_token: f64, peak_flops: f64 },
 }
 
@@ -39,14 +39,17 @@ pub struct StepMetric {
     state: NumericMetricState,
     /// When the first step of the epoch was reported, and the tokens reported since.
     since: Option<(Instant, usize)>,
+    /// Perplexity: the epoch's loss summed over its tokens, and its tokens.
+    loss_sum: (f64, usize),
 }
 
 impl StepMetric {
     fn new(name: &str, kind: Kind) -> Self {
-        Self { name: Arc::new(name.to_string()), kind, state: NumericMetricState::new(), since: None }
+        Self { name: Arc::new(name.to_string()), kind, state: NumericMetricState::new(), since: None, loss_sum: (0.0, 0) }
     }
 
-    /// `exp(loss)` of each batch.
+    /// `exp(loss)` of each batch; over an epoch, `exp` of the token-weighted mean loss (not the
+    /// mean of the batches' perplexities).
     pub fn perplexity() -> Self {
         Self::new("Perplexity", Kind::Perplexity)
     }
@@ -56,9 +59,23 @@ impl StepMetric {
         Self::new("Tokens per second", Kind::TokensPerSecond)
     }
 
-    /// The global gradient norm of the latest optimiser step (before clipping).
-    pub fn grad_norm(last_grad_norm: Arc<Mutex<f64>>) -> Self {
-        Self::new("Gradient norm", Kind::GradNorm(last_grad_norm))
+    /// The global gradient norm of each optimiser step (before clipping), reported with the
+    /// step's last micro-batch.
+    pub fn grad_norm() -> Self {
+        Self::new("Gradient norm", Kind::GradNorm)
+    }
+
+    /// `exp` of the token-weighted mean loss of the epoch so far.
+    fn epoch_perplexity(&self) -> f64 {
+        let (sum, tokens) = self.loss_sum;
+        (sum / tokens as f64).exp()
+    }
+
+    /// The entry of a perplexity update: the batch's value, and the epoch's from the summed loss.
+    fn perplexity_entry(&self, final_entry: bool) -> SerializedEntry {
+        let (current, running) = (self.state.current_value().current(), self.epoch_perplexity());
+        let serialized = if final_entry { NumericEntry::Final(running) } else { self.state.current_value() };
+        SerializedEntry::new(format!("epoch {running:.3} - batch {current:.3}"), serialized.serialize())
     }
 
     /// Model FLOP utilisation: achieved model FLOP/s over the device's peak.
@@ -94,9 +111,16 @@ impl Metric for StepMetric {
         match &self.kind {
             Kind::Perplexity => {
                 let loss = item.loss.clone().try_into_scalar::<f64>()?;
-                self.state.update(loss.exp(), 1);
+                self.loss_sum.0 += loss * item.tokens as f64;
+                self.loss_sum.1 += item.tokens;
+                self.state.update(loss.exp(), item.tokens);
+                return Ok(self.perplexity_entry(false));
             }
-            Kind::GradNorm(norm) => self.state.update(*norm.lock().unwrap_or_else(|e| e.into_inner()), 1),
+            Kind::GradNorm => match item.grad_norm.as_ref().and_then(|slot| slot.get()) {
+                Some(&norm) => self.state.update(norm, 1),
+                // Not the last micro-batch of its step: nothing to report (weight 0).
+                None => self.state.update(f64::NAN, 0),
+            },
             Kind::TokensPerSecond | Kind::Mfu { .. } => {
                 let value = match (&self.kind, rate) {
                     (Kind::Mfu { flops_per_token, peak_flops }, Some(rate)) => rate * flops_per_token / peak_flops,
@@ -111,12 +135,16 @@ impl Metric for StepMetric {
     }
 
     fn compute(&mut self) -> Result<SerializedEntry, TensorReadError> {
+        if matches!(self.kind, Kind::Perplexity) {
+            return Ok(self.perplexity_entry(true));
+        }
         Ok(self.state.compute_final(FormatOptions::new(self.name()).precision(3)))
     }
 
     fn clear(&mut self) {
         self.state.reset();
         self.since = None;
+        self.loss_sum = (0.0, 0);
     }
 }
 
@@ -126,10 +154,16 @@ impl Numeric for StepMetric {
     }
 
     fn running_value(&self) -> Option<NumericEntry> {
+        if matches!(self.kind, Kind::Perplexity) {
+            return Some(NumericEntry::Aggregated { aggregated_value: self.epoch_perplexity(), count: self.loss_sum.1 });
+        }
         Some(self.state.running_value())
     }
 
     fn final_value(&self) -> NumericEntry {
+        if matches!(self.kind, Kind::Perplexity) {
+            return NumericEntry::Final(self.epoch_perplexity());
+        }
         self.state.final_value()
     }
 }

@@ -110,7 +110,7 @@ impl TrainingProgressLogger for PlainRenderer {
 
 impl PlainRenderer {
     fn step_at_epoch_end(&self) -> usize {
-        self.epoch * self.micro_batches_per_epoch / self.micro_batches_per_step
+        (self.epoch * self.micro_batches_per_epoch / self.micro_batches_per_step).min(self.total_steps)
     }
 }
 

@@ -1,9 +1,10 @@
-//! A whole training run: checks every input before any work, prepares the data, trains on
-//! burn-train, and writes the run directory.
+//! A whole training run: checks every input before anything in the run directory is touched,
+//! prepares the data, trains on burn-train, and writes the run directory ([`RunDir`]).
 //!
-//! The run directory holds `train.json` (the full config), `model.json` + `model.bpk` (the final
-//! model), `checkpoint/{model,optim,scheduler}-<epoch>.bpk` (every `save_every` steps, the last
-//! `keep_checkpoints` and the best), burn-train's logs, and `metrics.csv` / `metrics.jsonl`.
+//! The run directory holds `train.json` (the full config, every interval resolved), `model.json`
+//! + `model.bpk` (the final model), `checkpoint/{model,optim,scheduler}-<epoch>.bpk` (every
+//! `save_every` steps, the last `keep_checkpoints` and the best; each with a `.sum`), burn-train's
+//! logs, and `metrics.csv` / `metrics.jsonl`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -11,26 +12,28 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use burn::data::dataloader::batcher::Batcher;
-use burn::data::dataset::Dataset;
 use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataset::Dataset;
 use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
 use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
 use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 
-use super::checkpoint::{load_model_dir, read_model_dir_config, save_run_model, AtomicCheckpointer, RunModelInfo};
+use super::checkpoint::{load_model_dir, load_run_model, read_model_dir_config, save_run_model, AtomicCheckpointer, RunModelInfo};
 use super::config::{OptimizerKind, TrainConfig};
 use super::export::export_metrics;
 use super::loader::{FirstWindows, StepLoader};
 use super::metrics::{flops_per_token, StepMetric};
 use super::renderer::PlainRenderer;
+use super::run_dir::RunDir;
 use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
 use super::tracking::{Tracker, TRACKING_FILE};
 use super::WarmupCosine;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, DataError, LmBatcher, PackedDataset, Tokenizer};
-use crate::model::Llama;
+use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
+use crate::model::{first_non_finite_parameter, Llama};
 use crate::{parse_devices, set_precision, ConfigError, LlamaConfig, NormScheme, Precision};
 
 /// Why a run could not start or finish.
@@ -50,12 +53,26 @@ pub enum TrainError {
         /// What is wrong.
         message: String,
     },
-    /// The loss or gradients became non-finite; the last good checkpoint is kept.
+    /// The loss or gradients became non-finite; the message names the checkpoint kept.
     #[error("training stopped: {0}")]
     Diverged(String),
     /// burn-train failed.
     #[error("training failed: {0}")]
     Training(String),
+}
+
+/// How a training starts in its run directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A new run: the directory must be new or empty.
+    New,
+    /// Continue the run in the directory from its last complete checkpoint (from step 0 when it
+    /// has none yet; when every step is done but the final model was cut short, write the final
+    /// model). The settings that decide what is trained must be the run's own.
+    Resume,
+    /// Replace the run in the directory. The old run is set aside, and only removed once the new
+    /// one has a checkpoint; a new run that fails before that puts it back.
+    Overwrite,
 }
 
 /// What a finished run reports.
@@ -79,16 +96,18 @@ pub struct TrainReport {
     pub out: PathBuf,
 }
 
-/// The model config a training config asks for.
+/// The model config a training config asks for: the preset or file of `model`, with `layers`
+/// and `norm` applied when set (or the shape of `init_from`, retrofitted to `norm`).
 pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
     let path = Path::new(&config.model);
     let mut model = if let Some(source) = &config.init_from {
-        let mut model = read_model_dir_config(source)?;
-        if let Some(norm) = &config.norm {
-            model.norm_scheme = norm.parse::<NormScheme>()?;
+        if let Some(layers) = config.layers {
+            return Err(ConfigError::Conflict(format!(
+                "`layers` ({layers}) cannot change the depth of the model of `init_from` ({}); leave --layers unset",
+                source.display()
+            )));
         }
-        model.validate()?;
-        return Ok(model);
+        read_model_dir_config(source)?
     } else if config.model.ends_with(".json") || path.is_file() {
         LlamaConfig::from_file(path)?
     } else {
@@ -104,27 +123,42 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
     Ok(model)
 }
 
-/// Epochs whose model checkpoint (with its optimiser and scheduler state) is complete on disk.
-fn complete_checkpoints(dir: &Path) -> Vec<usize> {
-    let mut epochs: Vec<usize> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    name.strip_prefix("model-")?.strip_suffix(".bpk")?.parse::<usize>().ok()
-                })
-                .filter(|epoch| {
-                    ["optim", "scheduler"].iter().all(|kind| dir.join(format!("{kind}-{epoch}.bpk")).is_file())
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    epochs.sort_unstable();
-    epochs
+/// Settings a resumed run may change (with a notice): they do not change what is trained.
+const RESUME_MAY_CHANGE: [&str; 11] = [
+    "device",
+    "out",
+    "samples",
+    "log_every",
+    "peak_tflops",
+    "save_every",
+    "keep_checkpoints",
+    "cache_dir",
+    "lr",
+    "clip_grad_norm",
+    "track_every",
+];
+
+/// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
+/// into those a resume may change and those it may not.
+fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<String>) {
+    let to_map = |config: &TrainConfig| match serde_json::to_value(config.resolved()) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (saved, now) = (to_map(saved), to_map(now));
+    let mut allowed = Vec::new();
+    let mut refused = Vec::new();
+    for (field, value) in &now {
+        let old = saved.get(field).cloned().unwrap_or(serde_json::Value::Null);
+        if old != *value {
+            let change = format!("{field}: {old} -> {value}");
+            if RESUME_MAY_CHANGE.contains(&field.as_str()) { allowed.push(change) } else { refused.push(change) }
+        }
+    }
+    (allowed, refused)
 }
 
-/// Everything checked and prepared before training starts.
+/// Everything checked and prepared before the run directory is touched.
 struct Prepared {
     model: LlamaConfig,
     tokenizer: Tokenizer,
@@ -132,17 +166,46 @@ struct Prepared {
     devices: Vec<Device>,
     train: Arc<PackedDataset>,
     valid: Arc<PackedDataset>,
-    resume_epoch: Option<usize>,
-    /// Complete checkpoints already on disk (those of the run being resumed).
-    checkpoints: Vec<usize>,
 }
 
-fn prepare(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<Prepared, TrainError> {
+/// Bytes a training step needs at least, activations only: the logits with their softmax and
+/// gradient (`3 B T V`), and per layer the saved activations (`~16 B T d`) and attention scores
+/// (`2 B h T^2`), all f32.
+fn step_bytes_lower_bound(model: &LlamaConfig, batch: usize, seq: usize) -> f64 {
+    let (b, t) = (batch as f64, seq as f64);
+    let per_layer = 16.0 * b * t * model.d_model as f64 + 2.0 * b * model.n_heads as f64 * t * t;
+    4.0 * (3.0 * b * t * model.vocab_size as f64 + model.n_layers as f64 * per_layer)
+}
+
+/// An error when a training step of `batch_size` sequences cannot fit in the machine's memory
+/// (checked on devices that use it): a failed allocation would abort the process.
+fn check_step_memory(config: &TrainConfig, model: &LlamaConfig, devices: &[Device]) -> Result<(), ConfigError> {
+    let Some(available) = available_memory_bytes().filter(|_| devices.iter().any(uses_host_memory)) else {
+        return Ok(());
+    };
+    let batch = config.batch_size.max(config.batch_size * devices.len());
+    let needed = step_bytes_lower_bound(model, batch, config.seq_len);
+    if needed > available as f64 {
+        return Err(ConfigError::Conflict(format!(
+            "`batch_size` ({}) x `seq_len` ({}) needs at least {} for one training step's activations, but the \
+             machine has {} available; lower --batch-size and raise --grad-accum to keep the tokens per step",
+            config.batch_size,
+            config.seq_len,
+            format_bytes(needed.min(u64::MAX as f64) as u64),
+            format_bytes(available)
+        )));
+    }
+    Ok(())
+}
+
+/// Checks every setting, the devices and the data (tokenising it into the cache) without
+/// touching the run directory.
+fn prepare(config: &TrainConfig) -> Result<Prepared, TrainError> {
     config.validate()?;
     let model = model_config(config)?;
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
     if tokenizer.vocab_size() > model.vocab_size {
-        return Err(ConfigError::Unsupported(format!(
+        return Err(ConfigError::Conflict(format!(
             "the tokenizer has {} tokens but the model's vocabulary is {}; use a model config with vocab_size >= {}",
             tokenizer.vocab_size(),
             model.vocab_size,
@@ -151,68 +214,12 @@ fn prepare(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<Prepar
         .into());
     }
     if config.seq_len > model.max_seq_len {
-        return Err(ConfigError::OutOfRange {
-            field: "seq_len",
-            value: config.seq_len as f64,
-            expected: "at most the model's max_seq_len",
-        }
+        return Err(ConfigError::Conflict(format!(
+            "`seq_len` ({}) is longer than the model's `max_seq_len` ({}); lower --seq-len",
+            config.seq_len, model.max_seq_len
+        ))
         .into());
     }
-
-    let out = &config.out;
-    let run_dir_error = |message: String| TrainError::RunDir { path: out.display().to_string(), message };
-    std::fs::create_dir_all(out).map_err(|e| run_dir_error(format!("cannot create it: {e}")))?;
-    crate::io::write_atomically(&out.join(".write-test"), b"ok")
-        .map_err(|e| run_dir_error(format!("cannot write into it: {e}")))?;
-    let _ = std::fs::remove_file(out.join(".write-test"));
-    let checkpoints = complete_checkpoints(&out.join("checkpoint"));
-    let resume_epoch = if resume {
-        let saved = out.join("train.json");
-        let previous = TrainConfig::from_file(&saved)
-            .map_err(|e| run_dir_error(format!("nothing to resume: {e}")))?;
-        let previous_model = model_config(&previous)?;
-        if previous_model != model {
-            return Err(run_dir_error(
-                "its checkpoints are of another model config; resume with the same --model, --layers and --norm".into(),
-            ));
-        }
-        if (previous.seq_len, previous.batch_size, previous.grad_accum, previous.eval_every, previous.seed)
-            != (config.seq_len, config.batch_size, config.grad_accum, config.eval_every, config.seed)
-        {
-            return Err(run_dir_error(
-                "resuming needs the same seq_len, batch_size, grad_accum, eval_every and seed as the original run".into(),
-            ));
-        }
-        let last = *checkpoints.last().ok_or_else(|| run_dir_error("has no complete checkpoint to resume from".into()))?;
-        if last >= config.epochs() {
-            return Err(run_dir_error(format!(
-                "the checkpoint is at step {}, already at or past --steps {}",
-                last * config.eval_every,
-                config.steps
-            )));
-        }
-        Some(last)
-    } else {
-        let holds_run = !checkpoints.is_empty() || out.join("model.bpk").exists() || out.join("train.json").exists();
-        if holds_run && !overwrite {
-            return Err(run_dir_error(
-                "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
-                    .into(),
-            ));
-        }
-        if holds_run {
-            // Only what a run writes is removed; anything else in the directory stays.
-            for name in ["checkpoint", "train", "valid", "model.bpk", "model.json", "train.json", "metrics.csv", "metrics.jsonl", "tracking.jsonl"] {
-                let path = out.join(name);
-                let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
-                if let Err(e) = removed.or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) }) {
-                    return Err(run_dir_error(format!("cannot remove the old run's {name}: {e}")));
-                }
-            }
-        }
-        None
-    };
-
     let mut devices = parse_devices(&config.device)?;
     for device in &mut devices {
         if config.bf16 {
@@ -220,19 +227,42 @@ fn prepare(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<Prepar
         }
         device.seed(config.seed);
     }
+    check_step_memory(config, &model, &devices)?;
 
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.seed }
     } else {
         CorpusSource::Files(config.data.clone())
     };
+    let out = &config.out;
     let cache_root = config.cache_dir.clone().unwrap_or_else(|| {
         out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join(".token-cache")
     });
     let cache = Arc::new(tokenize_corpus(&source, &tokenizer, &cache_root)?);
     let (train, valid) = train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.seed)?;
-    let checkpoints = if resume { checkpoints } else { Vec::new() };
-    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), resume_epoch, checkpoints })
+    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid) })
+}
+
+/// Where a resumed run starts: the newest checkpoint that is complete (its files match their
+/// checksums) and sound (finite weights). Newer checkpoints that are not are named and removed.
+fn resume_epoch(dir: &RunDir, device: &Device) -> Result<Option<usize>, TrainError> {
+    let (complete, broken) = dir.checkpoints();
+    let newest_complete = complete.last().copied().unwrap_or(0);
+    for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
+        eprintln!("warning: skipping the checkpoint of epoch {epoch}: {problem}");
+        dir.delete_checkpoint(*epoch);
+    }
+    for &epoch in complete.iter().rev() {
+        let (model, _) = load_run_model(dir.path(), Some(epoch), device)?;
+        match first_non_finite_parameter(&model) {
+            None => return Ok(Some(epoch)),
+            Some(name) => {
+                eprintln!("warning: skipping the checkpoint of epoch {epoch}: its weights are not finite ({name})");
+                dir.delete_checkpoint(epoch);
+            }
+        }
+    }
+    Ok(None)
 }
 
 fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
@@ -250,19 +280,102 @@ fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
     }
 }
 
-/// Trains as `config` says; `resume` continues the run in `config.out` from its last checkpoint.
-pub fn train(config: &TrainConfig, resume: bool) -> Result<TrainReport, TrainError> {
-    run(config, resume, false)
+/// Trains as `config` says, starting as `start` says in the run directory `config.out`.
+///
+/// Every setting, the devices and the data are checked before the directory is touched; the
+/// directory is locked for the run's life (a second training into it is refused).
+pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainError> {
+    let prepared = prepare(config)?;
+    let config = config.resolved();
+    let run_dir_error = |message: String| TrainError::RunDir { path: config.out.display().to_string(), message };
+    let saved = match start {
+        Start::Resume => Some(
+            TrainConfig::from_file(config.out.join("train.json"))
+                .map_err(|e| run_dir_error(format!("nothing to resume: {e}")))?,
+        ),
+        _ => None,
+    };
+    let dir = RunDir::open(&config.out)?;
+    let start_epoch = match start {
+        Start::New if dir.holds_run() => {
+            return Err(run_dir_error(
+                "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
+                    .into(),
+            ))
+        }
+        Start::New | Start::Overwrite => 0,
+        Start::Resume => {
+            let (allowed, refused) = resume_changes(saved.as_ref().unwrap_or(&config), &config);
+            if !refused.is_empty() {
+                return Err(run_dir_error(format!(
+                    "resuming must keep the settings that decide what is trained, but these differ from the run's \
+                     train.json: {}. Resume with the run's own settings, or start a new run from this one with \
+                     --init-from {} --out NEW_DIR",
+                    refused.join("; "),
+                    config.out.display()
+                )));
+            }
+            for change in allowed {
+                println!("resuming with a changed setting: {change}");
+            }
+            match resume_epoch(&dir, &prepared.devices[0])? {
+                Some(epoch) if epoch >= config.epochs() => return finish_from_checkpoint(&config, &dir, prepared, epoch),
+                Some(epoch) => epoch,
+                None => {
+                    println!("the run has no complete checkpoint yet: starting it again from step 0");
+                    0
+                }
+            }
+        }
+    };
+    if start == Start::Overwrite && dir.holds_run() {
+        dir.set_aside().map_err(|e| run_dir_error(format!("cannot set the old run aside: {e}")))?;
+    }
+    let result = run(&config, &dir, prepared, start_epoch);
+    if start == Start::Overwrite {
+        match dir.finish_replacement() {
+            Ok(true) => eprintln!("note: the new run has no checkpoint; the run it was replacing is restored"),
+            Ok(false) => {}
+            Err(e) => eprintln!("warning: the replaced run is still in {}: {e}", dir.path().join(super::run_dir::PREVIOUS_RUN).display()),
+        }
+    }
+    result
 }
 
-/// As [`train`], replacing a run already in `config.out` (its checkpoints, model, logs and metrics).
-pub fn train_overwriting(config: &TrainConfig) -> Result<TrainReport, TrainError> {
-    run(config, false, true)
+/// A resumed run whose every step is checkpointed: writes the final model from the last
+/// checkpoint when it is missing or cut short; an error when the run is already finished.
+fn finish_from_checkpoint(config: &TrainConfig, dir: &RunDir, prepared: Prepared, epoch: usize) -> Result<TrainReport, TrainError> {
+    if crate::io::verify_sum(&dir.path().join("model.bpk")).is_ok() {
+        return Err(TrainError::RunDir {
+            path: config.out.display().to_string(),
+            message: format!(
+                "the run is finished ({} steps); to train longer, start a new run from it with --init-from {} --out NEW_DIR",
+                config.step_at_epoch_end(epoch),
+                config.out.display()
+            ),
+        });
+    }
+    println!("every step is done: writing the final model from the checkpoint at step {}", config.step_at_epoch_end(epoch));
+    let (model, _) = load_run_model(dir.path(), Some(epoch), &prepared.devices[0])?;
+    let info = RunModelInfo { model: prepared.model.clone(), tokenizer: config.tokenizer.clone(), steps: config.steps };
+    save_run_model(dir.path(), &model, &info)?;
+    let global_batch = config.batch_size * prepared.devices.len();
+    let valid_loss = crate::analysis::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
+    Ok(TrainReport {
+        model,
+        model_config: prepared.model,
+        tokenizer: prepared.tokenizer,
+        valid_loss,
+        train_losses: Vec::new(),
+        tokens_per_second: 0.0,
+        seconds: 0.0,
+        out: config.out.clone(),
+    })
 }
 
-fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainReport, TrainError> {
-    let prepared = prepare(config, resume, overwrite)?;
-    let out = config.out.clone();
+/// Trains from `start_epoch` (0 for a new run) in the locked run directory.
+fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usize) -> Result<TrainReport, TrainError> {
+    let out = dir.path().to_path_buf();
     let run_dir_error = |message: String| TrainError::RunDir { path: out.display().to_string(), message };
     let json = serde_json::to_string_pretty(config).map_err(|e| run_dir_error(e.to_string()))?;
     crate::io::write_atomically(&out.join("train.json"), json.as_bytes()).map_err(|e| run_dir_error(e.to_string()))?;
@@ -273,14 +386,25 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
 
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     let device = devices[0].clone();
+    let model = &prepared.model;
+    println!(
+        "training {} layers x d_model {} ({} parameters, {}) for {} steps on {} into {}",
+        model.n_layers,
+        model.d_model,
+        model.num_params(),
+        model.norm_scheme,
+        config.steps,
+        config.device,
+        out.display()
+    );
     // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
     let micro_batches = config.grad_accum * devices.len();
-    let steps_per_epoch = config.eval_every;
-    let start_epoch = prepared.resume_epoch.unwrap_or(0);
+    let steps_per_epoch = config.eval_every();
     let train_loader = Arc::new(StepLoader::new(
         prepared.train.clone(),
         config.batch_size,
         steps_per_epoch * micro_batches,
+        config.steps * micro_batches,
         config.seed,
         start_epoch,
         device.clone(),
@@ -291,9 +415,10 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
         .batch_size(global_batch)
         .build(FirstWindows::new(prepared.valid.clone(), global_batch * config.eval_batches));
 
-    let last_grad_norm = Arc::new(Mutex::new(f64::NAN));
     let failure = Arc::new(Mutex::new(None));
     let loss_metric = LossMetric::new();
+    let checkpoint_dir = dir.checkpoint_dir();
+    let (existing, _) = dir.checkpoints();
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
         .num_epochs(config.epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
@@ -310,18 +435,19 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
         .metrics((LossMetric::new(), StepMetric::perplexity()))
         .metric_train_numeric(LearningRateMetric::new())
         .metric_train_numeric(StepMetric::tokens_per_second())
-        .metric_train_numeric(StepMetric::grad_norm(last_grad_norm.clone()))
+        .metric_train_numeric(StepMetric::grad_norm())
         .with_custom_checkpointers(
-            AtomicCheckpointer::new(out.join("checkpoint"), "model"),
-            AtomicCheckpointer::new(out.join("checkpoint"), "optim"),
-            AtomicCheckpointer::new(out.join("checkpoint"), "scheduler"),
+            AtomicCheckpointer::new(&checkpoint_dir, "model"),
+            AtomicCheckpointer::new(&checkpoint_dir, "optim"),
+            AtomicCheckpointer::new(&checkpoint_dir, "scheduler"),
         )
         .with_checkpointing_strategy(RunCheckpointing::new(
-            config.save_every / config.eval_every,
+            config.save_every() / steps_per_epoch,
             config.epochs(),
             config.keep_checkpoints,
-            prepared.checkpoints.clone(),
+            existing,
             loss_metric.name(),
+            failure.clone(),
         ));
     if let Some(peak) = config.peak_tflops {
         training = training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.seq_len), peak));
@@ -337,17 +463,18 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
             config.log_every,
         )));
     }
-    if let Some(epoch) = prepared.resume_epoch {
-        println!("resuming from the checkpoint at step {}", epoch * steps_per_epoch);
-        training = training.checkpoint(epoch);
+    if start_epoch > 0 {
+        println!("resuming from the checkpoint at step {}", config.step_at_epoch_end(start_epoch));
+        training = training.checkpoint(start_epoch);
     }
 
+    let start_step = config.step_at_epoch_end(start_epoch);
     let tracker = match config.track_every {
         Some(every) => {
             // The probe: the first validation sequences, the same at every record.
             let n = prepared.valid.len().min(config.batch_size).min(8);
             let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
-            let tracker = Tracker::new(&out, every, probe.inputs.into_data(), start_epoch * steps_per_epoch)
+            let tracker = Tracker::new(&out, every, probe.inputs.into_data(), start_step)
                 .map_err(|e| run_dir_error(format!("cannot write {TRACKING_FILE}: {e}")))?;
             Some(Arc::new(tracker))
         }
@@ -356,10 +483,10 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
     let settings = StepSettings {
         micro_batches,
         clip_grad_norm: config.clip_grad_norm,
-        last_grad_norm,
         interrupter: Some(training.interrupter()),
         failure: failure.clone(),
         tracker,
+        ..StepSettings::default()
     };
     let initial = match &config.init_from {
         Some(source) => {
@@ -369,7 +496,7 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
         None => prepared.model.init(&device)?,
     };
     let model = TrainingModel::new(initial, settings);
-    let schedule = WarmupCosine::new(config.lr, config.warmup, config.steps, config.min_lr_ratio)?;
+    let schedule = WarmupCosine::new(config.lr, config.warmup(), config.steps, config.min_lr_ratio)?;
     let learner = Learner::new(model, optimizer(config), schedule);
 
     let started = Instant::now();
@@ -377,10 +504,17 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
     let seconds = started.elapsed().as_secs_f64();
     let rows = export_metrics(&out).map_err(|e| run_dir_error(format!("cannot write metrics: {e}")))?;
     if let Some(reason) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        return Err(TrainError::Diverged(format!(
-            "{reason}; the last good checkpoint is kept in {}",
-            out.join("checkpoint").display()
-        )));
+        let kept = match dir.checkpoints().0.last() {
+            Some(&epoch) => format!(
+                "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with \
+                 a lower learning rate: --resume --lr {:e}",
+                config.step_at_epoch_end(epoch),
+                dir.checkpoint_dir().display(),
+                config.lr / 2.0
+            ),
+            None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
+        };
+        return Err(TrainError::Diverged(format!("{reason}; {kept}")));
     }
     if let Some(error) = result.error {
         return Err(TrainError::Training(error.to_string()));
@@ -393,8 +527,8 @@ fn run(config: &TrainConfig, resume: bool, overwrite: bool) -> Result<TrainRepor
     info.steps = config.steps;
     save_run_model(&out, &model, &info)?;
     let train_losses: Vec<f64> =
-        rows.iter().filter(|r| r.split == "train" && r.metric == "Loss").map(|r| r.value).collect();
-    let trained_steps = config.steps - start_epoch * steps_per_epoch;
+        rows.iter().filter(|r| r.split == "train" && r.metric == "Loss" && r.epoch > start_epoch).map(|r| r.value).collect();
+    let trained_steps = config.steps - start_step;
     let tokens = trained_steps * micro_batches * config.batch_size * config.seq_len;
     let valid_loss = crate::analysis::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
     Ok(TrainReport {

@@ -1,7 +1,8 @@
 //! One training step on burn-train: the loss, gradient accumulation scaling, global-norm clipping,
 //! and the guard against non-finite values.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use burn::module::Module;
 use burn::optim::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
@@ -23,8 +24,11 @@ pub struct StepSettings {
     pub micro_batches: usize,
     /// Clip the accumulated gradients to this global norm.
     pub clip_grad_norm: Option<f64>,
-    /// The global gradient norm of the last optimiser step, read by the metric.
-    pub last_grad_norm: Arc<Mutex<f64>>,
+    /// The gradient norm of the optimiser step being accumulated: shared by its micro-batches'
+    /// outputs and filled by [`TrainStep::optimize`], so the metric reads the norm of its own step.
+    pub grad_norm_slot: Arc<Mutex<GradNormSlot>>,
+    /// Micro-batches run so far by this process (tells the last micro-batch of each step).
+    pub micro_batch_count: Arc<AtomicUsize>,
     /// Stops the run on a non-finite gradient norm.
     pub interrupter: Option<Interrupter>,
     /// Set to the reason when the run was stopped for a non-finite value.
@@ -39,7 +43,8 @@ impl Default for StepSettings {
         Self {
             micro_batches: 1,
             clip_grad_norm: None,
-            last_grad_norm: Default::default(),
+            grad_norm_slot: Default::default(),
+            micro_batch_count: Default::default(),
             interrupter: None,
             failure: Default::default(),
             tracker: None,
@@ -65,6 +70,9 @@ pub struct TrainingModel {
     settings: StepSettings,
 }
 
+/// The global gradient norm of one optimiser step, once [`TrainStep::optimize`] has computed it.
+pub type GradNormSlot = Arc<OnceLock<f64>>;
+
 /// What a step reports to the metrics.
 #[derive(Clone, Debug)]
 pub struct LmOutput {
@@ -72,16 +80,14 @@ pub struct LmOutput {
     pub loss: Tensor<1>,
     /// Tokens in the batch.
     pub tokens: usize,
+    /// On the last micro-batch of an optimiser step: that step's gradient norm, filled before the
+    /// metrics see this output (burn-train applies the step first). `None` on the others and in
+    /// validation.
+    pub grad_norm: Option<GradNormSlot>,
 }
 
-/// The metrics' view of a step: its loss and size.
-#[derive(Clone, Debug)]
-pub struct StepInput {
-    /// Mean cross-entropy of the batch, `[1]`.
-    pub loss: Tensor<1>,
-    /// Tokens in the batch.
-    pub tokens: usize,
-}
+/// The metrics' view of a step: its loss, size and gradient norm.
+pub type StepInput = LmOutput;
 
 impl TrainingModel {
     /// Wraps `model` for training.
@@ -97,7 +103,18 @@ impl TrainingModel {
     fn loss(&self, batch: LmBatch) -> LmOutput {
         let [batch_size, seq_len] = batch.inputs.dims();
         let logits = self.model.forward(batch.inputs); // [batch, seq, vocab]
-        LmOutput { loss: cross_entropy(logits, batch.targets), tokens: batch_size * seq_len }
+        LmOutput { loss: cross_entropy(logits, batch.targets), tokens: batch_size * seq_len, grad_norm: None }
+    }
+
+    /// The slot of the optimiser step this micro-batch belongs to, when it is the step's last.
+    fn grad_norm_slot(&self) -> Option<GradNormSlot> {
+        let index = self.settings.micro_batch_count.fetch_add(1, Ordering::SeqCst);
+        let mut slot = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.get().is_some() {
+            // The previous step is applied: this micro-batch starts a new one.
+            *slot = GradNormSlot::default();
+        }
+        ((index + 1) % self.settings.micro_batches.max(1) == 0).then(|| slot.clone())
     }
 }
 
@@ -106,7 +123,8 @@ impl TrainStep for TrainingModel {
     type Output = LmOutput;
 
     fn step(&self, batch: LmBatch) -> TrainOutput<LmOutput> {
-        let output = self.loss(batch);
+        let mut output = self.loss(batch);
+        output.grad_norm = self.grad_norm_slot();
         let parts = self.settings.micro_batches;
         let objective = if parts > 1 { output.loss.clone() / parts as f64 } else { output.loss.clone() };
         TrainOutput::new(self, objective.backward(), output)
@@ -116,7 +134,7 @@ impl TrainStep for TrainingModel {
     /// non-finite gradients (the run stops with the weights of the last good step).
     fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
         let norm = global_grad_norm(&grads, &self);
-        *self.settings.last_grad_norm.lock().unwrap_or_else(|e| e.into_inner()) = norm;
+        let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         if !norm.is_finite() {
             let reason = format!("the gradient norm is {norm}: the loss diverged (try a lower --lr or --clip-grad-norm)");
             *self.settings.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
@@ -149,7 +167,7 @@ impl InferenceStep for TrainingModel {
 impl ItemLazy for LmOutput {
     fn sync(self) -> Result<Self, ExecutionError> {
         self.loss.device().flush()?;
-        Ok(Self { loss: self.loss.without_autodiff(), tokens: self.tokens })
+        Ok(Self { loss: self.loss.without_autodiff(), ..self })
     }
 }
 
@@ -161,6 +179,6 @@ impl Adaptor<LossInput> for LmOutput {
 
 impl Adaptor<StepInput> for LmOutput {
     fn adapt(&self) -> StepInput {
-        StepInput { loss: self.loss.clone(), tokens: self.tokens }
+        self.clone()
     }
 }

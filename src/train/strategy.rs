@@ -1,5 +1,9 @@
 //! When checkpoints are written and which are kept: every `save_every` steps and at the end, the
-//! last `keep` of those plus the best by validation loss.
+//! last `keep` of those plus the best by validation loss. A checkpoint is only written while the
+//! run is sound: never after a non-finite gradient or with a non-finite validation loss, so every
+//! checkpoint kept can be resumed from.
+
+use std::sync::{Arc, Mutex};
 
 use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::{Aggregate, Direction, EventStoreClient, Split};
@@ -12,18 +16,37 @@ pub struct RunCheckpointing {
     keep: usize,
     saved: Vec<usize>,
     loss: MetricName,
+    /// Set by the training step when the run diverged.
+    failure: Arc<Mutex<Option<String>>>,
 }
 
 impl RunCheckpointing {
     /// Saves every `every` epochs and at epoch `last`; keeps the last `keep` and the best.
-    /// `existing` are the epochs already on disk (from before a resume).
-    pub fn new(every: usize, last: usize, keep: usize, existing: Vec<usize>, loss: MetricName) -> Self {
-        Self { every, last, keep: keep.max(1), saved: existing, loss }
+    /// `existing` are the epochs already on disk (from before a resume); `failure` is the
+    /// training step's divergence flag.
+    pub fn new(
+        every: usize,
+        last: usize,
+        keep: usize,
+        existing: Vec<usize>,
+        loss: MetricName,
+        failure: Arc<Mutex<Option<String>>>,
+    ) -> Self {
+        Self { every, last, keep: keep.max(1), saved: existing, loss, failure }
+    }
+
+    fn sound(&self, epoch: usize, store: &EventStoreClient) -> bool {
+        let diverged = self.failure.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        let loss = store.find_metric(&self.loss, epoch, Aggregate::Mean, &Split::Valid);
+        !diverged && loss.is_some_and(f64::is_finite)
     }
 }
 
 impl CheckpointingStrategy for RunCheckpointing {
     fn checkpointing(&mut self, epoch: usize, store: &EventStoreClient) -> Vec<CheckpointingAction> {
+        if !self.sound(epoch, store) {
+            return Vec::new();
+        }
         let best = store.find_epoch(&self.loss, Aggregate::Mean, Direction::Lowest, &Split::Valid).unwrap_or(epoch);
         let scheduled = |e: usize| e % self.every == 0 || e == self.last;
         let mut actions = Vec::new();

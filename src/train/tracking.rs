@@ -46,16 +46,23 @@ impl Tracker {
     /// A tracker appending to `<dir>/tracking.jsonl`, probing with `probe` (token ids `[batch, seq]`).
     ///
     /// `start_step` is the step the run starts from: records of later steps (left by an
-    /// interrupted run being resumed) are dropped, so every step appears once.
+    /// interrupted run being resumed) are dropped, so every step appears once. Every valid record
+    /// before it is kept; bad lines (e.g. one cut short by a crash) are skipped with a warning
+    /// naming them.
     pub fn new(dir: &Path, every: usize, probe: TensorData, start_step: usize) -> std::io::Result<Self> {
         let path = dir.join(TRACKING_FILE);
-        let kept = if start_step == 0 {
+        let kept = if start_step == 0 || !path.exists() {
             Vec::new()
         } else {
-            // A resumed run keeps the records before the first bad line (one cut short by a crash).
-            let (records, error) = read_tracking_prefix(&path).unwrap_or_default();
-            if let Some(error) = error {
-                eprintln!("warning: {error}; keeping the {} records before it", records.len());
+            let (records, bad) = read_tracking_lines(&path).map_err(std::io::Error::other)?;
+            if let Some((_, first)) = bad.first() {
+                let lines: Vec<String> = bad.iter().map(|(line, _)| line.to_string()).collect();
+                eprintln!(
+                    "warning: {}: skipping {} bad line(s) (line {}; the first: {first}); keeping every valid record",
+                    path.display(),
+                    bad.len(),
+                    lines.join(", ")
+                );
             }
             records.into_iter().filter(|r| r.step < start_step).collect()
         };
@@ -108,28 +115,41 @@ pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: Tensor
 /// the same number of layers, with `n_layers + 1` variances and `n_layers` of the rest; an error
 /// names the line that does not.
 pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, String> {
-    match read_tracking_prefix(path)? {
-        (records, None) => Ok(records),
-        (_, Some(error)) => Err(error),
+    let (records, bad) = read_tracking_lines(path)?;
+    match bad.into_iter().next() {
+        None => Ok(records),
+        Some((line, what)) => Err(format!("{} line {line}: {what}", tracking_path(path).display())),
     }
 }
 
-/// The valid records of `tracking.jsonl` before its first bad line, and the error of that line if
-/// any (e.g. a line cut short by a crash); an error only when the file cannot be read.
-fn read_tracking_prefix(path: &Path) -> Result<(Vec<TrackRecord>, Option<String>), String> {
-    let path = if path.is_dir() { path.join(TRACKING_FILE) } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+/// `tracking.jsonl` itself, given the file or its run directory.
+fn tracking_path(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.join(TRACKING_FILE)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// The valid records of `tracking.jsonl`, and the 1-based number and error of each bad line
+/// (not JSON, not a record, or not as many layers as the first record); an error only when the
+/// file cannot be read.
+fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<(usize, String)>), String> {
+    let path = tracking_path(path);
+    // Read as bytes: a corrupt line need not be UTF-8, and is then one bad line, not a bad file.
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut records: Vec<TrackRecord> = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let parsed = serde_json::from_str::<TrackRecord>(line)
+    let mut bad = Vec::new();
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate().filter(|(_, line)| !line.trim_ascii().is_empty()) {
+        let parsed = serde_json::from_slice::<TrackRecord>(line)
             .map_err(|e| format!("not a tracking record: {e}"))
             .and_then(|record| check_record(&record, records.first()).map(|()| record));
         match parsed {
             Ok(record) => records.push(record),
-            Err(what) => return Ok((records, Some(format!("{} line {}: {what}", path.display(), i + 1)))),
+            Err(what) => bad.push((i + 1, what)),
         }
     }
-    Ok((records, None))
+    Ok((records, bad))
 }
 
 /// An error unless `record` has `n_layers + 1` variances and `n_layers` of the rest, with as many

@@ -1,0 +1,36 @@
+//! Finding non-finite weights (NaN or infinity), the mark of a run that diverged.
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{FloatDType, Tensor};
+
+use super::llama::Llama;
+
+/// The path of the first parameter of `model` holding a NaN or an infinity (e.g.
+/// `layers.3.mlp.down_proj.weight`), or `None` when every weight is finite.
+pub fn first_non_finite_parameter(model: &Llama) -> Option<String> {
+    struct FirstNonFinite {
+        path: Vec<String>,
+        found: Option<String>,
+    }
+    impl ModuleVisitor for FirstNonFinite {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if self.found.is_some() {
+                return;
+            }
+            // In f32: a reduced-precision tensor is widened exactly, and every backend checks f32.
+            let finite = param.val().cast(FloatDType::F32).is_finite().all().into_scalar::<bool>();
+            if !finite {
+                self.found = Some(self.path.join("."));
+            }
+        }
+    }
+    let mut visitor = FirstNonFinite { path: Vec::new(), found: None };
+    model.visit(&mut visitor);
+    visitor.found
+}

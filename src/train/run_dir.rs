@@ -1,0 +1,271 @@
+//! The run directory's life: which directories may hold a run, one training at a time (an
+//! advisory lock), the clean-up after a crash, the checkpoints that are complete, and replacing a
+//! finished run without losing it when the new one fails.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use super::run::TrainError;
+use crate::io::verify_sum;
+
+/// What a run writes into its directory, and nothing else: `(name, is a directory)`.
+/// `train/` and `valid/` hold burn-train's metric logs.
+pub const RUN_ENTRIES: [(&str, bool); 12] = [
+    ("checkpoint", true),
+    ("train", true),
+    ("valid", true),
+    ("train.json", false),
+    ("model.json", false),
+    ("model.bpk", false),
+    ("model.bpk.sum", false),
+    ("metrics.csv", false),
+    ("metrics.jsonl", false),
+    ("tracking.jsonl", false),
+    (LOCK_FILE, false),
+    (PREVIOUS_RUN, true),
+];
+
+/// The lock file: held (advisory lock) by the training that uses the directory, with its PID inside.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Where `--overwrite` keeps the run it replaces until the new one has a checkpoint.
+pub const PREVIOUS_RUN: &str = ".previous-run";
+
+/// The checkpoint kinds burn-train saves at each checkpointed epoch.
+pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
+
+/// A run directory held by this process for the life of a training.
+#[derive(Debug)]
+pub struct RunDir {
+    path: PathBuf,
+    /// Holds the advisory lock until dropped.
+    _lock: File,
+}
+
+impl RunDir {
+    /// Opens `path` for a training: creates it when missing and takes its lock. Refused: a path
+    /// that is not a directory, a directory holding anything besides a run of this crate (it
+    /// must be empty or hold `train.json`), and a directory another training holds. Then it
+    /// clears what a crash left: temporary files, and a replacement that never got its first
+    /// checkpoint (the replaced run is put back).
+    pub fn open(path: &Path) -> Result<Self, TrainError> {
+        let error = |message: String| TrainError::RunDir { path: path.display().to_string(), message };
+        if path.exists() {
+            check_run_dir(path).map_err(error)?;
+        }
+        std::fs::create_dir_all(path).map_err(|e| error(format!("cannot create it: {e}")))?;
+        let lock = take_lock(&path.join(LOCK_FILE)).map_err(error)?;
+        let dir = Self { path: path.to_path_buf(), _lock: lock };
+        dir.remove_temporary_files();
+        dir.recover_replacement().map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
+        Ok(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The `checkpoint/` directory.
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.path.join("checkpoint")
+    }
+
+    /// Whether the directory holds (part of) a run.
+    pub fn holds_run(&self) -> bool {
+        ["train.json", "model.bpk", "checkpoint"].iter().any(|name| self.path.join(name).exists())
+    }
+
+    /// Moves the run in the directory into `.previous-run/`, to be discarded by
+    /// [`finish_replacement`](Self::finish_replacement) once the new run has a checkpoint.
+    pub fn set_aside(&self) -> std::io::Result<()> {
+        let aside = self.path.join(PREVIOUS_RUN);
+        std::fs::create_dir_all(&aside)?;
+        for (name, _) in run_entries() {
+            let from = self.path.join(name);
+            if from.exists() {
+                std::fs::rename(&from, aside.join(name))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// After a run that replaced another: discards the replaced run when the new one has a
+    /// complete checkpoint or final model, else removes the new run's files and puts the old back.
+    /// Returns whether the old run was restored.
+    pub fn finish_replacement(&self) -> std::io::Result<bool> {
+        let aside = self.path.join(PREVIOUS_RUN);
+        if !aside.exists() {
+            return Ok(false);
+        }
+        let replaced = verify_sum(&self.path.join("model.bpk")).is_ok() || !self.checkpoints().0.is_empty();
+        if replaced {
+            std::fs::remove_dir_all(&aside)?;
+            return Ok(false);
+        }
+        self.remove_run_entries()?;
+        for (name, _) in run_entries() {
+            let from = aside.join(name);
+            if from.exists() {
+                std::fs::rename(&from, self.path.join(name))?;
+            }
+        }
+        std::fs::remove_dir_all(&aside)?;
+        Ok(true)
+    }
+
+    fn recover_replacement(&self) -> std::io::Result<()> {
+        if self.finish_replacement()? {
+            eprintln!(
+                "note: an earlier --overwrite of {} stopped before its first checkpoint; the run it was replacing is restored",
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn remove_run_entries(&self) -> std::io::Result<()> {
+        for (name, is_dir) in run_entries() {
+            let path = self.path.join(name);
+            let removed = if is_dir { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            match removed {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the temporary files of writes a crash interrupted (`.<name>.tmp<pid>`): under the
+    /// lock no other process is writing here.
+    fn remove_temporary_files(&self) {
+        for dir in [self.path.clone(), self.checkpoint_dir()] {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if is_temporary_name(&name) && entry.path().is_file() {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+    }
+
+    /// The checkpointed epochs whose files are all complete (checked against their `.sum`),
+    /// oldest first, and the epochs that have files but are not, with the reason.
+    pub fn checkpoints(&self) -> (Vec<usize>, Vec<(usize, String)>) {
+        let dir = self.checkpoint_dir();
+        let mut epochs: Vec<usize> = std::fs::read_dir(&dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let (kind, rest) = name.strip_suffix(".bpk")?.split_once('-')?;
+                        CHECKPOINT_KINDS.contains(&kind).then(|| rest.parse::<usize>().ok())?
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        epochs.sort_unstable();
+        epochs.dedup();
+        let (mut complete, mut broken) = (Vec::new(), Vec::new());
+        for epoch in epochs {
+            let problem = CHECKPOINT_KINDS.iter().find_map(|kind| {
+                let path = checkpoint_file(&dir, kind, epoch);
+                verify_sum(&path).err().map(|e| format!("{}: {e}", path.display()))
+            });
+            match problem {
+                None => complete.push(epoch),
+                Some(problem) => broken.push((epoch, problem)),
+            }
+        }
+        (complete, broken)
+    }
+
+    /// Deletes every file of the checkpoint of `epoch`.
+    pub fn delete_checkpoint(&self, epoch: usize) {
+        for kind in CHECKPOINT_KINDS {
+            let path = checkpoint_file(&self.checkpoint_dir(), kind, epoch);
+            let _ = std::fs::remove_file(crate::io::sum_path(&path));
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// `<dir>/<kind>-<epoch>.bpk`.
+pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
+    dir.join(format!("{kind}-{epoch}.bpk"))
+}
+
+/// The entries a run owns, less the lock and the set-aside run.
+fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
+    RUN_ENTRIES.into_iter().filter(|(name, _)| *name != LOCK_FILE && *name != PREVIOUS_RUN)
+}
+
+/// `.<name>.tmp<pid>`: a temporary file of [`crate::io::write_atomically`] or of a checkpoint write.
+fn is_temporary_name(name: &str) -> bool {
+    name.starts_with('.')
+        && name.rsplit_once(".tmp").is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// An error unless `path` is a directory that is empty or holds a run of this crate, whose
+/// entries of a run's names have the right kind (a plain file named `train` is not a log folder).
+fn check_run_dir(path: &Path) -> Result<(), String> {
+    if !path.is_dir() {
+        return Err("exists and is not a directory; choose a new --out".into());
+    }
+    let entries: Vec<String> = std::fs::read_dir(path)
+        .map_err(|e| format!("cannot read it: {e}"))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != LOCK_FILE)
+        .collect();
+    if entries.is_empty() {
+        return Ok(());
+    }
+    if !path.join("train.json").is_file() {
+        let mut shown: Vec<&str> = entries.iter().map(String::as_str).take(3).collect();
+        shown.sort_unstable();
+        return Err(format!(
+            "is not empty and holds no training run (it has {}{}); train into a new or empty directory \
+             so that no file of yours is overwritten",
+            shown.join(", "),
+            if entries.len() > 3 { ", ..." } else { "" }
+        ));
+    }
+    for (name, is_dir) in RUN_ENTRIES {
+        let entry = path.join(name);
+        if entry.exists() && entry.is_dir() != is_dir {
+            let kind = if is_dir { "a directory" } else { "a file" };
+            return Err(format!("`{name}` should be {kind} of the run but is not; move it away or choose a new --out"));
+        }
+    }
+    Ok(())
+}
+
+/// Takes the advisory lock on `path` (created if missing) and writes this process's PID into it.
+fn take_lock(path: &Path) -> Result<File, String> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| format!("cannot create its lock file: {e}"))?;
+    if let Err(e) = file.try_lock() {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = holder.trim();
+        return Err(match e {
+            std::fs::TryLockError::WouldBlock => format!(
+                "another training (PID {}) is using it; wait for it to finish, or choose another --out",
+                if holder.is_empty() { "unknown" } else { holder }
+            ),
+            std::fs::TryLockError::Error(e) => format!("cannot lock it: {e}"),
+        });
+    }
+    let written = file.set_len(0).and_then(|()| file.rewind()).and_then(|()| writeln!(file, "{}", std::process::id()));
+    written.map_err(|e| format!("cannot write its lock file: {e}"))?;
+    Ok(file)
+}

@@ -1,0 +1,431 @@
+//! Issue 10: nothing lost, nothing silently wrong. One test per failure found by the hostile
+//! review (run directories, checkpoints, resume, defaults, metrics), each asserting the error,
+//! and that nothing was lost or left behind; and a crash-safety test that kills trainings with
+//! SIGKILL and resumes them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{cpu, example, quick, ParamValues};
+use layernorm_scaling::train::{load_run_model, model_config, train, RunDir, Start, TrainConfig, TrainError};
+
+fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> TrainError {
+    let err = train(config, start).unwrap_err();
+    assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
+    err
+}
+
+/// Every file below `dir` with its bytes, to check that nothing changed.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if entry.file_name() != ".lock" {
+                files.push((path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The final model's parameter values (the `.bpk` bytes also hold per-process parameter ids).
+fn weights(out: &Path) -> Vec<(String, Vec<f32>)> {
+    ParamValues::of(&load_run_model(out, None, &cpu()).unwrap().0)
+}
+
+fn finished_run(dir: &Path) -> TrainConfig {
+    let config = quick(&dir.join("run"), 10, 5);
+    train(&config, Start::New).unwrap();
+    config
+}
+
+#[test]
+fn overwrite_checks_everything_before_touching_the_old_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let before = snapshot(&config.out);
+    for bad in [
+        TrainConfig { data: vec![dir.path().join("typo.txt")], ..config.clone() },
+        TrainConfig { device: "flexx".into(), ..config.clone() },
+        TrainConfig { tokenizer: "missing.json".into(), ..config.clone() },
+    ] {
+        train(&bad, Start::Overwrite).unwrap_err();
+        assert_eq!(snapshot(&config.out), before, "the finished run is intact");
+    }
+}
+
+#[test]
+fn an_overwrite_that_fails_before_its_first_checkpoint_puts_the_old_run_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let before = snapshot(&config.out);
+    // Diverges at once: no checkpoint is ever written.
+    let diverging = TrainConfig { lr: 1e30, warmup: Some(0), ..config.clone() };
+    let err = expect_error(&diverging, Start::Overwrite, "no checkpoint was written");
+    assert!(matches!(err, TrainError::Diverged(_)));
+    assert_eq!(snapshot(&config.out), before, "the old run is back, byte for byte");
+    assert!(!config.out.join(".previous-run").exists());
+}
+
+#[test]
+fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let before = snapshot(&config.out);
+    // What a kill leaves when the new run had started but written no checkpoint: the old run
+    // set aside, the new run's first files beside it.
+    let run = RunDir::open(&config.out).unwrap();
+    run.set_aside().unwrap();
+    std::fs::write(config.out.join("train.json"), "{}").unwrap();
+    drop(run);
+    RunDir::open(&config.out).unwrap();
+    assert_eq!(snapshot(&config.out), before);
+}
+
+#[test]
+fn overwrite_leaves_files_that_are_not_the_runs_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    std::fs::write(config.out.join("notes.txt"), "mine").unwrap();
+    train(&config, Start::Overwrite).unwrap();
+    assert_eq!(std::fs::read_to_string(config.out.join("notes.txt")).unwrap(), "mine");
+    assert!(!config.out.join(".previous-run").exists(), "the replaced run is removed once the new one has a checkpoint");
+}
+
+#[test]
+fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = dir.path().join("mine");
+    std::fs::create_dir_all(user.join("train")).unwrap();
+    std::fs::write(user.join("train/data.txt"), "my data").unwrap();
+    std::fs::write(user.join("report.pdf"), "pdf").unwrap();
+    let before = snapshot(&user);
+    for start in [Start::New, Start::Overwrite] {
+        let config = quick(&user, 10, 5);
+        expect_error(&config, start, "holds no training run");
+        assert_eq!(snapshot(&user), before);
+        assert!(!user.join(".lock").exists(), "not even a lock file is written");
+    }
+    let root = TrainConfig { out: PathBuf::from("/"), ..quick(&dir.path().join("run"), 10, 5) };
+    expect_error(&root, Start::New, "holds no training run");
+    // A file where the run's log folder belongs.
+    let config = finished_run(dir.path());
+    std::fs::remove_dir_all(config.out.join("valid")).unwrap();
+    std::fs::write(config.out.join("valid"), "not a folder").unwrap();
+    expect_error(&config, Start::Overwrite, "`valid` should be a directory");
+    assert_eq!(std::fs::read_to_string(config.out.join("valid")).unwrap(), "not a folder");
+}
+
+#[test]
+fn a_second_training_into_the_same_directory_is_refused_with_the_first_ones_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let held = RunDir::open(&out).unwrap();
+    let err = expect_error(&quick(&out, 10, 5), Start::New, "another training (PID");
+    assert!(err.to_string().contains(&std::process::id().to_string()), "{err}");
+    drop(held);
+    train(&quick(&out, 10, 5), Start::New).unwrap();
+}
+
+#[test]
+fn resume_removes_the_temporary_files_a_crash_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let stray = [config.out.join("checkpoint/.model-3.bpk.tmp4242"), config.out.join(".train.json.tmp99")];
+    for path in &stray {
+        std::fs::write(path, vec![0u8; 1000]).unwrap();
+    }
+    let mine = config.out.join(".my.tmp-notes");
+    std::fs::write(&mine, "mine").unwrap();
+    drop(RunDir::open(&config.out).unwrap());
+    assert!(stray.iter().all(|path| !path.exists()));
+    assert!(mine.exists(), "only names of the crate's own temporary files are removed");
+}
+
+/// Cuts the files of checkpoint `epoch` short (`truncate`) or overwrites them with garbage.
+fn damage(out: &Path, epoch: usize, kind: &str, truncate: bool) {
+    let path = out.join(format!("checkpoint/{kind}-{epoch}.bpk"));
+    let len = std::fs::metadata(&path).unwrap().len() as usize;
+    let bytes = if truncate { std::fs::read(&path).unwrap()[..len / 2].to_vec() } else { vec![0x5a; len] };
+    std::fs::write(&path, bytes).unwrap();
+}
+
+#[test]
+fn resume_falls_back_from_a_damaged_latest_checkpoint_to_the_previous_one() {
+    for (kind, truncate) in [("model", true), ("optim", false), ("scheduler", true), ("model", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = TrainConfig { keep_checkpoints: 3, ..quick(&dir.path().join("run"), 15, 5) };
+        train(&config, Start::New).unwrap();
+        // An interruption after the checkpoint of step 10, whose file was then damaged.
+        for kind in ["model", "optim", "scheduler"] {
+            std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-3.bpk"))).unwrap();
+        }
+        std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+        damage(&config.out, 2, kind, truncate);
+        let report = train(&config, Start::Resume).unwrap();
+        assert_eq!(report.train_losses.len(), 10, "{kind}: resumed from step 5, the last complete checkpoint");
+        assert!(report.valid_loss.is_finite());
+    }
+}
+
+#[test]
+fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let cpu = layernorm_scaling::parse_device("flex").unwrap();
+    let model = config.out.join("model.bpk");
+    let bytes = std::fs::read(&model).unwrap();
+    let finished = weights(&config.out);
+    std::fs::write(&model, &bytes[..bytes.len() / 3]).unwrap();
+    let err = load_run_model(&config.out, None, &cpu).unwrap_err().to_string();
+    assert!(err.contains("incomplete") && err.contains("--resume"), "{err}");
+    assert!(!err.contains("config file"), "{err}");
+    std::fs::remove_file(&model).unwrap();
+    let err = load_run_model(&config.out, None, &cpu).unwrap_err().to_string();
+    assert!(err.contains("missing: the training has not finished") && err.contains("--epoch 1, 2"), "{err}");
+    let err = load_run_model(&config.out, Some(7), &cpu).unwrap_err().to_string();
+    assert!(err.contains("no checkpoint of epoch 7") && err.contains("--epoch 1, 2"), "{err}");
+
+    let report = train(&config, Start::Resume).unwrap();
+    assert!(report.train_losses.is_empty(), "no step trained again");
+    assert!(weights(&config.out) == finished, "the final model, written from the last checkpoint");
+    expect_error(&config, Start::Resume, "the run is finished (10 steps)");
+}
+
+#[test]
+fn a_garbage_checkpoint_is_called_corrupt_not_a_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    damage(&config.out, 2, "model", false);
+    let cpu = layernorm_scaling::parse_device("flex").unwrap();
+    let err = load_run_model(&config.out, Some(2), &cpu).unwrap_err().to_string();
+    assert!(err.contains("corrupt"), "{err}");
+}
+
+#[test]
+fn the_depth_trained_is_the_depth_asked_for() {
+    let default = model_config(&TrainConfig::default()).unwrap();
+    assert_eq!(default.n_layers, 8, "the default model: tiny-8l");
+    let preset = TrainConfig { model: "9m".into(), ..TrainConfig::default() };
+    assert_eq!(model_config(&preset).unwrap().n_layers, 4);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("my.json");
+    let mut custom = layernorm_scaling::LlamaConfig::tiny();
+    custom.n_layers = 16;
+    std::fs::write(&json, serde_json::to_string(&custom).unwrap()).unwrap();
+    let file = TrainConfig { model: json.display().to_string(), ..TrainConfig::default() };
+    assert_eq!(model_config(&file).unwrap().n_layers, 16);
+    assert_eq!(model_config(&TrainConfig { layers: Some(3), ..file }).unwrap().n_layers, 3);
+    // A training config file that names a preset and no depth trains the preset's depth.
+    let toml = dir.path().join("run.toml");
+    std::fs::write(&toml, "model = \"130m\"\n").unwrap();
+    assert_eq!(model_config(&TrainConfig::from_file(&toml).unwrap()).unwrap().n_layers, 12);
+    // --layers with --init-from would be silently ignored: refused.
+    let init = TrainConfig { init_from: Some(dir.path().to_path_buf()), layers: Some(4), ..TrainConfig::default() };
+    assert!(model_config(&init).unwrap_err().to_string().contains("cannot change the depth"));
+}
+
+#[test]
+fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = quick(&dir.path().join("short"), 30, 5);
+    // Only --steps: validation, checkpoint and warmup follow it.
+    let short = TrainConfig { eval_every: None, save_every: None, warmup: None, ..base.clone() };
+    short.validate().unwrap();
+    assert_eq!((short.eval_every(), short.save_every(), short.warmup(), short.epochs()), (30, 30, 3, 1));
+    let report = train(&short, Start::New).unwrap();
+    assert_eq!(report.train_losses.len(), 30);
+    let saved = TrainConfig::from_file(short.out.join("train.json")).unwrap();
+    assert_eq!((saved.eval_every, saved.save_every, saved.warmup), (Some(30), Some(30), Some(3)), "train.json says what ran");
+
+    // 25 steps validated every 10: epochs of 10, 10 and 5 steps, and the end is checkpointed.
+    let ragged = TrainConfig { steps: 25, eval_every: Some(10), save_every: None, out: dir.path().join("ragged"), ..base.clone() };
+    assert_eq!(ragged.epochs(), 3);
+    let report = train(&ragged, Start::New).unwrap();
+    assert_eq!(report.train_losses.len(), 25);
+    assert!(ragged.out.join("checkpoint/model-3.bpk").is_file());
+
+    // Only --save-every: validation divides it.
+    let save = TrainConfig { steps: 400, eval_every: None, save_every: Some(150), ..base.clone() };
+    assert_eq!(save.eval_every(), 75);
+    // Values the user set can still conflict: the error names both.
+    let conflict = TrainConfig { save_every: Some(7), eval_every: Some(5), ..base };
+    let err = conflict.validate().unwrap_err().to_string();
+    assert!(err.contains("(7)") && err.contains("(5)"), "{err}");
+}
+
+#[test]
+fn every_numeric_option_refuses_non_finite_values() {
+    let base = TrainConfig::default();
+    let cases: Vec<(&str, TrainConfig)> = vec![
+        ("lr", TrainConfig { lr: f64::NAN, ..base.clone() }),
+        ("lr", TrainConfig { lr: f64::INFINITY, ..base.clone() }),
+        ("min_lr_ratio", TrainConfig { min_lr_ratio: f64::NAN, ..base.clone() }),
+        ("weight_decay", TrainConfig { weight_decay: f64::INFINITY, ..base.clone() }),
+        ("beta1", TrainConfig { beta1: f64::NAN, ..base.clone() }),
+        ("eps", TrainConfig { eps: f64::NAN, ..base.clone() }),
+        ("clip_grad_norm", TrainConfig { clip_grad_norm: Some(f64::INFINITY), ..base.clone() }),
+        ("valid_fraction", TrainConfig { valid_fraction: f64::NAN, ..base.clone() }),
+        ("peak_tflops", TrainConfig { peak_tflops: Some(f64::NAN), ..base.clone() }),
+        ("min_lr_ratio", TrainConfig { min_lr_ratio: -1.0, ..base.clone() }),
+    ];
+    for (field, config) in cases {
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains(field), "{field}: {err}");
+    }
+}
+
+#[test]
+fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = quick(&dir.path().join("run"), 10, 5);
+    train(&config, Start::New).unwrap();
+    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    for kind in ["model", "optim", "scheduler"] {
+        std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-2.bpk"))).unwrap();
+    }
+    let longer = TrainConfig { steps: 20, ..config.clone() };
+    let err = expect_error(&longer, Start::Resume, "steps: 10 -> 20");
+    assert!(err.to_string().contains("--init-from"), "{err}");
+    // The learning rate may change on resume (the usual answer to a divergence).
+    let report = train(&TrainConfig { lr: 1e-3, ..config }, Start::Resume).unwrap();
+    assert_eq!(report.train_losses.len(), 5);
+}
+
+#[test]
+fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let config = TrainConfig { lr: 1e30, warmup: Some(0), ..quick(&out, 12, 1) };
+    let err = expect_error(&config, Start::New, "diverged").to_string();
+    let cpu = layernorm_scaling::parse_device("flex").unwrap();
+    let run = RunDir::open(&out).unwrap();
+    let (complete, broken) = run.checkpoints();
+    assert!(broken.is_empty());
+    for epoch in &complete {
+        let (model, _) = load_run_model(&out, Some(*epoch), &cpu).unwrap();
+        assert_eq!(layernorm_scaling::model::first_non_finite_parameter(&model), None, "checkpoint {epoch}");
+    }
+    match complete.last() {
+        Some(last) => assert!(err.contains(&format!("at step {last}")), "{err}"),
+        None => assert!(err.contains("no checkpoint was written"), "{err}"),
+    }
+}
+
+/// The last value of each epoch's log of `metric` (the epoch's aggregate), and its batch values.
+fn epoch_log(out: &Path, split: &str, epoch: usize, metric: &str) -> (Vec<(f64, usize)>, Option<f64>) {
+    let text = std::fs::read_to_string(out.join(format!("{split}/epoch-{epoch}/{metric}.log"))).unwrap();
+    let mut batches = Vec::new();
+    let mut last = None;
+    for line in text.lines() {
+        let (value, count) = line.split_once(',').unwrap();
+        if count == "final" {
+            last = Some(value.parse().unwrap());
+        } else {
+            batches.push((value.parse().unwrap(), count.parse().unwrap()));
+        }
+    }
+    (batches, last)
+}
+
+#[test]
+fn perplexity_is_exp_of_the_token_weighted_mean_loss_and_grad_norms_are_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    write_corpus(dir.path());
+    // Two identical runs, each in its own process (as users run them: one training a process).
+    let runs = [dir.path().join("a"), dir.path().join("b")];
+    for out in &runs {
+        let status = train_command(out, &["--grad-accum", "2", "--clip-grad-norm", "0.5"]).status().unwrap();
+        assert!(status.success());
+    }
+    let out = &runs[0];
+    let (losses, _) = epoch_log(out, "train", 1, "Loss");
+    let (_, perplexity) = epoch_log(out, "train", 1, "Perplexity");
+    let mean = losses.iter().map(|(loss, _)| loss).sum::<f64>() / losses.len() as f64;
+    let perplexity = perplexity.expect("a final epoch value");
+    assert!((perplexity - mean.exp()).abs() < 1e-9 * perplexity, "{perplexity} vs exp({mean})");
+    // One gradient norm per optimiser step (the last of its two micro-batches), the same in both runs.
+    let norms_of = |out: &Path, epoch: usize| -> Vec<f64> {
+        let (norms, _) = epoch_log(out, "train", epoch, "Gradient_norm");
+        norms.into_iter().filter(|(_, count)| *count > 0).map(|(norm, _)| norm).collect()
+    };
+    assert_eq!(norms_of(out, 1).len(), 2, "two steps an epoch");
+    assert!(norms_of(out, 1).iter().all(|norm| norm.is_finite() && *norm > 0.0));
+    for epoch in 1..=6 {
+        assert_eq!(norms_of(&runs[0], epoch), norms_of(&runs[1], epoch), "epoch {epoch}");
+    }
+    let csv = |out: &Path| std::fs::read_to_string(out.join("metrics.csv")).unwrap();
+    let without_speed = |text: String| -> String { text.lines().filter(|l| !l.contains("Tokens per second")).collect() };
+    assert_eq!(without_speed(csv(&runs[0])), without_speed(csv(&runs[1])), "metrics.csv is reproducible");
+}
+
+#[test]
+fn a_batch_that_cannot_fit_in_memory_is_refused_naming_the_field() {
+    if layernorm_scaling::memory::available_memory_bytes().is_none() {
+        return; // no way to know the machine's memory here (not Linux)
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = TrainConfig { batch_size: 100_000_000, ..quick(&dir.path().join("run"), 10, 5) };
+    expect_error(&config, Start::New, "`batch_size` (100000000)");
+    assert!(!config.out.exists(), "nothing written");
+}
+
+/// `<dir>/corpus.txt`, the text [`train_command`] trains on.
+fn write_corpus(dir: &Path) {
+    let text: String = (0..400).map(|i| format!("Paragraph {i}: the quick brown fox {i} jumps.\n\n")).collect();
+    std::fs::write(dir.join("corpus.txt"), text).unwrap();
+}
+
+/// A training command of the train example into `out` (12 steps, validated every 2).
+fn train_command(out: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(example("train"));
+    command.args(["--device", "flex", "--steps", "12", "--eval-every", "2", "--batch-size", "4", "--seq-len", "32"]);
+    command.args(["--samples", "0", "--out"]).arg(out).args(extra);
+    command.arg("--data").arg(out.parent().unwrap().join("corpus.txt"));
+    command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    command
+}
+
+#[test]
+fn killed_trainings_always_resume_to_the_uninterrupted_result_and_leave_no_stray_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write_corpus(dir.path());
+    let whole = dir.path().join("whole");
+    assert!(train_command(&whole, &[]).status().unwrap().success());
+
+    let killed = dir.path().join("killed");
+    // Kill moments spread over start-up, training, checkpoints and the final save.
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    for _ in 0..6 {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let delay = std::time::Duration::from_millis(200 + (seed >> 33) % 2500);
+        let resume: &[&str] = if killed.join("train.json").is_file() { &["--resume"] } else { &[] };
+        let mut child = train_command(&killed, resume).spawn().unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        if killed.join("model.bpk.sum").is_file() {
+            break;
+        }
+    }
+    let resume: &[&str] = if killed.join("train.json").is_file() { &["--resume"] } else { &[] };
+    let status = train_command(&killed, resume).status().unwrap();
+    let finished = status.success() || killed.join("model.bpk.sum").is_file();
+    assert!(finished, "the last resume finishes the run");
+    assert!(weights(&killed) == weights(&whole), "the killed and resumed run ends with the uninterrupted run's weights");
+    let losses = |out: &Path| std::fs::read_to_string(out.join("valid/epoch-6/Loss.log")).unwrap();
+    assert_eq!(losses(&killed), losses(&whole));
+    for sub in [killed.clone(), killed.join("checkpoint")] {
+        for entry in std::fs::read_dir(&sub).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            assert!(!name.contains(".tmp") && name != ".previous-run", "stray {name}");
+        }
+    }
+}
