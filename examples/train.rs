@@ -166,15 +166,19 @@ fn run(args: Args) -> Result<(), String> {
     };
     let result = train(&config, start);
     let report = result.map_err(|e| e.to_string())?;
-    println!(
-        "\ntrained {} ({} parameters, {}) for {} steps in {:.1} s ({:.0} tokens/s)",
-        report.out.display(),
-        report.model_config.num_params(),
-        report.model_config.norm_scheme,
-        config.steps,
-        report.seconds,
-        report.tokens_per_second
-    );
+    let (parameters, scheme) = (report.model_config.num_params(), &report.model_config.norm_scheme);
+    if report.steps_trained == 0 {
+        println!("\n{} ({parameters} parameters, {scheme}): the final model of step {} is written", report.out.display(), config.steps);
+    } else {
+        println!(
+            "\ntrained {} ({parameters} parameters, {scheme}) for {} steps, to step {}, in {:.1} s ({:.0} tokens/s)",
+            report.out.display(),
+            report.steps_trained,
+            config.steps,
+            report.seconds,
+            report.tokens_per_second
+        );
+    }
     println!("validation loss {:.4}, perplexity {:.3}", report.valid_loss, report.valid_loss.exp());
     let prompts: Vec<&str> = if config.data.is_empty() {
         vec!["the old ", "brackets: ([{", "347+28"]

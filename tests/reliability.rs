@@ -87,6 +87,15 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     drop(run);
     RunDir::open(&config.out).unwrap();
     assert_eq!(snapshot(&config.out), before);
+
+    // A resume after such a crash is checked against the restored run, not the interrupted one.
+    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    let run = RunDir::open(&config.out).unwrap();
+    run.set_aside().unwrap();
+    let other = TrainConfig { seed: 5, ..config.clone() };
+    std::fs::write(config.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
+    drop(run);
+    expect_error(&other, Start::Resume, "seed: 1 -> 5");
 }
 
 #[test]
@@ -115,6 +124,14 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
     }
     let root = TrainConfig { out: PathBuf::from("/"), ..quick(&dir.path().join("run"), 10, 5) };
     expect_error(&root, Start::New, "holds no training run");
+    // A train.json that is not a training run's: the folder is the user's.
+    let foreign = dir.path().join("dataset");
+    std::fs::create_dir_all(foreign.join("valid")).unwrap();
+    std::fs::write(foreign.join("train.json"), r#"{"split": "mine"}"#).unwrap();
+    std::fs::write(foreign.join("valid/b.txt"), "mine").unwrap();
+    let before = snapshot(&foreign);
+    expect_error(&TrainConfig { out: foreign.clone(), ..quick(&user, 10, 5) }, Start::Overwrite, "not a training run's");
+    assert_eq!(snapshot(&foreign), before);
     // A file where the run's log folder belongs.
     let config = finished_run(dir.path());
     std::fs::remove_dir_all(config.out.join("valid")).unwrap();
@@ -138,7 +155,11 @@ fn a_second_training_into_the_same_directory_is_refused_with_the_first_ones_pid(
 fn resume_removes_the_temporary_files_a_crash_left() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let stray = [config.out.join("checkpoint/.model-3.bpk.tmp4242"), config.out.join(".train.json.tmp99")];
+    let stray = [
+        config.out.join("checkpoint/.model-3.bpk.tmp4242"),
+        config.out.join("checkpoint/.optim-3.bpk.tmp4242.4242-7.tmp"),
+        config.out.join(".train.json.tmp99"),
+    ];
     for path in &stray {
         std::fs::write(path, vec![0u8; 1000]).unwrap();
     }
@@ -428,4 +449,71 @@ fn killed_trainings_always_resume_to_the_uninterrupted_result_and_leave_no_stray
             assert!(!name.contains(".tmp") && name != ".previous-run", "stray {name}");
         }
     }
+}
+
+#[test]
+fn negative_numbers_reach_the_range_check_and_bad_options_exit_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    write_corpus(dir.path());
+    let out = dir.path().join("run");
+    for (args, expected) in [
+        (vec!["--min-lr-ratio", "-1"], "min_lr_ratio"),
+        (vec!["--lr", "nan"], "`lr`"),
+        (vec!["--clip-grad-norm", "-3"], "clip_grad_norm"),
+        (vec!["--warmup", "30"], "`warmup` (30)"),
+    ] {
+        let output = train_command(&out, &args).stderr(std::process::Stdio::piped()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?}: nothing written");
+    }
+}
+
+#[test]
+fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    write_corpus(dir.path());
+    let corpus = dir.path().join("corpus.txt");
+    let config = TrainConfig { data: vec![corpus.clone()], ..quick(&dir.path().join("run"), 10, 5) };
+    train(&config, Start::New).unwrap();
+    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    let original = std::fs::read_to_string(&corpus).unwrap();
+    std::fs::write(&corpus, original.replace("fox", "cat")).unwrap();
+    expect_error(&config, Start::Resume, "data: the content of the data");
+    std::fs::write(&corpus, &original).unwrap();
+    // The same content under another spelling of its path, and the scheme named or not: the same run.
+    let same = TrainConfig { data: vec![dir.path().join(".").join("corpus.txt")], norm: Some("lns".into()), ..config };
+    let report = train(&same, Start::Resume).unwrap();
+    assert_eq!(report.steps_trained, 0, "every step was checkpointed: only the final model is written");
+}
+
+#[test]
+fn sizes_that_cannot_work_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    if layernorm_scaling::memory::available_memory_bytes().is_some() {
+        let huge = TrainConfig { model: "7b".into(), ..quick(&out, 10, 5) };
+        expect_error(&huge, Start::New, "the model does not fit in memory");
+        assert!(!out.exists());
+    }
+    let overflow = TrainConfig { grad_accum: usize::MAX, ..quick(&out, 10, 5) };
+    expect_error(&overflow, Start::New, "`grad_accum` (18446744073709551615)");
+    assert!(!out.exists());
+    // A folder where a file is, and a symbolic link to nothing.
+    std::fs::write(dir.path().join("afile"), "x").unwrap();
+    expect_error(&quick(&dir.path().join("afile/sub"), 10, 5), Start::New, "is a file, not a folder");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), dir.path().join("link")).unwrap();
+    expect_error(&quick(&dir.path().join("link"), 10, 5), Start::New, "symbolic link to nothing");
+}
+
+#[test]
+fn the_token_cache_is_never_written_into_the_run_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("empty");
+    std::fs::create_dir(&out).unwrap();
+    let config = TrainConfig { cache_dir: None, out: out.join("."), ..quick(&out, 5, 5) };
+    train(&config, Start::New).unwrap();
+    assert!(!out.join(".token-cache").exists());
+    assert!(dir.path().join(".token-cache").is_dir());
 }

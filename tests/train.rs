@@ -70,7 +70,9 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
 
     // The same run, interrupted after step 10: its directory as it was then.
     std::fs::create_dir_all(resumed.join("checkpoint")).unwrap();
-    std::fs::copy(whole.join("train.json"), resumed.join("train.json")).unwrap();
+    for file in ["train.json", "model.json"] {
+        std::fs::copy(whole.join(file), resumed.join(file)).unwrap();
+    }
     for kind in ["model", "optim", "scheduler"] {
         for name in [format!("{kind}-1.bpk"), format!("{kind}-1.bpk.sum")] {
             std::fs::copy(whole.join("checkpoint").join(&name), resumed.join("checkpoint").join(&name)).unwrap();
@@ -107,7 +109,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let unwritable = TrainConfig { out: file.join("run"), ..base.clone() };
-    expect_error(&unwritable, Start::New, "cannot create it");
+    expect_error(&unwritable, Start::New, "is a file, not a folder");
     expect_error(&TrainConfig { tokenizer: "missing.json".into(), ..base.clone() }, Start::New, "no such file");
     expect_error(&TrainConfig { norm: Some("mix-ln:2".into()), ..base.clone() }, Start::New, "post_ln_fraction");
     expect_error(&TrainConfig { save_every: Some(15), ..base.clone() }, Start::New, "must be a multiple of `eval_every` (10)");
@@ -117,7 +119,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     // A finished run refuses to be overwritten, and resuming it with another model is refused.
     train(&base, Start::New).unwrap();
     expect_error(&base, Start::New, "already holds a run");
-    expect_error(&TrainConfig { layers: Some(2), ..base.clone() }, Start::Resume, "layers: null -> 2");
+    expect_error(&TrainConfig { layers: Some(2), ..base.clone() }, Start::Resume, "model: 4 layers");
     expect_error(&base, Start::Resume, "the run is finished (20 steps)");
     // --overwrite replaces the run, and leaves files that are not the run's alone.
     std::fs::write(base.out.join("notes.txt"), "mine").unwrap();

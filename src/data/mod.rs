@@ -49,6 +49,9 @@ pub enum CorpusSource {
     Files(Vec<PathBuf>),
 }
 
+/// Where a token cache's key turns from the content (tokenizer, sizes and checksums) to the files' paths.
+pub(crate) const PATHS_SEPARATOR: &str = "\npaths: ";
+
 /// Tokenises `source` into a cache under `cache_root`, reused when the sources (their paths, sizes
 /// and content checksums: every file is read once per call) and the tokenizer are unchanged.
 pub fn tokenize_corpus(source: &CorpusSource, tokenizer: &Tokenizer, cache_root: &Path) -> Result<TokenCache, DataError> {
@@ -60,12 +63,16 @@ pub fn tokenize_corpus(source: &CorpusSource, tokenizer: &Tokenizer, cache_root:
         }
         CorpusSource::Files(paths) => {
             let files = corpus_files(paths)?;
+            let mut places = String::new();
             for file in &files {
                 let unreadable = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
                 let (checksum, len) = crate::io::file_crc32(file).map_err(unreadable)?;
                 let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
-                key.push_str(&format!(";{}:{len}:crc32={checksum:08x}", absolute.display()));
+                key.push_str(&format!(";{len}:crc32={checksum:08x}"));
+                places.push_str(&format!(";{}", absolute.display()));
             }
+            // The content comes first: see [`TokenCache::content_fingerprint`].
+            key.push_str(&format!("{PATHS_SEPARATOR}{places}"));
             files
         }
     };

@@ -73,6 +73,10 @@ pub struct RunModelInfo {
     pub tokenizer: String,
     /// Optimiser steps taken.
     pub steps: usize,
+    /// What the model trains on: the [content fingerprint](crate::data::TokenCache::content_fingerprint)
+    /// of its token cache (a resume must train on the same data).
+    #[serde(default)]
+    pub data: Option<String>,
 }
 
 /// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
@@ -95,20 +99,6 @@ pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<
     crate::io::write_atomically(&dir.join("model.json"), json.as_bytes()).map_err(|e| error(e.to_string()))
 }
 
-/// The epochs of `dir`'s checkpoints whose files are all present, for error messages.
-fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
-    let mut epochs: Vec<usize> = std::fs::read_dir(dir.join("checkpoint"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_string_lossy().strip_prefix("model-")?.strip_suffix(".bpk")?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    epochs.sort_unstable();
-    epochs
-}
-
 /// Loads the model of a run directory (`model.json` + `model.bpk`), or of one of its epoch
 /// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`. A file that is missing, cut short
 /// or corrupt (checked against its `.sum`) is an error that says what to do.
@@ -120,7 +110,7 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
     info.model.validate()?;
-    let epochs = checkpoint_epochs(dir);
+    let epochs = super::run_dir::checkpoint_epochs(&dir.join("checkpoint"));
     let listed = || {
         if epochs.is_empty() {
             "the run has no checkpoints".to_string()
@@ -214,7 +204,7 @@ pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, ConfigError> {
 }
 
 /// Loads the model of a run directory (the final model, or the checkpoint of `epoch`) or of a
-/// Hugging Face model directory onto `device`.
+/// Hugging Face model directory onto `device`; a run's model with non-finite weights is an error.
 pub fn load_model_dir(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, ConfigError> {
     if is_hf_dir(dir) {
         if epoch.is_some() {
@@ -228,5 +218,14 @@ pub fn load_model_dir(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
         return Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer });
     }
     let (model, info) = load_run_model(dir, epoch, device)?;
+    if let Some(name) = crate::model::first_non_finite_parameter(&model) {
+        return Err(ConfigError::ModelFile {
+            path: dir.display().to_string(),
+            message: format!(
+                "the weight `{name}` is not finite (NaN or infinite): the run diverged; load an earlier checkpoint \
+                 with --epoch N, or train again with a lower learning rate"
+            ),
+        });
+    }
     Ok(LoadedModel { model, config: info.model, tokenizer: Some(info.tokenizer) })
 }

@@ -146,7 +146,7 @@ impl TrainConfig {
         let path = path.as_ref();
         let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
         let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        let is_toml = path.extension().is_some_and(|ext| ext == "toml");
+        let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
         if is_toml {
             toml::from_str(&text).map_err(|e| file_error(format!("not a valid training config: {e}")))
         } else {
@@ -187,6 +187,14 @@ impl TrainConfig {
             if let Some(value) = value.filter(|v| !v.is_finite()) {
                 return Err(ConfigError::OutOfRange { field, value, expected: "a finite number" });
             }
+        }
+        let tokens = [self.batch_size, self.grad_accum, self.seq_len, self.steps].iter().map(|&n| n as u128).product::<u128>();
+        if tokens > 1 << 60 {
+            return Err(ConfigError::Conflict(format!(
+                "`batch_size` ({}) x `grad_accum` ({}) x `seq_len` ({}) x `steps` ({}) is more tokens than any run can \
+                 train; lower them",
+                self.batch_size, self.grad_accum, self.seq_len, self.steps
+            )));
         }
         if let (Some(save), Some(eval)) = (self.save_every, self.eval_every) {
             if save % eval != 0 {

@@ -26,7 +26,7 @@ pub use loader::{FirstWindows, StepLoader};
 pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
 pub use renderer::PlainRenderer;
 pub use run::{model_config, train, Start, TrainError, TrainReport};
-pub use run_dir::{checkpoint_file, RunDir, CHECKPOINT_KINDS, LOCK_FILE, PREVIOUS_RUN, RUN_ENTRIES};
+pub use run_dir::{checkpoint_epochs, checkpoint_file, RunDir, CHECKPOINT_KINDS, LOCK_FILE, PREVIOUS_RUN, RUN_ENTRIES};
 pub use schedule::{WarmupCosine, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;

@@ -88,6 +88,8 @@ pub struct TrainReport {
     pub valid_loss: f64,
     /// Training loss of every micro-batch, in order (this process's steps only when resumed).
     pub train_losses: Vec<f64>,
+    /// Optimiser steps this call trained (fewer than the run's when resumed).
+    pub steps_trained: usize,
     /// Tokens per second over the whole run.
     pub tokens_per_second: f64,
     /// Wall time of the training itself, in seconds.
@@ -138,6 +140,10 @@ const RESUME_MAY_CHANGE: [&str; 11] = [
     "track_every",
 ];
 
+/// Settings compared by what they make rather than as written: the model config (from `model`,
+/// `layers`, `norm`, `init_from`) and the data (content of `data`, `tokenizer`, `builtin_docs`).
+const RESUME_COMPARED_BY_EFFECT: [&str; 7] = ["model", "layers", "norm", "init_from", "data", "tokenizer", "builtin_docs"];
+
 /// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
 /// into those a resume may change and those it may not.
 fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<String>) {
@@ -148,7 +154,7 @@ fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<S
     let (saved, now) = (to_map(saved), to_map(now));
     let mut allowed = Vec::new();
     let mut refused = Vec::new();
-    for (field, value) in &now {
+    for (field, value) in now.iter().filter(|(field, _)| !RESUME_COMPARED_BY_EFFECT.contains(&field.as_str())) {
         let old = saved.get(field).cloned().unwrap_or(serde_json::Value::Null);
         if old != *value {
             let change = format!("{field}: {old} -> {value}");
@@ -156,6 +162,37 @@ fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<S
         }
     }
     (allowed, refused)
+}
+
+/// An error unless `config` trains what the run in `dir` trained: the same settings (but those
+/// a resume may change, announced), the same model config and the same data content.
+fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<(), String> {
+    let saved = TrainConfig::from_file(dir.path().join("train.json")).map_err(|e| format!("nothing to resume: {e}"))?;
+    let info_path = dir.path().join("model.json");
+    let info: RunModelInfo = std::fs::read_to_string(&info_path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+        .map_err(|e| format!("nothing to resume: {}: {e}", info_path.display()))?;
+    let (allowed, mut refused) = resume_changes(&saved, config);
+    if info.model != prepared.model {
+        let describe = |m: &LlamaConfig| format!("{} layers x d_model {} ({})", m.n_layers, m.d_model, m.norm_scheme);
+        refused.push(format!("model: {} -> {} (as model.json records it)", describe(&info.model), describe(&prepared.model)));
+    }
+    if info.data.as_ref().is_some_and(|data| *data != prepared.data) {
+        refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
+    }
+    if !refused.is_empty() {
+        return Err(format!(
+            "resuming must keep what is trained, but these differ from the run's: {}. Resume with the run's own \
+             settings and data, or start a new run from this one with --init-from {} --out NEW_DIR",
+            refused.join("; "),
+            dir.path().display()
+        ));
+    }
+    for change in allowed {
+        println!("resuming with a changed setting: {change}");
+    }
+    Ok(())
 }
 
 /// Everything checked and prepared before the run directory is touched.
@@ -166,6 +203,8 @@ struct Prepared {
     devices: Vec<Device>,
     train: Arc<PackedDataset>,
     valid: Arc<PackedDataset>,
+    /// The data's content fingerprint.
+    data: String,
 }
 
 /// Bytes a training step needs at least, activations only: the logits with their softmax and
@@ -177,12 +216,15 @@ fn step_bytes_lower_bound(model: &LlamaConfig, batch: usize, seq: usize) -> f64 
     4.0 * (3.0 * b * t * model.vocab_size as f64 + model.n_layers as f64 * per_layer)
 }
 
-/// An error when a training step of `batch_size` sequences cannot fit in the machine's memory
-/// (checked on devices that use it): a failed allocation would abort the process.
+/// An error when the model's training state or a step of `batch_size` sequences cannot fit in the
+/// machine's memory (checked on devices that use it): a failed allocation would abort the process.
 fn check_step_memory(config: &TrainConfig, model: &LlamaConfig, devices: &[Device]) -> Result<(), ConfigError> {
     let Some(available) = available_memory_bytes().filter(|_| devices.iter().any(uses_host_memory)) else {
         return Ok(());
     };
+    // The weights, their gradients and Adam's two moments: the model is named first, since no
+    // batch size can make a model that does not fit.
+    model.check_fits(4, available / 4)?;
     let batch = config.batch_size.max(config.batch_size * devices.len());
     let needed = step_bytes_lower_bound(model, batch, config.seq_len);
     if needed > available as f64 {
@@ -235,22 +277,28 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, TrainError> {
         CorpusSource::Files(config.data.clone())
     };
     let out = &config.out;
-    let cache_root = config.cache_dir.clone().unwrap_or_else(|| {
-        out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).join(".token-cache")
-    });
+    // Beside the run directory (never inside it: `--out .` must stay a run of ours only).
+    let cache_root = match &config.cache_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let absolute = out.canonicalize().or_else(|_| std::path::absolute(out)).unwrap_or_else(|_| out.clone());
+            absolute.parent().unwrap_or(Path::new("/")).join(".token-cache")
+        }
+    };
     let cache = Arc::new(tokenize_corpus(&source, &tokenizer, &cache_root)?);
+    let data = cache.content_fingerprint();
     let (train, valid) = train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.seed)?;
-    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid) })
+    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data })
 }
 
 /// Where a resumed run starts: the newest checkpoint that is complete (its files match their
-/// checksums) and sound (finite weights). Newer checkpoints that are not are named and removed.
+/// checksums) and sound (finite weights). Newer checkpoints that are not are named.
 fn resume_epoch(dir: &RunDir, device: &Device) -> Result<Option<usize>, TrainError> {
     let (complete, broken) = dir.checkpoints();
     let newest_complete = complete.last().copied().unwrap_or(0);
+    // Not deleted: the resumed run writes those epochs again.
     for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
         eprintln!("warning: skipping the checkpoint of epoch {epoch}: {problem}");
-        dir.delete_checkpoint(*epoch);
     }
     for &epoch in complete.iter().rev() {
         let (model, _) = load_run_model(dir.path(), Some(epoch), device)?;
@@ -258,7 +306,6 @@ fn resume_epoch(dir: &RunDir, device: &Device) -> Result<Option<usize>, TrainErr
             None => return Ok(Some(epoch)),
             Some(name) => {
                 eprintln!("warning: skipping the checkpoint of epoch {epoch}: its weights are not finite ({name})");
-                dir.delete_checkpoint(epoch);
             }
         }
     }
@@ -285,16 +332,16 @@ fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
 /// Every setting, the devices and the data are checked before the directory is touched; the
 /// directory is locked for the run's life (a second training into it is refused).
 pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainError> {
+    RunDir::check(&config.out)?;
+    if start == Start::Resume && !config.out.join("train.json").is_file() {
+        return Err(TrainError::RunDir {
+            path: config.out.display().to_string(),
+            message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
+        });
+    }
     let prepared = prepare(config)?;
     let config = config.resolved();
     let run_dir_error = |message: String| TrainError::RunDir { path: config.out.display().to_string(), message };
-    let saved = match start {
-        Start::Resume => Some(
-            TrainConfig::from_file(config.out.join("train.json"))
-                .map_err(|e| run_dir_error(format!("nothing to resume: {e}")))?,
-        ),
-        _ => None,
-    };
     let dir = RunDir::open(&config.out)?;
     let start_epoch = match start {
         Start::New if dir.holds_run() => {
@@ -305,19 +352,8 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainErr
         }
         Start::New | Start::Overwrite => 0,
         Start::Resume => {
-            let (allowed, refused) = resume_changes(saved.as_ref().unwrap_or(&config), &config);
-            if !refused.is_empty() {
-                return Err(run_dir_error(format!(
-                    "resuming must keep the settings that decide what is trained, but these differ from the run's \
-                     train.json: {}. Resume with the run's own settings, or start a new run from this one with \
-                     --init-from {} --out NEW_DIR",
-                    refused.join("; "),
-                    config.out.display()
-                )));
-            }
-            for change in allowed {
-                println!("resuming with a changed setting: {change}");
-            }
+            // Read under the lock, after an interrupted --overwrite was undone.
+            check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
             match resume_epoch(&dir, &prepared.devices[0])? {
                 Some(epoch) if epoch >= config.epochs() => return finish_from_checkpoint(&config, &dir, prepared, epoch),
                 Some(epoch) => epoch,
@@ -357,8 +393,27 @@ fn finish_from_checkpoint(config: &TrainConfig, dir: &RunDir, prepared: Prepared
     }
     println!("every step is done: writing the final model from the checkpoint at step {}", config.step_at_epoch_end(epoch));
     let (model, _) = load_run_model(dir.path(), Some(epoch), &prepared.devices[0])?;
-    let info = RunModelInfo { model: prepared.model.clone(), tokenizer: config.tokenizer.clone(), steps: config.steps };
-    save_run_model(dir.path(), &model, &info)?;
+    finish(config, prepared, model, Vec::new(), 0, 0, 0.0)
+}
+
+/// Saves the final model into the run directory and reports the run: `steps_trained` steps of
+/// `tokens` in `seconds` by this call.
+fn finish(
+    config: &TrainConfig,
+    prepared: Prepared,
+    model: Llama,
+    train_losses: Vec<f64>,
+    steps_trained: usize,
+    tokens: usize,
+    seconds: f64,
+) -> Result<TrainReport, TrainError> {
+    let info = RunModelInfo {
+        model: prepared.model.clone(),
+        tokenizer: config.tokenizer.clone(),
+        steps: config.steps,
+        data: Some(prepared.data.clone()),
+    };
+    save_run_model(&config.out, &model, &info)?;
     let global_batch = config.batch_size * prepared.devices.len();
     let valid_loss = crate::analysis::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
     Ok(TrainReport {
@@ -366,9 +421,10 @@ fn finish_from_checkpoint(config: &TrainConfig, dir: &RunDir, prepared: Prepared
         model_config: prepared.model,
         tokenizer: prepared.tokenizer,
         valid_loss,
-        train_losses: Vec::new(),
-        tokens_per_second: 0.0,
-        seconds: 0.0,
+        train_losses,
+        steps_trained,
+        tokens_per_second: if seconds > 0.0 { tokens as f64 / seconds } else { 0.0 },
+        seconds,
         out: config.out.clone(),
     })
 }
@@ -380,7 +436,12 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
     let json = serde_json::to_string_pretty(config).map_err(|e| run_dir_error(e.to_string()))?;
     crate::io::write_atomically(&out.join("train.json"), json.as_bytes()).map_err(|e| run_dir_error(e.to_string()))?;
     // Written first so that the checkpoints of an interrupted run can be loaded.
-    let mut info = RunModelInfo { model: prepared.model.clone(), tokenizer: config.tokenizer.clone(), steps: 0 };
+    let info = RunModelInfo {
+        model: prepared.model.clone(),
+        tokenizer: config.tokenizer.clone(),
+        steps: 0,
+        data: Some(prepared.data.clone()),
+    };
     let info_json = serde_json::to_string_pretty(&info).map_err(|e| run_dir_error(e.to_string()))?;
     crate::io::write_atomically(&out.join("model.json"), info_json.as_bytes()).map_err(|e| run_dir_error(e.to_string()))?;
 
@@ -418,7 +479,8 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
     let failure = Arc::new(Mutex::new(None));
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
-    let (existing, _) = dir.checkpoints();
+    // The checkpoints the strategy manages: those up to the start (later ones are written again).
+    let existing: Vec<usize> = dir.checkpoints().0.into_iter().filter(|&epoch| epoch <= start_epoch).collect();
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
         .num_epochs(config.epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
@@ -507,10 +569,10 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
         let kept = match dir.checkpoints().0.last() {
             Some(&epoch) => format!(
                 "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with \
-                 a lower learning rate: --resume --lr {:e}",
+                 a learning rate well below {:e} (--resume --lr ...) or with --clip-grad-norm 1",
                 config.step_at_epoch_end(epoch),
                 dir.checkpoint_dir().display(),
-                config.lr / 2.0
+                config.lr
             ),
             None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
         };
@@ -524,21 +586,9 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
     }
 
     let model = result.model.into_model().valid();
-    info.steps = config.steps;
-    save_run_model(&out, &model, &info)?;
     let train_losses: Vec<f64> =
         rows.iter().filter(|r| r.split == "train" && r.metric == "Loss" && r.epoch > start_epoch).map(|r| r.value).collect();
-    let trained_steps = config.steps - start_step;
-    let tokens = trained_steps * micro_batches * config.batch_size * config.seq_len;
-    let valid_loss = crate::analysis::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
-    Ok(TrainReport {
-        model,
-        model_config: prepared.model,
-        tokenizer: prepared.tokenizer,
-        valid_loss,
-        train_losses,
-        tokens_per_second: tokens as f64 / seconds,
-        seconds,
-        out,
-    })
+    let steps_trained = config.steps - start_step;
+    let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
+    finish(config, prepared, model, train_losses, steps_trained, tokens, seconds)
 }

@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
+use super::config::TrainConfig;
 use super::run::TrainError;
 use crate::io::verify_sum;
 
@@ -51,15 +52,32 @@ impl RunDir {
     /// checkpoint (the replaced run is put back).
     pub fn open(path: &Path) -> Result<Self, TrainError> {
         let error = |message: String| TrainError::RunDir { path: path.display().to_string(), message };
-        if path.exists() {
-            check_run_dir(path).map_err(error)?;
-        }
+        Self::check(path)?;
         std::fs::create_dir_all(path).map_err(|e| error(format!("cannot create it: {e}")))?;
         let lock = take_lock(&path.join(LOCK_FILE)).map_err(error)?;
         let dir = Self { path: path.to_path_buf(), _lock: lock };
         dir.remove_temporary_files();
         dir.recover_replacement().map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
         Ok(dir)
+    }
+
+    /// Whether [`open`](Self::open) may use `path`, checked without writing anything: a new
+    /// directory under existing folders, an empty one, or a run of this crate.
+    pub fn check(path: &Path) -> Result<(), TrainError> {
+        let error = |message: String| TrainError::RunDir { path: path.display().to_string(), message };
+        if path.symlink_metadata().is_ok() && !path.exists() {
+            return Err(error("is a symbolic link to nothing; remove it or choose another --out".into()));
+        }
+        if path.exists() {
+            return check_run_dir(path).map_err(error);
+        }
+        let existing = path.ancestors().skip(1).find(|a| !a.as_os_str().is_empty() && a.exists());
+        match existing {
+            Some(ancestor) if !ancestor.is_dir() => {
+                Err(error(format!("{} is a file, not a folder; choose another --out", ancestor.display())))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The directory.
@@ -155,22 +173,8 @@ impl RunDir {
     /// oldest first, and the epochs that have files but are not, with the reason.
     pub fn checkpoints(&self) -> (Vec<usize>, Vec<(usize, String)>) {
         let dir = self.checkpoint_dir();
-        let mut epochs: Vec<usize> = std::fs::read_dir(&dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter_map(|e| {
-                        let name = e.file_name().to_string_lossy().into_owned();
-                        let (kind, rest) = name.strip_suffix(".bpk")?.split_once('-')?;
-                        CHECKPOINT_KINDS.contains(&kind).then(|| rest.parse::<usize>().ok())?
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        epochs.sort_unstable();
-        epochs.dedup();
         let (mut complete, mut broken) = (Vec::new(), Vec::new());
-        for epoch in epochs {
+        for epoch in checkpoint_epochs(&dir) {
             let problem = CHECKPOINT_KINDS.iter().find_map(|kind| {
                 let path = checkpoint_file(&dir, kind, epoch);
                 verify_sum(&path).err().map(|e| format!("{}: {e}", path.display()))
@@ -182,15 +186,25 @@ impl RunDir {
         }
         (complete, broken)
     }
+}
 
-    /// Deletes every file of the checkpoint of `epoch`.
-    pub fn delete_checkpoint(&self, epoch: usize) {
-        for kind in CHECKPOINT_KINDS {
-            let path = checkpoint_file(&self.checkpoint_dir(), kind, epoch);
-            let _ = std::fs::remove_file(crate::io::sum_path(&path));
-            let _ = std::fs::remove_file(path);
-        }
-    }
+/// The epochs that have a file of any kind in the checkpoint directory `dir`, oldest first.
+pub fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
+    let mut epochs: Vec<usize> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let (kind, rest) = name.strip_suffix(".bpk")?.split_once('-')?;
+                    CHECKPOINT_KINDS.contains(&kind).then(|| rest.parse::<usize>().ok())?
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    epochs.sort_unstable();
+    epochs.dedup();
+    epochs
 }
 
 /// `<dir>/<kind>-<epoch>.bpk`.
@@ -203,10 +217,10 @@ fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
     RUN_ENTRIES.into_iter().filter(|(name, _)| *name != LOCK_FILE && *name != PREVIOUS_RUN)
 }
 
-/// `.<name>.tmp<pid>`: a temporary file of [`crate::io::write_atomically`] or of a checkpoint write.
+/// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>` from
+/// [`crate::io::write_atomically`] and the checkpoints, and Burn's own `.<name>.tmp<pid>.<pid>-<n>.tmp`.
 fn is_temporary_name(name: &str) -> bool {
-    name.starts_with('.')
-        && name.rsplit_once(".tmp").is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+    name.starts_with('.') && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// An error unless `path` is a directory that is empty or holds a run of this crate, whose
@@ -219,7 +233,8 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot read it: {e}"))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name != LOCK_FILE)
+        // The lock, and a starting run's first writes (so a second run gets the lock's message).
+        .filter(|name| name != LOCK_FILE && !is_temporary_name(name))
         .collect();
     if entries.is_empty() {
         return Ok(());
@@ -232,6 +247,12 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
              so that no file of yours is overwritten",
             shown.join(", "),
             if entries.len() > 3 { ", ..." } else { "" }
+        ));
+    }
+    if let Err(e) = TrainConfig::from_file(path.join("train.json")) {
+        return Err(format!(
+            "holds a train.json that is not a training run's ({e}); choose another --out so that no file of yours \
+             is overwritten"
         ));
     }
     for (name, is_dir) in RUN_ENTRIES {
