@@ -22,7 +22,8 @@ fn main() {
             let mut model = Some(config.init(&device).unwrap());
             let mut optim = AdamWConfig::new().init();
             let tokens: Tensor<2, Int> =
-                Tensor::<2>::random([batch, seq + 1], Distribution::Uniform(0.0, config.vocab_size as f64), &device).int();
+                Tensor::<2>::random([batch, seq + 1], Distribution::Uniform(0.0, config.vocab_size as f64), &device)
+                    .int();
             let ms = median_ms(2, 10, || {
                 let current = model.take().unwrap();
                 let logits = current.forward(tokens.clone().narrow(1, 0, seq));
@@ -32,7 +33,11 @@ fn main() {
                 device.sync().unwrap();
             });
             let tokens_per_s = (batch * seq) as f64 / (ms / 1e3);
-            println!("{preset:<6} {:<8} {:>12} {ms:>10.1} {tokens_per_s:>12.0}", scheme.to_string(), config.num_params());
+            println!(
+                "{preset:<6} {:<8} {:>12} {ms:>10.1} {tokens_per_s:>12.0}",
+                scheme.to_string(),
+                config.num_params()
+            );
         }
     }
 }

@@ -21,9 +21,9 @@ use layernorm_scaling::analysis::{
     ComparedRun, Report,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
+use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
 use layernorm_scaling::parse_device;
-use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::train::{is_hf_dir, load_model_dir, read_tracking, TrackRecord, TRACKING_FILE};
 
 /// Analyse run directories of the train example.
@@ -118,7 +118,12 @@ fn load(dir: &Path, hf: bool, args: &Args) -> Result<LoadedRun, String> {
     let tokenizer = loaded.tokenizer().map_err(cannot)?;
     let config = &loaded.config;
     if args.seq_len > config.max_seq_len {
-        return Err(format!("--seq-len {} exceeds the max_seq_len {} of {}", args.seq_len, config.max_seq_len, dir.display()));
+        return Err(format!(
+            "--seq-len {} exceeds the max_seq_len {} of {}",
+            args.seq_len,
+            config.max_seq_len,
+            dir.display()
+        ));
     }
     if tokenizer.vocab_size() > config.vocab_size {
         return Err(format!(
@@ -147,7 +152,8 @@ fn report_of(run: &LoadedRun, args: &Args, choices: Option<&[ChoiceItem]>) -> Re
     let data = PackedDataset::new(cache, &docs, args.seq_len);
     let options = AnalysisOptions { batch_size: args.batch_size, batches: args.batches, layers: args.layers.clone() };
     eprintln!("{}", run.title);
-    let mut report = analyze(&run.model, &data, &options, &mut progress_bar("perplexity")).map_err(|e| e.to_string())?;
+    let mut report =
+        analyze(&run.model, &data, &options, &mut progress_bar("perplexity")).map_err(|e| e.to_string())?;
     if let Some(items) = choices {
         let mut bar = progress_bar("multiple choice");
         report.multiple_choice =
@@ -164,12 +170,20 @@ fn run(args: Args) -> Result<(), String> {
     let sources: Vec<(&PathBuf, bool)> =
         args.run.iter().map(|dir| (dir, false)).chain(args.hf_dir.iter().map(|dir| (dir, true))).collect();
     if !args.label.is_empty() && args.label.len() != sources.len() {
-        return Err(format!("{} --label values for {} models; give one per --run/--hf-dir or none", args.label.len(), sources.len()));
+        return Err(format!(
+            "{} --label values for {} models; give one per --run/--hf-dir or none",
+            args.label.len(),
+            sources.len()
+        ));
     }
     let out = match (&args.out, sources.as_slice()) {
         (Some(out), _) => out.clone(),
         (None, [(dir, _)]) if !is_hf_dir(dir) => dir.join("analysis"),
-        (None, [_]) => return Err("analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into()),
+        (None, [_]) => {
+            return Err(
+                "analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into()
+            )
+        }
         (None, _) => return Err("comparing several models needs --out DIR for the comparison report".into()),
     };
     let marker = if sources.len() == 1 { "report.json" } else { "comparison.json" };
@@ -179,7 +193,11 @@ fn run(args: Args) -> Result<(), String> {
     let out = if out.exists() { out.canonicalize().map_err(|e| format!("--out {}: {e}", out.display()))? } else { out };
     for (dir, _) in &sources {
         if dir.canonicalize().is_ok_and(|dir| dir.starts_with(&out)) {
-            return Err(format!("--out {} holds the model {}, which writing the report would replace", out.display(), dir.display()));
+            return Err(format!(
+                "--out {} holds the model {}, which writing the report would replace",
+                out.display(),
+                dir.display()
+            ));
         }
     }
     // Everything that can be wrong with the input is found before the first evaluation.
@@ -196,7 +214,9 @@ fn run(args: Args) -> Result<(), String> {
         print!("{}", report.summary(&run.title));
     } else {
         let names: Vec<String> = if args.label.is_empty() {
-            runs.iter().map(|r| r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()).collect()
+            runs.iter()
+                .map(|r| r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                .collect()
         } else {
             args.label.clone()
         };
@@ -205,7 +225,8 @@ fn run(args: Args) -> Result<(), String> {
             .zip(runs.iter().zip(reports))
             .map(|(label, (run, report))| ComparedRun { label, title: run.title.clone(), report })
             .collect();
-        write_comparison(&compared, &out).map_err(|e| format!("cannot write the comparison to {}: {e}", out.display()))?;
+        write_comparison(&compared, &out)
+            .map_err(|e| format!("cannot write the comparison to {}: {e}", out.display()))?;
         print!("{}", std::fs::read_to_string(out.join("comparison.md")).unwrap_or_default());
     }
     println!("\nreport written to {}", out.display());

@@ -92,7 +92,8 @@ fn layer_variances(config: &LlamaConfig, args: &Args, device: &Device) -> Result
     device.seed(args.seed);
     let model = config.init(device)?;
     let tokens: Tensor<2, Int> =
-        Tensor::<2>::random([args.batch, args.seq_len], Distribution::Uniform(0.0, config.vocab_size as f64), device).int();
+        Tensor::<2>::random([args.batch, args.seq_len], Distribution::Uniform(0.0, config.vocab_size as f64), device)
+            .int();
     let trace = model.forward_trace(tokens);
     Ok(trace
         .hidden

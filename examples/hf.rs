@@ -98,7 +98,13 @@ fn run(args: Args) -> Result<(), String> {
             }
             let n = ids.len();
             let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, n]), &device);
-            let logits: Vec<f32> = loaded.model.forward(input).into_data().convert::<f32>().try_into_vec().map_err(|e| format!("{e:?}"))?;
+            let logits: Vec<f32> = loaded
+                .model
+                .forward(input)
+                .into_data()
+                .convert::<f32>()
+                .try_into_vec()
+                .map_err(|e| format!("{e:?}"))?;
             let rows: Vec<&[f32]> = logits.chunks(vocab as usize).collect();
             if json {
                 println!("{}", serde_json::json!({"input_ids": ids, "logits": rows}));

@@ -118,7 +118,11 @@ fn config_from(args: &Args) -> Result<TrainConfig, String> {
     }
     set!(model, device, tokenizer, seq_len, batch_size, grad_accum, steps, lr, min_lr_ratio);
     set!(weight_decay, seed, out, samples, log_every);
-    for (field, value) in [(&mut config.warmup, args.warmup), (&mut config.eval_every, args.eval_every), (&mut config.save_every, args.save_every)] {
+    for (field, value) in [
+        (&mut config.warmup, args.warmup),
+        (&mut config.eval_every, args.eval_every),
+        (&mut config.save_every, args.save_every),
+    ] {
         if value.is_some() {
             *field = value;
         }
@@ -168,7 +172,11 @@ fn run(args: Args) -> Result<(), String> {
     let report = result.map_err(|e| e.to_string())?;
     let (parameters, scheme) = (report.model_config.num_params(), &report.model_config.norm_scheme);
     if report.steps_trained == 0 {
-        println!("\n{} ({parameters} parameters, {scheme}): the final model of step {} is written", report.out.display(), config.steps);
+        println!(
+            "\n{} ({parameters} parameters, {scheme}): the final model of step {} is written",
+            report.out.display(),
+            config.steps
+        );
     } else {
         println!(
             "\ntrained {} ({parameters} parameters, {scheme}) for {} steps, to step {}, in {:.1} s ({:.0} tokens/s)",
@@ -180,11 +188,8 @@ fn run(args: Args) -> Result<(), String> {
         );
     }
     println!("validation loss {:.4}, perplexity {:.3}", report.valid_loss, report.valid_loss.exp());
-    let prompts: Vec<&str> = if config.data.is_empty() {
-        vec!["the old ", "brackets: ([{", "347+28"]
-    } else {
-        vec!["The ", "And ", "I "]
-    };
+    let prompts: Vec<&str> =
+        if config.data.is_empty() { vec!["the old ", "brackets: ([{", "347+28"] } else { vec!["The ", "And ", "I "] };
     for (index, prompt) in prompts.iter().take(config.samples).enumerate() {
         let ids = report.tokenizer.encode(prompt).map_err(|e| e.to_string())?;
         let sampling = SamplingConfig {

@@ -84,7 +84,8 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
         return Err(ConfigError::Unknown {
             what: "device",
             name: spec.clone(),
-            expected: "auto, flex, ndarray, wgpu, wgpu:N, wgpu-cpu, vulkan, metal, cuda, cuda:N, tch, tch-cuda:N".into(),
+            expected: "auto, flex, ndarray, wgpu, wgpu:N, wgpu-cpu, vulkan, metal, cuda, cuda:N, tch, tch-cuda:N"
+                .into(),
         });
     };
     let takes_index = matches!(name, "wgpu" | "cuda" | "tch-cuda");

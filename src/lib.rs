@@ -16,8 +16,8 @@
 pub mod analysis;
 pub mod data;
 pub mod device;
-pub mod hf;
 mod error;
+pub mod hf;
 pub mod io;
 pub mod memory;
 pub mod model;

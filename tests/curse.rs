@@ -36,7 +36,12 @@ fn pre_ln_variance_grows_linearly_and_lns_tames_it() {
     let (lns_first, lns_second) = (growth(&lns, 0, 16), growth(&lns, 16, 32));
     assert!(lns_first > 0.0 && lns_second < 0.6 * lns_first, "lns: {lns_first:.3e} then {lns_second:.3e}");
     // ...and the total growth over 32 layers is many times smaller (measured: 17x).
-    assert!(growth(&lns, 0, 32) * 5.0 < growth(&pre, 0, 32), "pre {:.3e} vs lns {:.3e}", growth(&pre, 0, 32), growth(&lns, 0, 32));
+    assert!(
+        growth(&lns, 0, 32) * 5.0 < growth(&pre, 0, 32),
+        "pre {:.3e} vs lns {:.3e}",
+        growth(&pre, 0, 32),
+        growth(&lns, 0, 32)
+    );
     // Both start from the same embedding.
     assert!((pre[0] - lns[0]).abs() < 1e-12);
 }

@@ -49,12 +49,18 @@ fn a_tokenizer_json_trained_here_loads_and_round_trips() {
         .special_tokens(vec![AddedToken::from("</s>", true)])
         .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
         .build();
-    let mut trained = TokenizerBuilder::<BPE, tokenizers::NormalizerWrapper, ByteLevel, tokenizers::PostProcessorWrapper, ByteLevel>::new()
-        .with_model(BPE::default())
-        .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
-        .with_decoder(Some(ByteLevel::default()))
-        .build()
-        .unwrap();
+    let mut trained = TokenizerBuilder::<
+        BPE,
+        tokenizers::NormalizerWrapper,
+        ByteLevel,
+        tokenizers::PostProcessorWrapper,
+        ByteLevel,
+    >::new()
+    .with_model(BPE::default())
+    .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
+    .with_decoder(Some(ByteLevel::default()))
+    .build()
+    .unwrap();
     trained.train_from_files(&mut trainer, vec![text_path.display().to_string()]).unwrap();
     let json_path = dir.path().join("tokenizer.json");
     trained.save(&json_path, false).unwrap();
@@ -78,7 +84,8 @@ fn a_tokenizer_json_trained_here_loads_and_round_trips() {
 fn jsonl_gz_text_and_folders_are_read_as_documents() {
     let dir = tempfile::tempdir().unwrap();
     let gz = dir.path().join("c4-train.00000-of-01024.jsonl.gz");
-    let mut encoder = flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::default());
+    let mut encoder =
+        flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::default());
     writeln!(encoder, r#"{{"text": "first document\nwith two lines", "url": "x"}}"#).unwrap();
     writeln!(encoder).unwrap();
     writeln!(encoder, r#"{{"text": "second"}}"#).unwrap();
@@ -126,7 +133,8 @@ fn packing_covers_the_stream_with_windows_that_overlap_by_one_token() {
     let windows: Vec<Vec<u32>> = (0..some.len()).map(|i| some.get(i).unwrap().tokens).collect();
     assert_eq!(windows, vec![vec![1, 2, 3, 0, 6], vec![6, 7, 8, 9, 0]]);
 
-    let batch = LmBatcher.batch(vec![TokenWindow { tokens: vec![1, 2, 3] }, TokenWindow { tokens: vec![4, 5, 6] }], &cpu());
+    let batch =
+        LmBatcher.batch(vec![TokenWindow { tokens: vec![1, 2, 3] }, TokenWindow { tokens: vec![4, 5, 6] }], &cpu());
     assert_eq!(batch.inputs.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), vec![1, 2, 4, 5]);
     assert_eq!(batch.targets.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), vec![2, 3, 5, 6]);
 }
@@ -194,7 +202,15 @@ fn the_builtin_corpus_is_deterministic_and_correct() {
                 '(' | '[' | '{' | '<' => stack.push(c),
                 _ => {
                     let open = stack.pop().expect("balanced");
-                    assert_eq!((open, c).0, match c { ')' => '(', ']' => '[', '}' => '{', _ => '<' });
+                    assert_eq!(
+                        (open, c).0,
+                        match c {
+                            ')' => '(',
+                            ']' => '[',
+                            '}' => '{',
+                            _ => '<',
+                        }
+                    );
                 }
             }
         }

@@ -62,7 +62,9 @@ fn every_fixture_matches_the_transformers_logits() {
 fn the_configs_map_onto_the_model() {
     let llama3 = read_hf_config(&fixture("llama3_rope_scaling")).unwrap();
     assert_eq!((llama3.n_layers, llama3.d_model, llama3.kv_heads(), llama3.rope_theta), (3, 64, 2, 500_000.0));
-    assert!(matches!(llama3.rope_scaling, Some(RopeScaling::Llama3 { factor, original_max_position_embeddings: 64, .. }) if factor == 8.0));
+    assert!(
+        matches!(llama3.rope_scaling, Some(RopeScaling::Llama3 { factor, original_max_position_embeddings: 64, .. }) if factor == 8.0)
+    );
     let qwen = read_hf_config(&fixture("qwen2_bias")).unwrap();
     assert!(qwen.qkv_bias && qwen.tie_embeddings);
     let tied = load_hf_model(&fixture("llama_gqa_tied"), &cpu()).unwrap();
@@ -87,13 +89,19 @@ fn the_directory_tokenizer_encodes_as_transformers() {
     let loaded = load_hf_model(&fixture("llama_mha_untied"), &cpu()).unwrap();
     let tokenizer = loaded.tokenizer().unwrap();
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("llama_mha_untied").join("reference.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(fixture("llama_mha_untied").join("reference.json")).unwrap())
+            .unwrap();
     let ids: Vec<i64> = tokenizer.encode(json["text"].as_str().unwrap()).unwrap().into_iter().map(i64::from).collect();
     let (expected, _) = reference("llama_mha_untied");
     // transformers adds <s> (id 1) in front; our encode leaves special tokens out.
     assert_eq!(expected[0], 1);
     assert_eq!(ids, expected[1..]);
-    assert!(load_hf_model(&fixture("qwen2_bias"), &cpu()).unwrap().tokenizer().unwrap_err().to_string().contains("no tokenizer.json"));
+    assert!(load_hf_model(&fixture("qwen2_bias"), &cpu())
+        .unwrap()
+        .tokenizer()
+        .unwrap_err()
+        .to_string()
+        .contains("no tokenizer.json"));
 }
 
 #[test]
@@ -137,7 +145,8 @@ fn export_round_trips_in_the_crate_with_lns_restored() {
         let checkpoint = Checkpoint::open(&out).unwrap();
         let d = config.d_model;
         let stored = checkpoint.tensor("model.layers.1.input_layernorm.weight", &[d]).unwrap();
-        let original = Checkpoint::open(&fixture(name)).unwrap().tensor("model.layers.1.input_layernorm.weight", &[d]).unwrap();
+        let original =
+            Checkpoint::open(&fixture(name)).unwrap().tensor("model.layers.1.input_layernorm.weight", &[d]).unwrap();
         let expected: Vec<f32> = original.iter().map(|g| g / 2f32.sqrt()).collect();
         assert!(max_diff(&stored, &expected) < 1e-6, "{name}: layer 2's input norm holds gamma / sqrt(2)");
     }
@@ -253,7 +262,8 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let rows = json["logits"].as_array().unwrap();
     assert_eq!((rows.len(), rows[0].as_array().unwrap().len()), (ids.len(), 96));
-    let got: Vec<f32> = rows.iter().flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
+    let got: Vec<f32> =
+        rows.iter().flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32)).collect();
     assert!(max_diff(&got, &expected.concat()) <= 1e-4);
 
     let lns = tmp.path().join("lns");
@@ -269,7 +279,18 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
         (vec![os("logits"), os("--hf-dir"), tmp.path().join("nope").into(), os("--tokens"), os("1")], "config.json"),
         (vec![os("logits"), os("--hf-dir"), dir.clone().into(), os("--tokens"), os("1,96")], "token id 96 is outside"),
         (vec![os("retrofit"), os("--hf-dir"), source.clone().into(), os("--out"), lns.clone().into()], "not empty"),
-        (vec![os("retrofit"), os("--hf-dir"), source.clone().into(), os("--out"), tmp.path().join("x").into(), os("--norm"), os("bogus")], "bogus"),
+        (
+            vec![
+                os("retrofit"),
+                os("--hf-dir"),
+                source.clone().into(),
+                os("--out"),
+                tmp.path().join("x").into(),
+                os("--norm"),
+                os("bogus"),
+            ],
+            "bogus",
+        ),
     ] {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let output = run(&refs);
@@ -330,7 +351,11 @@ fn analyze_and_generate_take_a_hugging_face_directory_with_its_tokenizer() {
     let sentence = "the cat sat on the mat and the dog ran to the park.";
     std::fs::write(&text, (0..40).map(|i| format!("{sentence} {i}\n\n")).collect::<String>()).unwrap();
     let arc = tmp.path().join("arc.jsonl");
-    std::fs::write(&arc, "{\"question\": \"where did the cat sit\", \"choices\": [\"on the mat\", \"in the park\"], \"answer\": 0}\n").unwrap();
+    std::fs::write(
+        &arc,
+        "{\"question\": \"where did the cat sit\", \"choices\": [\"on the mat\", \"in the park\"], \"answer\": 0}\n",
+    )
+    .unwrap();
     let out = tmp.path().join("analysis");
     let output = Command::new(example("analyze"))
         .arg("--hf-dir")
@@ -345,7 +370,8 @@ fn analyze_and_generate_take_a_hugging_face_directory_with_its_tokenizer() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["n_layers"], 2);
     assert_eq!(report["multiple_choice"]["questions"], 1);
     assert!(report["perplexity"].as_f64().unwrap().is_finite());
@@ -354,7 +380,8 @@ fn analyze_and_generate_take_a_hugging_face_directory_with_its_tokenizer() {
     // Without --out the model directory would receive the report: refused, whether given as
     // --hf-dir or --run, and the fixture is left as it was.
     for flag in ["--hf-dir", "--run"] {
-        let output = Command::new(example("analyze")).arg(flag).arg(&source).args(["--device", "flex"]).output().unwrap();
+        let output =
+            Command::new(example("analyze")).arg(flag).arg(&source).args(["--device", "flex"]).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.code() == Some(1) && stderr.contains("needs --out"), "{flag}: {stderr}");
         assert!(!source.join("analysis").exists());

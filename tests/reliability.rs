@@ -105,7 +105,10 @@ fn overwrite_leaves_files_that_are_not_the_runs_alone() {
     std::fs::write(config.out.join("notes.txt"), "mine").unwrap();
     train(&config, Start::Overwrite).unwrap();
     assert_eq!(std::fs::read_to_string(config.out.join("notes.txt")).unwrap(), "mine");
-    assert!(!config.out.join(".previous-run").exists(), "the replaced run is removed once the new one has a checkpoint");
+    assert!(
+        !config.out.join(".previous-run").exists(),
+        "the replaced run is removed once the new one has a checkpoint"
+    );
 }
 
 #[test]
@@ -130,7 +133,11 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
     std::fs::write(foreign.join("train.json"), r#"{"split": "mine"}"#).unwrap();
     std::fs::write(foreign.join("valid/b.txt"), "mine").unwrap();
     let before = snapshot(&foreign);
-    expect_error(&TrainConfig { out: foreign.clone(), ..quick(&user, 10, 5) }, Start::Overwrite, "not a training run's");
+    expect_error(
+        &TrainConfig { out: foreign.clone(), ..quick(&user, 10, 5) },
+        Start::Overwrite,
+        "not a training run's",
+    );
     assert_eq!(snapshot(&foreign), before);
     // A file where the run's log folder belongs.
     let config = finished_run(dir.path());
@@ -264,10 +271,20 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
     let report = train(&short, Start::New).unwrap();
     assert_eq!(report.train_losses.len(), 30);
     let saved = TrainConfig::from_file(short.out.join("train.json")).unwrap();
-    assert_eq!((saved.eval_every, saved.save_every, saved.warmup), (Some(30), Some(30), Some(3)), "train.json says what ran");
+    assert_eq!(
+        (saved.eval_every, saved.save_every, saved.warmup),
+        (Some(30), Some(30), Some(3)),
+        "train.json says what ran"
+    );
 
     // 25 steps validated every 10: epochs of 10, 10 and 5 steps, and the end is checkpointed.
-    let ragged = TrainConfig { steps: 25, eval_every: Some(10), save_every: None, out: dir.path().join("ragged"), ..base.clone() };
+    let ragged = TrainConfig {
+        steps: 25,
+        eval_every: Some(10),
+        save_every: None,
+        out: dir.path().join("ragged"),
+        ..base.clone()
+    };
     assert_eq!(ragged.epochs(), 3);
     let report = train(&ragged, Start::New).unwrap();
     assert_eq!(report.train_losses.len(), 25);
@@ -383,7 +400,8 @@ fn perplexity_is_exp_of_the_token_weighted_mean_loss_and_grad_norms_are_reproduc
         assert_eq!(norms_of(&runs[0], epoch), norms_of(&runs[1], epoch), "epoch {epoch}");
     }
     let csv = |out: &Path| std::fs::read_to_string(out.join("metrics.csv")).unwrap();
-    let without_speed = |text: String| -> String { text.lines().filter(|l| !l.contains("Tokens per second")).collect() };
+    let without_speed =
+        |text: String| -> String { text.lines().filter(|l| !l.contains("Tokens per second")).collect() };
     assert_eq!(without_speed(csv(&runs[0])), without_speed(csv(&runs[1])), "metrics.csv is reproducible");
 }
 
@@ -440,7 +458,10 @@ fn killed_trainings_always_resume_to_the_uninterrupted_result_and_leave_no_stray
     let status = train_command(&killed, resume).status().unwrap();
     let finished = status.success() || killed.join("model.bpk.sum").is_file();
     assert!(finished, "the last resume finishes the run");
-    assert!(weights(&killed) == weights(&whole), "the killed and resumed run ends with the uninterrupted run's weights");
+    assert!(
+        weights(&killed) == weights(&whole),
+        "the killed and resumed run ends with the uninterrupted run's weights"
+    );
     let losses = |out: &Path| std::fs::read_to_string(out.join("valid/epoch-6/Loss.log")).unwrap();
     assert_eq!(losses(&killed), losses(&whole));
     for sub in [killed.clone(), killed.join("checkpoint")] {

@@ -55,7 +55,10 @@ fn a_report_is_written_whole_with_every_figure() {
     let options = AnalysisOptions { batch_size: 4, batches: 2, layers: Vec::new() };
     let report = analyze(&model, &data, &options, &mut |done, total| calls.push((done, total))).unwrap();
     assert_eq!(calls.last(), Some(&(5, 5)));
-    assert_eq!((report.block_output_variance.len(), report.pruning_drop.len(), report.angular_distance.len()), (5, 4, 4));
+    assert_eq!(
+        (report.block_output_variance.len(), report.pruning_drop.len(), report.angular_distance.len()),
+        (5, 4, 4)
+    );
     // The trace statistics are means over the tokens of both batches: those of one forward pass
     // over all 8 sequences at once.
     {
@@ -63,7 +66,9 @@ fn a_report_is_written_whole_with_every_figure() {
         use layernorm_scaling::analysis::{angular_distance_matrix, identity_ratios, layer_variances};
         let all = layernorm_scaling::data::LmBatcher.batch((0..8).map(|i| data.window(i)).collect(), &cpu());
         let trace = model.forward_trace(all.inputs);
-        let close = |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1e-3));
+        let close = |a: &[f64], b: &[f64]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * y.abs().max(1e-3))
+        };
         assert!(close(&report.block_output_variance, &layer_variances(&trace).block_output));
         assert!(close(&report.after_attention_variance, &layer_variances(&trace).after_attention));
         assert!(close(&report.identity_ratio, &identity_ratios(&trace)));
@@ -72,7 +77,8 @@ fn a_report_is_written_whole_with_every_figure() {
 
     let out = dir.path().join("reports/tiny");
     report.write(&out, "tiny").unwrap();
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["n_layers"], 4);
     assert_eq!(json["pruned_layers"], serde_json::json!([1, 2, 3, 4]));
     let layers = std::fs::read_to_string(out.join("layers.csv")).unwrap();
@@ -112,7 +118,11 @@ fn charts_and_heatmaps_are_valid_non_blank_pngs() {
     line.write_png(&dir.path().join("line.png")).unwrap();
     assert_png_not_blank(&dir.path().join("line.png"));
     // A log axis with a non-positive value falls back to linear instead of failing.
-    LineChart::new("t", "x", "y").with_series("c", vec![(1.0, -1.0), (2.0, 0.0)]).with_log_y(true).write_png(&dir.path().join("neg.png")).unwrap();
+    LineChart::new("t", "x", "y")
+        .with_series("c", vec![(1.0, -1.0), (2.0, 0.0)])
+        .with_log_y(true)
+        .write_png(&dir.path().join("neg.png"))
+        .unwrap();
     assert_png_not_blank(&dir.path().join("neg.png"));
     let heatmap = Heatmap {
         title: "triangle".into(),
@@ -160,7 +170,8 @@ fn a_comparison_overlays_the_runs_and_tabulates_them() {
     assert!(md.contains("| x-y | 4 |") && md.contains("| x-y-2 | 4 |"), "{md}");
     let csv = std::fs::read_to_string(out.join("comparison.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 4);
-    let summaries: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap()).unwrap();
+    let summaries: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap()).unwrap();
     let growth = runs[1].report.block_output_variance[4] / runs[1].report.block_output_variance[1];
     assert!((summaries[1]["variance_growth"].as_f64().unwrap() - growth).abs() < 1e-9);
     for figure in ["variance.png", "identity_ratio.png", "pruning_drop.png", "angular_distance_next.png"] {
@@ -241,17 +252,28 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
         r#"{"question": "the old dogs", "choices": [{"text": "run.", "label": "1"}, {"text": "runs.", "label": "2"}], "answerKey": "1"}"#,
     ];
     std::fs::write(&arc, questions.join("\n")).unwrap();
-    let output = Command::new(&analyze).args(["--run"]).arg(&a).arg("--choices").arg(&arc).args(common).output().unwrap();
+    let output =
+        Command::new(&analyze).args(["--run"]).arg(&a).arg("--choices").arg(&arc).args(common).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let report = a.join("analysis");
     for file in ["report.json", "layers.csv", "angular_distance.csv", "summary.md", "tracking.csv"] {
         assert!(report.join(file).is_file(), "{file} missing");
     }
-    for figure in ["variance.png", "angular_distance.png", "identity_ratio.png", "pruning_drop.png", "training_variance.png", "training_grad_norm.png", "training_variance_by_step.png", "multiple_choice_drop.png"] {
+    for figure in [
+        "variance.png",
+        "angular_distance.png",
+        "identity_ratio.png",
+        "pruning_drop.png",
+        "training_variance.png",
+        "training_grad_norm.png",
+        "training_variance_by_step.png",
+        "multiple_choice_drop.png",
+    ] {
         assert_png_not_blank(&report.join(figure));
     }
     assert!(String::from_utf8_lossy(&output.stdout).contains("report written to"));
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap()).unwrap();
     let choices = &json["multiple_choice"];
     assert_eq!((choices["questions"].as_u64(), choices["acc_drop"].as_array().map(Vec::len)), (Some(3), Some(4)));
     for key in ["acc", "acc_norm"] {
@@ -264,7 +286,8 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     assert!(!report.join("multiple_choice_drop.png").exists(), "the old report was replaced whole");
 
     let out = dir.path().join("comparison");
-    let output = Command::new(&analyze).arg("--run").arg(&a).arg(&b).arg("--out").arg(&out).args(common).output().unwrap();
+    let output =
+        Command::new(&analyze).arg("--run").arg(&a).arg(&b).arg("--out").arg(&out).args(common).output().unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(std::fs::read_to_string(out.join("comparison.md")).unwrap().contains("| lns | 4 |"));
     assert_png_not_blank(&out.join("variance.png"));
@@ -274,7 +297,8 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let empty = dir.path().join("empty.txt");
     std::fs::write(&empty, "").unwrap();
     let malformed = dir.path().join("arc.jsonl");
-    std::fs::write(&malformed, "{\"question\": \"q\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\nnot json\n").unwrap();
+    std::fs::write(&malformed, "{\"question\": \"q\", \"choices\": [\"a\", \"b\"], \"answer\": 0}\nnot json\n")
+        .unwrap();
     let cases: Vec<(Vec<std::ffi::OsString>, &str)> = vec![
         (vec!["--layers".into(), "2,9".into()], "layer 9 does not exist"),
         (vec!["--data".into(), empty.clone().into()], "no text"),
@@ -282,7 +306,15 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
         (vec!["--epoch".into(), "7".into()], "model-7.bpk"),
     ];
     for (extra, expected) in cases {
-        let output = Command::new(&analyze).arg("--run").arg(&a).arg("--out").arg(&bad_out).args(common).args(&extra).output().unwrap();
+        let output = Command::new(&analyze)
+            .arg("--run")
+            .arg(&a)
+            .arg("--out")
+            .arg(&bad_out)
+            .args(common)
+            .args(&extra)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{extra:?}: {stderr}");
         assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{extra:?}: {stderr}");
@@ -291,7 +323,15 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     // An output directory that is not an earlier report (a run, or the working directory) is
     // refused before any work, and left as it was.
     for (cwd, out) in [(dir.path(), b.as_os_str()), (b.as_path(), std::ffi::OsStr::new("."))] {
-        let output = Command::new(&analyze).current_dir(cwd).arg("--run").arg(&a).arg("--out").arg(out).args(common).output().unwrap();
+        let output = Command::new(&analyze)
+            .current_dir(cwd)
+            .arg("--run")
+            .arg(&a)
+            .arg("--out")
+            .arg(out)
+            .args(common)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.code() == Some(1) && stderr.contains("holds no report.json"), "{out:?}: {stderr}");
         assert!(b.join("model.bpk").is_file() && b.join("model.json").is_file(), "{out:?} touched the run");
@@ -303,7 +343,14 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     for file in ["model.json", "model.bpk", "model.bpk.sum"] {
         std::fs::copy(b.join(file), holder.join("model").join(file)).unwrap();
     }
-    let output = Command::new(&analyze).arg("--run").arg(holder.join("model")).arg("--out").arg(&holder).args(common).output().unwrap();
+    let output = Command::new(&analyze)
+        .arg("--run")
+        .arg(holder.join("model"))
+        .arg("--out")
+        .arg(&holder)
+        .args(common)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.code() == Some(1) && stderr.contains("holds the model"), "{stderr}");
     assert!(holder.join("model/model.bpk").is_file());
@@ -318,7 +365,10 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     std::fs::write(tracked.join("tracking.jsonl"), format!("{record}\n")).unwrap();
     let output = Command::new(&analyze).arg("--run").arg(&tracked).args(common).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.code() == Some(1) && stderr.contains("tracking.jsonl line 1") && !stderr.contains("panicked"), "{stderr}");
+    assert!(
+        output.status.code() == Some(1) && stderr.contains("tracking.jsonl line 1") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
     assert!(!tracked.join("analysis").exists());
 
     // A checkpoint that does not match its config.
@@ -331,6 +381,9 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     std::fs::write(mismatched.join("model.json"), json).unwrap();
     let output = Command::new(&analyze).arg("--run").arg(&mismatched).args(common).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.code() == Some(1) && stderr.contains("does not match model.json") && !stderr.contains("panicked"), "{stderr}");
+    assert!(
+        output.status.code() == Some(1) && stderr.contains("does not match model.json") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
     assert!(!mismatched.join("analysis").exists());
 }

@@ -40,9 +40,21 @@ fn an_absurd_hugging_face_config_is_refused_before_anything_is_allocated() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: [(&str, serde_json::Value, &str); 4] = [
         // 100000000 / 4 heads: head_dim must follow, or the config is refused for that instead.
-        ("hidden_size", serde_json::json!({"hidden_size": 100_000_000, "head_dim": 25_000_000}), "[128, 32], not [128, 100000000] (hidden_size 32)"),
-        ("num_hidden_layers", serde_json::json!({"num_hidden_layers": 1_000_000}), "is 1000000, but the checkpoint holds 2 layers"),
-        ("intermediate_size", serde_json::json!({"intermediate_size": 1_000_000_000}), "has shape [48, 32], not [1000000000, 32]"),
+        (
+            "hidden_size",
+            serde_json::json!({"hidden_size": 100_000_000, "head_dim": 25_000_000}),
+            "[128, 32], not [128, 100000000] (hidden_size 32)",
+        ),
+        (
+            "num_hidden_layers",
+            serde_json::json!({"num_hidden_layers": 1_000_000}),
+            "is 1000000, but the checkpoint holds 2 layers",
+        ),
+        (
+            "intermediate_size",
+            serde_json::json!({"intermediate_size": 1_000_000_000}),
+            "has shape [48, 32], not [1000000000, 32]",
+        ),
         ("vocab_size", serde_json::json!({"vocab_size": 1_000_000_000}), "(vocab_size 128)"),
     ];
     for (field, edit, expected) in cases {
@@ -69,7 +81,10 @@ fn a_model_larger_than_memory_is_an_error_naming_its_sizes() {
     let bytes = tiny.num_params() as u64 * 4;
     assert_eq!(tiny.check_fits(4, bytes), Ok(()));
     let err = tiny.check_fits(4, bytes - 1).unwrap_err().to_string();
-    assert!(err.contains("does not fit in memory") && err.contains(&format!("{} parameters", tiny.num_params())), "{err}");
+    assert!(
+        err.contains("does not fit in memory") && err.contains(&format!("{} parameters", tiny.num_params())),
+        "{err}"
+    );
     assert!(err.contains("d_model 64") && err.contains("n_layers 4") && err.contains("use a smaller d_model"), "{err}");
 
     // Counting an absurd config saturates rather than overflowing.
@@ -231,12 +246,19 @@ fn analyze_refuses_a_diverged_model_and_writes_no_report() {
     };
     let out = tmp.path().join("report-good");
     let output = analyze(&good, &out);
-    assert!(output.status.success() && out.join("report.json").is_file(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success() && out.join("report.json").is_file(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     let out = tmp.path().join("report-diverged");
     let output = analyze(&diverged, &out);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("`layers.1.mlp.up_proj.weight` holds NaN or infinite values") && stderr.contains("diverged"), "{stderr}");
+    assert!(
+        stderr.contains("`layers.1.mlp.up_proj.weight` holds NaN or infinite values") && stderr.contains("diverged"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked") && !out.exists(), "{stderr}");
 }

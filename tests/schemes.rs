@@ -58,7 +58,12 @@ fn every_scheme_and_norm_kind_trains_with_finite_loss_and_gradients() {
             model.visit(&mut check);
             assert_eq!(check.missing, 0, "{scheme} {kind:?}: parameters without gradient");
             assert_eq!(check.non_finite, 0, "{scheme} {kind:?}: non-finite gradients");
-            assert!(check.non_zero * 10 >= check.total * 9, "{scheme} {kind:?}: {}/{} non-zero", check.non_zero, check.total);
+            assert!(
+                check.non_zero * 10 >= check.total * 9,
+                "{scheme} {kind:?}: {}/{} non-zero",
+                check.non_zero,
+                check.total
+            );
         }
     }
 }
@@ -115,7 +120,8 @@ fn mix_ln_has_round_quarter_post_ln_layers() {
     for (n_layers, expected) in [(12, 3), (24, 6), (4, 1), (8, 2)] {
         let scheme = NormScheme::MixLn { post_ln_fraction: 0.25 };
         assert_eq!(scheme.post_ln_layers(n_layers), expected);
-        let model = LlamaConfig::new(32, 64, n_layers, 2).with_vocab_size(16).with_norm_scheme(scheme).init(&device).unwrap();
+        let model =
+            LlamaConfig::new(32, 64, n_layers, 2).with_vocab_size(16).with_norm_scheme(scheme).init(&device).unwrap();
         let placements: Vec<Placement> = model.layers.iter().map(|b| b.plan().placement).collect();
         let post = placements.iter().take_while(|p| **p == Placement::Post).count();
         assert_eq!(post, expected, "{n_layers} layers");

@@ -112,8 +112,16 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     expect_error(&unwritable, Start::New, "is a file, not a folder");
     expect_error(&TrainConfig { tokenizer: "missing.json".into(), ..base.clone() }, Start::New, "no such file");
     expect_error(&TrainConfig { norm: Some("mix-ln:2".into()), ..base.clone() }, Start::New, "post_ln_fraction");
-    expect_error(&TrainConfig { save_every: Some(15), ..base.clone() }, Start::New, "must be a multiple of `eval_every` (10)");
-    expect_error(&TrainConfig { warmup: Some(50), ..base.clone() }, Start::New, "`warmup` (50) is longer than the run's `steps` (20)");
+    expect_error(
+        &TrainConfig { save_every: Some(15), ..base.clone() },
+        Start::New,
+        "must be a multiple of `eval_every` (10)",
+    );
+    expect_error(
+        &TrainConfig { warmup: Some(50), ..base.clone() },
+        Start::New,
+        "`warmup` (50) is longer than the run's `steps` (20)",
+    );
     expect_error(&base, Start::Resume, "nothing to resume");
 
     // A finished run refuses to be overwritten, and resuming it with another model is refused.
@@ -132,8 +140,10 @@ fn bad_inputs_are_clear_errors_before_any_work() {
 fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("tokenizer.json");
-    let vocab: serde_json::Map<String, serde_json::Value> =
-        (0..300).map(|i| (format!("t{i}"), serde_json::json!(i))).chain([("</s>".to_string(), serde_json::json!(300))]).collect();
+    let vocab: serde_json::Map<String, serde_json::Value> = (0..300)
+        .map(|i| (format!("t{i}"), serde_json::json!(i)))
+        .chain([("</s>".to_string(), serde_json::json!(300))])
+        .collect();
     let tokenizer = serde_json::json!({
         "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
         "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,

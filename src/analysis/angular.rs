@@ -21,9 +21,7 @@ pub fn angular_distance(a: &Tensor<3>, b: &Tensor<3>) -> f64 {
 /// Row `l` has `L - l` entries.
 pub fn angular_distance_matrix(hidden: &[Tensor<3>]) -> Vec<Vec<f64>> {
     let layers = hidden.len().saturating_sub(1);
-    (0..layers)
-        .map(|l| (1..=layers - l).map(|n| angular_distance(&hidden[l], &hidden[l + n])).collect())
-        .collect()
+    (0..layers).map(|l| (1..=layers - l).map(|n| angular_distance(&hidden[l], &hidden[l + n])).collect()).collect()
 }
 
 /// Min-max normalises `matrix[l][n - 1]` (as from [`angular_distance_matrix`]) to `[0, 1]` for each

@@ -40,9 +40,16 @@ impl RunSummary {
     pub fn of(label: &str, report: &Report) -> Self {
         let layers = report.n_layers;
         let deep = |layer: usize| layer > layers / 2;
-        let mean = |values: Vec<f64>| if values.is_empty() { f64::NAN } else { values.iter().sum::<f64>() / values.len() as f64 };
+        let mean = |values: Vec<f64>| {
+            if values.is_empty() {
+                f64::NAN
+            } else {
+                values.iter().sum::<f64>() / values.len() as f64
+            }
+        };
         let identity = (1..=layers).filter(|&l| deep(l)).map(|l| report.identity_ratio[l - 1]).collect();
-        let drops = report.pruned_layers.iter().zip(&report.pruning_drop).filter(|(&l, _)| deep(l)).map(|(_, &d)| d).collect();
+        let drops =
+            report.pruned_layers.iter().zip(&report.pruning_drop).filter(|(&l, _)| deep(l)).map(|(_, &d)| d).collect();
         Self {
             label: label.to_string(),
             n_layers: layers,
@@ -92,7 +99,9 @@ pub fn write_comparison(runs: &[ComparedRun], dir: &Path) -> std::io::Result<()>
                 let drop = run.report.drop_of(l).map(|d| d.to_string()).unwrap_or_default();
                 csv.push_str(&format!(
                     "{},{l},{},{},{drop}\n",
-                    run.label, run.report.block_output_variance[l], run.report.identity_ratio[l - 1]
+                    run.label,
+                    run.report.block_output_variance[l],
+                    run.report.identity_ratio[l - 1]
                 ));
             }
         }

@@ -34,10 +34,11 @@ pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<
         written.push(name.to_string());
         Ok(())
     };
-    let variance = LineChart::new("Layer-wise output variance", "layer (0 = embedding output)", "variance of the hidden state")
-        .with_series("block output", from_embedding(&report.block_output_variance))
-        .with_series("after attention", per_layer(&report.after_attention_variance))
-        .with_log_y(true);
+    let variance =
+        LineChart::new("Layer-wise output variance", "layer (0 = embedding output)", "variance of the hidden state")
+            .with_series("block output", from_embedding(&report.block_output_variance))
+            .with_series("after attention", per_layer(&report.after_attention_variance))
+            .with_log_y(true);
     save("variance.png", variance.write_png(&dir.join("variance.png")))?;
 
     let angular = Heatmap {
@@ -91,21 +92,22 @@ pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::R
         return Ok(Vec::new());
     };
     let picked = spread(records.len(), 8);
-    let mut by_layer = LineChart::new("Layer-wise output variance during training", "layer (0 = embedding output)", "variance")
-        .with_log_y(true);
-    let mut grads = LineChart::new("Per-layer gradient norm during training", "layer", "gradient L2 norm").with_log_y(true);
+    let mut by_layer =
+        LineChart::new("Layer-wise output variance during training", "layer (0 = embedding output)", "variance")
+            .with_log_y(true);
+    let mut grads =
+        LineChart::new("Per-layer gradient norm during training", "layer", "gradient L2 norm").with_log_y(true);
     for &i in &picked {
         let record = &records[i];
         by_layer = by_layer.with_series(format!("step {}", record.step), from_embedding(&record.block_output_variance));
         grads = grads.with_series(format!("step {}", record.step), per_layer(&record.grad_norm));
     }
     let layers = first.grad_norm.len();
-    let mut over_time = LineChart::new("Output variance of each layer over training", "step", "variance").with_log_y(true);
+    let mut over_time =
+        LineChart::new("Output variance of each layer over training", "step", "variance").with_log_y(true);
     for layer in spread(layers, 8).into_iter().map(|i| i + 1) {
-        let points = records
-            .iter()
-            .filter_map(|r| r.block_output_variance.get(layer).map(|&v| (r.step as f64, v)))
-            .collect();
+        let points =
+            records.iter().filter_map(|r| r.block_output_variance.get(layer).map(|&v| (r.step as f64, v))).collect();
         over_time = over_time.with_series(format!("layer {layer}"), points);
     }
     by_layer.write_png(&dir.join("training_variance.png"))?;
@@ -116,7 +118,8 @@ pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::R
 
 /// The overlaid figures of several reports (one curve per run) into `dir`; returns the file names.
 pub fn write_comparison_figures(runs: &[(String, Report)], dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut variance = LineChart::new("Layer-wise output variance", "layer (0 = embedding output)", "variance").with_log_y(true);
+    let mut variance =
+        LineChart::new("Layer-wise output variance", "layer (0 = embedding output)", "variance").with_log_y(true);
     let mut identity = LineChart::new("How far each block is from the identity", "layer", "||f(x)|| / ||x||");
     let mut pruning = LineChart::new("Perplexity change when one layer is removed", "layer removed", "dPPL");
     let mut adjacent = LineChart::new("Angular distance to the next layer", "layer l", "d(l, l+1)");
@@ -127,8 +130,12 @@ pub fn write_comparison_figures(runs: &[(String, Report)], dir: &Path) -> std::i
         let next: Vec<f64> = report.angular_distance.iter().filter_map(|row| row.first().copied()).collect();
         adjacent = adjacent.with_series(label, from_embedding(&next));
     }
-    let charts =
-        [("variance.png", variance), ("identity_ratio.png", identity), ("pruning_drop.png", pruning), ("angular_distance_next.png", adjacent)];
+    let charts = [
+        ("variance.png", variance),
+        ("identity_ratio.png", identity),
+        ("pruning_drop.png", pruning),
+        ("angular_distance_next.png", adjacent),
+    ];
     let mut written = Vec::new();
     for (name, chart) in charts {
         chart.write_png(&dir.join(name))?;

@@ -36,7 +36,8 @@ pub fn read_choice_items(path: &Path) -> Result<Vec<ChoiceItem>, DataError> {
             continue;
         }
         let bad = |what: &str| DataError::Corpus(format!("{shown}:{}: {what}", index + 1));
-        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(&format!("not a JSON object: {e}")))?;
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| bad(&format!("not a JSON object: {e}")))?;
         let question = match &value["question"] {
             serde_json::Value::String(q) => q.clone(),
             q => q["stem"].as_str().ok_or_else(|| bad("no string `question` (or `question.stem`)"))?.to_string(),
@@ -70,16 +71,15 @@ pub fn read_choice_items(path: &Path) -> Result<Vec<ChoiceItem>, DataError> {
 fn parse_choices(value: &serde_json::Value) -> Option<(Vec<String>, Vec<String>)> {
     let letters = |n: usize| (0..n).map(|i| ((b'A' + i as u8) as char).to_string()).collect::<Vec<_>>();
     if let Some(list) = value.as_array() {
-        let texts: Option<Vec<String>> = list
-            .iter()
-            .map(|c| c.as_str().or_else(|| c["text"].as_str()).map(str::to_string))
-            .collect();
+        let texts: Option<Vec<String>> =
+            list.iter().map(|c| c.as_str().or_else(|| c["text"].as_str()).map(str::to_string)).collect();
         let texts = texts?;
         let labels: Vec<String> = list.iter().filter_map(|c| c["label"].as_str().map(str::to_string)).collect();
         let labels = if labels.len() == texts.len() { labels } else { letters(texts.len()) };
         return Some((texts, labels));
     }
-    let texts: Vec<String> = value["text"].as_array()?.iter().map(|t| t.as_str().map(str::to_string)).collect::<Option<_>>()?;
+    let texts: Vec<String> =
+        value["text"].as_array()?.iter().map(|t| t.as_str().map(str::to_string)).collect::<Option<_>>()?;
     let labels: Vec<String> = value["label"]
         .as_array()
         .map(|l| l.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())

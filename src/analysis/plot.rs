@@ -99,9 +99,8 @@ fn write_png(
 
 /// `[min, max]` of `values` widened by 5% (and made non-empty), for an axis.
 fn padded_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (min, max) = values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
-        (lo.min(v), hi.max(v))
-    });
+    let (min, max) =
+        values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if !min.is_finite() {
         return (0.0, 1.0);
     }
@@ -157,11 +156,7 @@ impl LineChart {
         let log_y = self.log_y && y_values().all(|y| y > 0.0) && y_values().next().is_some();
         write_png(path, |root| {
             let mut builder = ChartBuilder::on(root);
-            builder
-                .caption(&self.title, (FAMILY, 28))
-                .margin(16)
-                .x_label_area_size(52)
-                .y_label_area_size(84);
+            builder.caption(&self.title, (FAMILY, 28)).margin(16).x_label_area_size(52).y_label_area_size(84);
             if log_y {
                 let min = y_values().fold(f64::INFINITY, f64::min);
                 let max = y_values().fold(f64::NEG_INFINITY, f64::max);
@@ -176,7 +171,10 @@ impl LineChart {
         })
     }
 
-    fn draw_curves<'a, Y>(&self, mut chart: ChartContext<'a, BitMapBackend<'a>, Cartesian2d<RangedCoordf64, Y>>) -> std::io::Result<()>
+    fn draw_curves<'a, Y>(
+        &self,
+        mut chart: ChartContext<'a, BitMapBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    ) -> std::io::Result<()>
     where
         Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
     {
@@ -193,7 +191,8 @@ impl LineChart {
         let n = self.series.len();
         for (i, series) in self.series.iter().enumerate() {
             let colour = series_colour(i, n);
-            let finite: Vec<(f64, f64)> = series.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+            let finite: Vec<(f64, f64)> =
+                series.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
             chart
                 .draw_series(LineSeries::new(finite.clone(), colour.stroke_width(2)))
                 .map_err(plot_error)?
@@ -221,12 +220,19 @@ impl Heatmap {
         let values = || self.cells.iter().flatten().copied().filter(|v| v.is_finite());
         let min = values().fold(f64::INFINITY, f64::min);
         let max = values().fold(f64::NEG_INFINITY, f64::max);
-        let (min, max) = if !min.is_finite() { (0.0, 1.0) } else if max > min { (min, max) } else { (min, min + 1.0) };
+        let (min, max) = if !min.is_finite() {
+            (0.0, 1.0)
+        } else if max > min {
+            (min, max)
+        } else {
+            (min, min + 1.0)
+        };
         let columns = self.cells.len().max(1);
         let rows = self.cells.iter().map(Vec::len).max().unwrap_or(0).max(1);
         let y_start = self.y_start as f64;
         let reverse = self.small_is_bright;
-        let colour_of = move |v: f64| ViridisRGB::get_color_normalized(if reverse { max + min - v } else { v }, min, max);
+        let colour_of =
+            move |v: f64| ViridisRGB::get_color_normalized(if reverse { max + min - v } else { v }, min, max);
         write_png(path, |root| {
             let (main, scale) = root.split_horizontally(SIZE.0 - 150);
             let mut chart = ChartBuilder::on(&main)

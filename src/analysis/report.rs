@@ -187,7 +187,8 @@ impl Report {
     }
 
     fn layers_csv(&self) -> String {
-        let mut csv = String::from("layer,block_output_variance,after_attention_variance,identity_ratio,pruning_drop\n");
+        let mut csv =
+            String::from("layer,block_output_variance,after_attention_variance,identity_ratio,pruning_drop\n");
         csv.push_str(&format!("0,{},,,\n", self.block_output_variance[0]));
         for l in 1..=self.n_layers {
             let drop = self.drop_of(l).map(|d| d.to_string()).unwrap_or_default();

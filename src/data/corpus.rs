@@ -33,7 +33,8 @@ pub fn corpus_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DataError> {
 
 fn collect_dir(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), DataError> {
     let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", dir.display()));
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
     entries.sort();
     for path in entries {
         if path.is_dir() {
@@ -63,8 +64,7 @@ pub fn read_documents(file: &Path, each: &mut dyn FnMut(&str) -> Result<(), Data
     let shown = file.display().to_string();
     let io = |e: std::io::Error| DataError::Corpus(format!("{shown}: {e}"));
     let raw: Box<dyn Read> = Box::new(File::open(file).map_err(io)?);
-    let reader: Box<dyn Read> =
-        if shown.to_lowercase().ends_with(".gz") { Box::new(GzDecoder::new(raw)) } else { raw };
+    let reader: Box<dyn Read> = if shown.to_lowercase().ends_with(".gz") { Box::new(GzDecoder::new(raw)) } else { raw };
     let reader = BufReader::new(reader);
     if is_jsonl(file) {
         for (number, line) in reader.lines().enumerate() {

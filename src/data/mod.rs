@@ -54,7 +54,11 @@ pub(crate) const PATHS_SEPARATOR: &str = "\npaths: ";
 
 /// Tokenises `source` into a cache under `cache_root`, reused when the sources (their paths, sizes
 /// and content checksums: every file is read once per call) and the tokenizer are unchanged.
-pub fn tokenize_corpus(source: &CorpusSource, tokenizer: &Tokenizer, cache_root: &Path) -> Result<TokenCache, DataError> {
+pub fn tokenize_corpus(
+    source: &CorpusSource,
+    tokenizer: &Tokenizer,
+    cache_root: &Path,
+) -> Result<TokenCache, DataError> {
     let mut key = format!("tokenizer={}", tokenizer.describe());
     let files = match source {
         CorpusSource::Builtin { n_docs, seed } => {

@@ -167,7 +167,6 @@ impl TokenCache {
     }
 }
 
-
 /// A stable 64-bit FNV-1a hash, for cache folder names.
 pub fn stable_hash(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ byte as u64).wrapping_mul(0x0100_0000_01b3))

@@ -93,9 +93,9 @@ impl Tokenizer {
                 let bytes: Vec<u8> = ids.iter().map(|&id| if id == 0 { b'\n' } else { id.min(255) as u8 }).collect();
                 Ok(String::from_utf8_lossy(&bytes).into_owned())
             }
-            Tokenizer::HuggingFace { inner, path, .. } => inner
-                .decode(ids, true)
-                .map_err(|e| DataError::Tokenizer(format!("{path}: cannot decode: {e}"))),
+            Tokenizer::HuggingFace { inner, path, .. } => {
+                inner.decode(ids, true).map_err(|e| DataError::Tokenizer(format!("{path}: cannot decode: {e}")))
+            }
         }
     }
 }

@@ -40,23 +40,27 @@ fn required(config: &Map<String, Value>, field: &str) -> Result<usize, HfError> 
 fn f64_field(config: &Map<String, Value>, field: &str) -> Result<Option<f64>, HfError> {
     match config.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => value.as_f64().map(Some).ok_or_else(|| HfError::config(field, format!("must be a number, got {value}"))),
+        Some(value) => {
+            value.as_f64().map(Some).ok_or_else(|| HfError::config(field, format!("must be a number, got {value}")))
+        }
     }
 }
 
 fn bool_field(config: &Map<String, Value>, field: &str) -> Result<Option<bool>, HfError> {
     match config.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => value.as_bool().map(Some).ok_or_else(|| HfError::config(field, format!("must be true or false, got {value}"))),
+        Some(value) => value
+            .as_bool()
+            .map(Some)
+            .ok_or_else(|| HfError::config(field, format!("must be true or false, got {value}"))),
     }
 }
 
 /// The rope scaling of a `rope_scaling` (4.x) or `rope_parameters` (5.x) object.
 fn parse_rope_scaling(field: &str, params: &Map<String, Value>) -> Result<Option<RopeScaling>, HfError> {
     let kind = params.get("rope_type").or_else(|| params.get("type")).and_then(Value::as_str).unwrap_or("default");
-    let number = |key: &str| {
-        f64_field(params, key)?.ok_or_else(|| HfError::config(&format!("{field}.{key}"), "is missing"))
-    };
+    let number =
+        |key: &str| f64_field(params, key)?.ok_or_else(|| HfError::config(&format!("{field}.{key}"), "is missing"));
     match kind {
         "default" => Ok(None),
         "linear" => Ok(Some(RopeScaling::Linear { factor: number("factor")? })),
@@ -66,9 +70,9 @@ fn parse_rope_scaling(field: &str, params: &Map<String, Value>) -> Result<Option
             high_freq_factor: number("high_freq_factor")?,
             original_max_position_embeddings: number("original_max_position_embeddings")? as usize,
         })),
-        other => Err(HfError::Unsupported(format!(
-            "rope type `{other}` in `{field}`; supported: default, linear, llama3"
-        ))),
+        other => {
+            Err(HfError::Unsupported(format!("rope type `{other}` in `{field}`; supported: default, linear, llama3")))
+        }
     }
 }
 
@@ -89,7 +93,9 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
     }
     for field in ["attention_bias", "mlp_bias"] {
         if model_type != "qwen2" && bool_field(config, field)? == Some(true) {
-            return Err(HfError::Unsupported(format!("`{field}: true`: this LLaMA variant has biases the model does not implement")));
+            return Err(HfError::Unsupported(format!(
+                "`{field}: true`: this LLaMA variant has biases the model does not implement"
+            )));
         }
     }
     if model_type == "qwen2" && bool_field(config, "use_sliding_window")? == Some(true) {
@@ -116,7 +122,9 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
             let scaling = match config.get("rope_scaling") {
                 None | Some(Value::Null) => None,
                 Some(Value::Object(params)) => parse_rope_scaling("rope_scaling", params)?,
-                Some(other) => return Err(HfError::config("rope_scaling", format!("must be an object or null, got {other}"))),
+                Some(other) => {
+                    return Err(HfError::config("rope_scaling", format!("must be an object or null, got {other}")))
+                }
             };
             (f64_field(config, "rope_theta")?, scaling)
         }
@@ -136,17 +144,22 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
             .ok_or_else(|| HfError::config(SCHEME_KEY, "must hold a `norm_scheme` string"))?
             .parse::<NormScheme>()?,
     };
-    let mut model = LlamaConfig::new(d_model, required(config, "intermediate_size")?, required(config, "num_hidden_layers")?, n_heads)
-        .with_n_kv_heads(Some(usize_field(config, "num_key_value_heads")?.unwrap_or(n_heads)))
-        .with_vocab_size(required(config, "vocab_size")?)
-        .with_rope_theta(rope_theta.unwrap_or(10_000.0))
-        .with_rope_scaling(rope_scaling)
-        .with_norm_eps(f64_field(config, "rms_norm_eps")?.unwrap_or(1e-6))
-        .with_max_seq_len(max_seq_len)
-        .with_tie_embeddings(bool_field(config, "tie_word_embeddings")?.unwrap_or(false))
-        .with_qkv_bias(model_type == "qwen2")
-        .with_norm_kind(NormKind::RmsNorm)
-        .with_norm_scheme(norm_scheme);
+    let mut model = LlamaConfig::new(
+        d_model,
+        required(config, "intermediate_size")?,
+        required(config, "num_hidden_layers")?,
+        n_heads,
+    )
+    .with_n_kv_heads(Some(usize_field(config, "num_key_value_heads")?.unwrap_or(n_heads)))
+    .with_vocab_size(required(config, "vocab_size")?)
+    .with_rope_theta(rope_theta.unwrap_or(10_000.0))
+    .with_rope_scaling(rope_scaling)
+    .with_norm_eps(f64_field(config, "rms_norm_eps")?.unwrap_or(1e-6))
+    .with_max_seq_len(max_seq_len)
+    .with_tie_embeddings(bool_field(config, "tie_word_embeddings")?.unwrap_or(false))
+    .with_qkv_bias(model_type == "qwen2")
+    .with_norm_kind(NormKind::RmsNorm)
+    .with_norm_scheme(norm_scheme);
     if let Some(std) = f64_field(config, "initializer_range")? {
         model = model.with_init_std(std).with_embed_init_std(std);
     }
@@ -158,19 +171,24 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
 /// the model has q/k/v biases); a scheme other than Pre-LN is recorded under [`SCHEME_KEY`].
 pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
     if config.norm_kind != NormKind::RmsNorm {
-        return Err(HfError::Unsupported("exporting a LayerNorm model: the LLaMA family in transformers uses RMSNorm".into()));
+        return Err(HfError::Unsupported(
+            "exporting a LayerNorm model: the LLaMA family in transformers uses RMSNorm".into(),
+        ));
     }
-    let (model_type, architecture) = if config.qkv_bias { ("qwen2", "Qwen2ForCausalLM") } else { ("llama", "LlamaForCausalLM") };
+    let (model_type, architecture) =
+        if config.qkv_bias { ("qwen2", "Qwen2ForCausalLM") } else { ("llama", "LlamaForCausalLM") };
     let rope_scaling = match &config.rope_scaling {
         None => Value::Null,
         Some(RopeScaling::Linear { factor }) => json!({"rope_type": "linear", "factor": factor}),
-        Some(RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings }) => json!({
-            "rope_type": "llama3",
-            "factor": factor,
-            "low_freq_factor": low_freq_factor,
-            "high_freq_factor": high_freq_factor,
-            "original_max_position_embeddings": original_max_position_embeddings,
-        }),
+        Some(RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings }) => {
+            json!({
+                "rope_type": "llama3",
+                "factor": factor,
+                "low_freq_factor": low_freq_factor,
+                "high_freq_factor": high_freq_factor,
+                "original_max_position_embeddings": original_max_position_embeddings,
+            })
+        }
     };
     let mut json = json!({
         "architectures": [architecture],

@@ -26,7 +26,11 @@ pub fn export_hf(model: &Llama, config: &LlamaConfig, dir: &Path, tokenizer: Opt
     let json = hf_config_json(config)?;
     let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
     let [vocab, d] = model.embed_tokens.weight.shape().dims();
-    tensors.push(("model.embed_tokens.weight".into(), vec![vocab, d], host(model.embed_tokens.weight.val().flatten(0, 1))));
+    tensors.push((
+        "model.embed_tokens.weight".into(),
+        vec![vocab, d],
+        host(model.embed_tokens.weight.val().flatten(0, 1)),
+    ));
     let push_linear = |tensors: &mut Vec<_>, name: String, linear: &burn::nn::Linear, factor: f64| {
         let (shape, weight, bias) = linear_values(linear, factor);
         tensors.push((format!("{name}.weight"), shape.clone(), weight));
@@ -37,7 +41,11 @@ pub fn export_hf(model: &Llama, config: &LlamaConfig, dir: &Path, tokenizer: Opt
     for (i, block) in model.layers.iter().enumerate() {
         let [attn_norm, ffn_norm, attn_out, ffn_out] = folded_factors(block)?;
         tensors.push((block_key(i, "input_layernorm.weight"), vec![d], norm_values(&block.attn_norm, attn_norm)?));
-        tensors.push((block_key(i, "post_attention_layernorm.weight"), vec![d], norm_values(&block.ffn_norm, ffn_norm)?));
+        tensors.push((
+            block_key(i, "post_attention_layernorm.weight"),
+            vec![d],
+            norm_values(&block.ffn_norm, ffn_norm)?,
+        ));
         let attn = &block.self_attn;
         push_linear(&mut tensors, block_key(i, "self_attn.q_proj"), &attn.q_proj, 1.0);
         push_linear(&mut tensors, block_key(i, "self_attn.k_proj"), &attn.k_proj, 1.0);

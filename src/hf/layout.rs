@@ -100,6 +100,8 @@ pub fn set_norm(norm: &mut Norm, weight: Vec<f32>, factor: f64, device: &Device)
 pub fn norm_values(norm: &Norm, factor: f64) -> Result<Vec<f32>, HfError> {
     match norm {
         Norm::RmsNorm(norm) => Ok(scaled(host(norm.gamma.val()), factor)),
-        Norm::LayerNorm(_) => Err(HfError::Unsupported("exporting a LayerNorm model: the LLaMA family uses RMSNorm".into())),
+        Norm::LayerNorm(_) => {
+            Err(HfError::Unsupported("exporting a LayerNorm model: the LLaMA family uses RMSNorm".into()))
+        }
     }
 }

@@ -50,7 +50,10 @@ fn check_sizes(config: &LlamaConfig, checkpoint: &Checkpoint) -> Result<(), HfEr
     let tensors = [
         ("model.embed_tokens.weight".to_string(), [("vocab_size", config.vocab_size, 1), ("hidden_size", d, 1)]),
         (block_key(0, "mlp.gate_proj.weight"), [("intermediate_size", config.d_ff, 1), ("hidden_size", d, 1)]),
-        (block_key(0, "self_attn.k_proj.weight"), [("num_key_value_heads", config.kv_heads(), head_dim), ("hidden_size", d, 1)]),
+        (
+            block_key(0, "self_attn.k_proj.weight"),
+            [("num_key_value_heads", config.kv_heads(), head_dim), ("hidden_size", d, 1)],
+        ),
     ];
     for (key, dims) in tensors {
         let found = checkpoint.shape(&key)?;
@@ -98,7 +101,9 @@ pub fn load_hf_model(dir: &Path, device: &Device) -> Result<HfModel, HfError> {
         set_norm(&mut block.attn_norm, take(key("input_layernorm.weight"), &[d])?, attn_norm, device)?;
         set_norm(&mut block.ffn_norm, take(key("post_attention_layernorm.weight"), &[d])?, ffn_norm, device)?;
         let attn = &mut block.self_attn;
-        for (name, linear, out) in [("q_proj", &mut attn.q_proj, d), ("k_proj", &mut attn.k_proj, kv), ("v_proj", &mut attn.v_proj, kv)] {
+        for (name, linear, out) in
+            [("q_proj", &mut attn.q_proj, d), ("k_proj", &mut attn.k_proj, kv), ("v_proj", &mut attn.v_proj, kv)]
+        {
             let weight = take(key(&format!("self_attn.{name}.weight")), &[out, d])?;
             let bias = if config.qkv_bias { Some(take(key(&format!("self_attn.{name}.bias")), &[out])?) } else { None };
             set_linear(linear, weight, bias, 1.0, device);

@@ -52,7 +52,8 @@ impl Checkpoint {
                 .ok_or_else(|| HfError::file(&index_path, "has no `weight_map` object"))?;
             let mut shard_of: HashMap<String, usize> = HashMap::new();
             for (key, file) in map {
-                let name = file.as_str().ok_or_else(|| HfError::file(&index_path, format!("`{key}` maps to a non-string")))?;
+                let name =
+                    file.as_str().ok_or_else(|| HfError::file(&index_path, format!("`{key}` maps to a non-string")))?;
                 let next = shard_of.len();
                 let shard = *shard_of.entry(name.to_string()).or_insert(next);
                 index.insert(key.clone(), shard);
@@ -106,7 +107,11 @@ impl Checkpoint {
     pub fn tensor(&self, key: &str, shape: &[usize]) -> Result<Vec<f32>, HfError> {
         let view = self.view(key)?;
         if view.shape() != shape {
-            return Err(HfError::Shape { key: key.to_string(), expected: shape.to_vec(), found: view.shape().to_vec() });
+            return Err(HfError::Shape {
+                key: key.to_string(),
+                expected: shape.to_vec(),
+                found: view.shape().to_vec(),
+            });
         }
         let data = view.data();
         Ok(match view.dtype() {
@@ -123,7 +128,9 @@ impl Checkpoint {
 pub fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) -> Result<(), HfError> {
     let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .iter()
-        .map(|(name, shape, values)| (name.clone(), shape.clone(), values.iter().flat_map(|v| v.to_le_bytes()).collect()))
+        .map(|(name, shape, values)| {
+            (name.clone(), shape.clone(), values.iter().flat_map(|v| v.to_le_bytes()).collect())
+        })
         .collect();
     let views = bytes
         .iter()

@@ -104,8 +104,11 @@ impl Attention {
             return x;
         }
         let [batch, kv_heads, seq, head_dim] = x.dims();
-        x.unsqueeze_dim::<5>(2)
-            .expand([batch, kv_heads, groups, seq, head_dim])
-            .reshape([batch, kv_heads * groups, seq, head_dim])
+        x.unsqueeze_dim::<5>(2).expand([batch, kv_heads, groups, seq, head_dim]).reshape([
+            batch,
+            kv_heads * groups,
+            seq,
+            head_dim,
+        ])
     }
 }

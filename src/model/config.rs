@@ -214,10 +214,14 @@ impl LlamaConfig {
             serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
         let required = |field: &'static str| -> Result<usize, ConfigError> {
             let value = given.get(field).ok_or_else(|| invalid(format!("missing required field `{field}`")))?;
-            value.as_u64().map(|v| v as usize).ok_or_else(|| invalid(format!("`{field}` must be a whole number, got {value}")))
+            value
+                .as_u64()
+                .map(|v| v as usize)
+                .ok_or_else(|| invalid(format!("`{field}` must be a whole number, got {value}")))
         };
         let defaults = Self::new(required("d_model")?, required("d_ff")?, required("n_layers")?, required("n_heads")?);
-        let serde_json::Value::Object(mut merged) = serde_json::to_value(&defaults).map_err(|e| invalid(e.to_string()))?
+        let serde_json::Value::Object(mut merged) =
+            serde_json::to_value(&defaults).map_err(|e| invalid(e.to_string()))?
         else {
             unreachable!("a struct serialises to a JSON object")
         };
@@ -228,7 +232,8 @@ impl LlamaConfig {
             }
             merged.insert(key, value);
         }
-        let config: Self = serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| invalid(e.to_string()))?;
+        let config: Self =
+            serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| invalid(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }

@@ -51,7 +51,11 @@ impl Llama {
             .with_initializer(Initializer::Normal { mean: 0.0, std: config.embed_init_std })
             .init(device);
         let lm_head = (!config.tie_embeddings).then(|| {
-            normal_linear(LinearConfig::new(config.d_model, config.vocab_size).with_bias(false), config.init_std, device)
+            normal_linear(
+                LinearConfig::new(config.d_model, config.vocab_size).with_bias(false),
+                config.init_std,
+                device,
+            )
         });
         let norm = config.norm_kind.init(config.d_model, config.norm_eps, 1, device)?;
         Ok(Self { embed_tokens, layers, norm, lm_head, rope })

@@ -109,8 +109,7 @@ impl RotaryEmbedding {
 
     /// A rotary embedding whose frequencies are changed by `scaling`.
     pub fn scaled(head_dim: usize, theta: f64, scaling: Option<&RopeScaling>) -> Self {
-        let inv_freq: Vec<f64> =
-            (0..head_dim / 2).map(|i| theta.powf(-((2 * i) as f64) / head_dim as f64)).collect();
+        let inv_freq: Vec<f64> = (0..head_dim / 2).map(|i| theta.powf(-((2 * i) as f64) / head_dim as f64)).collect();
         let inv_freq = match scaling {
             Some(scaling) => scaling.apply(inv_freq),
             None => inv_freq,

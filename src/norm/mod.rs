@@ -7,8 +7,8 @@ mod norm;
 mod rms_norm_scaling;
 mod scheme;
 
-pub use depth_scale::{apply_depth_scale, depth_scale};
 pub(crate) use depth_scale::scale_unless_one;
+pub use depth_scale::{apply_depth_scale, depth_scale};
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};

@@ -24,12 +24,12 @@ impl NormKind {
     /// `layer = 1` gives the plain, unscaled norm.
     pub fn init(self, d_model: usize, epsilon: f64, layer: usize, device: &Device) -> Result<Norm, ConfigError> {
         Ok(match self {
-            NormKind::RmsNorm => Norm::RmsNorm(
-                RmsNormScalingConfig::new(d_model, layer).with_epsilon(epsilon).init(device)?,
-            ),
-            NormKind::LayerNorm => Norm::LayerNorm(
-                LayerNormScalingConfig::new(d_model, layer).with_epsilon(epsilon).init(device)?,
-            ),
+            NormKind::RmsNorm => {
+                Norm::RmsNorm(RmsNormScalingConfig::new(d_model, layer).with_epsilon(epsilon).init(device)?)
+            }
+            NormKind::LayerNorm => {
+                Norm::LayerNorm(LayerNormScalingConfig::new(d_model, layer).with_epsilon(epsilon).init(device)?)
+            }
         })
     }
 
@@ -81,7 +81,9 @@ impl Norm {
                 norm.beta = from.beta.clone();
                 Ok(Norm::LayerNorm(norm))
             }
-            _ => Err(ConfigError::Unsupported("cannot copy the weights of a norm of another kind (RMSNorm vs LayerNorm)".into())),
+            _ => Err(ConfigError::Unsupported(
+                "cannot copy the weights of a norm of another kind (RMSNorm vs LayerNorm)".into(),
+            )),
         }
     }
 }

@@ -96,10 +96,6 @@ impl ModuleDisplay for RmsNormScaling {
 
     fn custom_content(&self, content: Content) -> Option<Content> {
         let [d_model] = self.gamma.shape().dims();
-        content
-            .add("d_model", &d_model)
-            .add("epsilon", &self.epsilon)
-            .add("layer", &self.layer)
-            .optional()
+        content.add("d_model", &d_model).add("epsilon", &self.epsilon).add("layer", &self.layer).optional()
     }
 }

@@ -361,7 +361,15 @@ impl FromStr for NormScheme {
             "sandwich-ln" | "sandwich" => NormScheme::SandwichLn,
             _ => return Err(unknown()),
         };
-        if arg.is_some() && !matches!(scheme, NormScheme::Lns { .. } | NormScheme::MixLn { .. } | NormScheme::LayerScale { .. } | NormScheme::SkipInit { .. }) {
+        if arg.is_some()
+            && !matches!(
+                scheme,
+                NormScheme::Lns { .. }
+                    | NormScheme::MixLn { .. }
+                    | NormScheme::LayerScale { .. }
+                    | NormScheme::SkipInit { .. }
+            )
+        {
             return Err(unknown());
         }
         scheme.validate()?;

@@ -82,7 +82,10 @@ pub struct RunModelInfo {
 /// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
 pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<(), ConfigError> {
     let path = dir.join("model.bpk");
-    let error = |e: String| ConfigError::ModelFile { path: path.display().to_string(), message: format!("cannot write it: {e}") };
+    let error = |e: String| ConfigError::ModelFile {
+        path: path.display().to_string(),
+        message: format!("cannot write it: {e}"),
+    };
     let tmp = dir.join(format!(".model.bpk.tmp{}", std::process::id()));
     let written = model
         .clone()
@@ -103,10 +106,12 @@ pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<
 /// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`. A file that is missing, cut short
 /// or corrupt (checked against its `.sum`) is an error that says what to do.
 pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<(Llama, RunModelInfo), ConfigError> {
-    let file_error = |path: &Path, message: String| ConfigError::ModelFile { path: path.display().to_string(), message };
+    let file_error =
+        |path: &Path, message: String| ConfigError::ModelFile { path: path.display().to_string(), message };
     let info_path = dir.join("model.json");
-    let text = std::fs::read_to_string(&info_path)
-        .map_err(|e| file_error(&info_path, format!("{e}; is {} a run directory of the train example?", dir.display())))?;
+    let text = std::fs::read_to_string(&info_path).map_err(|e| {
+        file_error(&info_path, format!("{e}; is {} a run directory of the train example?", dir.display()))
+    })?;
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
     info.model.validate()?;
@@ -115,7 +120,10 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
         if epochs.is_empty() {
             "the run has no checkpoints".to_string()
         } else {
-            format!("the run's checkpoints are --epoch {}", epochs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", "))
+            format!(
+                "the run's checkpoints are --epoch {}",
+                epochs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+            )
         }
     };
     let (path, prefixed) = match epoch {
@@ -126,13 +134,19 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
     match (crate::io::verify_sum(&path), epoch) {
         (Ok(()), _) => {}
         (Err(SumError::Missing), None) => {
-            return Err(file_error(&path, format!("missing: the training has not finished; {finish}, or load a checkpoint ({})", listed())))
+            return Err(file_error(
+                &path,
+                format!("missing: the training has not finished; {finish}, or load a checkpoint ({})", listed()),
+            ))
         }
         (Err(SumError::Missing), Some(epoch)) => {
             return Err(file_error(&path, format!("no checkpoint of epoch {epoch}: {}", listed())))
         }
         (Err(problem), None) => {
-            return Err(file_error(&path, format!("incomplete: {problem}; {finish}, or load a checkpoint ({})", listed())))
+            return Err(file_error(
+                &path,
+                format!("incomplete: {problem}; {finish}, or load a checkpoint ({})", listed()),
+            ))
         }
         (Err(problem), Some(_)) => {
             return Err(file_error(&path, format!("{problem}; load another checkpoint ({})", listed())))
@@ -198,8 +212,10 @@ pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, ConfigError> {
         path: dir.display().to_string(),
         message: format!("{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json)"),
     })?;
-    let info: RunModelInfo = serde_json::from_str(&text)
-        .map_err(|e| ConfigError::ModelFile { path: path.display().to_string(), message: format!("not a run description: {e}") })?;
+    let info: RunModelInfo = serde_json::from_str(&text).map_err(|e| ConfigError::ModelFile {
+        path: path.display().to_string(),
+        message: format!("not a run description: {e}"),
+    })?;
     Ok(info.model)
 }
 

@@ -188,7 +188,8 @@ impl TrainConfig {
                 return Err(ConfigError::OutOfRange { field, value, expected: "a finite number" });
             }
         }
-        let tokens = [self.batch_size, self.grad_accum, self.seq_len, self.steps].iter().map(|&n| n as u128).product::<u128>();
+        let tokens =
+            [self.batch_size, self.grad_accum, self.seq_len, self.steps].iter().map(|&n| n as u128).product::<u128>();
         if tokens > 1 << 60 {
             return Err(ConfigError::Conflict(format!(
                 "`batch_size` ({}) x `grad_accum` ({}) x `seq_len` ({}) x `steps` ({}) is more tokens than any run can \

@@ -40,7 +40,13 @@ pub fn read_metric_logs(dir: &Path) -> Vec<MetricRow> {
                     // is not the last of its optimiser step).
                     let Some((value, count)) = line.split_once(',') else { continue };
                     if let (Ok(value), false) = (value.parse::<f64>(), count == "0") {
-                        rows.push(MetricRow { split: split.into(), epoch, batch: index + 1, metric: metric.clone(), value });
+                        rows.push(MetricRow {
+                            split: split.into(),
+                            epoch,
+                            batch: index + 1,
+                            metric: metric.clone(),
+                            value,
+                        });
                     }
                 }
             }

@@ -45,7 +45,13 @@ pub struct StepMetric {
 
 impl StepMetric {
     fn new(name: &str, kind: Kind) -> Self {
-        Self { name: Arc::new(name.to_string()), kind, state: NumericMetricState::new(), since: None, loss_sum: (0.0, 0) }
+        Self {
+            name: Arc::new(name.to_string()),
+            kind,
+            state: NumericMetricState::new(),
+            since: None,
+            loss_sum: (0.0, 0),
+        }
     }
 
     /// `exp(loss)` of each batch; over an epoch, `exp` of the token-weighted mean loss (not the
@@ -155,7 +161,10 @@ impl Numeric for StepMetric {
 
     fn running_value(&self) -> Option<NumericEntry> {
         if matches!(self.kind, Kind::Perplexity) {
-            return Some(NumericEntry::Aggregated { aggregated_value: self.epoch_perplexity(), count: self.loss_sum.1 });
+            return Some(NumericEntry::Aggregated {
+                aggregated_value: self.epoch_perplexity(),
+                count: self.loss_sum.1,
+            });
         }
         Some(self.state.running_value())
     }

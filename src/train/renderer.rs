@@ -48,7 +48,8 @@ impl PlainRenderer {
     }
 
     fn line(&self) -> String {
-        let metrics: Vec<String> = self.values.iter().map(|(name, value)| format!("{name} {}", format_value(*value))).collect();
+        let metrics: Vec<String> =
+            self.values.iter().map(|(name, value)| format!("{name} {}", format_value(*value))).collect();
         metrics.join(" | ")
     }
 

@@ -20,7 +20,9 @@ use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
 use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 
-use super::checkpoint::{load_model_dir, load_run_model, read_model_dir_config, save_run_model, AtomicCheckpointer, RunModelInfo};
+use super::checkpoint::{
+    load_model_dir, load_run_model, read_model_dir_config, save_run_model, AtomicCheckpointer, RunModelInfo,
+};
 use super::config::{OptimizerKind, TrainConfig};
 use super::export::export_metrics;
 use super::loader::{FirstWindows, StepLoader};
@@ -31,7 +33,9 @@ use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
 use super::tracking::{Tracker, TRACKING_FILE};
 use super::WarmupCosine;
-use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, DataError, LmBatcher, PackedDataset, Tokenizer};
+use crate::data::{
+    tokenize_corpus, train_valid_datasets, CorpusSource, DataError, LmBatcher, PackedDataset, Tokenizer,
+};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::{first_non_finite_parameter, Llama};
 use crate::{parse_devices, set_precision, ConfigError, LlamaConfig, NormScheme, Precision};
@@ -142,7 +146,8 @@ const RESUME_MAY_CHANGE: [&str; 11] = [
 
 /// Settings compared by what they make rather than as written: the model config (from `model`,
 /// `layers`, `norm`, `init_from`) and the data (content of `data`, `tokenizer`, `builtin_docs`).
-const RESUME_COMPARED_BY_EFFECT: [&str; 7] = ["model", "layers", "norm", "init_from", "data", "tokenizer", "builtin_docs"];
+const RESUME_COMPARED_BY_EFFECT: [&str; 7] =
+    ["model", "layers", "norm", "init_from", "data", "tokenizer", "builtin_docs"];
 
 /// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
 /// into those a resume may change and those it may not.
@@ -158,7 +163,11 @@ fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<S
         let old = saved.get(field).cloned().unwrap_or(serde_json::Value::Null);
         if old != *value {
             let change = format!("{field}: {old} -> {value}");
-            if RESUME_MAY_CHANGE.contains(&field.as_str()) { allowed.push(change) } else { refused.push(change) }
+            if RESUME_MAY_CHANGE.contains(&field.as_str()) {
+                allowed.push(change)
+            } else {
+                refused.push(change)
+            }
         }
     }
     (allowed, refused)
@@ -176,7 +185,11 @@ fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Resu
     let (allowed, mut refused) = resume_changes(&saved, config);
     if info.model != prepared.model {
         let describe = |m: &LlamaConfig| format!("{} layers x d_model {} ({})", m.n_layers, m.d_model, m.norm_scheme);
-        refused.push(format!("model: {} -> {} (as model.json records it)", describe(&info.model), describe(&prepared.model)));
+        refused.push(format!(
+            "model: {} -> {} (as model.json records it)",
+            describe(&info.model),
+            describe(&prepared.model)
+        ));
     }
     if info.data.as_ref().is_some_and(|data| *data != prepared.data) {
         refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
@@ -318,7 +331,11 @@ fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
         OptimizerKind::Adam => AdamConfig::new().with_beta_1(beta1).with_beta_2(beta2).with_epsilon(eps).init(),
         OptimizerKind::Adamw => {
             let adamw = |decay: f64| {
-                AdamWConfig::new().with_beta_1(beta1).with_beta_2(beta2).with_epsilon(eps).with_weight_decay(decay as f32)
+                AdamWConfig::new()
+                    .with_beta_1(beta1)
+                    .with_beta_2(beta2)
+                    .with_epsilon(eps)
+                    .with_weight_decay(decay as f32)
             };
             // Norms, embeddings and branch gates are never decayed.
             let no_decay = ParamGroup::from_any_predicates(vec!["norm", "embed_tokens", "attn_gate", "ffn_gate"]);
@@ -343,27 +360,28 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainErr
     let config = config.resolved();
     let run_dir_error = |message: String| TrainError::RunDir { path: config.out.display().to_string(), message };
     let dir = RunDir::open(&config.out)?;
-    let start_epoch = match start {
-        Start::New if dir.holds_run() => {
-            return Err(run_dir_error(
+    let start_epoch =
+        match start {
+            Start::New if dir.holds_run() => return Err(run_dir_error(
                 "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
                     .into(),
-            ))
-        }
-        Start::New | Start::Overwrite => 0,
-        Start::Resume => {
-            // Read under the lock, after an interrupted --overwrite was undone.
-            check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
-            match resume_epoch(&dir, &prepared.devices[0])? {
-                Some(epoch) if epoch >= config.epochs() => return finish_from_checkpoint(&config, &dir, prepared, epoch),
-                Some(epoch) => epoch,
-                None => {
-                    println!("the run has no complete checkpoint yet: starting it again from step 0");
-                    0
+            )),
+            Start::New | Start::Overwrite => 0,
+            Start::Resume => {
+                // Read under the lock, after an interrupted --overwrite was undone.
+                check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
+                match resume_epoch(&dir, &prepared.devices[0])? {
+                    Some(epoch) if epoch >= config.epochs() => {
+                        return finish_from_checkpoint(&config, &dir, prepared, epoch)
+                    }
+                    Some(epoch) => epoch,
+                    None => {
+                        println!("the run has no complete checkpoint yet: starting it again from step 0");
+                        0
+                    }
                 }
             }
-        }
-    };
+        };
     if start == Start::Overwrite && dir.holds_run() {
         dir.set_aside().map_err(|e| run_dir_error(format!("cannot set the old run aside: {e}")))?;
     }
@@ -372,7 +390,10 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainErr
         match dir.finish_replacement() {
             Ok(true) => eprintln!("note: the new run has no checkpoint; the run it was replacing is restored"),
             Ok(false) => {}
-            Err(e) => eprintln!("warning: the replaced run is still in {}: {e}", dir.path().join(super::run_dir::PREVIOUS_RUN).display()),
+            Err(e) => eprintln!(
+                "warning: the replaced run is still in {}: {e}",
+                dir.path().join(super::run_dir::PREVIOUS_RUN).display()
+            ),
         }
     }
     result
@@ -380,7 +401,12 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainErr
 
 /// A resumed run whose every step is checkpointed: writes the final model from the last
 /// checkpoint when it is missing or cut short; an error when the run is already finished.
-fn finish_from_checkpoint(config: &TrainConfig, dir: &RunDir, prepared: Prepared, epoch: usize) -> Result<TrainReport, TrainError> {
+fn finish_from_checkpoint(
+    config: &TrainConfig,
+    dir: &RunDir,
+    prepared: Prepared,
+    epoch: usize,
+) -> Result<TrainReport, TrainError> {
     if crate::io::verify_sum(&dir.path().join("model.bpk")).is_ok() {
         return Err(TrainError::RunDir {
             path: config.out.display().to_string(),
@@ -391,7 +417,10 @@ fn finish_from_checkpoint(config: &TrainConfig, dir: &RunDir, prepared: Prepared
             ),
         });
     }
-    println!("every step is done: writing the final model from the checkpoint at step {}", config.step_at_epoch_end(epoch));
+    println!(
+        "every step is done: writing the final model from the checkpoint at step {}",
+        config.step_at_epoch_end(epoch)
+    );
     let (model, _) = load_run_model(dir.path(), Some(epoch), &prepared.devices[0])?;
     finish(config, prepared, model, Vec::new(), 0, 0, 0.0)
 }
@@ -443,7 +472,8 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
         data: Some(prepared.data.clone()),
     };
     let info_json = serde_json::to_string_pretty(&info).map_err(|e| run_dir_error(e.to_string()))?;
-    crate::io::write_atomically(&out.join("model.json"), info_json.as_bytes()).map_err(|e| run_dir_error(e.to_string()))?;
+    crate::io::write_atomically(&out.join("model.json"), info_json.as_bytes())
+        .map_err(|e| run_dir_error(e.to_string()))?;
 
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     let device = devices[0].clone();
@@ -512,7 +542,8 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
             failure.clone(),
         ));
     if let Some(peak) = config.peak_tflops {
-        training = training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.seq_len), peak));
+        training =
+            training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.seq_len), peak));
     }
     if config.grad_accum > 1 {
         training = training.grads_accumulation(config.grad_accum);
@@ -586,8 +617,11 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
     }
 
     let model = result.model.into_model().valid();
-    let train_losses: Vec<f64> =
-        rows.iter().filter(|r| r.split == "train" && r.metric == "Loss" && r.epoch > start_epoch).map(|r| r.value).collect();
+    let train_losses: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.split == "train" && r.metric == "Loss" && r.epoch > start_epoch)
+        .map(|r| r.value)
+        .collect();
     let steps_trained = config.steps - start_step;
     let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
     finish(config, prepared, model, train_losses, steps_trained, tokens, seconds)

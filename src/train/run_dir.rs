@@ -57,7 +57,8 @@ impl RunDir {
         let lock = take_lock(&path.join(LOCK_FILE)).map_err(error)?;
         let dir = Self { path: path.to_path_buf(), _lock: lock };
         dir.remove_temporary_files();
-        dir.recover_replacement().map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
+        dir.recover_replacement()
+            .map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
         Ok(dir)
     }
 
@@ -220,7 +221,8 @@ fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
 /// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>` from
 /// [`crate::io::write_atomically`] and the checkpoints, and Burn's own `.<name>.tmp<pid>.<pid>-<n>.tmp`.
 fn is_temporary_name(name: &str) -> bool {
-    name.starts_with('.') && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()))
+    name.starts_with('.')
+        && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// An error unless `path` is a directory that is empty or holds a run of this crate, whose

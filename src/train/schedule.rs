@@ -51,10 +51,18 @@ impl WarmupCosine {
             return Err(ConfigError::Zero { field: "steps" });
         }
         if warmup > total {
-            return Err(ConfigError::OutOfRange { field: "warmup", value: warmup as f64, expected: "at most the number of steps" });
+            return Err(ConfigError::OutOfRange {
+                field: "warmup",
+                value: warmup as f64,
+                expected: "at most the number of steps",
+            });
         }
         if !(0.0..=1.0).contains(&min_ratio) {
-            return Err(ConfigError::OutOfRange { field: "min_lr_ratio", value: min_ratio, expected: "a fraction in [0, 1]" });
+            return Err(ConfigError::OutOfRange {
+                field: "min_lr_ratio",
+                value: min_ratio,
+                expected: "a fraction in [0, 1]",
+            });
         }
         Ok(Self { peak, warmup, total, min_ratio, step: 0 })
     }

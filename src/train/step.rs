@@ -136,7 +136,8 @@ impl TrainStep for TrainingModel {
         let norm = global_grad_norm(&grads, &self);
         let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         if !norm.is_finite() {
-            let reason = format!("the gradient norm is {norm}: the loss diverged (try a lower --lr or --clip-grad-norm)");
+            let reason =
+                format!("the gradient norm is {norm}: the loss diverged (try a lower --lr or --clip-grad-norm)");
             *self.settings.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
             if let Some(interrupter) = &self.settings.interrupter {
                 interrupter.stop(Some(&reason));

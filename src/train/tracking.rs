@@ -156,7 +156,10 @@ fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<(usize, Str
 /// layers as the `first` record of its file.
 fn check_record(record: &TrackRecord, first: Option<&TrackRecord>) -> Result<(), String> {
     let layers = record.grad_norm.len();
-    if layers == 0 || record.block_output_variance.len() != layers + 1 || record.after_attention_variance.len() != layers {
+    if layers == 0
+        || record.block_output_variance.len() != layers + 1
+        || record.after_attention_variance.len() != layers
+    {
         return Err(format!(
             "expected n_layers + 1 block output variances and n_layers after-attention variances and \
              gradient norms, found {}, {} and {}",
