@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 /// Writes `bytes` to `path` through a temporary file in the same directory, synced and renamed
 /// into place, so a crash leaves either the old file or the new one.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("path has no file name"))?;
-    let tmp = dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
+    let tmp = temporary_sibling(path)?;
     let result = (|| {
         let mut file = std::fs::File::create(&tmp)?;
         file.write_all(bytes)?;
@@ -20,6 +18,33 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// `.<name>.tmp<pid>` beside `path`: where a write goes before it is renamed into place (a crash
+/// leaves it behind, for the run directory's clean-up to remove).
+fn temporary_sibling(path: &Path) -> std::io::Result<PathBuf> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| std::io::Error::other("path has no file name"))?;
+    Ok(dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id())))
+}
+
+/// Writes `path` with `save` into a temporary sibling that is synced and renamed into place, then
+/// its `.sum` ([`write_sum`]): a crash leaves the old file, or a new one without its sum, which
+/// [`verify_sum`] tells from a complete one.
+pub fn save_with_sum<E: std::fmt::Display>(
+    path: &Path,
+    save: impl FnOnce(&Path) -> Result<(), E>,
+) -> std::io::Result<()> {
+    let tmp = temporary_sibling(path)?;
+    let saved = save(&tmp)
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if saved.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    saved?;
+    write_sum(path)
 }
 
 /// The CRC-32 and length of a file's content, read in chunks (never the whole file in memory).

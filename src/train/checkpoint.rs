@@ -35,17 +35,8 @@ impl AtomicCheckpointer {
 
 impl<R: Checkpoint> Checkpointer<R> for AtomicCheckpointer {
     fn save(&self, epoch: usize, record: R) -> Result<(), CheckpointerError> {
-        let path = self.path(epoch);
-        let tmp = self.dir.join(format!(".{}-{epoch}.bpk.tmp{}", self.name, std::process::id()));
-        let result = record.save(tmp.clone()).and_then(|()| {
-            std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(CheckpointerError::IOError)?;
-            std::fs::rename(&tmp, &path).map_err(CheckpointerError::IOError)?;
-            crate::io::write_sum(&path).map_err(CheckpointerError::IOError)
-        });
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        crate::io::save_with_sum(&self.path(epoch), |tmp| record.save(tmp.to_path_buf()))
+            .map_err(CheckpointerError::IOError)
     }
 
     fn delete(&self, epoch: usize) -> Result<(), CheckpointerError> {
@@ -86,18 +77,7 @@ pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<
         path: path.display().to_string(),
         message: format!("cannot write it: {e}"),
     };
-    let tmp = dir.join(format!(".model.bpk.tmp{}", std::process::id()));
-    let written = model
-        .clone()
-        .save_file(&tmp)
-        .map_err(|e| e.to_string())
-        .and_then(|()| std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| e.to_string()))
-        .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| e.to_string()));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(error(e));
-    }
-    crate::io::write_sum(&path).map_err(|e| error(e.to_string()))?;
+    crate::io::save_with_sum(&path, |tmp| model.clone().save_file(tmp)).map_err(|e| error(e.to_string()))?;
     let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
     crate::io::write_atomically(&dir.join("model.json"), json.as_bytes()).map_err(|e| error(e.to_string()))
 }

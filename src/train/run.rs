@@ -304,25 +304,26 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, TrainError> {
     Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data })
 }
 
-/// Where a resumed run starts: the newest checkpoint that is complete (its files match their
-/// checksums) and sound (finite weights). Newer checkpoints that are not are named.
-fn resume_epoch(dir: &RunDir, device: &Device) -> Result<Option<usize>, TrainError> {
-    let (complete, broken) = dir.checkpoints();
+/// The checkpoints a resumed run keeps, oldest first, ending with the one it starts from: the
+/// newest that is complete (its files match their checksums) and sound (finite weights); empty
+/// when there is none. Newer checkpoints that are not are named; the resumed run writes them again.
+fn resume_checkpoints(dir: &RunDir, device: &Device) -> Result<Vec<usize>, TrainError> {
+    let (mut complete, broken) = dir.checkpoints();
     let newest_complete = complete.last().copied().unwrap_or(0);
-    // Not deleted: the resumed run writes those epochs again.
     for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
         eprintln!("warning: skipping the checkpoint of epoch {epoch}: {problem}");
     }
-    for &epoch in complete.iter().rev() {
+    while let Some(&epoch) = complete.last() {
         let (model, _) = load_run_model(dir.path(), Some(epoch), device)?;
         match first_non_finite_parameter(&model) {
-            None => return Ok(Some(epoch)),
+            None => break,
             Some(name) => {
                 eprintln!("warning: skipping the checkpoint of epoch {epoch}: its weights are not finite ({name})");
+                complete.pop();
             }
         }
     }
-    Ok(None)
+    Ok(complete)
 }
 
 fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
@@ -360,32 +361,32 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainErr
     let config = config.resolved();
     let run_dir_error = |message: String| TrainError::RunDir { path: config.out.display().to_string(), message };
     let dir = RunDir::open(&config.out)?;
-    let start_epoch =
+    // The checkpoints already on disk that the run keeps, the last one its start.
+    let existing =
         match start {
             Start::New if dir.holds_run() => return Err(run_dir_error(
                 "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
                     .into(),
             )),
-            Start::New | Start::Overwrite => 0,
+            Start::New | Start::Overwrite => Vec::new(),
             Start::Resume => {
                 // Read under the lock, after an interrupted --overwrite was undone.
                 check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
-                match resume_epoch(&dir, &prepared.devices[0])? {
-                    Some(epoch) if epoch >= config.epochs() => {
+                let kept = resume_checkpoints(&dir, &prepared.devices[0])?;
+                match kept.last() {
+                    Some(&epoch) if epoch >= config.epochs() => {
                         return finish_from_checkpoint(&config, &dir, prepared, epoch)
                     }
-                    Some(epoch) => epoch,
-                    None => {
-                        println!("the run has no complete checkpoint yet: starting it again from step 0");
-                        0
-                    }
+                    Some(_) => {}
+                    None => println!("the run has no complete checkpoint yet: starting it again from step 0"),
                 }
+                kept
             }
         };
     if start == Start::Overwrite && dir.holds_run() {
         dir.set_aside().map_err(|e| run_dir_error(format!("cannot set the old run aside: {e}")))?;
     }
-    let result = run(&config, &dir, prepared, start_epoch);
+    let result = run(&config, &dir, prepared, existing);
     if start == Start::Overwrite {
         match dir.finish_replacement() {
             Ok(true) => eprintln!("note: the new run has no checkpoint; the run it was replacing is restored"),
@@ -458,8 +459,15 @@ fn finish(
     })
 }
 
-/// Trains from `start_epoch` (0 for a new run) in the locked run directory.
-fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usize) -> Result<TrainReport, TrainError> {
+/// Trains in the locked run directory from the last of the `existing` checkpoints (from step 0
+/// when there is none), which the checkpointing strategy keeps managing.
+fn run(
+    config: &TrainConfig,
+    dir: &RunDir,
+    prepared: Prepared,
+    existing: Vec<usize>,
+) -> Result<TrainReport, TrainError> {
+    let start_epoch = existing.last().copied().unwrap_or(0);
     let out = dir.path().to_path_buf();
     let run_dir_error = |message: String| TrainError::RunDir { path: out.display().to_string(), message };
     let json = serde_json::to_string_pretty(config).map_err(|e| run_dir_error(e.to_string()))?;
@@ -509,8 +517,6 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, start_epoch: usiz
     let failure = Arc::new(Mutex::new(None));
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
-    // The checkpoints the strategy manages: those up to the start (later ones are written again).
-    let existing: Vec<usize> = dir.checkpoints().0.into_iter().filter(|&epoch| epoch <= start_epoch).collect();
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
         .num_epochs(config.epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
