@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use burn::tensor::{Int, Tensor, TensorData};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use layernorm_scaling::hf::{export_hf, load_hf_model};
+use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::model::retrofit;
-use layernorm_scaling::train::load_run_model;
-use layernorm_scaling::{parse_device, NormScheme};
+use layernorm_scaling::{cli, parse_device, ConfigError, Error, NormScheme};
 
 /// Hugging Face model directories: logits, retrofit, export.
 #[derive(Parser, Debug)]
@@ -57,7 +57,7 @@ enum Command {
         out: PathBuf,
         /// The scheme: lns, lns:after-attention, pre-ln, ...
         #[arg(long, default_value = "lns")]
-        norm: String,
+        norm: NormScheme,
     },
     /// Write a run of the train example as a Hugging Face directory.
     Export {
@@ -74,27 +74,26 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::io::exit_code(run(Args::parse()))
+    let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
+    layernorm_scaling::io::exit_code(run(args))
 }
 
-fn run(args: Args) -> Result<(), String> {
-    let device = parse_device(&args.device).map_err(|e| e.to_string())?;
+fn run(args: Args) -> Result<(), Error> {
+    let device = parse_device(&args.device)?;
     match args.command {
         Command::Logits { hf_dir, tokens, text, json } => {
-            let loaded = load_hf_model(&hf_dir, &device).map_err(|e| e.to_string())?;
+            let loaded = load_hf_model(&hf_dir, &device)?;
             let ids: Vec<i64> = match text {
-                Some(text) => {
-                    let tokenizer = loaded.tokenizer().map_err(|e| e.to_string())?;
-                    tokenizer.encode(&text).map_err(|e| e.to_string())?.into_iter().map(i64::from).collect()
-                }
+                Some(text) => loaded.tokenizer()?.encode(&text)?.into_iter().map(i64::from).collect(),
                 None => tokens,
             };
             let vocab = loaded.config.vocab_size as i64;
             if ids.is_empty() {
-                return Err("no tokens to run".into());
+                return Err(ConfigError::Conflict("no tokens to run: give --tokens or --text".into()).into());
             }
             if let Some(bad) = ids.iter().find(|&&id| id < 0 || id >= vocab) {
-                return Err(format!("token id {bad} is outside the vocabulary 0..{vocab}"));
+                let message = format!("token id {bad} is outside the vocabulary 0..{vocab}");
+                return Err(ConfigError::Conflict(message).into());
             }
             let n = ids.len();
             let input = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, n]), &device);
@@ -104,7 +103,7 @@ fn run(args: Args) -> Result<(), String> {
                 .into_data()
                 .convert::<f32>()
                 .try_into_vec()
-                .map_err(|e| format!("{e:?}"))?;
+                .expect("logits converted to f32");
             let rows: Vec<&[f32]> = logits.chunks(vocab as usize).collect();
             if json {
                 println!("{}", serde_json::json!({"input_ids": ids, "logits": rows}));
@@ -119,11 +118,10 @@ fn run(args: Args) -> Result<(), String> {
             Ok(())
         }
         Command::Retrofit { hf_dir, out, norm } => {
-            let scheme: NormScheme = norm.parse().map_err(|e: layernorm_scaling::ConfigError| e.to_string())?;
-            let loaded = load_hf_model(&hf_dir, &device).map_err(|e| e.to_string())?;
+            let loaded = load_hf_model(&hf_dir, &device)?;
             let from = loaded.config.norm_scheme.clone();
-            let (model, config) = retrofit(loaded.model, &loaded.config, scheme).map_err(|e| e.to_string())?;
-            export_hf(&model, &config, &out, loaded.tokenizer.as_deref()).map_err(|e| e.to_string())?;
+            let (model, config) = retrofit(loaded.model, &loaded.config, norm)?;
+            export_hf(&model, &config, &out, loaded.tokenizer.as_deref())?;
             println!(
                 "{}: {} layers retrofitted from {from} to {}; written to {}",
                 hf_dir.display(),
@@ -135,9 +133,9 @@ fn run(args: Args) -> Result<(), String> {
             Ok(())
         }
         Command::Export { checkpoint, epoch, out } => {
-            let (model, info) = load_run_model(&checkpoint, epoch, &device).map_err(|e| e.to_string())?;
+            let (model, info) = load_run_model(&checkpoint, epoch, &device)?;
             let tokenizer = Some(PathBuf::from(&info.tokenizer)).filter(|p| info.tokenizer != "byte" && p.is_file());
-            export_hf(&model, &info.model, &out, tokenizer.as_deref()).map_err(|e| e.to_string())?;
+            export_hf(&model, &info.model, &out, tokenizer.as_deref())?;
             println!("{} ({}) exported to {}", checkpoint.display(), info.model.norm_scheme, out.display());
             if tokenizer.is_none() {
                 println!("note: the run uses the byte tokenizer (ids = UTF-8 bytes); no tokenizer.json was written");

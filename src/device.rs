@@ -63,9 +63,7 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
     if spec == "auto" {
         return match std::env::var("BURN_DEVICE") {
             Ok(name) if !name.trim().is_empty() && name.trim() != "auto" => parse_device(&name),
-            _ if compiled_backends().is_empty() => Err(ConfigError::Unsupported(
-                "no backend is compiled in: build with a backend feature, e.g. `--features flex`".into(),
-            )),
+            _ if compiled_backends().is_empty() => Err(ConfigError::NoBackend),
             _ => Ok(Device::default()),
         };
     }
@@ -96,12 +94,10 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
             expected: "an index only after wgpu, cuda or tch-cuda".into(),
         });
     }
-    build_device(name, index.unwrap_or(0)).ok_or_else(|| {
-        ConfigError::Unsupported(format!(
-            "device `{spec}` needs the `{feature}` cargo feature, which this build does not include \
-             (compiled in: {}); rebuild with `--features {feature}`",
-            compiled_backends().join(", ")
-        ))
+    build_device(name, index.unwrap_or(0)).ok_or_else(|| ConfigError::NotCompiled {
+        device: spec.clone(),
+        feature,
+        compiled: compiled_backends().join(", "),
     })
 }
 
@@ -168,11 +164,15 @@ pub fn set_precision(device: &mut Device, precision: Precision) -> Result<(), Co
         Precision::Bf16 => FloatDType::BF16,
     };
     if !device.supports_dtype(dtype) {
-        return Err(ConfigError::Unsupported(format!(
-            "{device:?} cannot compute in {precision:?}; run in f32 (drop the bf16 option) or use a GPU backend that supports bf16"
-        )));
+        return Err(ConfigError::Precision {
+            device: format!("{device:?}"),
+            precision: format!("{precision:?}"),
+            message: "run in f32 (drop the bf16 option) or use a GPU backend that supports bf16".into(),
+        });
     }
-    device
-        .configure(dtype)
-        .map_err(|e| ConfigError::Unsupported(format!("cannot set {precision:?} on {device:?}: {e}")))
+    device.configure(dtype).map_err(|e| ConfigError::Precision {
+        device: format!("{device:?}"),
+        precision: format!("{precision:?}"),
+        message: e.to_string(),
+    })
 }

@@ -1,6 +1,64 @@
-//! The crate's error type: every bad configuration is reported here, never as a panic.
+//! The crate's errors: [`Error`], every failure a caller can meet, and [`ConfigError`], a setting
+//! that is invalid on its own. Each message says what was wrong and what to do; nothing panics.
+
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
+
+/// Every error of the crate, by kind: a bad setting, bad data, a Hugging Face directory, a file,
+/// or a training run that cannot go on.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A setting that is invalid, unknown or contradicts another.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Data (corpus, tokenizer, token cache, split) that cannot be used.
+    #[cfg(feature = "data")]
+    #[error(transparent)]
+    Data(#[from] crate::data::DataError),
+    /// A Hugging Face model directory that cannot be loaded or written.
+    #[cfg(feature = "hf")]
+    #[error(transparent)]
+    Hf(#[from] crate::hf::HfError),
+    /// A file (config, model, checkpoint, report) that cannot be read or written, or is not what
+    /// it should be: the message says which and what to do.
+    #[error("{}: {message}", path.display())]
+    File {
+        /// The file's (or directory's) path.
+        path: PathBuf,
+        /// What went wrong and what to do.
+        message: String,
+    },
+    /// A run directory that cannot be used (not a run, locked by another run, ...).
+    #[error("run directory {}: {message}", path.display())]
+    RunDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A model whose weights hold NaN or infinite values.
+    #[error("the weight `{parameter}` holds NaN or infinite values: {advice}")]
+    NonFinite {
+        /// The first such parameter.
+        parameter: String,
+        /// What to do about it.
+        advice: String,
+    },
+    /// The loss or gradients became non-finite; the message names the checkpoint kept.
+    #[error("training stopped: {0}")]
+    Diverged(String),
+    /// burn-train failed.
+    #[error("training failed: {0}")]
+    Training(String),
+}
+
+impl Error {
+    /// An [`Error::File`] about `path`.
+    pub fn file(path: impl AsRef<Path>, message: impl std::fmt::Display) -> Self {
+        Error::File { path: path.as_ref().to_path_buf(), message: message.to_string() }
+    }
+}
 
 /// A configuration that cannot be built, with what was wrong and what to do about it.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -54,27 +112,41 @@ pub enum ConfigError {
         /// The accepted names.
         expected: String,
     },
-    /// A backend or feature that this build does not include or the device does not support.
+    /// A device this build has no backend for.
+    #[error("device `{device}` needs the `{feature}` cargo feature, which this build does not include (compiled in: {compiled}); rebuild with `--features {feature}`")]
+    NotCompiled {
+        /// The device string.
+        device: String,
+        /// The cargo feature that provides it.
+        feature: &'static str,
+        /// The backends this build has.
+        compiled: String,
+    },
+    /// A build with no backend feature at all.
+    #[error("no backend is compiled in: build with a backend feature, e.g. `--features flex`")]
+    NoBackend,
+    /// A float precision the device cannot compute in.
+    #[error("{device} cannot compute in {precision}: {message}")]
+    Precision {
+        /// The device.
+        device: String,
+        /// The precision asked for.
+        precision: String,
+        /// Why, and what to do.
+        message: String,
+    },
+    /// A model too large for the memory it would live in; the message names the sizes and the fix.
     #[error("{0}")]
-    Unsupported(String),
+    TooLarge(String),
     /// Settings that contradict each other: the message names both values and the fix.
     #[error("{0}")]
     Conflict(String),
-    /// A model or checkpoint file (`model.bpk`, `model.json`, `checkpoint/*.bpk`) that is missing,
-    /// cut short, corrupt or of another model; the message says what to do.
-    #[error("{path}: {message}")]
-    ModelFile {
-        /// The file's (or run directory's) path.
-        path: String,
-        /// What went wrong and what to do.
-        message: String,
-    },
-    /// A configuration file that could not be read or parsed.
-    #[error("config file {path}: {message}")]
-    File {
-        /// The file's path.
-        path: String,
-        /// What went wrong.
+    /// Text that is not a valid config of its kind (JSON or TOML): what the parser found.
+    #[error("not a valid {what}: {message}")]
+    Invalid {
+        /// The kind of config.
+        what: &'static str,
+        /// The parser's message.
         message: String,
     },
 }

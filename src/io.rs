@@ -4,47 +4,38 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` through a temporary file in the same directory, synced and renamed
-/// into place, so a crash leaves either the old file or the new one.
+/// Writes `bytes` to `path` through a temporary file in the same directory (an unpredictable
+/// name, created exclusively), synced, renamed into place and the directory synced, so a crash
+/// leaves either the old file or the new one.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = temporary_sibling(path)?;
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let mut file = temporary_sibling(path)?;
+    file.write_all(bytes)?;
+    file.as_file().sync_all()?;
+    file.persist(path).map_err(|e| e.error)?;
+    sync_parent(path)
 }
 
-/// `.<name>.tmp<pid>` beside `path`: where a write goes before it is renamed into place (a crash
-/// leaves it behind, for the run directory's clean-up to remove).
-fn temporary_sibling(path: &Path) -> std::io::Result<PathBuf> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+/// A new temporary file beside `path`, named `.<name>.tmp<pid>.<random>`: removed when dropped
+/// unless persisted; a crash leaves it behind, for the run directory's clean-up to remove.
+fn temporary_sibling(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let name = path.file_name().ok_or_else(|| std::io::Error::other("path has no file name"))?;
-    Ok(dir.join(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id())))
+    tempfile::Builder::new()
+        .prefix(&format!(".{}.tmp{}.", name.to_string_lossy(), std::process::id()))
+        .tempfile_in(parent_dir(path))
 }
 
-/// Writes `path` with `save` into a temporary sibling that is synced and renamed into place, then
-/// its `.sum` ([`write_sum`]): a crash leaves the old file, or a new one without its sum, which
-/// [`verify_sum`] tells from a complete one.
-pub fn save_with_sum<E: std::fmt::Display>(
-    path: &Path,
-    save: impl FnOnce(&Path) -> Result<(), E>,
-) -> std::io::Result<()> {
-    let tmp = temporary_sibling(path)?;
-    let saved = save(&tmp)
-        .map_err(|e| std::io::Error::other(e.to_string()))
-        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if saved.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+/// The directory `path` is in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Syncs the directory of `path`, so that a rename into it survives a power loss (Unix; a
+/// no-op elsewhere).
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    if cfg!(unix) {
+        std::fs::File::open(parent_dir(path))?.sync_all()?;
     }
-    saved?;
-    write_sum(path)
+    Ok(())
 }
 
 /// The CRC-32 and length of a file's content, read in chunks (never the whole file in memory).

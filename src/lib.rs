@@ -13,19 +13,27 @@
 //! - [`model`]: a LLaMA decoder ([`Llama`], [`LlamaConfig`]) with the paper's presets.
 //! - [`device`]: a device string (`flex`, `wgpu`, `cuda:0`, ...) to a Burn device.
 
+#[cfg(feature = "analysis")]
 pub mod analysis;
+#[cfg(feature = "cli")]
+pub mod cli;
+#[cfg(feature = "data")]
 pub mod data;
 pub mod device;
 mod error;
+#[cfg(feature = "hf")]
 pub mod hf;
 pub mod io;
+pub mod measure;
 pub mod memory;
 pub mod model;
 pub mod norm;
+pub mod seed;
+#[cfg(feature = "train")]
 pub mod train;
 
 pub use device::{compiled_backends, parse_device, parse_devices, set_precision, Precision};
-pub use error::ConfigError;
+pub use error::{ConfigError, Error};
 pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};
 pub use norm::{
     apply_depth_scale, depth_scale, LayerNormScaling, LayerNormScalingConfig, LnsPosition, NormKind, NormScheme,

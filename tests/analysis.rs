@@ -8,10 +8,10 @@ use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
 use common::cpu;
 use layernorm_scaling::analysis::{
-    angular_distance, angular_distance_matrix, identity_ratios, layer_variances, normalize_per_n, perplexity,
-    pruning_drops, token_variance, update_ratio,
+    angular_distance, angular_distance_matrix, identity_ratios, normalize_per_n, pruning_drops, update_ratio,
 };
 use layernorm_scaling::data::{tokenize_corpus, train_valid_datasets, CorpusSource, Tokenizer};
+use layernorm_scaling::measure::{layer_variances, perplexity, token_variance};
 use layernorm_scaling::{LlamaConfig, NormScheme};
 
 fn tensor(values: &[f32], d: usize) -> Tensor<3> {

@@ -302,14 +302,15 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
 
 #[test]
 fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
-    use layernorm_scaling::train::{load_run_model, train, Start, TrainConfig};
+    use layernorm_scaling::model::load_run_model;
+    use layernorm_scaling::train::{train, Start, TrainConfig};
     let tmp = tempfile::tempdir().unwrap();
     let source = fixture("llama_mha_untied");
     let tokenizer = source.join("tokenizer.json");
     let out = tmp.path().join("run");
     let config = TrainConfig {
         init_from: Some(source.clone()),
-        norm: Some("lns".into()),
+        norm: Some("lns".parse().unwrap()),
         tokenizer: tokenizer.display().to_string(),
         seq_len: 32,
         lr: 1e-7,

@@ -8,12 +8,12 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use common::{cpu, random_tokens, values};
 use layernorm_scaling::model::cross_entropy;
-use layernorm_scaling::train::{clip_grad_norm, global_grad_norm, WarmupCosine};
+use layernorm_scaling::train::{clip_grad_norm, global_grad_norm, WarmupCosineConfig};
 use layernorm_scaling::LlamaConfig;
 
 #[test]
 fn warmup_then_cosine_to_a_tenth_of_the_peak() {
-    let schedule = WarmupCosine::new(1e-3, 10, 110, 0.1).unwrap();
+    let schedule = WarmupCosineConfig::new(1e-3, 110).with_warmup_steps(10).with_min_lr_ratio(0.1).init().unwrap();
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     assert!(close(schedule.lr_at(1), 1e-4));
     assert!(close(schedule.lr_at(5), 5e-4));
@@ -28,14 +28,26 @@ fn warmup_then_cosine_to_a_tenth_of_the_peak() {
     let mut stepped = schedule.clone();
     let rates: Vec<f64> = (0..35).map(|_| stepped.step()).collect();
     assert!(close(rates[4], 5e-4) && close(rates[34], schedule.lr_at(35)));
-    let mut restored = WarmupCosine::new(1e-3, 10, 110, 0.1).unwrap();
+    let mut restored = WarmupCosineConfig::new(1e-3, 110).with_warmup_steps(10).with_min_lr_ratio(0.1).init().unwrap();
     restored.load_record(stepped.to_record());
     assert_eq!(restored.steps_taken(), 35);
     assert!(close(restored.step(), stepped.step()));
     // Bad settings.
-    assert!(WarmupCosine::new(1e-3, 200, 100, 0.1).unwrap_err().to_string().contains("warmup"));
-    assert!(WarmupCosine::new(0.0, 0, 100, 0.1).is_err());
-    assert!(WarmupCosine::new(1e-3, 0, 100, 1.5).unwrap_err().to_string().contains("min_lr_ratio"));
+    assert!(WarmupCosineConfig::new(1e-3, 100)
+        .with_warmup_steps(200)
+        .with_min_lr_ratio(0.1)
+        .init()
+        .unwrap_err()
+        .to_string()
+        .contains("warmup"));
+    assert!(WarmupCosineConfig::new(0.0, 100).with_warmup_steps(0).with_min_lr_ratio(0.1).init().is_err());
+    assert!(WarmupCosineConfig::new(1e-3, 100)
+        .with_warmup_steps(0)
+        .with_min_lr_ratio(1.5)
+        .init()
+        .unwrap_err()
+        .to_string()
+        .contains("min_lr_ratio"));
 }
 
 /// Sum of squares of every gradient, computed on the host in f64.

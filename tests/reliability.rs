@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{cpu, example, quick, ParamValues};
-use layernorm_scaling::train::{load_run_model, model_config, train, RunDir, Start, TrainConfig, TrainError};
+use layernorm_scaling::model::load_run_model;
+use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig};
+use layernorm_scaling::Error;
 
-fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> TrainError {
+fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
     let err = train(config, start).unwrap_err();
     assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
     err
@@ -69,7 +71,7 @@ fn an_overwrite_that_fails_before_its_first_checkpoint_puts_the_old_run_back() {
     // Diverges at once: no checkpoint is ever written.
     let diverging = TrainConfig { lr: 1e30, warmup: Some(0), ..config.clone() };
     let err = expect_error(&diverging, Start::Overwrite, "no checkpoint was written");
-    assert!(matches!(err, TrainError::Diverged(_)));
+    assert!(matches!(err, Error::Diverged(_)));
     assert_eq!(snapshot(&config.out), before, "the old run is back, byte for byte");
     assert!(!config.out.join(".previous-run").exists());
 }
@@ -504,7 +506,11 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     expect_error(&config, Start::Resume, "data: the content of the data");
     std::fs::write(&corpus, &original).unwrap();
     // The same content under another spelling of its path, and the scheme named or not: the same run.
-    let same = TrainConfig { data: vec![dir.path().join(".").join("corpus.txt")], norm: Some("lns".into()), ..config };
+    let same = TrainConfig {
+        data: vec![dir.path().join(".").join("corpus.txt")],
+        norm: Some("lns".parse().unwrap()),
+        ..config
+    };
     let report = train(&same, Start::Resume).unwrap();
     assert_eq!(report.steps_trained, 0, "every step was checkpointed: only the final model is written");
 }

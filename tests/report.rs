@@ -11,7 +11,8 @@ use layernorm_scaling::analysis::{
     analyze, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap, LineChart,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
-use layernorm_scaling::train::{read_metric_logs, read_tracking, train, Start, TrainConfig};
+use layernorm_scaling::measure::read_tracking;
+use layernorm_scaling::train::{read_metric_logs, train, Start, TrainConfig};
 use layernorm_scaling::LlamaConfig;
 
 fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> PackedDataset {
@@ -63,7 +64,8 @@ fn a_report_is_written_whole_with_every_figure() {
     // over all 8 sequences at once.
     {
         use burn::data::dataloader::batcher::Batcher;
-        use layernorm_scaling::analysis::{angular_distance_matrix, identity_ratios, layer_variances};
+        use layernorm_scaling::analysis::{angular_distance_matrix, identity_ratios};
+        use layernorm_scaling::measure::layer_variances;
         let all = layernorm_scaling::data::LmBatcher.batch((0..8).map(|i| data.window(i)).collect(), &cpu());
         let trace = model.forward_trace(all.inputs);
         let close = |a: &[f64], b: &[f64]| {
@@ -228,7 +230,7 @@ fn training_records_variance_and_per_layer_gradient_norms() {
     let tracking_file = resumed_out.join("tracking.jsonl");
     let text = std::fs::read_to_string(&tracking_file).unwrap();
     std::fs::write(&tracking_file, format!("{text}{{\"step\": 4, \"block_out")).unwrap();
-    assert!(read_tracking(&resumed_out).unwrap_err().contains("line 4"));
+    assert!(read_tracking(&resumed_out).unwrap_err().to_string().contains("line 4"));
     train(&tracked_run(&resumed_out), Start::Resume).unwrap();
     let resumed = read_tracking(&resumed_out).unwrap();
     assert_eq!(resumed.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
@@ -239,7 +241,7 @@ fn training_records_variance_and_per_layer_gradient_norms() {
 fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("pre-ln"), dir.path().join("lns"));
-    train(&TrainConfig { norm: Some("pre-ln".into()), ..tracked_run(&a) }, Start::New).unwrap();
+    train(&TrainConfig { norm: Some("pre-ln".parse().unwrap()), ..tracked_run(&a) }, Start::New).unwrap();
     train(&TrainConfig { steps: 3, track_every: None, ..tracked_run(&b) }, Start::New).unwrap();
     let analyze = example("analyze");
     let common = ["--seq-len", "32", "--batch-size", "4", "--batches", "1", "--device", "flex"];
@@ -366,7 +368,7 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let output = Command::new(&analyze).arg("--run").arg(&tracked).args(common).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        output.status.code() == Some(1) && stderr.contains("tracking.jsonl line 1") && !stderr.contains("panicked"),
+        output.status.code() == Some(1) && stderr.contains("tracking.jsonl: line 1") && !stderr.contains("panicked"),
         "{stderr}"
     );
     assert!(!tracked.join("analysis").exists());

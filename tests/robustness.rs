@@ -12,9 +12,10 @@ use burn::tensor::{Tensor, TensorData};
 use common::{cpu, example};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, Tokenizer};
 use layernorm_scaling::hf::{load_hf_model, write_safetensors, Checkpoint, HfError};
+use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::memory::{available_memory_bytes, format_bytes, mem_available, uses_host_memory};
 use layernorm_scaling::model::first_non_finite_parameter;
-use layernorm_scaling::train::{read_tracking, TrackRecord, Tracker, TRACKING_FILE};
+use layernorm_scaling::train::Tracker;
 use layernorm_scaling::{ConfigError, LlamaConfig};
 
 fn fixture(name: &str) -> PathBuf {
@@ -113,7 +114,7 @@ fn a_model_larger_than_memory_is_an_error_naming_its_sizes() {
         std::fs::write(&path, json).unwrap();
         let config = LlamaConfig::from_file(&path).unwrap();
         match config.init(&cpu()) {
-            Err(ConfigError::Unsupported(message)) => {
+            Err(ConfigError::TooLarge(message)) => {
                 assert!(message.contains("does not fit in memory") && message.contains(field), "{message}");
                 assert!(message.contains("of memory is available; use a smaller"), "{message}");
             }
@@ -178,8 +179,8 @@ fn resuming_keeps_every_valid_tracking_record_around_a_corrupt_line() {
     bytes.extend_from_slice(format!("{}\n{}\n", line(4), line(7)).as_bytes());
     std::fs::write(&path, &bytes).unwrap();
     // `read_tracking` (analyze) stays strict and names the first bad line.
-    let err = read_tracking(dir.path()).unwrap_err();
-    assert!(err.contains("tracking.jsonl line 3"), "{err}");
+    let err = read_tracking(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("tracking.jsonl: line 3"), "{err}");
 
     // Resuming at step 5 keeps the records of steps 0, 1, 3 and 4 (not 7, of the interrupted run).
     let probe = TensorData::new(vec![0i64; 4], [1, 4]);

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use common::{cpu, quick, ParamValues};
-use layernorm_scaling::train::{load_run_model, train, Start, TrainConfig, TrainError};
+use layernorm_scaling::model::load_run_model;
+use layernorm_scaling::train::{train, Start, TrainConfig};
+use layernorm_scaling::Error;
 
 fn mean(values: &[f64]) -> f64 {
     values.iter().sum::<f64>() / values.len() as f64
@@ -87,7 +89,7 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
     assert_eq!(parameters(&whole), parameters(&resumed), "the same weights, bit for bit");
 }
 
-fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> TrainError {
+fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
     let err = train(config, start).unwrap_err();
     assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
     err
@@ -111,7 +113,11 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let unwritable = TrainConfig { out: file.join("run"), ..base.clone() };
     expect_error(&unwritable, Start::New, "is a file, not a folder");
     expect_error(&TrainConfig { tokenizer: "missing.json".into(), ..base.clone() }, Start::New, "no such file");
-    expect_error(&TrainConfig { norm: Some("mix-ln:2".into()), ..base.clone() }, Start::New, "post_ln_fraction");
+    // A scheme is checked where it is read: a config file names the field and the value.
+    let bad_scheme = dir.path().join("bad-scheme.toml");
+    std::fs::write(&bad_scheme, "norm = \"mix-ln:2\"\n").unwrap();
+    let err = TrainConfig::from_file(&bad_scheme).unwrap_err().to_string();
+    assert!(err.contains("post_ln_fraction") && err.contains("bad-scheme.toml"), "{err}");
     expect_error(
         &TrainConfig { save_every: Some(15), ..base.clone() },
         Start::New,
@@ -160,7 +166,7 @@ fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
     let out = dir.path().join("run");
     let config = TrainConfig { lr: 1e30, warmup: Some(0), ..quick(&out, 6, 1) };
     let err = expect_error(&config, Start::New, "diverged");
-    assert!(matches!(err, TrainError::Diverged(_)));
+    assert!(matches!(err, Error::Diverged(_)));
     assert!(!out.join("model.bpk").exists(), "no final model from a diverged run");
     // Every checkpoint left behind holds finite weights.
     for entry in std::fs::read_dir(out.join("checkpoint")).unwrap().flatten() {

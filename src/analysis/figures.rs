@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::plot::{Heatmap, LineChart};
 use super::Report;
-use crate::train::TrackRecord;
+use crate::measure::TrackRecord;
 
 /// `(1, v_1), (2, v_2), ...`: one value per layer, layer 1 first.
 fn per_layer(values: &[f64]) -> Vec<(f64, f64)> {

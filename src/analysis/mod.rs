@@ -11,7 +11,6 @@ mod plot;
 mod pruning;
 mod report;
 mod trace_statistics;
-mod variance;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use comparison::{unique_labels, write_comparison, ComparedRun, RunSummary};
@@ -19,6 +18,5 @@ pub use figures::{write_comparison_figures, write_report_figures, write_tracking
 pub use identity::{identity_ratios, update_ratio};
 pub use multiple_choice::{continuation_log_likelihood, read_choice_items, score_choices, ChoiceAccuracy, ChoiceItem};
 pub use plot::{Heatmap, LineChart, Series};
-pub use pruning::{layers_or_all, mean_loss, perplexity, pruning_drops};
+pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report};
-pub use variance::{layer_variances, token_variance, LayerVariances};

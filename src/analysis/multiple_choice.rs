@@ -11,7 +11,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::data::{DataError, Tokenizer};
 use crate::model::Llama;
-use crate::ConfigError;
+use crate::Error;
 
 /// One question of an ARC-style JSONL file.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,9 +95,9 @@ pub fn continuation_log_likelihood(
     context: &[u32],
     continuation: &[u32],
     skip: &[usize],
-) -> Result<f64, ConfigError> {
+) -> Result<f64, Error> {
     if context.is_empty() || continuation.is_empty() {
-        return Err(ConfigError::Unsupported("a multiple-choice context or choice encodes to no token".into()));
+        return Err(DataError::Corpus("a multiple-choice context or choice encodes to no token".into()).into());
     }
     let device = model.embed_tokens.weight.device();
     let all: Vec<i64> = context.iter().chain(continuation).map(|&t| t as i64).collect();
@@ -133,8 +133,8 @@ pub fn score_choices(
     tokenizer: &Tokenizer,
     items: &[ChoiceItem],
     skip: &[usize],
-) -> Result<(ChoiceAccuracy, Vec<(usize, usize)>), ConfigError> {
-    let encode = |text: &str| tokenizer.encode(text).map_err(|e| ConfigError::Unsupported(e.to_string()));
+) -> Result<(ChoiceAccuracy, Vec<(usize, usize)>), Error> {
+    let encode = |text: &str| tokenizer.encode(text);
     let mut picks = Vec::with_capacity(items.len());
     let (mut right, mut right_norm) = (0, 0);
     for item in items {
@@ -145,9 +145,8 @@ pub fn score_choices(
         for choice in &item.choices {
             let whole = encode(&format!("{context_text} {choice}"))?;
             let continuation = whole.get(context.len()..).unwrap_or_default();
-            let sum = continuation_log_likelihood(model, &context, continuation, skip).map_err(|e| {
-                ConfigError::Unsupported(format!("question {:?}, choice {choice:?}: {e}", item.question))
-            })?;
+            let sum = continuation_log_likelihood(model, &context, continuation, skip)
+                .map_err(|e| DataError::Corpus(format!("question {:?}, choice {choice:?}: {e}", item.question)))?;
             sums.push(sum);
             per_char.push(sum / choice.chars().count().max(1) as f64);
         }

@@ -6,23 +6,27 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::figures::write_report_figures;
-use super::pruning::{evaluation_batches, layers_or_all};
+use super::pruning::layers_or_all;
 use super::trace_statistics::TraceStatistics;
 use super::{normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
 use crate::data::{PackedDataset, Tokenizer};
+use crate::measure::{evaluation_batches, TrackRecord};
 use crate::model::{first_non_finite_parameter, Llama};
-use crate::train::TrackRecord;
-use crate::ConfigError;
+use crate::{ConfigError, Error};
 
-/// What [`analyze`] evaluates.
-#[derive(Clone, Debug, PartialEq)]
+/// What [`analyze`] evaluates; also a command line (`clap::Args`, see [`crate::cli`]).
+#[derive(Clone, Debug, PartialEq, Serialize, clap::Args)]
+#[command(next_help_heading = "Evaluation")]
 pub struct AnalysisOptions {
     /// Sequences per batch.
+    #[arg(long, required = false)]
     pub batch_size: usize,
     /// Batches per evaluation: the perplexities and the trace statistics (variance, angular
     /// distance, identity ratio) are averaged over their tokens.
+    #[arg(long, required = false)]
     pub batches: usize,
-    /// The layers (1-based) to remove one at a time for the pruning drop; empty: every layer.
+    /// The layers (1-based) to remove one at a time for the pruning drop, e.g. 1,4,8; empty: every layer.
+    #[arg(long, value_delimiter = ',')]
     pub layers: Vec<usize>,
 }
 
@@ -83,7 +87,7 @@ pub fn choice_report(
     items: &[ChoiceItem],
     layers: &[usize],
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<ChoiceReport, ConfigError> {
+) -> Result<ChoiceReport, Error> {
     let layers = layers_or_all(model, layers)?;
     let (accuracy, _) = score_choices(model, tokenizer, items, &[])?;
     progress(1, layers.len() + 1);
@@ -106,14 +110,15 @@ pub fn analyze(
     data: &PackedDataset,
     options: &AnalysisOptions,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Report, ConfigError> {
+) -> Result<Report, Error> {
     if options.batch_size == 0 || options.batches == 0 {
-        return Err(ConfigError::Zero { field: if options.batch_size == 0 { "batch_size" } else { "batches" } });
+        return Err(ConfigError::Zero { field: if options.batch_size == 0 { "batch_size" } else { "batches" } }.into());
     }
     if let Some(param) = first_non_finite_parameter(model) {
-        return Err(ConfigError::Unsupported(format!(
-            "the weight `{param}` holds NaN or infinite values (the model diverged); there is nothing to analyse"
-        )));
+        return Err(Error::NonFinite {
+            parameter: param,
+            advice: "the model diverged; there is nothing to analyse".into(),
+        });
     }
     let pruned_layers = layers_or_all(model, &options.layers)?;
     let device = model.embed_tokens.weight.device();

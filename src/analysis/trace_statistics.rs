@@ -1,7 +1,8 @@
 //! The per-layer statistics of forward traces (variance, angular distance, identity ratio),
 //! averaged over the tokens of several batches.
 
-use super::{angular_distance_matrix, identity_ratios, layer_variances};
+use super::{angular_distance_matrix, identity_ratios};
+use crate::measure::layer_variances;
 use crate::model::ForwardTrace;
 
 /// The trace statistics of one batch, or their weighted sum or mean over several.

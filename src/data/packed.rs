@@ -5,7 +5,8 @@ use std::sync::Arc;
 use burn::data::dataset::{Dataset, DatasetError};
 
 use super::token_cache::TokenCache;
-use super::{splitmix64, DataError};
+use super::DataError;
+use crate::seed::splitmix64;
 
 /// One training sequence: `seq_len + 1` tokens (inputs are the first `seq_len`, targets the last).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //!   bracket must match the most recent open one (`brackets: ([{<>}]())`);
 //! - **arithmetic**: additions of 1-4 digit numbers with their answers (`347+2895=3242`).
 
-use super::splitmix64;
+use crate::seed::splitmix64;
 
 const NOUNS: [(&str, &str); 10] = [
     ("cat", "cats"),

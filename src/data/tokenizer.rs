@@ -9,7 +9,8 @@ use crate::data::DataError;
 pub enum Tokenizer {
     /// One token per byte (vocabulary 256); byte 0 (NUL) doubles as the end-of-text token.
     Byte,
-    /// A Hugging Face tokenizer loaded from a `tokenizer.json`.
+    /// A Hugging Face tokenizer loaded from a `tokenizer.json` (the `tokenizers` feature).
+    #[cfg(feature = "tokenizers")]
     HuggingFace {
         /// The loaded tokenizer.
         inner: Box<tokenizers::Tokenizer>,
@@ -21,6 +22,7 @@ pub enum Tokenizer {
 }
 
 /// Names of end-of-text / end-of-sequence tokens, in order of preference.
+#[cfg(feature = "tokenizers")]
 const EOT_NAMES: [&str; 6] = ["<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "[SEP]", "<|im_end|>"];
 
 impl Tokenizer {
@@ -43,6 +45,11 @@ impl Tokenizer {
                 "{shown}: no such file; give `byte` or the path of a Hugging Face tokenizer.json"
             )));
         }
+        Self::load_hugging_face(path, shown)
+    }
+
+    #[cfg(feature = "tokenizers")]
+    fn load_hugging_face(path: &Path, shown: String) -> Result<Self, DataError> {
         let inner = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| DataError::Tokenizer(format!("{shown}: not a valid tokenizer.json: {e}")))?;
         let eot = EOT_NAMES.iter().find_map(|name| inner.token_to_id(name)).ok_or_else(|| {
@@ -51,10 +58,19 @@ impl Tokenizer {
         Ok(Tokenizer::HuggingFace { inner: Box::new(inner), eot, path: shown })
     }
 
+    #[cfg(not(feature = "tokenizers"))]
+    fn load_hugging_face(_path: &Path, shown: String) -> Result<Self, DataError> {
+        Err(DataError::Tokenizer(format!(
+            "{shown}: a tokenizer.json needs the `tokenizers` cargo feature of layernorm-scaling; rebuild with \
+             `--features tokenizers`, or use the `byte` tokenizer"
+        )))
+    }
+
     /// The number of token ids (the model's vocabulary must be at least this).
     pub fn vocab_size(&self) -> usize {
         match self {
             Tokenizer::Byte => 256,
+            #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { inner, .. } => inner.get_vocab_size(true),
         }
     }
@@ -63,6 +79,7 @@ impl Tokenizer {
     pub fn eot(&self) -> u32 {
         match self {
             Tokenizer::Byte => 0,
+            #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { eot, .. } => *eot,
         }
     }
@@ -71,6 +88,7 @@ impl Tokenizer {
     pub fn describe(&self) -> String {
         match self {
             Tokenizer::Byte => "byte".to_string(),
+            #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { path, .. } => format!("tokenizer.json:{path}:{}", self.vocab_size()),
         }
     }
@@ -79,6 +97,7 @@ impl Tokenizer {
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, DataError> {
         match self {
             Tokenizer::Byte => Ok(text.bytes().filter(|&b| b != 0).map(u32::from).collect()),
+            #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { inner, path, .. } => inner
                 .encode(text, false)
                 .map(|encoding| encoding.get_ids().to_vec())
@@ -93,6 +112,7 @@ impl Tokenizer {
                 let bytes: Vec<u8> = ids.iter().map(|&id| if id == 0 { b'\n' } else { id.min(255) as u8 }).collect();
                 Ok(String::from_utf8_lossy(&bytes).into_owned())
             }
+            #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { inner, path, .. } => {
                 inner.decode(ids, true).map_err(|e| DataError::Tokenizer(format!("{path}: cannot decode: {e}")))
             }

@@ -10,6 +10,7 @@ use super::config::read_hf_config;
 use super::layout::{block_key, folded_factors, set_linear, set_norm};
 use super::weights::Checkpoint;
 use super::HfError;
+#[cfg(feature = "data")]
 use crate::data::Tokenizer;
 use crate::{Llama, LlamaConfig};
 
@@ -26,6 +27,7 @@ pub struct HfModel {
 
 impl HfModel {
     /// The directory's tokenizer; an error naming the directory when it has none.
+    #[cfg(feature = "data")]
     pub fn tokenizer(&self) -> Result<Tokenizer, HfError> {
         let path = self.tokenizer.as_ref().ok_or_else(|| {
             HfError::Unsupported("the model directory has no tokenizer.json; give token ids instead of text".into())

@@ -1,5 +1,6 @@
 //! Causal multi-head self-attention with rotary positions, grouped-query heads and a KV cache.
 
+use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::module::attention;
@@ -10,9 +11,10 @@ use super::init::normal_linear;
 use super::kv_cache::LayerKv;
 use super::rope::RopeTables;
 
-/// Sizes and init of an [`Attention`] layer.
-#[derive(Clone, Copy, Debug)]
-pub struct AttentionShape {
+/// Sizes and init of an [`Attention`] layer: projections `N(0, std)`, q and k with `q_k_std`,
+/// v with `v_std`, o with `o_std`.
+#[derive(Config, Debug)]
+pub struct AttentionConfig {
     /// Model width.
     pub d_model: usize,
     /// Query heads.
@@ -20,7 +22,17 @@ pub struct AttentionShape {
     /// Key/value heads (`n_heads` for full multi-head attention).
     pub n_kv_heads: usize,
     /// Whether q, k and v have biases (Qwen2).
+    #[config(default = false)]
     pub qkv_bias: bool,
+    /// Init std of the query and key projections.
+    #[config(default = 0.02)]
+    pub q_k_std: f64,
+    /// Init std of the value projection.
+    #[config(default = 0.02)]
+    pub v_std: f64,
+    /// Init std of the output projection.
+    #[config(default = 0.02)]
+    pub o_std: f64,
 }
 
 /// Causal self-attention. Shapes: `[batch, seq, d_model] -> [batch, seq, d_model]`.
@@ -39,15 +51,15 @@ pub struct Attention {
     head_dim: usize,
 }
 
-impl Attention {
-    /// Builds the projections, `N(0, std)` each: q and k with `q_k_std`, v with `v_std`, o with `o_std`.
-    pub fn init(shape: AttentionShape, q_k_std: f64, v_std: f64, o_std: f64, device: &Device) -> Self {
-        let AttentionShape { d_model, n_heads, n_kv_heads, qkv_bias } = shape;
+impl AttentionConfig {
+    /// Builds the projections on `device`.
+    pub fn init(&self, device: &Device) -> Attention {
+        let AttentionConfig { d_model, n_heads, n_kv_heads, qkv_bias, q_k_std, v_std, o_std } = *self;
         let head_dim = d_model / n_heads;
         let projection = |d_out: usize, bias: bool, std: f64| {
             normal_linear(LinearConfig::new(d_model, d_out).with_bias(bias), std, device)
         };
-        Self {
+        Attention {
             q_proj: projection(n_heads * head_dim, qkv_bias, q_k_std),
             k_proj: projection(n_kv_heads * head_dim, qkv_bias, q_k_std),
             v_proj: projection(n_kv_heads * head_dim, qkv_bias, v_std),
@@ -57,7 +69,9 @@ impl Attention {
             head_dim,
         }
     }
+}
 
+impl Attention {
     /// Attends over the positions in `x` and, if given, those already in `cache` (which is then
     /// extended with `x`'s keys and values). `rope` holds the angles of `x`'s positions.
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {

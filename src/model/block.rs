@@ -4,8 +4,8 @@ use burn::module::{Module, Param};
 use burn::nn::Initializer;
 use burn::tensor::{Device, Tensor};
 
-use super::attention::{Attention, AttentionShape};
-use super::feed_forward::FeedForward;
+use super::attention::{Attention, AttentionConfig};
+use super::feed_forward::{FeedForward, FeedForwardConfig};
 use super::kv_cache::LayerKv;
 use super::rope::RopeTables;
 use crate::norm::{scale_unless_one, BranchGate, LayerPlan, Norm, NormKind, Placement};
@@ -57,7 +57,10 @@ pub struct Block {
 /// Sizes shared by every block of a model.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BlockShape {
-    pub attention: AttentionShape,
+    pub d_model: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub qkv_bias: bool,
     pub d_ff: usize,
     pub norm_kind: NormKind,
     pub norm_eps: f64,
@@ -66,7 +69,7 @@ pub(crate) struct BlockShape {
 impl Block {
     /// Builds block `layer` (1-based) following `plan`.
     pub(crate) fn init(shape: BlockShape, plan: LayerPlan, layer: usize, device: &Device) -> Result<Self, ConfigError> {
-        let d_model = shape.attention.d_model;
+        let d_model = shape.d_model;
         let init = plan.init;
         let norm = |layer| shape.norm_kind.init(d_model, shape.norm_eps, layer, device);
         let sandwich = plan.placement == Placement::Sandwich;
@@ -76,8 +79,16 @@ impl Block {
             BranchGate::Scalar { init } => Some(Initializer::Constant { value: init }.init([1], device)),
         };
         Ok(Self {
-            self_attn: Attention::init(shape.attention, init.q_k_std, init.v_std, init.o_std, device),
-            mlp: FeedForward::init(d_model, shape.d_ff, init.gate_up_std, init.down_std, device),
+            self_attn: AttentionConfig::new(d_model, shape.n_heads, shape.n_kv_heads)
+                .with_qkv_bias(shape.qkv_bias)
+                .with_q_k_std(init.q_k_std)
+                .with_v_std(init.v_std)
+                .with_o_std(init.o_std)
+                .init(device),
+            mlp: FeedForwardConfig::new(d_model, shape.d_ff)
+                .with_gate_up_std(init.gate_up_std)
+                .with_down_std(init.down_std)
+                .init(device),
             attn_norm: norm(plan.norm_layer)?,
             ffn_norm: norm(plan.norm_layer)?,
             attn_out_norm: if sandwich { Some(norm(1)?) } else { None },

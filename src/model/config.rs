@@ -5,13 +5,12 @@ use std::path::Path;
 use burn::config::Config;
 use burn::tensor::{DType, Device};
 
-use super::attention::AttentionShape;
 use super::block::{Block, BlockShape};
 use super::llama::Llama;
 use super::rope::{RopeScaling, RotaryEmbedding};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::norm::{NormKind, NormScheme};
-use crate::ConfigError;
+use crate::{ConfigError, Error};
 
 /// A LLaMA decoder: embeddings, `n_layers` blocks, a final norm (never depth-scaled) and an LM head.
 ///
@@ -132,12 +131,10 @@ impl LlamaConfig {
             }
         }
         let shape = BlockShape {
-            attention: AttentionShape {
-                d_model: self.d_model,
-                n_heads: self.n_heads,
-                n_kv_heads: self.kv_heads(),
-                qkv_bias: self.qkv_bias,
-            },
+            d_model: self.d_model,
+            n_heads: self.n_heads,
+            n_kv_heads: self.kv_heads(),
+            qkv_bias: self.qkv_bias,
             d_ff: self.d_ff,
             norm_kind: self.norm_kind,
             norm_eps: self.norm_eps,
@@ -183,7 +180,7 @@ impl LlamaConfig {
         if bytes <= available {
             return Ok(());
         }
-        Err(ConfigError::Unsupported(format!(
+        Err(ConfigError::TooLarge(format!(
             "the model does not fit in memory: its {params} parameters (d_model {}, d_ff {}, n_layers {}, \
              vocab_size {}) take {} at {float_bytes} bytes each, but only {} of memory is available; use a \
              smaller d_model, d_ff, n_layers or vocab_size (or a smaller preset), or a GPU device",
@@ -200,16 +197,15 @@ impl LlamaConfig {
     ///
     /// Only `d_model`, `d_ff`, `n_layers` and `n_heads` are required; missing fields take their
     /// defaults, and an unknown field is an error (so a typo is not silently ignored).
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
-        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        Self::from_json(&text).map_err(|e| file_error(e.to_string()))
+        let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+        Self::from_json(&text).map_err(|e| Error::file(path, e))
     }
 
     /// Parses a JSON config as [`from_file`](LlamaConfig::from_file) does.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let invalid = |message: String| ConfigError::Unsupported(format!("not a valid model config: {message}"));
+        let invalid = |message: String| ConfigError::Invalid { what: "model config", message };
         let given: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
         let required = |field: &'static str| -> Result<usize, ConfigError> {
@@ -239,10 +235,9 @@ impl LlamaConfig {
     }
 
     /// Writes the config as pretty JSON, atomically (a temporary file renamed into place).
-    pub fn to_file(&self, path: impl AsRef<Path>) -> Result<(), ConfigError> {
+    pub fn to_file(&self, path: impl AsRef<Path>) -> Result<(), Error> {
         let path = path.as_ref();
-        let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
-        let json = serde_json::to_string_pretty(self).map_err(|e| file_error(e.to_string()))?;
-        crate::io::write_atomically(path, format!("{json}\n").as_bytes()).map_err(|e| file_error(e.to_string()))
+        let json = serde_json::to_string_pretty(self).map_err(|e| Error::file(path, e))?;
+        crate::io::write_atomically(path, format!("{json}\n").as_bytes()).map_err(|e| Error::file(path, e))
     }
 }

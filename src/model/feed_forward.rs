@@ -1,5 +1,6 @@
 //! The SwiGLU feed-forward network of LLaMA: `down(silu(gate(x)) * up(x))`.
 
+use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::activation::silu;
@@ -18,16 +19,34 @@ pub struct FeedForward {
     pub down_proj: Linear,
 }
 
-impl FeedForward {
-    /// Projections without bias, each initialised `N(0, std)` with its own std.
-    pub fn init(d_model: usize, d_ff: usize, gate_up_std: f64, down_std: f64, device: &Device) -> Self {
-        Self {
-            gate_proj: normal_linear(LinearConfig::new(d_model, d_ff).with_bias(false), gate_up_std, device),
-            up_proj: normal_linear(LinearConfig::new(d_model, d_ff).with_bias(false), gate_up_std, device),
-            down_proj: normal_linear(LinearConfig::new(d_ff, d_model).with_bias(false), down_std, device),
+/// Sizes and init of a [`FeedForward`]: projections without bias, `N(0, std)` each.
+#[derive(Config, Debug)]
+pub struct FeedForwardConfig {
+    /// Model width.
+    pub d_model: usize,
+    /// Hidden width.
+    pub d_ff: usize,
+    /// Init std of the gate and up projections.
+    #[config(default = 0.02)]
+    pub gate_up_std: f64,
+    /// Init std of the down projection.
+    #[config(default = 0.02)]
+    pub down_std: f64,
+}
+
+impl FeedForwardConfig {
+    /// Builds the projections on `device`.
+    pub fn init(&self, device: &Device) -> FeedForward {
+        let linear = |d_in, d_out, std| normal_linear(LinearConfig::new(d_in, d_out).with_bias(false), std, device);
+        FeedForward {
+            gate_proj: linear(self.d_model, self.d_ff, self.gate_up_std),
+            up_proj: linear(self.d_model, self.d_ff, self.gate_up_std),
+            down_proj: linear(self.d_ff, self.d_model, self.down_std),
         }
     }
+}
 
+impl FeedForward {
     /// Applies the network.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let gate = silu(self.gate_proj.forward(x.clone())); // [.., d_ff]

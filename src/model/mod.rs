@@ -13,11 +13,12 @@ mod presets;
 mod retrofit;
 mod rope;
 mod sampling;
+mod store;
 
-pub use attention::{Attention, AttentionShape};
+pub use attention::{Attention, AttentionConfig};
 pub use block::{Block, BlockOutput};
 pub use config::LlamaConfig;
-pub use feed_forward::FeedForward;
+pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use finite::first_non_finite_parameter;
 pub use kv_cache::{KvCache, LayerKv};
 pub use llama::{ForwardTrace, Llama};
@@ -26,3 +27,7 @@ pub use presets::PRESETS;
 pub use retrofit::retrofit;
 pub use rope::{RopeScaling, RopeTables, RotaryEmbedding};
 pub use sampling::{generate, sample_from_logits, SamplingConfig};
+pub use store::{
+    checkpoint_epochs, checkpoint_file, is_hf_dir, load_model_dir, load_run_model, read_model_dir_config,
+    save_run_model, LoadedModel, RunModelInfo, CHECKPOINT_KINDS,
+};

@@ -13,7 +13,7 @@ use crate::{ConfigError, NormScheme};
 /// Returns the model and its new config.
 pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Result<(Llama, LlamaConfig), ConfigError> {
     if model.n_layers() != config.n_layers {
-        return Err(ConfigError::Unsupported(format!(
+        return Err(ConfigError::Conflict(format!(
             "the model has {} layers but its config says {}; pass the config the model was built from",
             model.n_layers(),
             config.n_layers

@@ -3,28 +3,53 @@
 use burn::tensor::{Int, Tensor, TensorData};
 
 use super::Llama;
-use crate::data::splitmix64;
+use crate::seed::splitmix64;
 
-/// How tokens are drawn.
-#[derive(Clone, Debug, PartialEq)]
+/// How tokens are drawn. With the `cli` feature it is also a command line (`clap::Args`:
+/// `--max-tokens`, `--temperature`, `--top-k`, `--top-p`, `--seed`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(feature = "cli", command(next_help_heading = "Sampling"))]
 pub struct SamplingConfig {
     /// Tokens to generate.
+    #[cfg_attr(feature = "cli", arg(long = "max-tokens", required = false))]
     pub max_new_tokens: usize,
     /// Softmax temperature; 0 picks the most likely token (greedy).
+    #[cfg_attr(feature = "cli", arg(long, required = false))]
     pub temperature: f64,
-    /// Keep only the `k` most likely tokens.
+    /// Keep only the `k` most likely tokens (0: all).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub top_k: Option<usize>,
-    /// Keep the smallest set of most likely tokens whose probability reaches `p`.
+    /// Keep the smallest set of most likely tokens whose probability reaches `p` (1: all).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub top_p: Option<f64>,
     /// Seed of the draws.
+    #[cfg_attr(feature = "cli", arg(long, required = false))]
     pub seed: u64,
     /// Stop after generating this token (e.g. end-of-text).
+    #[cfg_attr(feature = "cli", arg(skip))]
     pub stop: Option<u32>,
 }
 
 impl Default for SamplingConfig {
     fn default() -> Self {
         Self { max_new_tokens: 100, temperature: 0.8, top_k: Some(40), top_p: Some(0.95), seed: 0, stop: None }
+    }
+}
+
+impl SamplingConfig {
+    /// An error unless the temperature is a number `>= 0` and `top_p` one in `[0, 1]`.
+    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+        if !(self.temperature >= 0.0) {
+            let value = self.temperature;
+            return Err(crate::ConfigError::OutOfRange { field: "temperature", value, expected: ">= 0" });
+        }
+        match self.top_p {
+            Some(value) if !(0.0..=1.0).contains(&value) => {
+                Err(crate::ConfigError::OutOfRange { field: "top_p", value, expected: "a fraction in [0, 1]" })
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -59,8 +84,8 @@ pub fn sample_from_logits(logits: &[f32], config: &SamplingConfig, u: f64) -> u3
     }
     let mut order: Vec<usize> = (0..logits.len()).collect();
     order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-    if let Some(k) = config.top_k {
-        order.truncate(k.max(1));
+    if let Some(k) = config.top_k.filter(|&k| k > 0) {
+        order.truncate(k);
     }
     let max = logits[order[0]] as f64;
     let mut probs: Vec<f64> = order.iter().map(|&i| ((logits[i] as f64 - max) / config.temperature).exp()).collect();

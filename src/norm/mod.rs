@@ -12,4 +12,4 @@ pub use depth_scale::{apply_depth_scale, depth_scale};
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
-pub use scheme::{BranchGate, LayerInit, LayerPlan, LnsPosition, NormScheme, Placement};
+pub use scheme::{scheme_as_string, BranchGate, LayerInit, LayerPlan, LnsPosition, NormScheme, Placement};

@@ -81,7 +81,7 @@ impl Norm {
                 norm.beta = from.beta.clone();
                 Ok(Norm::LayerNorm(norm))
             }
-            _ => Err(ConfigError::Unsupported(
+            _ => Err(ConfigError::Conflict(
                 "cannot copy the weights of a norm of another kind (RMSNorm vs LayerNorm)".into(),
             )),
         }

@@ -376,3 +376,26 @@ impl FromStr for NormScheme {
         Ok(scheme)
     }
 }
+
+/// Serde for an optional scheme as its string form (`"lns"`, `"mix-ln:0.25"`), as config files
+/// and `train.json` write it: `#[serde(with = "layernorm_scaling::norm::scheme_as_string")]`.
+pub mod scheme_as_string {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::NormScheme;
+
+    /// Writes `Some(scheme)` as its string, `None` as null.
+    pub fn serialize<S: Serializer>(scheme: &Option<NormScheme>, serializer: S) -> Result<S::Ok, S::Error> {
+        match scheme {
+            Some(scheme) => serializer.serialize_str(&scheme.to_string()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    /// Reads a scheme string (or null).
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<NormScheme>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| text.parse::<NormScheme>().map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}

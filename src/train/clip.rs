@@ -47,8 +47,14 @@ pub fn scale_grads<M: Module>(grads: &mut GradientsParams, model: &M, factor: f6
 /// `max_norm / (norm + 1e-6)`, as PyTorch); returns the norm before clipping.
 pub fn clip_grad_norm<M: Module>(grads: &mut GradientsParams, model: &M, max_norm: f64) -> f64 {
     let norm = global_grad_norm(grads, model);
+    clip_known_norm(grads, model, norm, max_norm);
+    norm
+}
+
+/// [`clip_grad_norm`] for gradients whose global norm `norm` is already known (the training
+/// step measures it once, for the metrics and the divergence check, before clipping).
+pub fn clip_known_norm<M: Module>(grads: &mut GradientsParams, model: &M, norm: f64, max_norm: f64) {
     if norm > max_norm {
         scale_grads(grads, model, max_norm / (norm + 1e-6));
     }
-    norm
 }

@@ -1,13 +1,15 @@
-//! `TrainConfig`: every setting of a training run, read from TOML or JSON and overridable field by field.
+//! `TrainConfig`: every setting of a training run, read from TOML or JSON, and the command line
+//! derived from it (each option overrides the field of the same name).
 
 use std::path::{Path, PathBuf};
 
+use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
-use crate::ConfigError;
+use crate::{ConfigError, Error, NormScheme};
 
 /// The optimiser.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum OptimizerKind {
     /// AdamW with decoupled weight decay (norms, embeddings and gates are never decayed).
@@ -19,83 +21,124 @@ pub enum OptimizerKind {
 
 /// A training run. Defaults give the crate's main command: a small LNS model on the built-in
 /// corpus, a few minutes on a 2-core CPU.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// It is also a command line (`clap::Args`, see [`crate::cli`]): every field is an option
+/// (`--seq-len 256`) applied over a config file or the defaults; an option not given leaves the
+/// field as it was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
+#[command(next_help_heading = "Training settings (each overrides the field of the same name in --config)")]
 pub struct TrainConfig {
     /// Model preset (`tiny-8l`, `tiny`, `9m`, ..., `7b`) or the path of a model JSON file.
+    #[arg(long, required = false)]
     pub model: String,
     /// Number of layers, overriding the model's (unset: the model's own depth).
+    #[arg(long)]
     pub layers: Option<usize>,
-    /// Normalisation scheme (`lns`, `pre-ln`, `mix-ln:0.25`, ...), overriding the model's.
-    pub norm: Option<String>,
+    /// Normalisation scheme, overriding the model's: lns[:POSITION], pre-ln, post-ln, deepnorm,
+    /// mix-ln[:FRACTION], scaled-init, depth-scaled-init, layer-scale[:INIT], skip-init[:INIT], sandwich-ln.
+    #[arg(long)]
+    #[serde(with = "crate::norm::scheme_as_string")]
+    pub norm: Option<NormScheme>,
     /// Device string (`auto`, `flex`, `wgpu`, `cuda:0`, ...), or a comma-separated list
     /// (`cuda:0,cuda:1`) for data-parallel training, the first device holding the optimiser.
+    #[arg(long, required = false)]
     pub device: String,
     /// Text files, folders, JSONL or JSONL.gz shards; empty for the built-in corpus.
+    #[arg(long, num_args = 1..)]
     pub data: Vec<PathBuf>,
     /// Documents of the built-in corpus.
+    #[arg(long, required = false)]
     pub builtin_docs: usize,
     /// `byte` or the path of a Hugging Face `tokenizer.json`.
+    #[arg(long, required = false)]
     pub tokenizer: String,
     /// Tokens per training sequence.
+    #[arg(long, required = false)]
     pub seq_len: usize,
     /// Sequences per micro-batch and device.
+    #[arg(long, required = false)]
     pub batch_size: usize,
     /// Micro-batches per optimiser step.
+    #[arg(long, required = false)]
     pub grad_accum: usize,
     /// Optimiser steps.
+    #[arg(long, required = false)]
     pub steps: usize,
     /// Peak learning rate.
+    #[arg(long, required = false)]
     pub lr: f64,
     /// Linear warmup steps (unset: a tenth of the steps, at most 40).
+    #[arg(long)]
     pub warmup: Option<usize>,
     /// Final learning rate as a fraction of the peak (cosine decay).
+    #[arg(long, required = false)]
     pub min_lr_ratio: f64,
     /// The optimiser.
+    #[arg(long, value_enum, required = false)]
     pub optimizer: OptimizerKind,
     /// Decoupled weight decay of AdamW (not applied to norms, embeddings and gates).
+    #[arg(long, required = false)]
     pub weight_decay: f64,
     /// Adam's beta1.
+    #[arg(long, required = false)]
     pub beta1: f64,
     /// Adam's beta2.
+    #[arg(long, required = false)]
     pub beta2: f64,
     /// Adam's epsilon (PyTorch's default 1e-8; Burn's is 1e-5).
+    #[arg(long, required = false)]
     pub eps: f64,
     /// Clip gradients to this global L2 norm (PyTorch's `clip_grad_norm_`); none by default.
+    #[arg(long)]
     pub clip_grad_norm: Option<f64>,
     /// Seed of the weights, the data order and the split.
+    #[arg(long, required = false)]
     pub seed: u64,
     /// Train in bfloat16 (whole device).
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", required = false)]
     pub bf16: bool,
     /// Run directory.
+    #[arg(long, required = false)]
     pub out: PathBuf,
     /// Validate every this many steps (one "epoch"; the last one may be shorter). Unset: every
     /// 100 steps, or at the end of a shorter run (a divisor of `save_every` when that is set).
+    #[arg(long)]
     pub eval_every: Option<usize>,
     /// Save a checkpoint every this many steps (a multiple of `eval_every`); the end of the run is
     /// always saved. Unset: at every validation.
+    #[arg(long)]
     pub save_every: Option<usize>,
     /// Checkpoints kept besides the best one.
+    #[arg(long, required = false)]
     pub keep_checkpoints: usize,
     /// Validation batches per evaluation.
+    #[arg(long, required = false)]
     pub eval_batches: usize,
     /// Fraction of documents held out for validation.
+    #[arg(long, required = false)]
     pub valid_fraction: f64,
     /// Where token caches live (default: `.token-cache` beside the run directory).
+    #[arg(long)]
     pub cache_dir: Option<PathBuf>,
     /// Peak TFLOP/s of the device for MFU, when it is not a known GPU.
+    #[arg(long)]
     pub peak_tflops: Option<f64>,
     /// Samples generated at the end.
+    #[arg(long, required = false)]
     pub samples: usize,
     /// Print a log line every this many steps (plain output).
+    #[arg(long, required = false)]
     pub log_every: usize,
     /// Record the layer-wise variance and per-layer gradient norms every this many steps
     /// (`tracking.jsonl` in the run directory).
+    #[arg(long)]
     pub track_every: Option<usize>,
     /// Start from the weights of a Hugging Face model directory (`config.json` + safetensors) or
     /// of a run directory (`model.json` + `model.bpk`) instead of a fresh init. The model's shape
     /// then comes from that directory (`model` and `layers` are not used); `norm`, when given,
     /// retrofits it to that scheme (e.g. `lns` on a pretrained Pre-LN model).
+    #[arg(long)]
     pub init_from: Option<PathBuf>,
 }
 
@@ -142,16 +185,16 @@ impl Default for TrainConfig {
 
 impl TrainConfig {
     /// Reads a TOML (`.toml`) or JSON file; missing fields take their defaults, unknown ones are errors.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let file_error = |message: String| ConfigError::File { path: path.display().to_string(), message };
-        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
         let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
-        if is_toml {
-            toml::from_str(&text).map_err(|e| file_error(format!("not a valid training config: {e}")))
+        let parsed = if is_toml {
+            toml::from_str(&text).map_err(|e| e.to_string())
         } else {
-            serde_json::from_str(&text).map_err(|e| file_error(format!("not a valid training config: {e}")))
-        }
+            serde_json::from_str(&text).map_err(|e| e.to_string())
+        };
+        parsed.map_err(|message| Error::file(path, ConfigError::Invalid { what: "training config", message }))
     }
 
     /// Checks the settings that need no file or device. Only values the user set can conflict
@@ -236,8 +279,15 @@ impl TrainConfig {
                 expected: "a fraction in (0, 1)",
             });
         }
-        crate::train::WarmupCosine::new(self.lr, self.warmup(), self.steps, self.min_lr_ratio)?;
+        self.schedule().init()?;
         Ok(())
+    }
+
+    /// The learning-rate schedule of the run.
+    pub fn schedule(&self) -> crate::train::WarmupCosineConfig {
+        crate::train::WarmupCosineConfig::new(self.lr, self.steps)
+            .with_warmup_steps(self.warmup())
+            .with_min_lr_ratio(self.min_lr_ratio)
     }
 
     /// Steps between validations: the set value, else 100 (or the whole run when shorter), a

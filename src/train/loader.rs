@@ -10,7 +10,8 @@ use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 
-use crate::data::{splitmix64, LmBatch, LmBatcher, PackedDataset};
+use crate::data::{LmBatch, LmBatcher, PackedDataset};
+use crate::seed::splitmix64;
 
 /// Shuffled passes over a dataset: pass `p` visits every window once in an order seeded by `(seed, p)`.
 #[derive(Debug)]
@@ -161,30 +162,5 @@ impl DataLoader<LmBatch> for StepLoader {
         // Each shard counts its own epochs (a shared counter would hand them different epochs).
         let next_epoch = Arc::new(AtomicUsize::new(self.next_epoch.load(Ordering::SeqCst)));
         Arc::new(Self { shard: ((start / len).min(n_shards - 1), n_shards), next_epoch, ..self.clone() })
-    }
-}
-
-/// The first `n` windows of a dataset (a fixed validation subset).
-#[derive(Debug)]
-pub struct FirstWindows {
-    dataset: Arc<PackedDataset>,
-    n: usize,
-}
-
-impl FirstWindows {
-    /// At most `n` windows of `dataset`, from the start.
-    pub fn new(dataset: Arc<PackedDataset>, n: usize) -> Self {
-        let n = n.min(dataset.len());
-        Self { dataset, n }
-    }
-}
-
-impl Dataset<crate::data::TokenWindow> for FirstWindows {
-    fn get(&self, index: usize) -> Result<crate::data::TokenWindow, DatasetError> {
-        self.dataset.get(index)
-    }
-
-    fn len(&self) -> usize {
-        self.n
     }
 }

@@ -15,19 +15,16 @@ mod step;
 mod strategy;
 mod tracking;
 
-pub use checkpoint::{
-    is_hf_dir, load_model_dir, load_run_model, read_model_dir_config, save_run_model, AtomicCheckpointer, LoadedModel,
-    RunModelInfo,
-};
-pub use clip::{clip_grad_norm, global_grad_norm, scale_grads};
+pub use checkpoint::SummedCheckpointer;
+pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
 pub use config::{OptimizerKind, TrainConfig};
 pub use export::{export_metrics, read_metric_logs, MetricRow};
-pub use loader::{FirstWindows, StepLoader};
+pub use loader::StepLoader;
 pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
 pub use renderer::PlainRenderer;
-pub use run::{model_config, train, Start, TrainError, TrainReport};
-pub use run_dir::{checkpoint_epochs, checkpoint_file, RunDir, CHECKPOINT_KINDS, LOCK_FILE, PREVIOUS_RUN, RUN_ENTRIES};
-pub use schedule::{WarmupCosine, WarmupCosineState};
+pub use run::{model_config, train, Start, TrainReport};
+pub use run_dir::{RunDir, LOCK_FILE, PREVIOUS_RUN, RUN_ENTRIES};
+pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;
-pub use tracking::{read_tracking, record, TrackRecord, Tracker, TRACKING_FILE};
+pub use tracking::{record, Tracker};

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataset::transform::PartialDataset;
 use burn::data::dataset::Dataset;
 use burn::module::{Module, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
@@ -20,50 +21,24 @@ use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
 use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 
-use super::checkpoint::{
-    load_model_dir, load_run_model, read_model_dir_config, save_run_model, AtomicCheckpointer, RunModelInfo,
-};
+use super::checkpoint::SummedCheckpointer;
 use super::config::{OptimizerKind, TrainConfig};
 use super::export::export_metrics;
-use super::loader::{FirstWindows, StepLoader};
+use super::loader::StepLoader;
 use super::metrics::{flops_per_token, StepMetric};
 use super::renderer::PlainRenderer;
 use super::run_dir::RunDir;
 use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
-use super::tracking::{Tracker, TRACKING_FILE};
-use super::WarmupCosine;
-use crate::data::{
-    tokenize_corpus, train_valid_datasets, CorpusSource, DataError, LmBatcher, PackedDataset, Tokenizer,
-};
+use super::tracking::Tracker;
+use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, LmBatcher, PackedDataset, Tokenizer};
+use crate::measure::TRACKING_FILE;
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
-use crate::model::{first_non_finite_parameter, Llama};
-use crate::{parse_devices, set_precision, ConfigError, LlamaConfig, NormScheme, Precision};
-
-/// Why a run could not start or finish.
-#[derive(Debug, thiserror::Error)]
-pub enum TrainError {
-    /// A bad setting.
-    #[error("{0}")]
-    Config(#[from] ConfigError),
-    /// Bad or missing data.
-    #[error("{0}")]
-    Data(#[from] DataError),
-    /// The run directory cannot be used.
-    #[error("run directory {path}: {message}")]
-    RunDir {
-        /// The directory.
-        path: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The loss or gradients became non-finite; the message names the checkpoint kept.
-    #[error("training stopped: {0}")]
-    Diverged(String),
-    /// burn-train failed.
-    #[error("training failed: {0}")]
-    Training(String),
-}
+use crate::model::{
+    first_non_finite_parameter, load_model_dir, load_run_model, read_model_dir_config, save_run_model, Llama,
+    RunModelInfo,
+};
+use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig, Precision};
 
 /// How a training starts in its run directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,14 +79,15 @@ pub struct TrainReport {
 
 /// The model config a training config asks for: the preset or file of `model`, with `layers`
 /// and `norm` applied when set (or the shape of `init_from`, retrofitted to `norm`).
-pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
+pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
     let path = Path::new(&config.model);
     let mut model = if let Some(source) = &config.init_from {
         if let Some(layers) = config.layers {
             return Err(ConfigError::Conflict(format!(
                 "`layers` ({layers}) cannot change the depth of the model of `init_from` ({}); leave --layers unset",
                 source.display()
-            )));
+            ))
+            .into());
         }
         read_model_dir_config(source)?
     } else if config.model.ends_with(".json") || path.is_file() {
@@ -123,7 +99,7 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, ConfigError> {
         model.n_layers = layers;
     }
     if let Some(norm) = &config.norm {
-        model.norm_scheme = norm.parse::<NormScheme>()?;
+        model.norm_scheme = norm.clone();
     }
     model.validate()?;
     Ok(model)
@@ -255,7 +231,7 @@ fn check_step_memory(config: &TrainConfig, model: &LlamaConfig, devices: &[Devic
 
 /// Checks every setting, the devices and the data (tokenising it into the cache) without
 /// touching the run directory.
-fn prepare(config: &TrainConfig) -> Result<Prepared, TrainError> {
+fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
     config.validate()?;
     let model = model_config(config)?;
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
@@ -307,7 +283,7 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, TrainError> {
 /// The checkpoints a resumed run keeps, oldest first, ending with the one it starts from: the
 /// newest that is complete (its files match their checksums) and sound (finite weights); empty
 /// when there is none. Newer checkpoints that are not are named; the resumed run writes them again.
-fn resume_checkpoints(dir: &RunDir, device: &Device) -> Result<Vec<usize>, TrainError> {
+fn resume_checkpoints(dir: &RunDir, device: &Device) -> Result<Vec<usize>, Error> {
     let (mut complete, broken) = dir.checkpoints();
     let newest_complete = complete.last().copied().unwrap_or(0);
     for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
@@ -349,17 +325,17 @@ fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
 ///
 /// Every setting, the devices and the data are checked before the directory is touched; the
 /// directory is locked for the run's life (a second training into it is refused).
-pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, TrainError> {
+pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
     RunDir::check(&config.out)?;
     if start == Start::Resume && !config.out.join("train.json").is_file() {
-        return Err(TrainError::RunDir {
-            path: config.out.display().to_string(),
+        return Err(Error::RunDir {
+            path: config.out.clone(),
             message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
         });
     }
     let prepared = prepare(config)?;
     let config = config.resolved();
-    let run_dir_error = |message: String| TrainError::RunDir { path: config.out.display().to_string(), message };
+    let run_dir_error = |message: String| Error::RunDir { path: config.out.clone(), message };
     let dir = RunDir::open(&config.out)?;
     // The checkpoints already on disk that the run keeps, the last one its start.
     let existing =
@@ -407,10 +383,10 @@ fn finish_from_checkpoint(
     dir: &RunDir,
     prepared: Prepared,
     epoch: usize,
-) -> Result<TrainReport, TrainError> {
+) -> Result<TrainReport, Error> {
     if crate::io::verify_sum(&dir.path().join("model.bpk")).is_ok() {
-        return Err(TrainError::RunDir {
-            path: config.out.display().to_string(),
+        return Err(Error::RunDir {
+            path: config.out.clone(),
             message: format!(
                 "the run is finished ({} steps); to train longer, start a new run from it with --init-from {} --out NEW_DIR",
                 config.step_at_epoch_end(epoch),
@@ -436,7 +412,7 @@ fn finish(
     steps_trained: usize,
     tokens: usize,
     seconds: f64,
-) -> Result<TrainReport, TrainError> {
+) -> Result<TrainReport, Error> {
     let info = RunModelInfo {
         model: prepared.model.clone(),
         tokenizer: config.tokenizer.clone(),
@@ -445,7 +421,7 @@ fn finish(
     };
     save_run_model(&config.out, &model, &info)?;
     let global_batch = config.batch_size * prepared.devices.len();
-    let valid_loss = crate::analysis::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
+    let valid_loss = crate::measure::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
     Ok(TrainReport {
         model,
         model_config: prepared.model,
@@ -461,15 +437,10 @@ fn finish(
 
 /// Trains in the locked run directory from the last of the `existing` checkpoints (from step 0
 /// when there is none), which the checkpointing strategy keeps managing.
-fn run(
-    config: &TrainConfig,
-    dir: &RunDir,
-    prepared: Prepared,
-    existing: Vec<usize>,
-) -> Result<TrainReport, TrainError> {
+fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usize>) -> Result<TrainReport, Error> {
     let start_epoch = existing.last().copied().unwrap_or(0);
     let out = dir.path().to_path_buf();
-    let run_dir_error = |message: String| TrainError::RunDir { path: out.display().to_string(), message };
+    let run_dir_error = |message: String| Error::RunDir { path: out.to_path_buf(), message };
     let json = serde_json::to_string_pretty(config).map_err(|e| run_dir_error(e.to_string()))?;
     crate::io::write_atomically(&out.join("train.json"), json.as_bytes()).map_err(|e| run_dir_error(e.to_string()))?;
     // Written first so that the checkpoints of an interrupted run can be loaded.
@@ -509,10 +480,14 @@ fn run(
         device.clone(),
     ));
     // Validation runs on the main device with the global batch (batch_size per device).
+    // A fixed subset: the first `eval_batches` global batches.
     let global_batch = config.batch_size * devices.len();
-    let valid_loader = DataLoaderBuilder::new(LmBatcher)
-        .batch_size(global_batch)
-        .build(FirstWindows::new(prepared.valid.clone(), global_batch * config.eval_batches));
+    let valid_windows = (global_batch * config.eval_batches).min(prepared.valid.len());
+    let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(PartialDataset::new(
+        prepared.valid.clone(),
+        0,
+        valid_windows,
+    ));
 
     let failure = Arc::new(Mutex::new(None));
     let loss_metric = LossMetric::new();
@@ -535,9 +510,9 @@ fn run(
         .metric_train_numeric(StepMetric::tokens_per_second())
         .metric_train_numeric(StepMetric::grad_norm())
         .with_custom_checkpointers(
-            AtomicCheckpointer::new(&checkpoint_dir, "model"),
-            AtomicCheckpointer::new(&checkpoint_dir, "optim"),
-            AtomicCheckpointer::new(&checkpoint_dir, "scheduler"),
+            SummedCheckpointer::new(&checkpoint_dir, "model"),
+            SummedCheckpointer::new(&checkpoint_dir, "optim"),
+            SummedCheckpointer::new(&checkpoint_dir, "scheduler"),
         )
         .with_checkpointing_strategy(RunCheckpointing::new(
             config.save_every() / steps_per_epoch,
@@ -595,7 +570,7 @@ fn run(
         None => prepared.model.init(&device)?,
     };
     let model = TrainingModel::new(initial, settings);
-    let schedule = WarmupCosine::new(config.lr, config.warmup(), config.steps, config.min_lr_ratio)?;
+    let schedule = config.schedule().init()?;
     let learner = Learner::new(model, optimizer(config), schedule);
 
     let started = Instant::now();
@@ -613,13 +588,13 @@ fn run(
             ),
             None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
         };
-        return Err(TrainError::Diverged(format!("{reason}; {kept}")));
+        return Err(Error::Diverged(format!("{reason}; {kept}")));
     }
     if let Some(error) = result.error {
-        return Err(TrainError::Training(error.to_string()));
+        return Err(Error::Training(error.to_string()));
     }
     if let Some(interruption) = result.interrupted {
-        return Err(TrainError::Training(format!("interrupted: {interruption:?}")));
+        return Err(Error::Training(format!("interrupted: {interruption:?}")));
     }
 
     let model = result.model.into_model().valid();

@@ -7,8 +7,9 @@ use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use super::config::TrainConfig;
-use super::run::TrainError;
 use crate::io::verify_sum;
+use crate::model::{checkpoint_epochs, checkpoint_file, CHECKPOINT_KINDS};
+use crate::Error;
 
 /// What a run writes into its directory, and nothing else: `(name, is a directory)`.
 /// `train/` and `valid/` hold burn-train's metric logs.
@@ -33,9 +34,6 @@ pub const LOCK_FILE: &str = ".lock";
 /// Where `--overwrite` keeps the run it replaces until the new one has a checkpoint.
 pub const PREVIOUS_RUN: &str = ".previous-run";
 
-/// The checkpoint kinds burn-train saves at each checkpointed epoch.
-pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
-
 /// A run directory held by this process for the life of a training.
 #[derive(Debug)]
 pub struct RunDir {
@@ -50,8 +48,8 @@ impl RunDir {
     /// must be empty or hold `train.json`), and a directory another training holds. Then it
     /// clears what a crash left: temporary files, and a replacement that never got its first
     /// checkpoint (the replaced run is put back).
-    pub fn open(path: &Path) -> Result<Self, TrainError> {
-        let error = |message: String| TrainError::RunDir { path: path.display().to_string(), message };
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
         Self::check(path)?;
         std::fs::create_dir_all(path).map_err(|e| error(format!("cannot create it: {e}")))?;
         let lock = take_lock(&path.join(LOCK_FILE)).map_err(error)?;
@@ -64,8 +62,8 @@ impl RunDir {
 
     /// Whether [`open`](Self::open) may use `path`, checked without writing anything: a new
     /// directory under existing folders, an empty one, or a run of this crate.
-    pub fn check(path: &Path) -> Result<(), TrainError> {
-        let error = |message: String| TrainError::RunDir { path: path.display().to_string(), message };
+    pub fn check(path: &Path) -> Result<(), Error> {
+        let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
         if path.symlink_metadata().is_ok() && !path.exists() {
             return Err(error("is a symbolic link to nothing; remove it or choose another --out".into()));
         }
@@ -187,30 +185,6 @@ impl RunDir {
         }
         (complete, broken)
     }
-}
-
-/// The epochs that have a file of any kind in the checkpoint directory `dir`, oldest first.
-pub fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
-    let mut epochs: Vec<usize> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let (kind, rest) = name.strip_suffix(".bpk")?.split_once('-')?;
-                    CHECKPOINT_KINDS.contains(&kind).then(|| rest.parse::<usize>().ok())?
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    epochs.sort_unstable();
-    epochs.dedup();
-    epochs
-}
-
-/// `<dir>/<kind>-<epoch>.bpk`.
-pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
-    dir.join(format!("{kind}-{epoch}.bpk"))
 }
 
 /// The entries a run owns, less the lock and the set-aside run.

@@ -1,5 +1,6 @@
 //! The learning-rate schedule of the paper: linear warmup, then cosine decay to a fraction of the peak.
 
+use burn::config::Config;
 use burn::lr_scheduler::{LrScheduler, LrSchedulerRecord};
 use burn::optim::{LearningRate, RecordState, StateSink, StateSource};
 use burn::tensor::Device;
@@ -24,6 +25,21 @@ pub struct WarmupCosine {
     step: usize,
 }
 
+/// The settings of a [`WarmupCosine`] schedule of `total_steps` steps peaking at `peak_lr`.
+#[derive(Config, Debug)]
+pub struct WarmupCosineConfig {
+    /// The learning rate at the end of the warmup.
+    pub peak_lr: f64,
+    /// Steps of the whole schedule.
+    pub total_steps: usize,
+    /// Steps of the linear warmup.
+    #[config(default = 0)]
+    pub warmup_steps: usize,
+    /// The final learning rate as a fraction of the peak.
+    #[config(default = 0.1)]
+    pub min_lr_ratio: f64,
+}
+
 /// The saved state of a [`WarmupCosine`]: the last step taken.
 #[derive(Clone, Debug)]
 pub struct WarmupCosineState {
@@ -41,9 +57,10 @@ impl RecordState for WarmupCosineState {
     }
 }
 
-impl WarmupCosine {
-    /// A schedule of `total` steps peaking at `peak` after `warmup` steps and ending at `min_ratio * peak`.
-    pub fn new(peak: f64, warmup: usize, total: usize, min_ratio: f64) -> Result<Self, ConfigError> {
+impl WarmupCosineConfig {
+    /// The schedule; an error names the setting that is out of range.
+    pub fn init(&self) -> Result<WarmupCosine, ConfigError> {
+        let (peak, warmup, total, min_ratio) = (self.peak_lr, self.warmup_steps, self.total_steps, self.min_lr_ratio);
         if !(peak > 0.0 && peak.is_finite()) {
             return Err(ConfigError::OutOfRange { field: "lr", value: peak, expected: "a finite number > 0" });
         }
@@ -64,9 +81,11 @@ impl WarmupCosine {
                 expected: "a fraction in [0, 1]",
             });
         }
-        Ok(Self { peak, warmup, total, min_ratio, step: 0 })
+        Ok(WarmupCosine { peak, warmup, total, min_ratio, step: 0 })
     }
+}
 
+impl WarmupCosine {
     /// The learning rate of step `step` (1-based).
     pub fn lr_at(&self, step: usize) -> f64 {
         if step <= self.warmup {

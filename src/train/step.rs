@@ -11,7 +11,7 @@ use burn::tensor::{ExecutionError, Tensor};
 use burn::train::metric::{Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, Interrupter, TrainOutput, TrainStep};
 
-use super::clip::{global_grad_norm, scale_grads};
+use super::clip::{clip_known_norm, global_grad_norm};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
 use crate::model::{cross_entropy, Llama};
@@ -148,9 +148,7 @@ impl TrainStep for TrainingModel {
             tracker.observe(&self.model, &grads);
         }
         if let Some(max_norm) = self.settings.clip_grad_norm {
-            if norm > max_norm {
-                scale_grads(&mut grads, &self, max_norm / (norm + 1e-6));
-            }
+            clip_known_norm(&mut grads, &self, norm, max_norm);
         }
         optim.step(lr, self, grads)
     }

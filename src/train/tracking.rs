@@ -9,27 +9,10 @@ use std::sync::Mutex;
 use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::{Int, Tensor, TensorData};
-use serde::{Deserialize, Serialize};
 
 use super::clip::global_grad_norm;
-use crate::analysis::layer_variances;
+use crate::measure::{layer_variances, read_tracking_lines, TrackRecord, TRACKING_FILE};
 use crate::model::Llama;
-
-/// The file a run's records are appended to.
-pub const TRACKING_FILE: &str = "tracking.jsonl";
-
-/// What is recorded at one step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrackRecord {
-    /// Optimiser updates applied before this record (0: the initial weights).
-    pub step: usize,
-    /// Variance of the embedding output and of each block's output on the probe batch (`n_layers + 1`).
-    pub block_output_variance: Vec<f64>,
-    /// Variance after each block's attention sub-layer (`n_layers`).
-    pub after_attention_variance: Vec<f64>,
-    /// L2 norm of the gradients of each block's parameters for the next update (`n_layers`).
-    pub grad_norm: Vec<f64>,
-}
 
 /// Records a [`TrackRecord`] every `every` optimiser steps, on a fixed probe batch.
 #[derive(Debug)]
@@ -108,68 +91,5 @@ pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: Tensor
         block_output_variance: variances.block_output,
         after_attention_variance: variances.after_attention,
         grad_norm,
-    }
-}
-
-/// Reads `tracking.jsonl` (a path to the file or to its run directory). Every record must have
-/// the same number of layers, with `n_layers + 1` variances and `n_layers` of the rest; an error
-/// names the line that does not.
-pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, String> {
-    let (records, bad) = read_tracking_lines(path)?;
-    match bad.into_iter().next() {
-        None => Ok(records),
-        Some((line, what)) => Err(format!("{} line {line}: {what}", tracking_path(path).display())),
-    }
-}
-
-/// `tracking.jsonl` itself, given the file or its run directory.
-fn tracking_path(path: &Path) -> PathBuf {
-    if path.is_dir() {
-        path.join(TRACKING_FILE)
-    } else {
-        path.to_path_buf()
-    }
-}
-
-/// The valid records of `tracking.jsonl`, and the 1-based number and error of each bad line
-/// (not JSON, not a record, or not as many layers as the first record); an error only when the
-/// file cannot be read.
-fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<(usize, String)>), String> {
-    let path = tracking_path(path);
-    // Read as bytes: a corrupt line need not be UTF-8, and is then one bad line, not a bad file.
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut records: Vec<TrackRecord> = Vec::new();
-    let mut bad = Vec::new();
-    for (i, line) in bytes.split(|&b| b == b'\n').enumerate().filter(|(_, line)| !line.trim_ascii().is_empty()) {
-        let parsed = serde_json::from_slice::<TrackRecord>(line)
-            .map_err(|e| format!("not a tracking record: {e}"))
-            .and_then(|record| check_record(&record, records.first()).map(|()| record));
-        match parsed {
-            Ok(record) => records.push(record),
-            Err(what) => bad.push((i + 1, what)),
-        }
-    }
-    Ok((records, bad))
-}
-
-/// An error unless `record` has `n_layers + 1` variances and `n_layers` of the rest, with as many
-/// layers as the `first` record of its file.
-fn check_record(record: &TrackRecord, first: Option<&TrackRecord>) -> Result<(), String> {
-    let layers = record.grad_norm.len();
-    if layers == 0
-        || record.block_output_variance.len() != layers + 1
-        || record.after_attention_variance.len() != layers
-    {
-        return Err(format!(
-            "expected n_layers + 1 block output variances and n_layers after-attention variances and \
-             gradient norms, found {}, {} and {}",
-            record.block_output_variance.len(),
-            record.after_attention_variance.len(),
-            layers
-        ));
-    }
-    match first.map(|first| first.grad_norm.len()) {
-        Some(expected) if expected != layers => Err(format!("{layers} layers where the first record has {expected}")),
-        _ => Ok(()),
     }
 }

@@ -1,0 +1,78 @@
+//! Command lines derived from the crate's config structs ([`TrainConfig`](crate::train::TrainConfig),
+//! [`SamplingConfig`](crate::model::SamplingConfig), `AnalysisOptions`): each derives
+//! `clap::Args`, so an option exists once, as a field with its doc comment, and its default is the
+//! struct's `Default`.
+//!
+//! ```
+//! use clap::{CommandFactory, Parser};
+//! use layernorm_scaling::{cli, model::SamplingConfig};
+//!
+//! #[derive(Parser)]
+//! struct Args {
+//!     /// Text to continue.
+//!     #[arg(long, default_value = "the ")]
+//!     prompt: String,
+//! }
+//!
+//! let command = cli::augment(Args::command(), &SamplingConfig::default());
+//! let matches = command.get_matches_from(["generate", "--top-k", "5"]);
+//! let sampling = cli::overridden(SamplingConfig::default(), &matches).unwrap();
+//! assert_eq!(sampling.top_k, Some(5));
+//! assert_eq!(sampling.temperature, SamplingConfig::default().temperature);
+//! ```
+
+use clap::{ArgMatches, Args, Command, FromArgMatches};
+use serde::Serialize;
+
+/// `command` with the arguments of `T` added (its own description kept), each help ending in the
+/// value of `defaults` ([`show_defaults`]).
+pub fn augment<T: Args + Serialize>(command: Command, defaults: &T) -> Command {
+    let (about, long_about) = (command.get_about().cloned(), command.get_long_about().cloned());
+    // `augment_args` sets the description to the struct's doc comment: put the command's back.
+    let augmented = T::augment_args(command).about(None::<&str>).long_about(None::<&str>);
+    let augmented = match about {
+        Some(about) => augmented.about(about),
+        None => augmented,
+    };
+    let augmented = match long_about {
+        Some(long_about) => augmented.long_about(long_about),
+        None => augmented,
+    };
+    show_defaults(augmented, defaults)
+}
+
+/// `command` with each argument's help ending in `[default: VALUE]`, the value of the field of
+/// the same name in `defaults` (fields that are unset or empty show none).
+pub fn show_defaults<T: Serialize>(command: Command, defaults: &T) -> Command {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(defaults) else {
+        return command;
+    };
+    command.mut_args(|arg| {
+        let shown = match fields.get(arg.get_id().as_str()) {
+            Some(serde_json::Value::String(text)) => text.clone(),
+            Some(value @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => value.to_string(),
+            _ => return arg,
+        };
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        arg.help(format!("{help} [default: {shown}]"))
+    })
+}
+
+/// The parsed command line of `command`. `--help` and `--version` print and exit 0; a bad
+/// command line prints clap's message and exits 1, as every other bad input of the examples.
+pub fn matches(command: Command) -> ArgMatches {
+    command.try_get_matches().unwrap_or_else(|error| {
+        if error.use_stderr() {
+            let _ = error.print();
+            std::process::exit(1);
+        }
+        error.exit()
+    })
+}
+
+/// `base` with every option of `T` given on the command line applied (an option not given
+/// leaves its field as it was): `base` is the defaults, or a config file read first.
+pub fn overridden<T: FromArgMatches>(mut base: T, matches: &ArgMatches) -> Result<T, clap::Error> {
+    base.update_from_arg_matches(matches)?;
+    Ok(base)
+}

@@ -1,0 +1,61 @@
+//! The mean next-token loss of a model on held-out sequences: the validation loss of a run and
+//! the baseline of the pruning study.
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::Dataset;
+use burn::tensor::Device;
+
+use crate::data::{DataError, LmBatch, LmBatcher, PackedDataset};
+use crate::model::{cross_entropy, Llama};
+use crate::Error;
+
+/// The first `batches` batches of `batch_size` sequences of `dataset` on `device` (the last one may
+/// be smaller), each with its number of sequences; an error when the dataset holds no sequence.
+pub fn evaluation_batches<'a>(
+    dataset: &'a PackedDataset,
+    batch_size: usize,
+    batches: usize,
+    device: &'a Device,
+) -> Result<impl Iterator<Item = (LmBatch, usize)> + 'a, DataError> {
+    let n = dataset.len().min(batch_size * batches);
+    if n == 0 {
+        return Err(DataError::Split(
+            "the evaluation data holds no full sequence; give more text or a shorter --seq-len".into(),
+        ));
+    }
+    Ok((0..n).step_by(batch_size).map(move |start| {
+        let windows: Vec<_> = (start..(start + batch_size).min(n)).map(|i| dataset.window(i)).collect();
+        let size = windows.len();
+        (LmBatcher.batch(windows, device), size)
+    }))
+}
+
+/// Mean next-token loss of `model` on the first `batches` batches of `dataset`, with the given
+/// layers (1-based) skipped.
+pub fn mean_loss(
+    model: &Llama,
+    dataset: &PackedDataset,
+    batch_size: usize,
+    batches: usize,
+    skip: &[usize],
+) -> Result<f64, Error> {
+    let device = model.embed_tokens.weight.device();
+    let (mut total, mut count) = (0.0, 0);
+    for (batch, size) in evaluation_batches(dataset, batch_size, batches, &device)? {
+        let logits = model.forward_skipping(batch.inputs, skip)?;
+        total += cross_entropy(logits, batch.targets).into_scalar::<f64>() * size as f64;
+        count += size;
+    }
+    Ok(total / count as f64)
+}
+
+/// Perplexity (`exp` of [`mean_loss`]) with the given layers (1-based) skipped.
+pub fn perplexity(
+    model: &Llama,
+    dataset: &PackedDataset,
+    batch_size: usize,
+    batches: usize,
+    skip: &[usize],
+) -> Result<f64, Error> {
+    Ok(mean_loss(model, dataset, batch_size, batches, skip)?.exp())
+}

@@ -1,0 +1,231 @@
+//! A trained model on disk: a run directory's final model (`model.bpk` with its checksum, and
+//! `model.json`), its epoch checkpoints (`checkpoint/model-<epoch>.bpk`), and Hugging Face model
+//! directories, loaded without burn-train.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+
+use crate::io::SumError;
+use crate::model::Llama;
+use crate::{Error, LlamaConfig};
+
+/// The checkpoint kinds burn-train saves at each checkpointed epoch.
+pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
+
+/// The epochs that have a file of any kind in the checkpoint directory `dir`, oldest first.
+pub fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
+    let mut epochs: Vec<usize> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let (kind, rest) = name.strip_suffix(".bpk")?.split_once('-')?;
+                    CHECKPOINT_KINDS.contains(&kind).then(|| rest.parse::<usize>().ok())?
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    epochs.sort_unstable();
+    epochs.dedup();
+    epochs
+}
+
+/// `<dir>/<kind>-<epoch>.bpk`.
+pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
+    dir.join(format!("{kind}-{epoch}.bpk"))
+}
+
+/// What a run directory records about its model: enough to rebuild it and its tokenizer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunModelInfo {
+    /// The model's config.
+    pub model: LlamaConfig,
+    /// The tokenizer spec (`byte` or a `tokenizer.json` path).
+    pub tokenizer: String,
+    /// Optimiser steps taken.
+    pub steps: usize,
+    /// What the model trains on: the [content fingerprint](crate::data::TokenCache::content_fingerprint)
+    /// of its token cache (a resume must train on the same data).
+    #[serde(default)]
+    pub data: Option<String>,
+}
+
+/// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
+pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<(), Error> {
+    let path = dir.join("model.bpk");
+    let error = |e: String| Error::file(&path, format!("cannot write it: {e}"));
+    // burn-pack writes through a scratch file, synced and renamed into place; the sum follows.
+    model.clone().save_file(&path).map_err(|e| error(e.to_string()))?;
+    crate::io::write_sum(&path).map_err(|e| error(e.to_string()))?;
+    let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
+    crate::io::write_atomically(&dir.join("model.json"), json.as_bytes()).map_err(|e| error(e.to_string()))
+}
+
+/// Loads the model of a run directory (`model.json` + `model.bpk`), or of one of its epoch
+/// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`. A file that is missing, cut short
+/// or corrupt (checked against its `.sum`) is an error that says what to do.
+pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<(Llama, RunModelInfo), Error> {
+    let file_error = |path: &Path, message: String| Error::file(path, message);
+    let info_path = dir.join("model.json");
+    let text = std::fs::read_to_string(&info_path).map_err(|e| {
+        file_error(&info_path, format!("{e}; is {} a run directory of the train example?", dir.display()))
+    })?;
+    let info: RunModelInfo =
+        serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
+    info.model.validate()?;
+    let epochs = checkpoint_epochs(&dir.join("checkpoint"));
+    let listed = || {
+        if epochs.is_empty() {
+            "the run has no checkpoints".to_string()
+        } else {
+            format!(
+                "the run's checkpoints are --epoch {}",
+                epochs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        }
+    };
+    let (path, prefixed) = match epoch {
+        None => (dir.join("model.bpk"), false),
+        Some(epoch) => (dir.join("checkpoint").join(format!("model-{epoch}.bpk")), true),
+    };
+    let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
+    match (crate::io::verify_sum(&path), epoch) {
+        (Ok(()), _) => {}
+        (Err(SumError::Missing), None) => {
+            return Err(file_error(
+                &path,
+                format!("missing: the training has not finished; {finish}, or load a checkpoint ({})", listed()),
+            ))
+        }
+        (Err(SumError::Missing), Some(epoch)) => {
+            return Err(file_error(&path, format!("no checkpoint of epoch {epoch}: {}", listed())))
+        }
+        (Err(problem), None) => {
+            return Err(file_error(
+                &path,
+                format!("incomplete: {problem}; {finish}, or load a checkpoint ({})", listed()),
+            ))
+        }
+        (Err(problem), Some(_)) => {
+            return Err(file_error(&path, format!("{problem}; load another checkpoint ({})", listed())))
+        }
+    }
+    let model = info.model.init(device)?;
+    let mismatch = |e: String| {
+        // Burn lists every mismatching tensor: the first ones say enough.
+        let short: String = e.chars().take(300).collect();
+        let more = if short.len() < e.len() { " ..." } else { "" };
+        file_error(&path, format!("does not match model.json ({short}{more}); was model.json replaced?"))
+    };
+    let model = if prefixed {
+        // Epoch checkpoints hold the training wrapper, whose parameters live under `model.`.
+        Checkpointed { model }.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?.model
+    } else {
+        model.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?
+    };
+    Ok((model, info))
+}
+
+/// The record layout of an epoch checkpoint: burn-train saves the training wrapper, whose only
+/// parameters are the model's, under `model.`.
+#[derive(Module, Debug)]
+struct Checkpointed {
+    model: Llama,
+}
+
+/// A model loaded from a directory of either kind, with its config and tokenizer spec.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The model.
+    pub model: Llama,
+    /// Its config.
+    pub config: LlamaConfig,
+    /// The tokenizer spec (`byte` or a `tokenizer.json` path); `None` for a Hugging Face
+    /// directory without a `tokenizer.json`.
+    pub tokenizer: Option<String>,
+}
+
+impl LoadedModel {
+    /// The model's tokenizer; an error when the directory has none.
+    #[cfg(feature = "data")]
+    pub fn tokenizer(&self) -> Result<crate::data::Tokenizer, Error> {
+        let spec = self.tokenizer.as_deref().ok_or_else(|| {
+            crate::data::DataError::Tokenizer(
+                "the model directory has no tokenizer.json; add one or give token ids".into(),
+            )
+        })?;
+        Ok(crate::data::Tokenizer::from_spec(spec)?)
+    }
+}
+
+/// Whether `dir` is a Hugging Face model directory (`config.json`) rather than a run directory.
+pub fn is_hf_dir(dir: &Path) -> bool {
+    dir.join("config.json").is_file()
+}
+
+#[cfg(feature = "hf")]
+fn hf_error(dir: &Path, error: crate::hf::HfError) -> Error {
+    Error::file(dir, error)
+}
+
+#[cfg(feature = "hf")]
+fn load_hf_dir(dir: &Path, device: &Device) -> Result<LoadedModel, Error> {
+    let hf = crate::hf::load_hf_model(dir, device).map_err(|e| hf_error(dir, e))?;
+    let tokenizer = hf.tokenizer.map(|path| path.display().to_string());
+    Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer })
+}
+
+#[cfg(not(feature = "hf"))]
+fn load_hf_dir(dir: &Path, _device: &Device) -> Result<LoadedModel, Error> {
+    Err(Error::file(dir, "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling"))
+}
+
+/// The config of the model in `dir`, a run directory or a Hugging Face directory, without its weights.
+pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, Error> {
+    if is_hf_dir(dir) {
+        #[cfg(feature = "hf")]
+        return crate::hf::read_hf_config(dir).map_err(|e| hf_error(dir, e));
+        #[cfg(not(feature = "hf"))]
+        return Err(Error::file(
+            dir,
+            "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling",
+        ));
+    }
+    let path = dir.join("model.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Error::file(
+            dir,
+            format!("{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json)"),
+        )
+    })?;
+    let info: RunModelInfo =
+        serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not a run description: {e}")))?;
+    Ok(info.model)
+}
+
+/// Loads the model of a run directory (the final model, or the checkpoint of `epoch`) or of a
+/// Hugging Face model directory onto `device`; a run's model with non-finite weights is an error.
+pub fn load_model_dir(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
+    if is_hf_dir(dir) {
+        if epoch.is_some() {
+            return Err(Error::file(dir, "a Hugging Face model directory has no epoch checkpoints: drop --epoch"));
+        }
+        return load_hf_dir(dir, device);
+    }
+    let (model, info) = load_run_model(dir, epoch, device)?;
+    if let Some(parameter) = crate::model::first_non_finite_parameter(&model) {
+        return Err(Error::NonFinite {
+            parameter,
+            advice: format!(
+                "the run in {} diverged; load an earlier checkpoint with --epoch N, or train again with a lower \
+                 learning rate",
+                dir.display()
+            ),
+        });
+    }
+    Ok(LoadedModel { model, config: info.model, tokenizer: Some(info.tokenizer) })
+}
