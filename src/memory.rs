@@ -9,6 +9,15 @@ pub fn available_memory_bytes() -> Option<u64> {
     mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
 }
 
+/// The peak resident memory of this process so far (Linux `VmHWM` of `/proc/self/status`), in
+/// bytes, or `None` where that cannot be read.
+pub fn peak_resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// The `MemAvailable` of a `/proc/meminfo` text, in bytes.
 pub fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|line| line.starts_with("MemAvailable:"))?;

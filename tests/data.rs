@@ -67,6 +67,19 @@ fn a_tokenizer_json_trained_here_loads_and_round_trips() {
 
     let tokenizer = Tokenizer::from_spec(json_path.to_str().unwrap()).unwrap();
     assert!(tokenizer.vocab_size() > 256 && tokenizer.vocab_size() <= 400, "{}", tokenizer.vocab_size());
+
+    // A corpus is encoded in batches: the cache holds what encoding each document alone gives.
+    let docs = builtin_documents(50, 7);
+    let cache = tokenize_corpus(&CorpusSource::Builtin { n_docs: 50, seed: 7 }, &tokenizer, dir.path()).unwrap();
+    assert_eq!(cache.n_docs(), docs.len());
+    for (doc, text) in docs.iter().enumerate() {
+        let (start, end) = cache.doc_span(doc);
+        let mut cached = vec![0u32; (end - start) as usize];
+        cache.read(start, &mut cached);
+        let (eot, text_tokens) = cached.split_last().unwrap();
+        assert_eq!(text_tokens, tokenizer.encode(text).unwrap(), "document {doc}");
+        assert_eq!(*eot, tokenizer.eot());
+    }
     assert_eq!(tokenizer.eot(), 0, "</s> is the first special token");
     let sentence = "the old dogs that the cat sees follow a red ship.";
     let ids = tokenizer.encode(sentence).unwrap();

@@ -2,7 +2,7 @@
 //! `dP(l) = P_pruned(l) - P_original`, here with P the perplexity on held-out text.
 
 use crate::data::PackedDataset;
-use crate::measure::perplexity;
+use crate::measure::mean_loss;
 use crate::model::Llama;
 use crate::{ConfigError, Error};
 
@@ -19,11 +19,11 @@ pub fn pruning_drops(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(f64, Vec<f64>), Error> {
     let layers = layers_or_all(model, layers)?;
-    let original = perplexity(model, dataset, batch_size, batches, &[])?;
+    let original = mean_loss(model, dataset, batch_size, batches, &[])?.exp();
     progress(1, layers.len() + 1);
     let mut drops = Vec::with_capacity(layers.len());
     for (done, &layer) in layers.iter().enumerate() {
-        drops.push(perplexity(model, dataset, batch_size, batches, &[layer])? - original);
+        drops.push(mean_loss(model, dataset, batch_size, batches, &[layer])?.exp() - original);
         progress(done + 2, layers.len() + 1);
     }
     Ok((original, drops))

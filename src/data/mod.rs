@@ -52,6 +52,10 @@ pub enum CorpusSource {
 /// Where a token cache's key turns from the content (tokenizer, sizes and checksums) to the files' paths.
 pub(crate) const PATHS_SEPARATOR: &str = "\npaths: ";
 
+/// Text encoded in one batch while building a token cache: large enough to keep every core busy,
+/// small enough to hold in memory.
+const ENCODE_BATCH_BYTES: usize = 8 << 20;
+
 /// Tokenises `source` into a cache under `cache_root`, reused when the sources (their paths, sizes
 /// and content checksums: every file is read once per call) and the tokenizer are unchanged.
 pub fn tokenize_corpus(
@@ -82,19 +86,32 @@ pub fn tokenize_corpus(
     };
     let dir = cache_root.join(format!("{:016x}", stable_hash(&key)));
     TokenCache::open_or_build(&dir, &key, tokenizer.eot(), |writer| {
-        let mut push = |text: &str| {
-            let tokens = tokenizer.encode(text)?;
-            if tokens.is_empty() {
-                return Ok(());
+        // Documents are encoded in batches (a Hugging Face tokenizer encodes a batch on every core).
+        let mut batch: Vec<String> = Vec::new();
+        let mut batch_bytes = 0;
+        let mut flush = |batch: &mut Vec<String>| -> Result<(), DataError> {
+            for tokens in tokenizer.encode_batch(batch)?.into_iter().filter(|t| !t.is_empty()) {
+                writer.push(&tokens)?;
             }
-            writer.push(&tokens)
+            batch.clear();
+            Ok(())
+        };
+        let mut push = |text: &str| {
+            batch.push(text.to_string());
+            batch_bytes += text.len();
+            if batch_bytes >= ENCODE_BATCH_BYTES {
+                batch_bytes = 0;
+                flush(&mut batch)?;
+            }
+            Ok(())
         };
         match source {
             CorpusSource::Builtin { n_docs, seed } => {
-                builtin_documents(*n_docs, *seed).iter().try_for_each(|doc| push(doc))
+                builtin_documents(*n_docs, *seed).iter().try_for_each(|doc| push(doc))?
             }
-            CorpusSource::Files(_) => files.iter().try_for_each(|file| read_documents(file, &mut push)),
+            CorpusSource::Files(_) => files.iter().try_for_each(|file| read_documents(file, &mut push))?,
         }
+        flush(&mut batch)
     })
 }
 

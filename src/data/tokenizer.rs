@@ -105,6 +105,19 @@ impl Tokenizer {
         }
     }
 
+    /// Token ids of each text, as [`encode`](Tokenizer::encode); a Hugging Face tokenizer encodes
+    /// the batch in parallel.
+    pub fn encode_batch(&self, texts: &[String]) -> Result<Vec<Vec<u32>>, DataError> {
+        match self {
+            Tokenizer::Byte => texts.iter().map(|text| self.encode(text)).collect(),
+            #[cfg(feature = "tokenizers")]
+            Tokenizer::HuggingFace { inner, path, .. } => inner
+                .encode_batch(texts.iter().map(String::as_str).collect(), false)
+                .map(|encodings| encodings.iter().map(|e| e.get_ids().to_vec()).collect())
+                .map_err(|e| DataError::Tokenizer(format!("{path}: cannot encode: {e}"))),
+        }
+    }
+
     /// The text of `ids` (invalid UTF-8 from the byte tokenizer is replaced, end-of-text shown as a newline).
     pub fn decode(&self, ids: &[u32]) -> Result<String, DataError> {
         match self {

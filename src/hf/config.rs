@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::HfError;
 use crate::model::RopeScaling;
@@ -14,6 +15,138 @@ use crate::{LlamaConfig, NormKind, NormScheme};
 
 /// The key under which an exported model records its normalisation scheme.
 pub const SCHEME_KEY: &str = "layernorm_scaling";
+
+/// The entries of `config.json` this crate reads or writes; any other entry is ignored. On read
+/// an absent or `null` entry is `None`; on write `None` is left out, except `rope_scaling`
+/// (written `null`, as transformers does).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct HfConfig {
+    architectures: Option<Vec<String>>,
+    model_type: Option<String>,
+    hidden_size: Option<usize>,
+    intermediate_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    vocab_size: Option<usize>,
+    max_position_embeddings: Option<usize>,
+    rms_norm_eps: Option<f64>,
+    /// transformers 4.x; 5.x moves it into `rope_parameters`.
+    rope_theta: Option<f64>,
+    /// transformers 4.x.
+    rope_scaling: Option<RopeParams>,
+    /// transformers 5.x: `rope_theta` and the scaling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rope_parameters: Option<RopeParams>,
+    tie_word_embeddings: Option<bool>,
+    hidden_act: Option<String>,
+    initializer_range: Option<f64>,
+    torch_dtype: Option<String>,
+    /// LLaMA and Mistral only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attention_bias: Option<bool>,
+    /// LLaMA and Mistral only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mlp_bias: Option<bool>,
+    /// Qwen2 only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    use_sliding_window: Option<bool>,
+    /// Mistral: attention reaches this far back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sliding_window: Option<usize>,
+    /// [`SCHEME_KEY`]: the scheme of a model exported by this crate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layernorm_scaling: Option<SchemeEntry>,
+}
+
+/// A `rope_scaling` (4.x) or `rope_parameters` (5.x) object.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct RopeParams {
+    rope_type: Option<String>,
+    /// The older name of `rope_type`.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    legacy_type: Option<String>,
+    /// 5.x only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rope_theta: Option<f64>,
+    factor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    low_freq_factor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    high_freq_factor: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original_max_position_embeddings: Option<usize>,
+}
+
+/// The [`SCHEME_KEY`] entry.
+#[derive(Debug, Serialize, Deserialize)]
+struct SchemeEntry {
+    norm_scheme: Option<String>,
+    folded_into_weights: Option<bool>,
+    note: Option<String>,
+}
+
+/// `value`, or an error naming `field` as missing.
+fn required<T>(field: &str, value: Option<T>) -> Result<T, HfError> {
+    value.ok_or_else(|| HfError::config(field, "is missing"))
+}
+
+impl HfConfig {
+    fn from_json(json: &Value) -> Result<Self, HfError> {
+        let config = json.as_object().ok_or_else(|| HfError::config("(root)", "config.json must be a JSON object"))?;
+        Self::deserialize(json).map_err(|error| {
+            // serde says what is wrong but not where: the field is the entry that fails on its own.
+            let fails_alone = |(key, value): &(&String, &Value)| {
+                Self::deserialize(&Value::Object(Map::from_iter([((*key).clone(), (*value).clone())]))).is_err()
+            };
+            let field = config.iter().find(fails_alone).map_or("(root)", |(key, _)| key.as_str());
+            HfError::config(field, format!("has a bad value: {error}"))
+        })
+    }
+}
+
+impl RopeParams {
+    /// The scaling these parameters describe (`field` names them in errors).
+    fn scaling(&self, field: &str) -> Result<Option<RopeScaling>, HfError> {
+        let kind = self.rope_type.as_deref().or(self.legacy_type.as_deref()).unwrap_or("default");
+        let number = |key: &str, value: Option<f64>| required(&format!("{field}.{key}"), value);
+        match kind {
+            "default" => Ok(None),
+            "linear" => Ok(Some(RopeScaling::Linear { factor: number("factor", self.factor)? })),
+            "llama3" => Ok(Some(RopeScaling::Llama3 {
+                factor: number("factor", self.factor)?,
+                low_freq_factor: number("low_freq_factor", self.low_freq_factor)?,
+                high_freq_factor: number("high_freq_factor", self.high_freq_factor)?,
+                original_max_position_embeddings: required(
+                    &format!("{field}.original_max_position_embeddings"),
+                    self.original_max_position_embeddings,
+                )?,
+            })),
+            other => Err(HfError::Unsupported(format!(
+                "rope type `{other}` in `{field}`; supported: default, linear, llama3"
+            ))),
+        }
+    }
+
+    fn of(scaling: &RopeScaling) -> Self {
+        match *scaling {
+            RopeScaling::Linear { factor } => {
+                RopeParams { rope_type: Some("linear".into()), factor: Some(factor), ..Default::default() }
+            }
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings } => {
+                RopeParams {
+                    rope_type: Some("llama3".into()),
+                    factor: Some(factor),
+                    low_freq_factor: Some(low_freq_factor),
+                    high_freq_factor: Some(high_freq_factor),
+                    original_max_position_embeddings: Some(original_max_position_embeddings),
+                    ..Default::default()
+                }
+            }
+        }
+    }
+}
 
 /// Reads `dir/config.json`.
 pub fn read_hf_config(dir: &Path) -> Result<LlamaConfig, HfError> {
@@ -23,144 +156,82 @@ pub fn read_hf_config(dir: &Path) -> Result<LlamaConfig, HfError> {
     parse_hf_config(&json)
 }
 
-fn usize_field(config: &Map<String, Value>, field: &str) -> Result<Option<usize>, HfError> {
-    match config.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => value
-            .as_u64()
-            .map(|v| Some(v as usize))
-            .ok_or_else(|| HfError::config(field, format!("must be a whole number, got {value}"))),
-    }
-}
-
-fn required(config: &Map<String, Value>, field: &str) -> Result<usize, HfError> {
-    usize_field(config, field)?.ok_or_else(|| HfError::config(field, "is missing"))
-}
-
-fn f64_field(config: &Map<String, Value>, field: &str) -> Result<Option<f64>, HfError> {
-    match config.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => {
-            value.as_f64().map(Some).ok_or_else(|| HfError::config(field, format!("must be a number, got {value}")))
-        }
-    }
-}
-
-fn bool_field(config: &Map<String, Value>, field: &str) -> Result<Option<bool>, HfError> {
-    match config.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => value
-            .as_bool()
-            .map(Some)
-            .ok_or_else(|| HfError::config(field, format!("must be true or false, got {value}"))),
-    }
-}
-
-/// The rope scaling of a `rope_scaling` (4.x) or `rope_parameters` (5.x) object.
-fn parse_rope_scaling(field: &str, params: &Map<String, Value>) -> Result<Option<RopeScaling>, HfError> {
-    let kind = params.get("rope_type").or_else(|| params.get("type")).and_then(Value::as_str).unwrap_or("default");
-    let number =
-        |key: &str| f64_field(params, key)?.ok_or_else(|| HfError::config(&format!("{field}.{key}"), "is missing"));
-    match kind {
-        "default" => Ok(None),
-        "linear" => Ok(Some(RopeScaling::Linear { factor: number("factor")? })),
-        "llama3" => Ok(Some(RopeScaling::Llama3 {
-            factor: number("factor")?,
-            low_freq_factor: number("low_freq_factor")?,
-            high_freq_factor: number("high_freq_factor")?,
-            original_max_position_embeddings: number("original_max_position_embeddings")? as usize,
-        })),
-        other => {
-            Err(HfError::Unsupported(format!("rope type `{other}` in `{field}`; supported: default, linear, llama3")))
-        }
-    }
-}
-
 /// A [`LlamaConfig`] from a parsed `config.json`.
 pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
-    let config = json.as_object().ok_or_else(|| HfError::config("(root)", "config.json must be a JSON object"))?;
-    let model_type = config.get("model_type").and_then(Value::as_str).unwrap_or("");
+    let config = HfConfig::from_json(json)?;
+    let model_type = config.model_type.as_deref().unwrap_or("");
     if !["llama", "mistral", "qwen2"].contains(&model_type) {
-        let architectures = config.get("architectures").map(Value::to_string).unwrap_or_default();
+        let architectures =
+            config.architectures.as_ref().map(|a| Value::from(a.clone()).to_string()).unwrap_or_default();
         return Err(HfError::Unsupported(format!(
             "model_type `{model_type}` {architectures}; supported: llama, mistral, qwen2"
         )));
     }
-    if let Some(act) = config.get("hidden_act").and_then(Value::as_str) {
-        if act != "silu" {
-            return Err(HfError::Unsupported(format!("hidden_act `{act}`; only silu (SwiGLU) is implemented")));
-        }
+    if let Some(act) = config.hidden_act.as_deref().filter(|act| *act != "silu") {
+        return Err(HfError::Unsupported(format!("hidden_act `{act}`; only silu (SwiGLU) is implemented")));
     }
-    for field in ["attention_bias", "mlp_bias"] {
-        if model_type != "qwen2" && bool_field(config, field)? == Some(true) {
+    for (field, value) in [("attention_bias", config.attention_bias), ("mlp_bias", config.mlp_bias)] {
+        if model_type != "qwen2" && value == Some(true) {
             return Err(HfError::Unsupported(format!(
                 "`{field}: true`: this LLaMA variant has biases the model does not implement"
             )));
         }
     }
-    if model_type == "qwen2" && bool_field(config, "use_sliding_window")? == Some(true) {
+    if model_type == "qwen2" && config.use_sliding_window == Some(true) {
         return Err(HfError::Unsupported("Qwen2 with `use_sliding_window: true` (sliding-window attention)".into()));
     }
 
-    let d_model = required(config, "hidden_size")?;
-    let n_heads = required(config, "num_attention_heads")?;
+    let d_model = required("hidden_size", config.hidden_size)?;
+    let n_heads = required("num_attention_heads", config.num_attention_heads)?;
     if n_heads == 0 || d_model % n_heads != 0 {
         return Err(HfError::config("num_attention_heads", format!("{n_heads} does not divide hidden_size {d_model}")));
     }
-    if let Some(head_dim) = usize_field(config, "head_dim")? {
-        if head_dim != d_model / n_heads {
-            return Err(HfError::Unsupported(format!(
-                "head_dim {head_dim} differs from hidden_size / num_attention_heads = {}",
-                d_model / n_heads
-            )));
-        }
+    if let Some(head_dim) = config.head_dim.filter(|&head_dim| head_dim != d_model / n_heads) {
+        return Err(HfError::Unsupported(format!(
+            "head_dim {head_dim} differs from hidden_size / num_attention_heads = {}",
+            d_model / n_heads
+        )));
     }
     // transformers 5 moves rope_theta and the scaling into `rope_parameters`.
-    let (rope_theta, rope_scaling) = match config.get("rope_parameters").and_then(Value::as_object) {
-        Some(params) => (f64_field(params, "rope_theta")?, parse_rope_scaling("rope_parameters", params)?),
+    let (rope_theta, rope_scaling) = match &config.rope_parameters {
+        Some(params) => (params.rope_theta, params.scaling("rope_parameters")?),
         None => {
-            let scaling = match config.get("rope_scaling") {
-                None | Some(Value::Null) => None,
-                Some(Value::Object(params)) => parse_rope_scaling("rope_scaling", params)?,
-                Some(other) => {
-                    return Err(HfError::config("rope_scaling", format!("must be an object or null, got {other}")))
-                }
-            };
-            (f64_field(config, "rope_theta")?, scaling)
+            let scaling = config.rope_scaling.as_ref().map(|params| params.scaling("rope_scaling")).transpose()?;
+            (config.rope_theta, scaling.flatten())
         }
     };
-    let mut max_seq_len = usize_field(config, "max_position_embeddings")?.unwrap_or(2048);
+    let mut max_seq_len = config.max_position_embeddings.unwrap_or(2048);
     // Mistral's sliding window equals full attention up to the window: sequences are limited to it.
     if model_type == "mistral" {
-        if let Some(window) = usize_field(config, "sliding_window")? {
+        if let Some(window) = config.sliding_window {
             max_seq_len = max_seq_len.min(window);
         }
     }
-    let norm_scheme = match config.get(SCHEME_KEY) {
-        None | Some(Value::Null) => NormScheme::PreLn,
+    let norm_scheme = match &config.layernorm_scaling {
+        None => NormScheme::PreLn,
         Some(entry) => entry
-            .get("norm_scheme")
-            .and_then(Value::as_str)
+            .norm_scheme
+            .as_deref()
             .ok_or_else(|| HfError::config(SCHEME_KEY, "must hold a `norm_scheme` string"))?
             .parse::<NormScheme>()?,
     };
     let mut model = LlamaConfig::new(
         d_model,
-        required(config, "intermediate_size")?,
-        required(config, "num_hidden_layers")?,
+        required("intermediate_size", config.intermediate_size)?,
+        required("num_hidden_layers", config.num_hidden_layers)?,
         n_heads,
     )
-    .with_n_kv_heads(Some(usize_field(config, "num_key_value_heads")?.unwrap_or(n_heads)))
-    .with_vocab_size(required(config, "vocab_size")?)
+    .with_n_kv_heads(Some(config.num_key_value_heads.unwrap_or(n_heads)))
+    .with_vocab_size(required("vocab_size", config.vocab_size)?)
     .with_rope_theta(rope_theta.unwrap_or(10_000.0))
     .with_rope_scaling(rope_scaling)
-    .with_norm_eps(f64_field(config, "rms_norm_eps")?.unwrap_or(1e-6))
+    .with_norm_eps(config.rms_norm_eps.unwrap_or(1e-6))
     .with_max_seq_len(max_seq_len)
-    .with_tie_embeddings(bool_field(config, "tie_word_embeddings")?.unwrap_or(false))
+    .with_tie_embeddings(config.tie_word_embeddings.unwrap_or(false))
     .with_qkv_bias(model_type == "qwen2")
     .with_norm_kind(NormKind::RmsNorm)
     .with_norm_scheme(norm_scheme);
-    if let Some(std) = f64_field(config, "initializer_range")? {
+    if let Some(std) = config.initializer_range {
         model = model.with_init_std(std).with_embed_init_std(std);
     }
     model.validate()?;
@@ -177,50 +248,36 @@ pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
     }
     let (model_type, architecture) =
         if config.qkv_bias { ("qwen2", "Qwen2ForCausalLM") } else { ("llama", "LlamaForCausalLM") };
-    let rope_scaling = match &config.rope_scaling {
-        None => Value::Null,
-        Some(RopeScaling::Linear { factor }) => json!({"rope_type": "linear", "factor": factor}),
-        Some(RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position_embeddings }) => {
-            json!({
-                "rope_type": "llama3",
-                "factor": factor,
-                "low_freq_factor": low_freq_factor,
-                "high_freq_factor": high_freq_factor,
-                "original_max_position_embeddings": original_max_position_embeddings,
-            })
-        }
-    };
-    let mut json = json!({
-        "architectures": [architecture],
-        "model_type": model_type,
-        "hidden_size": config.d_model,
-        "intermediate_size": config.d_ff,
-        "num_hidden_layers": config.n_layers,
-        "num_attention_heads": config.n_heads,
-        "num_key_value_heads": config.kv_heads(),
-        "head_dim": config.head_dim(),
-        "vocab_size": config.vocab_size,
-        "max_position_embeddings": config.max_seq_len,
-        "rms_norm_eps": config.norm_eps,
-        "rope_theta": config.rope_theta,
-        "rope_scaling": rope_scaling,
-        "tie_word_embeddings": config.tie_embeddings,
-        "hidden_act": "silu",
-        "initializer_range": config.init_std,
-        "torch_dtype": "float32",
+    let llama = model_type == "llama";
+    let scheme = (config.norm_scheme != NormScheme::PreLn).then(|| SchemeEntry {
+        norm_scheme: Some(config.norm_scheme.to_string()),
+        folded_into_weights: Some(true),
+        note: Some("the scheme's depth factors are multiplied into the norm and output-projection weights, so transformers computes the same function; the layernorm-scaling crate divides them out on load".into()),
     });
-    if model_type == "llama" {
-        json["attention_bias"] = json!(false);
-        json["mlp_bias"] = json!(false);
-    } else {
-        json["use_sliding_window"] = json!(false);
-    }
-    if config.norm_scheme != NormScheme::PreLn {
-        json[SCHEME_KEY] = json!({
-            "norm_scheme": config.norm_scheme.to_string(),
-            "folded_into_weights": true,
-            "note": "the scheme's depth factors are multiplied into the norm and output-projection weights, so transformers computes the same function; the layernorm-scaling crate divides them out on load",
-        });
-    }
-    Ok(json)
+    let hf = HfConfig {
+        architectures: Some(vec![architecture.into()]),
+        model_type: Some(model_type.into()),
+        hidden_size: Some(config.d_model),
+        intermediate_size: Some(config.d_ff),
+        num_hidden_layers: Some(config.n_layers),
+        num_attention_heads: Some(config.n_heads),
+        num_key_value_heads: Some(config.kv_heads()),
+        head_dim: Some(config.head_dim()),
+        vocab_size: Some(config.vocab_size),
+        max_position_embeddings: Some(config.max_seq_len),
+        rms_norm_eps: Some(config.norm_eps),
+        rope_theta: Some(config.rope_theta),
+        rope_scaling: config.rope_scaling.as_ref().map(RopeParams::of),
+        rope_parameters: None,
+        tie_word_embeddings: Some(config.tie_embeddings),
+        hidden_act: Some("silu".into()),
+        initializer_range: Some(config.init_std),
+        torch_dtype: Some("float32".into()),
+        attention_bias: llama.then_some(false),
+        mlp_bias: llama.then_some(false),
+        use_sliding_window: (!llama).then_some(false),
+        sliding_window: None,
+        layernorm_scaling: scheme,
+    };
+    serde_json::to_value(hf).map_err(|e| HfError::Unsupported(format!("config.json: {e}")))
 }

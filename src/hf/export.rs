@@ -2,11 +2,10 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use burn_store::{ModuleSnapshot, SafetensorsStore};
 
 use super::config::hf_config_json;
-use super::layout::{block_key, folded_factors, host, linear_values, norm_values};
-use super::weights::write_safetensors;
+use super::layout::{export_adapter, NameMap};
 use super::HfError;
 use crate::{Llama, LlamaConfig};
 
@@ -24,54 +23,20 @@ pub fn export_hf(model: &Llama, config: &LlamaConfig, dir: &Path, tokenizer: Opt
         return Err(HfError::file(dir, "already exists and is not empty; choose a new output directory"));
     }
     let json = hf_config_json(config)?;
-    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
-    let [vocab, d] = model.embed_tokens.weight.shape().dims();
-    tensors.push((
-        "model.embed_tokens.weight".into(),
-        vec![vocab, d],
-        host(model.embed_tokens.weight.val().flatten(0, 1)),
-    ));
-    let push_linear = |tensors: &mut Vec<_>, name: String, linear: &burn::nn::Linear, factor: f64| {
-        let (shape, weight, bias) = linear_values(linear, factor);
-        tensors.push((format!("{name}.weight"), shape.clone(), weight));
-        if let Some(bias) = bias {
-            tensors.push((format!("{name}.bias"), vec![shape[0]], bias));
-        }
-    };
-    for (i, block) in model.layers.iter().enumerate() {
-        let [attn_norm, ffn_norm, attn_out, ffn_out] = folded_factors(block)?;
-        tensors.push((block_key(i, "input_layernorm.weight"), vec![d], norm_values(&block.attn_norm, attn_norm)?));
-        tensors.push((
-            block_key(i, "post_attention_layernorm.weight"),
-            vec![d],
-            norm_values(&block.ffn_norm, ffn_norm)?,
-        ));
-        let attn = &block.self_attn;
-        push_linear(&mut tensors, block_key(i, "self_attn.q_proj"), &attn.q_proj, 1.0);
-        push_linear(&mut tensors, block_key(i, "self_attn.k_proj"), &attn.k_proj, 1.0);
-        push_linear(&mut tensors, block_key(i, "self_attn.v_proj"), &attn.v_proj, 1.0);
-        push_linear(&mut tensors, block_key(i, "self_attn.o_proj"), &attn.o_proj, attn_out);
-        push_linear(&mut tensors, block_key(i, "mlp.gate_proj"), &block.mlp.gate_proj, 1.0);
-        push_linear(&mut tensors, block_key(i, "mlp.up_proj"), &block.mlp.up_proj, 1.0);
-        push_linear(&mut tensors, block_key(i, "mlp.down_proj"), &block.mlp.down_proj, ffn_out);
-    }
-    tensors.push(("model.norm.weight".into(), vec![d], norm_values(&model.norm, 1.0)?));
-    if let Some(head) = &model.lm_head {
-        push_linear(&mut tensors, "lm_head".into(), head, 1.0);
-    }
-    write_directory(dir, &json, &tensors, tokenizer)
-}
-
-fn write_directory(
-    dir: &Path,
-    json: &Value,
-    tensors: &[(String, Vec<usize>, Vec<f32>)],
-    tokenizer: Option<&Path>,
-) -> Result<(), HfError> {
+    // Schemes transformers cannot express are refused here, before anything is written.
+    let adapter = export_adapter(model)?;
     crate::io::write_dir_atomically(dir, "config.json", |tmp| {
-        let text = serde_json::to_string_pretty(json).map_err(std::io::Error::other)?;
+        let text = serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?;
         std::fs::write(tmp.join("config.json"), format!("{text}\n"))?;
-        write_safetensors(&tmp.join("model.safetensors"), tensors).map_err(|e| std::io::Error::other(e.to_string()))?;
+        // Module paths renamed by the name map, enum variants (`Norm::RmsNorm`) left out of them,
+        // and only the `format` entry transformers checks in the metadata.
+        let mut store = SafetensorsStore::from_file(tmp.join("model.safetensors"))
+            .clear_metadata()
+            .metadata("format", "pt")
+            .skip_enum_variants(true)
+            .remap(NameMap::new().to_hf)
+            .with_to_adapter(adapter);
+        model.save_into(&mut store).map_err(|e| std::io::Error::other(e.to_string()))?;
         if let Some(path) = tokenizer {
             std::fs::copy(path, tmp.join("tokenizer.json"))
                 .map_err(|e| std::io::Error::other(format!("cannot copy {}: {e}", path.display())))?;

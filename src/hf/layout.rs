@@ -1,17 +1,59 @@
-//! How our model maps onto the Hugging Face LLaMA layout: tensor names, the `[out, in]` weight
-//! orientation, and the depth factors folded into weights on export.
+//! How our model maps onto the Hugging Face LLaMA layout: one name map for both directions, the
+//! `[out, in]` weight orientation (burn-store's PyTorch adapters), and the depth factors folded
+//! into weights on export.
 
-use burn::module::Param;
-use burn::nn::Linear;
-use burn::tensor::{Device, Tensor, TensorData};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn_store::burn_pack::{Error as PackError, Tensor as PackTensor};
+use burn_store::{
+    bridge, BurnToPyTorchAdapter, FloatCastAdapter, KeyRemapper, ModuleAdapter, ModuleContext, PyTorchToBurnAdapter,
+};
 
 use super::HfError;
 use crate::model::Block;
 use crate::norm::{BranchGate, Norm, Placement};
+use crate::Llama;
 
-/// The name of block `index`'s (0-based) tensor `name`, e.g. `model.layers.0.self_attn.q_proj`.
-pub fn block_key(index: usize, name: &str) -> String {
-    format!("model.layers.{index}.{name}")
+/// The one name map, Hugging Face name <-> module path (enum variants such as `Norm::RmsNorm`
+/// left out); `{i}` is a block index. An entry ending in `.` maps a prefix, any other a whole
+/// name; specific entries come before the prefixes that contain them. `lm_head.weight` is the
+/// same on both sides, and the projections keep their names under `self_attn.` and `mlp.`.
+const NAMES: [(&str, &str); 5] = [
+    ("model.embed_tokens.", "embed_tokens."),
+    ("model.layers.{i}.input_layernorm.weight", "layers.{i}.attn_norm.gamma"),
+    ("model.layers.{i}.post_attention_layernorm.weight", "layers.{i}.ffn_norm.gamma"),
+    ("model.layers.{i}.", "layers.{i}."),
+    ("model.norm.weight", "norm.gamma"),
+];
+
+/// [`NAMES`] as a pair of burn-store key remappers.
+pub struct NameMap {
+    /// Hugging Face names -> module paths (loading).
+    pub to_burn: KeyRemapper,
+    /// Module paths -> Hugging Face names (export).
+    pub to_hf: KeyRemapper,
+}
+
+impl NameMap {
+    pub fn new() -> Self {
+        // `model.layers.{i}.` becomes `^model\.layers\.(\d+)\.` and `${1}` on the other side;
+        // a whole name is anchored at both ends.
+        let pattern = |name: &str| {
+            let end = if name.ends_with('.') { "" } else { "$" };
+            format!("^{}{end}", name.replace('.', r"\.").replace("{i}", r"(\d+)"))
+        };
+        let replacement = |name: &str| name.replace("{i}", "${1}");
+        let remapper = |pairs: Vec<(String, String)>| {
+            KeyRemapper::from_patterns(pairs).expect("the name map's patterns are valid regular expressions")
+        };
+        Self {
+            to_burn: remapper(NAMES.iter().map(|(hf, burn)| (pattern(hf), replacement(burn))).collect()),
+            to_hf: remapper(NAMES.iter().map(|(hf, burn)| (pattern(burn), replacement(hf))).collect()),
+        }
+    }
 }
 
 /// The factors a scheme applies inside block: `[attention norm, feed-forward norm, attention
@@ -43,65 +85,121 @@ pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
     Ok([block.attn_norm.scale(), block.ffn_norm.scale(), plan.attn_output_scale, plan.ffn_output_scale])
 }
 
-/// Row-major values of a `[rows, cols]` matrix transposed (`[cols, rows]`).
-fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0; values.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = values[r * cols + c];
+/// Multiplies the weights at some module paths by a factor, in f64 and rounded once to f32.
+///
+/// burn-store has no per-layer scaling of its own: this is the depth factors of
+/// [`folded_factors`], multiplied in on export and divided out on load.
+#[derive(Clone)]
+pub struct FoldAdapter {
+    factors: Arc<HashMap<String, f64>>,
+}
+
+impl FoldAdapter {
+    /// The factors of every block of `model`, or their reciprocals (`load`) to divide them out.
+    fn new(model: &Llama, load: bool) -> Result<Self, HfError> {
+        let norms = model.layers.iter().flat_map(|block| [&block.attn_norm, &block.ffn_norm]);
+        if std::iter::once(&model.norm).chain(norms).any(|norm| matches!(norm, Norm::LayerNorm(_))) {
+            return Err(HfError::Unsupported("a LayerNorm model: the LLaMA family uses RMSNorm".into()));
+        }
+        let mut factors = HashMap::new();
+        for (i, block) in model.layers.iter().enumerate() {
+            let paths = ["attn_norm.gamma", "ffn_norm.gamma", "self_attn.o_proj.weight", "mlp.down_proj.weight"];
+            for (path, factor) in paths.into_iter().zip(folded_factors(block)?) {
+                if factor != 1.0 {
+                    factors.insert(format!("layers.{i}.{path}"), if load { 1.0 / factor } else { factor });
+                }
+            }
+        }
+        Ok(Self { factors: Arc::new(factors) })
+    }
+}
+
+impl ModuleAdapter for FoldAdapter {
+    fn adapt(&self, tensor: PackTensor, _ctx: ModuleContext<'_>) -> PackTensor {
+        let Some(&factor) = self.factors.get(&tensor.name) else { return tensor };
+        let (name, shape) = (tensor.name.clone(), tensor.shape.clone());
+        bridge::map_data(tensor, name, DType::F32, shape, move |data| {
+            let values: Vec<f32> = data.iter::<f32>().map(|v| (v as f64 * factor) as f32).collect();
+            TensorData::new(values, data.shape().clone())
+        })
+    }
+
+    fn clone_box(&self) -> Box<dyn ModuleAdapter> {
+        Box::new(self.clone())
+    }
+}
+
+/// Loading: `[out, in]` weights transposed, every float type read as f32, the depth factors
+/// divided out, then the device's float type (as `Tensor::from_data` would give).
+pub fn load_adapter(model: &Llama, device: &Device) -> Result<impl ModuleAdapter, HfError> {
+    let float: DType = device.settings().float_dtype.into();
+    Ok(PyTorchToBurnAdapter
+        .chain(FloatCastAdapter::to(DType::F32))
+        .chain(FoldAdapter::new(model, true)?)
+        .chain(FloatCastAdapter::to(float)))
+}
+
+/// Export: weights transposed to `[out, in]`, as f32, with the depth factors multiplied in.
+pub fn export_adapter(model: &Llama) -> Result<impl ModuleAdapter, HfError> {
+    Ok(BurnToPyTorchAdapter.chain(FloatCastAdapter::to(DType::F32)).chain(FoldAdapter::new(model, false)?))
+}
+
+/// The Hugging Face name and `[out, in]` shape of every parameter of `model`, in module order:
+/// what export writes, through the same adapter and name map, from the parameters' shapes alone
+/// (a freshly built model's lazy weights are neither initialised nor read).
+pub fn hf_shapes(model: &Llama, names: &NameMap) -> Vec<(String, Vec<usize>)> {
+    #[derive(Default)]
+    struct Shapes {
+        path: Vec<String>,
+        containers: Vec<String>,
+        tensors: Vec<PackTensor>,
+    }
+    impl ModuleVisitor for Shapes {
+        fn enter_module(&mut self, name: &str, container_type: &str) {
+            self.containers.push(container_type.to_string());
+            if !container_type.starts_with("Enum:") {
+                self.path.push(name.to_string());
+            }
+        }
+        fn exit_module(&mut self, _name: &str, container_type: &str) {
+            self.containers.pop();
+            if !container_type.starts_with("Enum:") {
+                self.path.pop();
+            }
+        }
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            let shape_only = || Err(PackError::ValidationError("a shape, not data".into()));
+            let tensor = bridge::deferred(self.path.join("."), DType::F32, param.lazy_shape(), None, shape_only);
+            self.tensors.push(BurnToPyTorchAdapter.adapt(tensor, ModuleContext::new(&self.containers)));
         }
     }
-    out
+    let mut shapes = Shapes::default();
+    model.visit(&mut shapes);
+    let (tensors, _) = names.to_hf.remap(shapes.tensors);
+    tensors.into_iter().map(|t| (t.name, t.shape.to_vec())).collect()
 }
 
-fn scaled(values: Vec<f32>, factor: f64) -> Vec<f32> {
-    if factor == 1.0 {
-        values
-    } else {
-        values.into_iter().map(|v| (v as f64 * factor) as f32).collect()
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A vector's values on the host as f32.
-pub fn host(tensor: Tensor<1>) -> Vec<f32> {
-    tensor.into_data().convert::<f32>().try_into_vec::<f32>().unwrap_or_default()
-}
-
-/// Sets a linear layer from a PyTorch `[out, in]` weight (and `[out]` bias), times `factor`.
-pub fn set_linear(linear: &mut Linear, weight: Vec<f32>, bias: Option<Vec<f32>>, factor: f64, device: &Device) {
-    let [d_in, d_out] = linear.weight.shape().dims();
-    let weight = transpose(&scaled(weight, factor), d_out, d_in);
-    linear.weight = Param::from_tensor(Tensor::from_data(TensorData::new(weight, [d_in, d_out]), device));
-    if let Some(bias) = bias {
-        linear.bias = Some(Param::from_tensor(Tensor::from_data(TensorData::new(bias, [d_out]), device)));
-    }
-}
-
-/// A linear layer's weight as PyTorch `[out, in]` values times `factor`, and its bias.
-pub fn linear_values(linear: &Linear, factor: f64) -> (Vec<usize>, Vec<f32>, Option<Vec<f32>>) {
-    let [d_in, d_out] = linear.weight.shape().dims();
-    let weight = host(linear.weight.val().flatten(0, 1));
-    (vec![d_out, d_in], scaled(transpose(&weight, d_in, d_out), factor), linear.bias.as_ref().map(|b| host(b.val())))
-}
-
-/// Sets an RMSNorm's `gamma` to `weight` times `factor`.
-pub fn set_norm(norm: &mut Norm, weight: Vec<f32>, factor: f64, device: &Device) -> Result<(), HfError> {
-    match norm {
-        Norm::RmsNorm(norm) => {
-            let n = weight.len();
-            norm.gamma = Param::from_tensor(Tensor::from_data(TensorData::new(scaled(weight, factor), [n]), device));
-            Ok(())
-        }
-        Norm::LayerNorm(_) => Err(HfError::Unsupported("LayerNorm in a LLaMA-family checkpoint".into())),
-    }
-}
-
-/// An RMSNorm's `gamma` times `factor`.
-pub fn norm_values(norm: &Norm, factor: f64) -> Result<Vec<f32>, HfError> {
-    match norm {
-        Norm::RmsNorm(norm) => Ok(scaled(host(norm.gamma.val()), factor)),
-        Norm::LayerNorm(_) => {
-            Err(HfError::Unsupported("exporting a LayerNorm model: the LLaMA family uses RMSNorm".into()))
-        }
+    #[test]
+    fn one_name_map_serves_both_directions() {
+        let names = NameMap::new();
+        let pairs = [
+            ("model.embed_tokens.weight", "embed_tokens.weight"),
+            ("model.layers.0.input_layernorm.weight", "layers.0.attn_norm.gamma"),
+            ("model.layers.12.post_attention_layernorm.weight", "layers.12.ffn_norm.gamma"),
+            ("model.layers.3.self_attn.k_proj.bias", "layers.3.self_attn.k_proj.bias"),
+            ("model.layers.10.mlp.down_proj.weight", "layers.10.mlp.down_proj.weight"),
+            ("model.norm.weight", "norm.gamma"),
+            ("lm_head.weight", "lm_head.weight"),
+        ];
+        let tensor = |name: &str| bridge::from_data(TensorData::new(vec![0f32], [1]), name.to_string(), None);
+        let names_of = |tensors: Vec<PackTensor>| tensors.into_iter().map(|t| t.name).collect::<Vec<_>>();
+        let (burn, _) = names.to_burn.remap(pairs.iter().map(|(hf, _)| tensor(hf)).collect());
+        assert_eq!(names_of(burn), pairs.map(|(_, burn)| burn.to_string()));
+        let (hf, _) = names.to_hf.remap(pairs.iter().map(|(_, burn)| tensor(burn)).collect());
+        assert_eq!(names_of(hf), pairs.map(|(hf, _)| hf.to_string()));
     }
 }

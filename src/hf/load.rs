@@ -3,11 +3,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use burn::module::Param;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
+use burn_store::{ApplyError, ModuleSnapshot};
 
 use super::config::read_hf_config;
-use super::layout::{block_key, folded_factors, set_linear, set_norm};
+use super::layout::{hf_shapes, load_adapter, NameMap};
 use super::weights::Checkpoint;
 use super::HfError;
 #[cfg(feature = "data")]
@@ -51,9 +51,12 @@ fn check_sizes(config: &LlamaConfig, checkpoint: &Checkpoint) -> Result<(), HfEr
     // Each tensor's dimensions: the field that sizes it, the field's value, and the size of one unit.
     let tensors = [
         ("model.embed_tokens.weight".to_string(), [("vocab_size", config.vocab_size, 1), ("hidden_size", d, 1)]),
-        (block_key(0, "mlp.gate_proj.weight"), [("intermediate_size", config.d_ff, 1), ("hidden_size", d, 1)]),
         (
-            block_key(0, "self_attn.k_proj.weight"),
+            "model.layers.0.mlp.gate_proj.weight".to_string(),
+            [("intermediate_size", config.d_ff, 1), ("hidden_size", d, 1)],
+        ),
+        (
+            "model.layers.0.self_attn.k_proj.weight".to_string(),
             [("num_key_value_heads", config.kv_heads(), head_dim), ("hidden_size", d, 1)],
         ),
     ];
@@ -78,53 +81,31 @@ fn layer_index(key: &str) -> Option<usize> {
     key.strip_prefix("model.layers.")?.split('.').next()?.parse().ok()
 }
 
-/// Loads `dir` onto `device`: every tensor is checked against `config.json` (name, shape) and
-/// converted to f32; tensors the architecture does not use are an error.
+/// Loads `dir` onto `device`: every tensor is checked against `config.json` (name, shape, type)
+/// and converted to f32; tensors the architecture does not use are an error.
+///
+/// The weights go in through burn-store: [`NameMap`] renames them, its PyTorch adapter turns
+/// `[out, in]` weights around, and the depth factors an exported LNS model holds are divided out.
 pub fn load_hf_model(dir: &Path, device: &Device) -> Result<HfModel, HfError> {
     let config = read_hf_config(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
     check_sizes(&config, &checkpoint)?;
     let mut model = config.init(device)?;
-    let (d, d_ff, vocab) = (config.d_model, config.d_ff, config.vocab_size);
-    let kv = config.kv_heads() * config.head_dim();
-    let mut used: HashSet<String> = HashSet::new();
-    let mut take = |key: String, shape: &[usize]| {
-        let values = checkpoint.tensor(&key, shape);
-        used.insert(key);
-        values
-    };
+    let adapter = load_adapter(&model, device)?;
 
-    let embed = take("model.embed_tokens.weight".into(), &[vocab, d])?;
-    model.embed_tokens.weight = Param::from_tensor(Tensor::from_data(TensorData::new(embed, [vocab, d]), device));
-    for (i, block) in model.layers.iter_mut().enumerate() {
-        // An exported LNS model holds the factors multiplied in; dividing restores the weights.
-        let [attn_norm, ffn_norm, attn_out, ffn_out] = folded_factors(block)?.map(|f| 1.0 / f);
-        let key = |name: &str| block_key(i, name);
-        set_norm(&mut block.attn_norm, take(key("input_layernorm.weight"), &[d])?, attn_norm, device)?;
-        set_norm(&mut block.ffn_norm, take(key("post_attention_layernorm.weight"), &[d])?, ffn_norm, device)?;
-        let attn = &mut block.self_attn;
-        for (name, linear, out) in
-            [("q_proj", &mut attn.q_proj, d), ("k_proj", &mut attn.k_proj, kv), ("v_proj", &mut attn.v_proj, kv)]
-        {
-            let weight = take(key(&format!("self_attn.{name}.weight")), &[out, d])?;
-            let bias = if config.qkv_bias { Some(take(key(&format!("self_attn.{name}.bias")), &[out])?) } else { None };
-            set_linear(linear, weight, bias, 1.0, device);
-        }
-        set_linear(&mut attn.o_proj, take(key("self_attn.o_proj.weight"), &[d, d])?, None, attn_out, device);
-        let mlp = &mut block.mlp;
-        set_linear(&mut mlp.gate_proj, take(key("mlp.gate_proj.weight"), &[d_ff, d])?, None, 1.0, device);
-        set_linear(&mut mlp.up_proj, take(key("mlp.up_proj.weight"), &[d_ff, d])?, None, 1.0, device);
-        set_linear(&mut mlp.down_proj, take(key("mlp.down_proj.weight"), &[d, d_ff])?, None, ffn_out, device);
-    }
-    set_norm(&mut model.norm, take("model.norm.weight".into(), &[d])?, 1.0, device)?;
-    if let Some(head) = &mut model.lm_head {
-        set_linear(head, take("lm_head.weight".into(), &[vocab, d])?, None, 1.0, device);
+    // Every tensor the model has, by the name and shape export would give it: all of them are
+    // checked before any is read.
+    let names = NameMap::new();
+    let mut tensors = Vec::new();
+    for (key, shape) in hf_shapes(&model, &names) {
+        tensors.push(checkpoint.checked(&key, &shape)?.clone());
     }
     // A tied model may still store the head; rotary buffers of old checkpoints are recomputed.
+    let used: HashSet<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
     let unexpected: Vec<&str> = checkpoint
         .keys()
         .into_iter()
-        .filter(|key| !used.contains(*key) && !key.ends_with("rotary_emb.inv_freq"))
+        .filter(|key| !used.contains(key) && !key.ends_with("rotary_emb.inv_freq"))
         .filter(|key| !(config.tie_embeddings && *key == "lm_head.weight"))
         .collect();
     if let Some(key) = unexpected.first() {
@@ -132,6 +113,20 @@ pub fn load_hf_model(dir: &Path, device: &Device) -> Result<HfModel, HfError> {
             "the checkpoint has {} tensor(s) this architecture does not use, e.g. `{key}`; is config.json the checkpoint's own?",
             unexpected.len()
         )));
+    }
+
+    let (tensors, _) = names.to_burn.remap(tensors);
+    let result = model.apply(tensors, None, Some(Box::new(adapter)), true);
+    // Names and shapes were checked above: what is left is a tensor whose data cannot be read.
+    if let Some(error) = result.errors.first() {
+        let (ApplyError::ShapeMismatch { path, .. }
+        | ApplyError::DTypeMismatch { path, .. }
+        | ApplyError::AdapterError { path, .. }
+        | ApplyError::LoadError { path, .. }) = error;
+        return Err(HfError::file(dir, format!("cannot load `{path}`: {error}")));
+    }
+    if let Some((path, _)) = result.missing.first() {
+        return Err(HfError::Unsupported(format!("no tensor of the checkpoint was applied to `{path}`")));
     }
     let tokenizer = Some(dir.join("tokenizer.json")).filter(|p| p.is_file());
     Ok(HfModel { model, config, tokenizer })

@@ -3,7 +3,10 @@
 //! [`retrofit`](crate::model::retrofit), and export models back as directories transformers loads.
 //!
 //! Weights are matched by name and shape against `config.json`; anything missing, misshapen,
-//! truncated or unsupported is an [`HfError`] naming the tensor or field.
+//! truncated or unsupported is an [`HfError`] naming the tensor or field. Safetensors files are
+//! read and written by burn-store, under one name map for both directions and its PyTorch
+//! adapters (`[out, in]` weights); shards and the depth factors folded into exported weights
+//! are this module's own.
 
 mod config;
 mod error;

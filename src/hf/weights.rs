@@ -1,39 +1,42 @@
 //! Safetensors checkpoints: one `model.safetensors` or shards listed by
-//! `model.safetensors.index.json`, read through memory maps and converted to f32.
+//! `model.safetensors.index.json`, each file read by burn-store (memory-mapped, every tensor's
+//! bytes read only when asked for).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use half::{bf16, f16};
-use memmap2::Mmap;
-use safetensors::tensor::TensorView;
-use safetensors::{Dtype, SafeTensors};
+use burn::tensor::DType;
+use burn_store::burn_pack::Tensor as PackTensor;
+use burn_store::{bridge, ModuleStore, SafetensorsStore, SafetensorsStoreError};
+use safetensors::Dtype;
 
 use super::HfError;
 
-/// The weight files of a model directory and which file holds each tensor.
+/// The tensors of a model directory, by Hugging Face name.
+///
+/// burn-store's [`SafetensorsStore`] reads one file; the shards of an index are merged here, each
+/// tensor taken from the file the index names.
 pub struct Checkpoint {
     dir: PathBuf,
-    files: Vec<(PathBuf, Mmap)>,
-    /// Tensor name -> index into `files`.
-    index: HashMap<String, usize>,
+    tensors: BTreeMap<String, PackTensor>,
 }
 
 impl std::fmt::Debug for Checkpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Checkpoint").field("dir", &self.dir).field("tensors", &self.index.len()).finish()
+        f.debug_struct("Checkpoint").field("dir", &self.dir).field("tensors", &self.tensors.len()).finish()
     }
 }
 
-fn open_file(path: &Path) -> Result<Mmap, HfError> {
-    let file = std::fs::File::open(path).map_err(|e| HfError::file(path, e))?;
-    // SAFETY: the map is read-only; a checkpoint is not expected to change while it is read.
-    unsafe { Mmap::map(&file) }.map_err(|e| HfError::file(path, e))
-}
-
-fn parse<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, HfError> {
-    SafeTensors::deserialize(bytes)
-        .map_err(|e| HfError::file(path, format!("not a valid safetensors file (truncated or corrupt?): {e}")))
+/// Every tensor of one safetensors file (headers only: the data stays in the memory map).
+fn read_file(path: &Path) -> Result<BTreeMap<String, PackTensor>, HfError> {
+    let mut store = SafetensorsStore::from_file(path);
+    store.get_all_tensors().cloned().map_err(|e| match e {
+        SafetensorsStoreError::Io(e) => HfError::file(path, e),
+        SafetensorsStoreError::Safetensors(e) => {
+            HfError::file(path, format!("not a valid safetensors file (truncated or corrupt?): {e}"))
+        }
+        other => HfError::file(path, other),
+    })
 }
 
 impl Checkpoint {
@@ -41,90 +44,86 @@ impl Checkpoint {
     pub fn open(dir: &Path) -> Result<Self, HfError> {
         let single = dir.join("model.safetensors");
         let index_path = dir.join("model.safetensors.index.json");
-        let mut files = Vec::new();
-        let mut index = HashMap::new();
-        if index_path.is_file() {
+        let tensors = if index_path.is_file() {
             let text = std::fs::read_to_string(&index_path).map_err(|e| HfError::file(&index_path, e))?;
             let json: serde_json::Value =
                 serde_json::from_str(&text).map_err(|e| HfError::file(&index_path, format!("not valid JSON: {e}")))?;
             let map = json["weight_map"]
                 .as_object()
                 .ok_or_else(|| HfError::file(&index_path, "has no `weight_map` object"))?;
-            let mut shard_of: HashMap<String, usize> = HashMap::new();
+            let mut shards: HashMap<&str, BTreeMap<String, PackTensor>> = HashMap::new();
+            let mut tensors = BTreeMap::new();
             for (key, file) in map {
                 let name =
                     file.as_str().ok_or_else(|| HfError::file(&index_path, format!("`{key}` maps to a non-string")))?;
-                let next = shard_of.len();
-                let shard = *shard_of.entry(name.to_string()).or_insert(next);
-                index.insert(key.clone(), shard);
+                if !shards.contains_key(name) {
+                    shards.insert(name, read_file(&dir.join(name))?);
+                }
+                // A name the index lists but its shard lacks is missing, as it would be unlisted.
+                if let Some(tensor) = shards[name].get(key) {
+                    tensors.insert(key.clone(), tensor.clone());
+                }
             }
-            let mut shards: Vec<(String, usize)> = shard_of.into_iter().collect();
-            shards.sort_by_key(|(_, i)| *i);
-            for (name, _) in shards {
-                let path = dir.join(&name);
-                let map = open_file(&path)?;
-                parse(&path, &map)?;
-                files.push((path, map));
-            }
+            tensors
         } else if single.is_file() {
-            let map = open_file(&single)?;
-            for name in parse(&single, &map)?.names() {
-                index.insert(name.to_string(), 0);
-            }
-            files.push((single, map));
+            read_file(&single)?
         } else {
             return Err(HfError::file(dir, "holds neither model.safetensors nor model.safetensors.index.json"));
-        }
-        Ok(Self { dir: dir.to_path_buf(), files, index })
+        };
+        Ok(Self { dir: dir.to_path_buf(), tensors })
     }
 
     /// Whether the checkpoint has a tensor of that name.
     pub fn contains(&self, key: &str) -> bool {
-        self.index.contains_key(key)
+        self.tensors.contains_key(key)
     }
 
     /// Every tensor name, sorted.
     pub fn keys(&self) -> Vec<&str> {
-        let mut keys: Vec<&str> = self.index.keys().map(String::as_str).collect();
-        keys.sort_unstable();
-        keys
+        self.tensors.keys().map(String::as_str).collect()
     }
 
-    /// The header entry of tensor `key` (its data stays in the memory map).
-    fn view(&self, key: &str) -> Result<TensorView<'_>, HfError> {
-        let missing = || HfError::MissingTensor { key: key.to_string(), dir: self.dir.display().to_string() };
-        let &file = self.index.get(key).ok_or_else(missing)?;
-        let (path, bytes) = &self.files[file];
-        parse(path, bytes)?.tensor(key).map_err(|_| missing())
+    /// Tensor `key` (its data unread).
+    pub(super) fn get(&self, key: &str) -> Result<&PackTensor, HfError> {
+        self.tensors
+            .get(key)
+            .ok_or_else(|| HfError::MissingTensor { key: key.to_string(), dir: self.dir.display().to_string() })
     }
 
     /// The shape of tensor `key`, read from its file's header without converting anything.
     pub fn shape(&self, key: &str) -> Result<Vec<usize>, HfError> {
-        Ok(self.view(key)?.shape().to_vec())
+        Ok(self.get(key)?.shape.to_vec())
+    }
+
+    /// Tensor `key` checked to have `shape` and a float type this crate reads (F32, F16, BF16).
+    pub(super) fn checked(&self, key: &str, shape: &[usize]) -> Result<&PackTensor, HfError> {
+        let tensor = self.get(key)?;
+        if tensor.shape.as_slice() != shape {
+            return Err(HfError::Shape {
+                key: key.to_string(),
+                expected: shape.to_vec(),
+                found: tensor.shape.to_vec(),
+            });
+        }
+        if !matches!(tensor.dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(HfError::DType { key: key.to_string(), dtype: format!("{:?}", tensor.dtype) });
+        }
+        Ok(tensor)
     }
 
     /// The tensor `key` as f32 values in row-major order, checked to have `shape`.
     pub fn tensor(&self, key: &str, shape: &[usize]) -> Result<Vec<f32>, HfError> {
-        let view = self.view(key)?;
-        if view.shape() != shape {
-            return Err(HfError::Shape {
-                key: key.to_string(),
-                expected: shape.to_vec(),
-                found: view.shape().to_vec(),
-            });
-        }
-        let data = view.data();
-        Ok(match view.dtype() {
-            Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            Dtype::F16 => data.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            Dtype::BF16 => data.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            other => return Err(HfError::DType { key: key.to_string(), dtype: format!("{other:?}") }),
-        })
+        let unreadable = |e: String| HfError::file(&self.dir, format!("tensor `{key}` cannot be read: {e}"));
+        let data = bridge::to_data(self.checked(key, shape)?).map_err(|e| unreadable(e.to_string()))?;
+        data.try_cast_as::<f32>().and_then(|data| data.try_into_vec::<f32>()).map_err(|e| unreadable(e.to_string()))
     }
 }
 
 /// Writes f32 tensors (`name`, shape, row-major values) as one safetensors file, atomically,
 /// with the `{"format": "pt"}` metadata transformers expects.
+///
+/// For tensors that belong to no module (a checkpoint edited by hand), so written with the
+/// safetensors crate itself: burn-store saves modules.
 pub fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]) -> Result<(), HfError> {
     let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .iter()

@@ -48,14 +48,3 @@ pub fn mean_loss(
     }
     Ok(total / count as f64)
 }
-
-/// Perplexity (`exp` of [`mean_loss`]) with the given layers (1-based) skipped.
-pub fn perplexity(
-    model: &Llama,
-    dataset: &PackedDataset,
-    batch_size: usize,
-    batches: usize,
-    skip: &[usize],
-) -> Result<f64, Error> {
-    Ok(mean_loss(model, dataset, batch_size, batches, skip)?.exp())
-}

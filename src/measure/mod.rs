@@ -7,7 +7,7 @@ mod tracking_record;
 mod variance;
 
 #[cfg(feature = "data")]
-pub use loss::{evaluation_batches, mean_loss, perplexity};
+pub use loss::{evaluation_batches, mean_loss};
 #[cfg(feature = "train")]
 pub(crate) use tracking_record::read_tracking_lines;
 pub use tracking_record::{read_tracking, TrackRecord, TRACKING_FILE};

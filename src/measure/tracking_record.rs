@@ -43,10 +43,13 @@ fn tracking_path(path: &Path) -> PathBuf {
     }
 }
 
+/// A line of `tracking.jsonl` that is not a record: its 1-based number and what is wrong.
+pub(crate) type BadLine = (usize, String);
+
 /// The valid records of `tracking.jsonl`, and the 1-based number and error of each bad line
 /// (not JSON, not a record, or not as many layers as the first record); an error only when the
 /// file cannot be read.
-pub(crate) fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<(usize, String)>), Error> {
+pub(crate) fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<BadLine>), Error> {
     let path = tracking_path(path);
     // Read as bytes: a corrupt line need not be UTF-8, and is then one bad line, not a bad file.
     let bytes = std::fs::read(&path).map_err(|e| Error::file(&path, format!("cannot read it: {e}")))?;

@@ -92,7 +92,7 @@ impl LlamaConfig {
             }
         }
         let divisible = |a: &'static str, a_value: usize, b: &'static str, b_value: usize| {
-            if a_value % b_value == 0 {
+            if a_value.is_multiple_of(b_value) {
                 Ok(())
             } else {
                 Err(ConfigError::NotDivisible { a, a_value, b, b_value })

@@ -9,6 +9,7 @@ use super::block::Block;
 use super::config::LlamaConfig;
 use super::init::normal_linear;
 use super::kv_cache::KvCache;
+use super::loss::{cross_entropy, lm_head_cross_entropy};
 use super::rope::RotaryEmbedding;
 use crate::norm::Norm;
 use crate::ConfigError;
@@ -71,6 +72,24 @@ impl Llama {
         self.run(tokens, &[], None, None)
     }
 
+    /// Mean next-token cross-entropy of `tokens: [batch, seq]` against `targets: [batch, seq]`
+    /// -> `[1]`: [`forward`](Llama::forward) then [`cross_entropy`], with the LM head and the loss
+    /// fused ([`lm_head_cross_entropy`]), so training never keeps the logits for the backward pass.
+    pub fn next_token_loss(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>) -> Tensor<1> {
+        let [batch, seq] = tokens.dims();
+        let hidden = self.hidden(tokens, &[], None, None); // [batch, seq, d_model]
+        let targets = targets.reshape([batch * seq]);
+        let (weight, bias) = match &self.lm_head {
+            Some(head) => (head.weight.val(), head.bias.as_ref()), // [d_model, vocab]
+            None => (self.embed_tokens.weight.val().transpose(), None),
+        };
+        match bias {
+            // A head with a bias (no LLaMA has one) takes the plain path.
+            Some(_) => cross_entropy(self.head(hidden), targets.reshape([batch, seq])),
+            None => lm_head_cross_entropy(hidden.reshape([batch * seq, self.d_model()]), weight, targets),
+        }
+    }
+
     /// Logits plus the hidden state entering and leaving every block (for the diagnostics).
     pub fn forward_trace(&self, tokens: Tensor<2, Int>) -> ForwardTrace {
         let mut trace = Trace::default();
@@ -120,7 +139,19 @@ impl Llama {
         }
     }
 
+    /// Logits of every position: [`hidden`](Self::hidden), then the head.
     fn run(
+        &self,
+        tokens: Tensor<2, Int>,
+        skip: &[usize],
+        cache: Option<&mut KvCache>,
+        trace: Option<&mut Trace>,
+    ) -> Tensor<3> {
+        self.head(self.hidden(tokens, skip, cache, trace))
+    }
+
+    /// The final normed hidden state of every position: `[batch, seq] -> [batch, seq, d_model]`.
+    fn hidden(
         &self,
         tokens: Tensor<2, Int>,
         skip: &[usize],
@@ -147,11 +178,20 @@ impl Llama {
             }
             x = out.output;
         }
-        let x = self.norm.forward(x);
+        self.norm.forward(x)
+    }
+
+    /// The LM head: `[batch, seq, d_model] -> [batch, seq, vocab]`.
+    fn head(&self, x: Tensor<3>) -> Tensor<3> {
         match &self.lm_head {
             Some(head) => head.forward(x),
             None => linear(x, self.embed_tokens.weight.val().transpose(), None),
         }
+    }
+
+    /// The model width.
+    fn d_model(&self) -> usize {
+        self.embed_tokens.weight.dims()[1]
     }
 }
 

@@ -1,13 +1,81 @@
-//! The language-modelling loss: mean cross-entropy of next-token prediction.
+//! The language-modelling loss: mean cross-entropy of next-token prediction, with its gradient
+//! computed in closed form (`softmax - onehot`) from one fused softmax instead of being traced
+//! through log-softmax's many `[tokens, vocab]` temporaries.
+//!
+//! The loss returned is `value + (s - s.detach())`, where `value` is the cross-entropy (a
+//! constant) and `s` a surrogate whose gradient is the cross-entropy's: its value is exactly
+//! `value`, and its backward pass is the closed form. [`lm_head_cross_entropy`] goes one step
+//! further and takes the LM head in: the surrogate is over the hidden states and the head weight,
+//! so the logits are never kept for the backward pass.
 
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::activation::softmax;
+use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 /// Mean cross-entropy of `logits: [batch, seq, vocab]` against `targets: [batch, seq]` -> `[1]`.
 ///
 /// For next-token prediction, `targets` are the inputs shifted left by one position.
 pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
     let [batch, seq, vocab] = logits.dims();
-    let loss = CrossEntropyLossConfig::new().init(&logits.device());
-    loss.forward(logits.reshape([batch * seq, vocab]), targets.reshape([batch * seq]))
+    let logits = logits.reshape([batch * seq, vocab]);
+    let (value, grad) = closed_form(logits.clone().without_autodiff(), targets.reshape([batch * seq]));
+    if !tracked(&logits) {
+        return autodiff_like(value, &logits);
+    }
+    with_gradient(value, (logits * grad).sum())
+}
+
+/// Mean cross-entropy of the LM head `hidden @ weight` (`hidden: [tokens, d_model]`,
+/// `weight: [d_model, vocab]`) against `targets: [tokens]` -> `[1]`: [`cross_entropy`] of the
+/// logits, with the head's two gradient products taken at once, so the backward pass holds no
+/// `[tokens, vocab]` tensor.
+pub fn lm_head_cross_entropy(hidden: Tensor<2>, weight: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
+    let (h, w) = (hidden.clone().without_autodiff(), weight.clone().without_autodiff());
+    let (value, grad_logits) = closed_form(h.clone().matmul(w.clone()), targets); // [tokens, vocab]
+    if !tracked(&hidden) && !tracked(&weight) {
+        return autodiff_like(value, &hidden);
+    }
+    let grad_hidden = grad_logits.clone().matmul(w.transpose()); // [tokens, d_model]
+    let grad_weight = h.transpose().matmul(grad_logits); // [d_model, vocab]
+    with_gradient(value, (hidden * grad_hidden).sum() + (weight * grad_weight).sum())
+}
+
+/// The mean cross-entropy of constant `logits: [tokens, vocab]` against `targets: [tokens]`, and
+/// its gradient `(softmax(logits) - onehot(targets)) / tokens` (both without autodiff).
+fn closed_form(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
+    let [tokens, _] = logits.dims();
+    let targets = targets.without_autodiff().reshape([tokens, 1]);
+    let probs = softmax(logits, 1);
+    let picked = probs.clone().gather(1, targets.clone()); // [tokens, 1]
+    let value = picked.log().neg().mean();
+    let minus_one = Tensor::full([tokens, 1], -1.0, &targets.device());
+    let grad = probs.scatter(1, targets, minus_one, IndexingUpdateOp::Add) / tokens as f64;
+    (value, grad)
+}
+
+/// `value` carrying the gradient of `surrogate`: `value + (surrogate - surrogate.detach())`,
+/// whose value is exactly `value`.
+fn with_gradient(value: Tensor<1>, surrogate: Tensor<1>) -> Tensor<1> {
+    let value = autodiff_like(value, &surrogate);
+    surrogate.clone() - surrogate.detach() + value
+}
+
+/// Whether gradients flow through `tensor` (it takes part in an autodiff graph).
+#[cfg(feature = "autodiff")]
+fn tracked<const D: usize>(tensor: &Tensor<D>) -> bool {
+    tensor.is_tracked()
+}
+
+/// Without autodiff, no gradient flows anywhere.
+#[cfg(not(feature = "autodiff"))]
+fn tracked<const D: usize>(_tensor: &Tensor<D>) -> bool {
+    false
+}
+
+/// `value` on autodiff when `like` is (there a constant), as it is otherwise.
+fn autodiff_like<const D: usize>(value: Tensor<1>, like: &Tensor<D>) -> Tensor<1> {
+    if like.is_autodiff() {
+        value.autodiff()
+    } else {
+        value
+    }
 }

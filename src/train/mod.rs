@@ -1,6 +1,7 @@
 //! Training on burn-train: config, data order, the step (clipping, accumulation), metrics,
 //! checkpoints and the run itself.
 
+mod bench;
 mod checkpoint;
 mod clip;
 mod config;
@@ -15,6 +16,7 @@ mod step;
 mod strategy;
 mod tracking;
 
+pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use checkpoint::SummedCheckpointer;
 pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
 pub use config::{OptimizerKind, TrainConfig};

@@ -96,7 +96,10 @@ impl TrainingProgressLogger for PlainRenderer {
     fn update_split(&mut self, _items: usize) {
         self.iteration += 1;
         let step = self.step();
-        if self.split == "train" && self.iteration % self.micro_batches_per_step == 0 && step % self.log_every == 0 {
+        if self.split == "train"
+            && self.iteration.is_multiple_of(self.micro_batches_per_step)
+            && step.is_multiple_of(self.log_every)
+        {
             println!("step {step:>6}/{} | {}", self.total_steps, self.line());
         }
     }

@@ -2,7 +2,7 @@
 //! prepares the data, trains on burn-train, and writes the run directory ([`RunDir`]).
 //!
 //! The run directory holds `train.json` (the full config, every interval resolved), `model.json`
-//! + `model.bpk` (the final model), `checkpoint/{model,optim,scheduler}-<epoch>.bpk` (every
+//! and `model.bpk` (the final model), `checkpoint/{model,optim,scheduler}-<epoch>.bpk` (every
 //! `save_every` steps, the last `keep_checkpoints` and the best; each with a `.sum`), burn-train's
 //! logs, and `metrics.csv` / `metrics.jsonl`.
 
@@ -32,6 +32,7 @@ use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
 use super::tracking::Tracker;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, LmBatcher, PackedDataset, Tokenizer};
+use crate::io::write_atomically;
 use crate::measure::TRACKING_FILE;
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::{
@@ -207,7 +208,11 @@ fn step_bytes_lower_bound(model: &LlamaConfig, batch: usize, seq: usize) -> f64 
 
 /// An error when the model's training state or a step of `batch_size` sequences cannot fit in the
 /// machine's memory (checked on devices that use it): a failed allocation would abort the process.
-fn check_step_memory(config: &TrainConfig, model: &LlamaConfig, devices: &[Device]) -> Result<(), ConfigError> {
+pub(crate) fn check_step_memory(
+    config: &TrainConfig,
+    model: &LlamaConfig,
+    devices: &[Device],
+) -> Result<(), ConfigError> {
     let Some(available) = available_memory_bytes().filter(|_| devices.iter().any(uses_host_memory)) else {
         return Ok(());
     };
@@ -302,7 +307,7 @@ fn resume_checkpoints(dir: &RunDir, device: &Device) -> Result<Vec<usize>, Error
     Ok(complete)
 }
 
-fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
+pub(crate) fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
     let (beta1, beta2, eps) = (config.beta1 as f32, config.beta2 as f32, config.eps as f32);
     match config.optimizer {
         OptimizerKind::Adam => AdamConfig::new().with_beta_1(beta1).with_beta_2(beta2).with_epsilon(eps).init(),
@@ -440,20 +445,7 @@ fn finish(
 fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usize>) -> Result<TrainReport, Error> {
     let start_epoch = existing.last().copied().unwrap_or(0);
     let out = dir.path().to_path_buf();
-    let run_dir_error = |message: String| Error::RunDir { path: out.to_path_buf(), message };
-    let json = serde_json::to_string_pretty(config).map_err(|e| run_dir_error(e.to_string()))?;
-    crate::io::write_atomically(&out.join("train.json"), json.as_bytes()).map_err(|e| run_dir_error(e.to_string()))?;
-    // Written first so that the checkpoints of an interrupted run can be loaded.
-    let info = RunModelInfo {
-        model: prepared.model.clone(),
-        tokenizer: config.tokenizer.clone(),
-        steps: 0,
-        data: Some(prepared.data.clone()),
-    };
-    let info_json = serde_json::to_string_pretty(&info).map_err(|e| run_dir_error(e.to_string()))?;
-    crate::io::write_atomically(&out.join("model.json"), info_json.as_bytes())
-        .map_err(|e| run_dir_error(e.to_string()))?;
-
+    record_run(config, &out, &prepared)?;
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     let device = devices[0].clone();
     let model = &prepared.model;
@@ -479,15 +471,12 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
         start_epoch,
         device.clone(),
     ));
-    // Validation runs on the main device with the global batch (batch_size per device).
-    // A fixed subset: the first `eval_batches` global batches.
+    // Validation runs on the main device with the global batch (batch_size per device), on a
+    // fixed subset: the first `eval_batches` global batches.
     let global_batch = config.batch_size * devices.len();
     let valid_windows = (global_batch * config.eval_batches).min(prepared.valid.len());
-    let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(PartialDataset::new(
-        prepared.valid.clone(),
-        0,
-        valid_windows,
-    ));
+    let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
+    let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 
     let failure = Arc::new(Mutex::new(None));
     let loss_metric = LossMetric::new();
@@ -543,52 +532,24 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     }
 
     let start_step = config.step_at_epoch_end(start_epoch);
-    let tracker = match config.track_every {
-        Some(every) => {
-            // The probe: the first validation sequences, the same at every record.
-            let n = prepared.valid.len().min(config.batch_size).min(8);
-            let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
-            let tracker = Tracker::new(&out, every, probe.inputs.into_data(), start_step)
-                .map_err(|e| run_dir_error(format!("cannot write {TRACKING_FILE}: {e}")))?;
-            Some(Arc::new(tracker))
-        }
-        None => None,
-    };
     let settings = StepSettings {
         micro_batches,
         clip_grad_norm: config.clip_grad_norm,
         interrupter: Some(training.interrupter()),
         failure: failure.clone(),
-        tracker,
+        tracker: tracker(config, &prepared, &out, start_step)?,
         ..StepSettings::default()
     };
-    let initial = match &config.init_from {
-        Some(source) => {
-            let loaded = load_model_dir(source, None, &device)?;
-            crate::model::retrofit(loaded.model, &loaded.config, prepared.model.norm_scheme.clone())?.0
-        }
-        None => prepared.model.init(&device)?,
-    };
-    let model = TrainingModel::new(initial, settings);
-    let schedule = config.schedule().init()?;
-    let learner = Learner::new(model, optimizer(config), schedule);
+    let model = TrainingModel::new(initial_model(config, &prepared, &device)?, settings);
+    let learner = Learner::new(model, optimizer(config), config.schedule().init()?);
 
     let started = Instant::now();
     let result = training.launch(learner);
     let seconds = started.elapsed().as_secs_f64();
-    let rows = export_metrics(&out).map_err(|e| run_dir_error(format!("cannot write metrics: {e}")))?;
+    let rows = export_metrics(&out)
+        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write metrics: {e}") })?;
     if let Some(reason) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        let kept = match dir.checkpoints().0.last() {
-            Some(&epoch) => format!(
-                "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with \
-                 a learning rate well below {:e} (--resume --lr ...) or with --clip-grad-norm 1",
-                config.step_at_epoch_end(epoch),
-                dir.checkpoint_dir().display(),
-                config.lr
-            ),
-            None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
-        };
-        return Err(Error::Diverged(format!("{reason}; {kept}")));
+        return Err(diverged(config, dir, reason));
     }
     if let Some(error) = result.error {
         return Err(Error::Training(error.to_string()));
@@ -606,4 +567,67 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     let steps_trained = config.steps - start_step;
     let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
     finish(config, prepared, model, train_losses, steps_trained, tokens, seconds)
+}
+
+/// Writes `train.json` (every setting, resolved) and `model.json` (the model, before its weights,
+/// so that the checkpoints of an interrupted run can be loaded).
+fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {
+    let info = RunModelInfo {
+        model: prepared.model.clone(),
+        tokenizer: config.tokenizer.clone(),
+        steps: 0,
+        data: Some(prepared.data.clone()),
+    };
+    let write = |name: &str, json: serde_json::Result<String>| {
+        let written =
+            json.map_err(std::io::Error::other).and_then(|json| write_atomically(&out.join(name), json.as_bytes()));
+        written.map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {name}: {e}") })
+    };
+    write("train.json", serde_json::to_string_pretty(config))?;
+    write("model.json", serde_json::to_string_pretty(&info))
+}
+
+/// The `track_every` recorder, probing with the first validation sequences (the same at every record).
+fn tracker(
+    config: &TrainConfig,
+    prepared: &Prepared,
+    out: &Path,
+    start_step: usize,
+) -> Result<Option<Arc<Tracker>>, Error> {
+    let Some(every) = config.track_every else {
+        return Ok(None);
+    };
+    let n = prepared.valid.len().min(config.batch_size).min(8);
+    let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
+    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step).map_err(|e| Error::RunDir {
+        path: out.to_path_buf(),
+        message: format!("cannot write {TRACKING_FILE}: {e}"),
+    })?;
+    Ok(Some(Arc::new(tracker)))
+}
+
+/// The weights the run starts from: `init_from`'s (retrofitted to the run's scheme), or a fresh init.
+fn initial_model(config: &TrainConfig, prepared: &Prepared, device: &Device) -> Result<Llama, Error> {
+    match &config.init_from {
+        Some(source) => {
+            let loaded = load_model_dir(source, None, device)?;
+            Ok(crate::model::retrofit(loaded.model, &loaded.config, prepared.model.norm_scheme.clone())?.0)
+        }
+        None => Ok(prepared.model.init(device)?),
+    }
+}
+
+/// The error of a run stopped for a non-finite value, naming the checkpoint it can resume from.
+fn diverged(config: &TrainConfig, dir: &RunDir, reason: String) -> Error {
+    let kept = match dir.checkpoints().0.last() {
+        Some(&epoch) => format!(
+            "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with a \
+             learning rate well below {:e} (--resume --lr ...) or with --clip-grad-norm 1",
+            config.step_at_epoch_end(epoch),
+            dir.checkpoint_dir().display(),
+            config.lr
+        ),
+        None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
+    };
+    Error::Diverged(format!("{reason}; {kept}"))
 }

@@ -14,7 +14,7 @@ use burn::train::{InferenceStep, Interrupter, TrainOutput, TrainStep};
 use super::clip::{clip_known_norm, global_grad_norm};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
-use crate::model::{cross_entropy, Llama};
+use crate::model::Llama;
 
 /// Settings of the step that are not part of the model.
 #[derive(Clone)]
@@ -102,8 +102,8 @@ impl TrainingModel {
 
     fn loss(&self, batch: LmBatch) -> LmOutput {
         let [batch_size, seq_len] = batch.inputs.dims();
-        let logits = self.model.forward(batch.inputs); // [batch, seq, vocab]
-        LmOutput { loss: cross_entropy(logits, batch.targets), tokens: batch_size * seq_len, grad_norm: None }
+        let loss = self.model.next_token_loss(batch.inputs, batch.targets);
+        LmOutput { loss, tokens: batch_size * seq_len, grad_norm: None }
     }
 
     /// The slot of the optimiser step this micro-batch belongs to, when it is the step's last.
@@ -114,7 +114,7 @@ impl TrainingModel {
             // The previous step is applied: this micro-batch starts a new one.
             *slot = GradNormSlot::default();
         }
-        ((index + 1) % self.settings.micro_batches.max(1) == 0).then(|| slot.clone())
+        (index + 1).is_multiple_of(self.settings.micro_batches.max(1)).then(|| slot.clone())
     }
 }
 

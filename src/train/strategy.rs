@@ -48,7 +48,7 @@ impl CheckpointingStrategy for RunCheckpointing {
             return Vec::new();
         }
         let best = store.find_epoch(&self.loss, Aggregate::Mean, Direction::Lowest, &Split::Valid).unwrap_or(epoch);
-        let scheduled = |e: usize| e % self.every == 0 || e == self.last;
+        let scheduled = |e: usize| e.is_multiple_of(self.every) || e == self.last;
         let mut actions = Vec::new();
         if scheduled(epoch) || best == epoch {
             actions.push(CheckpointingAction::Save);

@@ -61,7 +61,7 @@ impl Tracker {
     /// Called with each optimiser step's gradients before they are applied: records when due.
     pub(crate) fn observe(&self, model: &Llama, grads: &GradientsParams) {
         let step = self.steps.fetch_add(1, Ordering::SeqCst);
-        if step % self.every != 0 {
+        if !step.is_multiple_of(self.every) {
             return;
         }
         let record = record(step, model, grads, self.probe.clone());

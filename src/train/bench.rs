@@ -1,0 +1,133 @@
+//! The training step timed: forward, loss, backward, clipping and the optimiser update, exactly
+//! as a run takes them ([`TrainingModel`]'s `TrainStep`), on random tokens. `examples/bench.rs`
+//! prints and compares these figures; `scripts/torch_bench.py` writes the same record for PyTorch.
+
+use std::time::Instant;
+
+use burn::tensor::{Device, Distribution, Int, Tensor};
+use burn::train::TrainStep;
+use serde::{Deserialize, Serialize};
+
+use super::metrics::flops_per_token;
+use super::run::{check_step_memory, model_config, optimizer};
+use super::step::{StepSettings, TrainingModel};
+use super::TrainConfig;
+use crate::data::LmBatch;
+use crate::{set_precision, Error, Precision};
+
+/// What one benchmark measured: the same record for this crate and for PyTorch
+/// (`scripts/torch_bench.py`), so that the two can be compared line by line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepBenchmark {
+    /// `layernorm-scaling` or `pytorch` (with its mode, e.g. `pytorch eager`).
+    pub framework: String,
+    /// The device (`flex`, `wgpu`, `cuda:0`, `cpu`, ...).
+    pub device: String,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+    /// Layers, width and parameters of the model.
+    pub n_layers: usize,
+    /// Model width.
+    pub d_model: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Parameters.
+    pub parameters: u64,
+    /// Sequences per step.
+    pub batch_size: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+    /// Median wall time of a step, in milliseconds.
+    pub step_ms: f64,
+    /// Tokens per second at the median step.
+    pub tokens_per_second: f64,
+    /// Peak resident memory of the process (CPU), or device memory where known, in bytes.
+    pub peak_memory_bytes: Option<u64>,
+    /// Achieved TFLOP/s, counting `6N + 12 L d T` FLOPs per token.
+    pub tflops: f64,
+    /// Model FLOPs utilisation, when the device's peak is known.
+    pub mfu: Option<f64>,
+    /// Compute threads (CPU).
+    pub threads: Option<usize>,
+    /// The processor's model name, where the operating system tells it.
+    pub cpu: Option<String>,
+}
+
+/// Times `iters` training steps of the model `config` describes (`model`, `layers`, `norm`,
+/// `batch_size`, `seq_len`, `bf16`, the optimiser settings) on `device`, after `warmup` steps.
+///
+/// The device's precision is set here: a device can take one precision per process, so each
+/// precision is measured in its own process (the bench example does so).
+pub fn benchmark_step(
+    config: &TrainConfig,
+    device: &Device,
+    warmup: usize,
+    iters: usize,
+) -> Result<StepBenchmark, Error> {
+    config.validate()?;
+    let model_config = model_config(config)?;
+    let mut device = device.clone();
+    if config.bf16 {
+        set_precision(&mut device, Precision::Bf16)?;
+    }
+    device.seed(config.seed);
+    check_step_memory(config, &model_config, std::slice::from_ref(&device))?;
+    let device = device.autodiff();
+    let settings = StepSettings { clip_grad_norm: config.clip_grad_norm, ..StepSettings::default() };
+    let mut model = Some(TrainingModel::new(model_config.init(&device)?, settings));
+    let mut optim = optimizer(config);
+    let (batch, seq) = (config.batch_size, config.seq_len);
+    let vocab = model_config.vocab_size as f64;
+    let tokens = Tensor::<2>::random([batch, seq + 1], Distribution::Uniform(0.0, vocab), &device).int();
+    let batch_of = |tokens: &Tensor<2, Int>| LmBatch {
+        inputs: tokens.clone().narrow(1, 0, seq),
+        targets: tokens.clone().narrow(1, 1, seq),
+    };
+    let mut times = Vec::with_capacity(iters);
+    for iteration in 0..warmup + iters {
+        let start = Instant::now();
+        let current = model.take().expect("the model is put back after every step");
+        let output = current.step(batch_of(&tokens));
+        let next = current.optimize(&mut optim, config.lr.into(), output.grads);
+        device.sync().map_err(|e| Error::Training(format!("the device failed: {e:?}")))?;
+        model = Some(next);
+        if iteration >= warmup {
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let step_ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+    let tokens_per_second = (batch * seq) as f64 / (step_ms / 1e3);
+    let tflops = flops_per_token(&model_config, seq) * tokens_per_second / 1e12;
+    Ok(StepBenchmark {
+        framework: "layernorm-scaling".into(),
+        device: config.device.clone(),
+        dtype: if config.bf16 { "bf16" } else { "f32" }.into(),
+        n_layers: model_config.n_layers,
+        d_model: model_config.d_model,
+        vocab_size: model_config.vocab_size,
+        parameters: model_config.num_params() as u64,
+        batch_size: batch,
+        seq_len: seq,
+        step_ms,
+        tokens_per_second,
+        peak_memory_bytes: crate::memory::peak_resident_bytes(),
+        tflops,
+        mfu: config.peak_tflops.map(|peak| tflops / peak),
+        threads: Some(compute_threads()),
+        cpu: cpu_model(),
+    })
+}
+
+/// The threads CPU backends compute with: `RAYON_NUM_THREADS` when set, else one per core.
+pub fn compute_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    std::env::var("RAYON_NUM_THREADS").ok().and_then(|n| n.trim().parse().ok()).filter(|&n| n > 0).unwrap_or(cores)
+}
+
+/// The processor's model name (`/proc/cpuinfo`), where the system tells it.
+pub fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let line = info.lines().find(|line| line.starts_with("model name"))?;
+    Some(line.split_once(':')?.1.trim().to_string())
+}
