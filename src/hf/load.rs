@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
-use burn_store::{ApplyError, ModuleSnapshot};
+use burn_store::ModuleSnapshot;
 
 use super::config::read_hf_config;
 use super::layout::{hf_shapes, load_adapter, NameMap};
@@ -119,11 +119,7 @@ pub fn load_hf_model(dir: &Path, device: &Device) -> Result<HfModel, HfError> {
     let result = model.apply(tensors, None, Some(Box::new(adapter)), true);
     // Names and shapes were checked above: what is left is a tensor whose data cannot be read.
     if let Some(error) = result.errors.first() {
-        let (ApplyError::ShapeMismatch { path, .. }
-        | ApplyError::DTypeMismatch { path, .. }
-        | ApplyError::AdapterError { path, .. }
-        | ApplyError::LoadError { path, .. }) = error;
-        return Err(HfError::file(dir, format!("cannot load `{path}`: {error}")));
+        return Err(HfError::file(dir, error));
     }
     if let Some((path, _)) = result.missing.first() {
         return Err(HfError::Unsupported(format!("no tensor of the checkpoint was applied to `{path}`")));
