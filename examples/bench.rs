@@ -71,10 +71,14 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     }
     config.validate()?;
     let model = model_config(config)?;
-    let theirs = args.compare.iter().map(|path| read_records(path)).collect::<Result<Vec<_>, _>>()?.concat();
+    let theirs = args.compare.iter().map(read_records).collect::<Result<Vec<_>, _>>()?.concat();
     if let Some(path) = &args.records {
         compare(&read_records(path)?, &theirs);
         return Ok(());
+    }
+    // Output paths are checked before minutes of measuring.
+    for path in args.json.iter().chain(&args.hf_config) {
+        check_writable(path)?;
     }
     if let Some(path) = &args.hf_config {
         let json = layernorm_scaling::hf::hf_config_json(&model)?;
@@ -165,6 +169,20 @@ fn print_record(r: &StepBenchmark) {
     );
 }
 
+/// An error unless a file can be written at `path` (its folder exists or can be made).
+fn check_writable(path: &PathBuf) -> Result<(), Error> {
+    if path.is_dir() {
+        return Err(Error::file(path, "is a folder; give a file name for the JSON"));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::file(dir, format!("cannot make the folder for {}: {e}", path.display())))?;
+    tempfile::Builder::new()
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| Error::file(dir, format!("cannot write {} there: {e}", path.display())))
+}
+
 /// The ratio table: each of our records against each record of the same shape and precision.
 fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
     println!(
@@ -172,11 +190,7 @@ fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
         "device", "dtype", "tokens/s", "against", "tokens/s", "ratio"
     );
     for a in ours {
-        let same = |b: &&StepBenchmark| {
-            (b.dtype.as_str(), b.batch_size, b.seq_len, b.n_layers, b.d_model, b.vocab_size)
-                == (a.dtype.as_str(), a.batch_size, a.seq_len, a.n_layers, a.d_model, a.vocab_size)
-        };
-        for b in theirs.iter().filter(same) {
+        for b in theirs.iter().filter(|b| same_shape(a, b)) {
             let against = format!("{} ({}, {} threads)", b.framework, b.device, b.threads.unwrap_or(0));
             println!(
                 "{:<10} {:<5} {:>11.0}  {against:<28} {:>11.0} {:>6.2}x",
@@ -188,9 +202,18 @@ fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
             );
         }
     }
+    if !ours.iter().any(|a| theirs.iter().any(|b| same_shape(a, b))) {
+        println!("no record to compare with: none has the same model, batch, sequence length and precision");
+    }
     if let Some(cpu) = ours.iter().chain(theirs).find_map(|r| r.cpu.clone()) {
         println!("CPU: {cpu}");
     }
+}
+
+/// Whether two records measured the same model, batch, sequence length and precision.
+fn same_shape(a: &StepBenchmark, b: &StepBenchmark) -> bool {
+    (a.dtype.as_str(), a.batch_size, a.seq_len, a.n_layers, a.d_model, a.vocab_size)
+        == (b.dtype.as_str(), b.batch_size, b.seq_len, b.n_layers, b.d_model, b.vocab_size)
 }
 
 /// Records from a JSON file holding one record or a list of them.

@@ -57,7 +57,7 @@ fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
         .into());
     }
     for sample in 0..args.samples {
-        let config = SamplingConfig { seed: sampling.seed + sample as u64, ..sampling.clone() };
+        let config = SamplingConfig { seed: sampling.seed.wrapping_add(sample as u64), ..sampling.clone() };
         let text = tokenizer.decode(&generate(&model, &prompt, &config))?;
         println!("--- sample {}\n{}{}", sample + 1, args.prompt, text);
     }

@@ -129,7 +129,13 @@ fn run(args: Args) -> Result<(), Error> {
                 config.norm_scheme,
                 out.display()
             );
-            println!("continue training with: cargo run --release --example train -- --init-from {}", out.display());
+            let tokenizer = out.join("tokenizer.json");
+            let tokenizer =
+                if tokenizer.is_file() { format!(" --tokenizer {}", tokenizer.display()) } else { String::new() };
+            println!(
+                "continue training with: cargo run --release --example train -- --init-from {}{tokenizer}",
+                out.display()
+            );
             Ok(())
         }
         Command::Export { checkpoint, epoch, out } => {

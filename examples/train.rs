@@ -14,8 +14,9 @@ use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::{cli, Error};
 
-/// The options of this command itself; every other option is a field of `TrainConfig`
-/// (`--steps`, `--norm`, ...) and overrides that field of `--config` (or of the defaults).
+/// The options of this command itself; every other option (the training settings) is a field of
+/// `TrainConfig` (`--steps`, `--norm`, ...) and overrides that field of `--config` (or of the
+/// defaults).
 #[derive(Parser, Debug)]
 #[command(about = "Pre-train a LLaMA model with LayerNorm Scaling or any other normalisation scheme")]
 // Negative numbers are values (`--min-lr-ratio -1` gets the range error, not "unknown argument").

@@ -168,15 +168,21 @@ fn resume_removes_the_temporary_files_a_crash_left() {
         config.out.join("checkpoint/.model-3.bpk.tmp4242"),
         config.out.join("checkpoint/.optim-3.bpk.tmp4242.4242-7.tmp"),
         config.out.join(".train.json.tmp99"),
+        config.out.join(".model.json.tmp99.aB3xYz"),
+        // burn-pack's scratch files of a checkpoint and of the final model.
+        config.out.join("checkpoint/model-1.bpk.21006-2.tmp"),
+        config.out.join("model.bpk.21006-0.tmp"),
     ];
     for path in &stray {
         std::fs::write(path, vec![0u8; 1000]).unwrap();
     }
-    let mine = config.out.join(".my.tmp-notes");
-    std::fs::write(&mine, "mine").unwrap();
+    let mine = [config.out.join(".my.tmp-notes"), config.out.join("notes.bpk.v2-draft.tmp")];
+    for path in &mine {
+        std::fs::write(path, "mine").unwrap();
+    }
     drop(RunDir::open(&config.out).unwrap());
     assert!(stray.iter().all(|path| !path.exists()));
-    assert!(mine.exists(), "only names of the crate's own temporary files are removed");
+    assert!(mine.iter().all(|path| path.exists()), "only names of temporary files of the run's writes are removed");
 }
 
 /// Cuts the files of checkpoint `epoch` short (`truncate`) or overwrites them with garbage.

@@ -172,8 +172,9 @@ impl LlamaConfig {
         (embeddings + n_layers * block + norm + head) as usize
     }
 
-    /// An error unless the parameters, `float_bytes` bytes each, fit in `available` bytes of
-    /// memory; it names the fields that size the model and what to do.
+    /// An error unless the parameters, `float_bytes` bytes each (16 to train in f32: the weights,
+    /// their gradients and Adam's two moments), fit in `available` bytes of memory; it names the
+    /// fields that size the model and what to do.
     pub fn check_fits(&self, float_bytes: usize, available: u64) -> Result<(), ConfigError> {
         let params = self.num_params();
         let bytes = (params as u64).saturating_mul(float_bytes as u64);

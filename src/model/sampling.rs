@@ -40,9 +40,13 @@ impl Default for SamplingConfig {
 impl SamplingConfig {
     /// An error unless the temperature is a number `>= 0` and `top_p` one in `[0, 1]`.
     pub fn validate(&self) -> Result<(), crate::ConfigError> {
-        if self.temperature.is_nan() || self.temperature < 0.0 {
+        if !self.temperature.is_finite() || self.temperature < 0.0 {
             let value = self.temperature;
-            return Err(crate::ConfigError::OutOfRange { field: "temperature", value, expected: ">= 0" });
+            return Err(crate::ConfigError::OutOfRange {
+                field: "temperature",
+                value,
+                expected: "a finite number >= 0",
+            });
         }
         match self.top_p {
             Some(value) if !(0.0..=1.0).contains(&value) => {

@@ -210,6 +210,12 @@ pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, Error> {
 /// Loads the model of a run directory (the final model, or the checkpoint of `epoch`) or of a
 /// Hugging Face model directory onto `device`; a run's model with non-finite weights is an error.
 pub fn load_model_dir(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
+    if !dir.is_dir() {
+        return Err(Error::file(
+            dir,
+            "no such folder: give a run directory of the train example or a Hugging Face model directory",
+        ));
+    }
     if is_hf_dir(dir) {
         if epoch.is_some() {
             return Err(Error::file(dir, "a Hugging Face model directory has no epoch checkpoints: drop --epoch"));

@@ -27,7 +27,7 @@ pub enum OptimizerKind {
 /// field as it was.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default, deny_unknown_fields)]
-#[command(next_help_heading = "Training settings (each overrides the field of the same name in --config)")]
+#[command(next_help_heading = "Training settings")]
 pub struct TrainConfig {
     /// Model preset (`tiny-8l`, `tiny`, `9m`, ..., `7b`) or the path of a model JSON file.
     #[arg(long, required = false)]
@@ -124,7 +124,7 @@ pub struct TrainConfig {
     /// Peak TFLOP/s of the device for MFU, when it is not a known GPU.
     #[arg(long)]
     pub peak_tflops: Option<f64>,
-    /// Samples generated at the end.
+    /// Samples generated at the end (at most 3: one per built-in prompt).
     #[arg(long, required = false)]
     pub samples: usize,
     /// Print a log line every this many steps (plain output).

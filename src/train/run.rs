@@ -138,7 +138,8 @@ fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<S
     let mut refused = Vec::new();
     for (field, value) in now.iter().filter(|(field, _)| !RESUME_COMPARED_BY_EFFECT.contains(&field.as_str())) {
         let old = saved.get(field).cloned().unwrap_or(serde_json::Value::Null);
-        if old != *value {
+        // The run directory is the one being resumed, however it is spelled.
+        if old != *value && field != "out" {
             let change = format!("{field}: {old} -> {value}");
             if RESUME_MAY_CHANGE.contains(&field.as_str()) {
                 allowed.push(change)
@@ -218,7 +219,7 @@ pub(crate) fn check_step_memory(
     };
     // The weights, their gradients and Adam's two moments: the model is named first, since no
     // batch size can make a model that does not fit.
-    model.check_fits(4, available / 4)?;
+    model.check_fits(16, available)?;
     let batch = config.batch_size.max(config.batch_size * devices.len());
     let needed = step_bytes_lower_bound(model, batch, config.seq_len);
     if needed > available as f64 {

@@ -192,11 +192,18 @@ fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
     RUN_ENTRIES.into_iter().filter(|(name, _)| *name != LOCK_FILE && *name != PREVIOUS_RUN)
 }
 
-/// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>` from
-/// [`crate::io::write_atomically`] and the checkpoints, and Burn's own `.<name>.tmp<pid>.<pid>-<n>.tmp`.
+/// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>.<random>` from
+/// [`crate::io::write_atomically`], and burn-pack's scratch files of the checkpoints and the
+/// model, `<name>.bpk.<pid>-<n>.tmp`.
 fn is_temporary_name(name: &str) -> bool {
-    name.starts_with('.')
-        && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()))
+    let ours = name.starts_with('.')
+        && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()));
+    let burn_pack = name.strip_suffix(".tmp").and_then(|rest| rest.rsplit_once(".bpk.")).is_some_and(|(_, id)| {
+        id.split_once('-').is_some_and(|(pid, n)| {
+            [pid, n].iter().all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+        })
+    });
+    ours || burn_pack
 }
 
 /// An error unless `path` is a directory that is empty or holds a run of this crate, whose
