@@ -41,9 +41,13 @@ struct Args {
     /// Analyse the checkpoint of this epoch instead of the final model.
     #[arg(long)]
     epoch: Option<usize>,
-    /// Evaluation text: files, folders, JSONL or JSONL.gz (default: fresh built-in documents).
+    /// Evaluation data, as `train --data` reads it: text, JSON lines or JSON (either gzip), or
+    /// token files (.bin) (default: fresh built-in documents).
     #[arg(long, num_args = 1..)]
     data: Vec<PathBuf>,
+    /// The JSON field that holds each document's text.
+    #[arg(long, default_value = "text")]
+    text_field: String,
     /// Tokens per sequence.
     #[arg(long, default_value_t = 128)]
     seq_len: usize,
@@ -149,7 +153,7 @@ fn report_of(
     let source = if args.data.is_empty() {
         CorpusSource::Builtin { n_docs: 2000, seed: 0xa11a }
     } else {
-        CorpusSource::Files(args.data.clone())
+        CorpusSource::Files { paths: args.data.clone(), text_field: args.text_field.clone() }
     };
     let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
     let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &cache_root)?);

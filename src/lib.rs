@@ -9,7 +9,8 @@
 //! `1/sqrt(l)`: no parameters, no hyper-parameters.
 //!
 //! - [`norm`]: the method: [`RmsNormScaling`] and [`LayerNormScaling`] (drop-in for Burn's
-//!   `RmsNorm`/`LayerNorm`), [`depth_scale`], and every scheme of the paper in [`NormScheme`].
+//!   `RmsNorm`/`LayerNorm`), [`DynamicTanhScaling`] (DyT), [`depth_scale`], and every scheme of
+//!   the paper, plus Peri-LN, in [`NormScheme`].
 //! - [`model`]: a LLaMA decoder ([`Llama`], [`LlamaConfig`]) with the paper's presets.
 //! - [`device`]: a device string (`flex`, `wgpu`, `cuda:0`, ...) to a Burn device.
 
@@ -36,8 +37,8 @@ pub use device::{compiled_backends, parse_device, parse_devices, set_precision, 
 pub use error::{ConfigError, Error};
 pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};
 pub use norm::{
-    apply_depth_scale, depth_scale, LayerNormScaling, LayerNormScalingConfig, LnsPosition, NormKind, NormScheme,
-    RmsNormScaling, RmsNormScalingConfig,
+    apply_depth_scale, depth_scale, DynamicTanhScaling, DynamicTanhScalingConfig, LayerNormScaling,
+    LayerNormScalingConfig, LnsPosition, NormKind, NormScheme, RmsNormScaling, RmsNormScalingConfig,
 };
 
 /// The README's examples, compiled and run as doc tests.

@@ -10,13 +10,18 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use common::cpu;
 use layernorm_scaling::data::{
-    builtin_documents, corpus_files, read_documents, split_documents, tokenize_corpus, train_valid_datasets,
-    CorpusSource, DataError, LmBatcher, PackedDataset, TokenCache, TokenWindow, Tokenizer,
+    builtin_documents, corpus_files, file_format, read_documents, split_documents, tokenize_corpus,
+    train_valid_datasets, CorpusSource, DataError, FileFormat, LmBatcher, PackedDataset, TokenCache, TokenFile,
+    TokenLayout, TokenWindow, Tokenizer, LLMC_MAGIC,
 };
 
 fn documents_of(path: &std::path::Path) -> Result<Vec<String>, DataError> {
+    documents_with_field(path, "text")
+}
+
+fn documents_with_field(path: &std::path::Path, field: &str) -> Result<Vec<String>, DataError> {
     let mut docs = Vec::new();
-    read_documents(path, &mut |text| {
+    read_documents(path, field, &mut |text| {
         docs.push(text.to_string());
         Ok(())
     })?;
@@ -124,7 +129,7 @@ fn jsonl_gz_text_and_folders_are_read_as_documents() {
     assert!(err.contains("no such file or folder"), "{err}");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    assert!(corpus_files(&[empty]).unwrap_err().to_string().contains("has no .txt"));
+    assert!(corpus_files(&[empty]).unwrap_err().to_string().contains("has no corpus file"));
 }
 
 fn build_cache(dir: &std::path::Path, key: &str, docs: &[&[u32]]) -> TokenCache {
@@ -245,7 +250,295 @@ fn corpora_tokenise_into_train_and_validation_sets() {
 
     let shakespeare = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinyshakespeare.txt");
     if shakespeare.is_file() {
-        let cache = tokenize_corpus(&CorpusSource::Files(vec![shakespeare]), &tokenizer, dir.path()).unwrap();
+        let cache = tokenize_corpus(&CorpusSource::files(vec![shakespeare]), &tokenizer, dir.path()).unwrap();
         assert!(cache.n_docs() > 1000 && cache.n_tokens() > 1_000_000, "{:?}", cache.meta());
     }
+}
+
+/// Writes `lines` to a gzip file.
+fn write_gz(path: &std::path::Path, lines: &[String]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut encoder =
+        flate2::write::GzEncoder::new(std::fs::File::create(path).unwrap(), flate2::Compression::default());
+    for line in lines {
+        writeln!(encoder, "{line}").unwrap();
+    }
+    encoder.finish().unwrap();
+}
+
+/// C4's record layout: `text`, `timestamp`, `url`.
+fn c4_line(text: &str, n: usize) -> String {
+    serde_json::json!({"text": text, "timestamp": format!("2019-04-2{n}T12:00:00Z"), "url": format!("https://example.com/{n}")})
+        .to_string()
+}
+
+/// The documents of a token cache, end-of-text tokens dropped, as text (byte tokenizer).
+fn cached_texts(cache: &TokenCache) -> Vec<String> {
+    (0..cache.n_docs())
+        .map(|doc| {
+            let (start, end) = cache.doc_span(doc);
+            let mut tokens = vec![0u32; (end - start) as usize];
+            cache.read(start, &mut tokens);
+            String::from_utf8(tokens[..tokens.len() - 1].iter().map(|&t| t as u8).collect()).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn c4_json_gz_shards_are_read_as_exactly_their_texts_as_files_and_in_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let en = dir.path().join("c4/en");
+    let texts = ["Beginners BBQ Class.\nTaking place in Missoula!", "Discussion in \"Mac OS X\"", "Foil plaid lycra"];
+    let shards = [en.join("c4-train.00000-of-01024.json.gz"), en.join("c4-train.00001-of-01024.json.gz")];
+    write_gz(&shards[0], &[c4_line(texts[0], 0), c4_line(texts[1], 1)]);
+    write_gz(&shards[1], &[c4_line(texts[2], 2)]);
+    // What huggingface-cli leaves beside the shards is not data.
+    std::fs::create_dir_all(dir.path().join("c4/.cache/huggingface")).unwrap();
+    std::fs::write(dir.path().join("c4/.cache/huggingface/state.json"), "{\"not\": \"data\"}").unwrap();
+
+    assert_eq!(file_format(&shards[0]).unwrap(), FileFormat::JsonLines);
+    assert_eq!(documents_of(&shards[0]).unwrap(), texts[..2]);
+    assert_eq!(corpus_files(&[dir.path().join("c4")]).unwrap(), shards);
+    for source in [CorpusSource::files(shards.to_vec()), CorpusSource::files(vec![dir.path().join("c4")])] {
+        let cache = tokenize_corpus(&source, &Tokenizer::Byte, &dir.path().join("cache")).unwrap();
+        assert_eq!(cached_texts(&cache), texts, "the documents are the texts, nothing else");
+        assert_eq!(cache.n_tokens() as usize, texts.iter().map(|t| t.len() + 1).sum::<usize>());
+    }
+}
+
+#[test]
+fn json_lines_are_recognised_by_content_whatever_the_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [c4_line("one", 1), c4_line("two", 2)];
+    let as_json = dir.path().join("shard.json");
+    std::fs::write(&as_json, lines.join("\n")).unwrap();
+    let no_extension = dir.path().join("shard");
+    std::fs::write(&no_extension, format!("\n\n{}\n", lines.join("\n"))).unwrap();
+    // gzip is recognised by its first bytes, not the name.
+    let gzip_named_jsonl = dir.path().join("shard.jsonl");
+    write_gz(&gzip_named_jsonl, &lines);
+    for file in [&as_json, &no_extension, &gzip_named_jsonl] {
+        assert_eq!(file_format(file).unwrap(), FileFormat::JsonLines, "{}", file.display());
+        assert_eq!(documents_of(file).unwrap(), vec!["one", "two"], "{}", file.display());
+    }
+
+    let array = dir.path().join("docs.json");
+    std::fs::write(&array, "[\n  {\"text\": \"first\", \"id\": 1},\n  {\"text\": \"second\"}\n]\n").unwrap();
+    assert_eq!(file_format(&array).unwrap(), FileFormat::JsonArray);
+    assert_eq!(documents_of(&array).unwrap(), vec!["first", "second"]);
+    std::fs::write(&array, "[{\"text\": \"first\"}, 3]").unwrap();
+    let err = documents_of(&array).unwrap_err().to_string();
+    assert!(err.contains("docs.json: array item 2 is a number, not a JSON object"), "{err}");
+    let pretty = dir.path().join("pretty.json");
+    std::fs::write(&pretty, "{\n  \"text\": \"one object over lines\"\n}\n").unwrap();
+    let err = documents_of(&pretty).unwrap_err().to_string();
+    assert!(err.contains("pretty.json:1: not a JSON object (a JSON-lines file holds one object per line)"), "{err}");
+
+    // A .txt file that holds JSON lines is never trained on as text.
+    let txt = dir.path().join("c4.txt");
+    write_gz(&txt, &lines);
+    let err = documents_of(&txt).unwrap_err().to_string();
+    assert!(
+        err.contains("c4.txt: looks like JSON lines")
+            && err.contains("`text`, `timestamp`, `url`")
+            && err.contains(".jsonl"),
+        "{err}"
+    );
+    let source = CorpusSource::files(vec![txt.clone(), as_json.clone()]);
+    assert!(tokenize_corpus(&source, &Tokenizer::Byte, dir.path())
+        .unwrap_err()
+        .to_string()
+        .contains("looks like JSON"));
+
+    // Text stays text, even with braces that are not an object.
+    let notes = dir.path().join("notes");
+    std::fs::write(&notes, "{ not json }\nstill text\n\nsecond").unwrap();
+    assert_eq!(file_format(&notes).unwrap(), FileFormat::Text);
+    assert_eq!(documents_of(&notes).unwrap(), vec!["{ not json }\nstill text", "second"]);
+
+    // Folders take .json and .json.gz files too.
+    let folder = dir.path().join("folder");
+    write_gz(&folder.join("a.json.gz"), &lines[..1]);
+    std::fs::write(folder.join("b.json"), &lines[1]).unwrap();
+    std::fs::write(folder.join("README"), "not collected").unwrap();
+    let names: Vec<_> = corpus_files(&[folder]).unwrap().iter().map(|f| f.file_name().unwrap().to_owned()).collect();
+    assert_eq!(names, ["a.json.gz", "b.json"]);
+}
+
+#[test]
+fn the_text_field_is_chosen_and_a_missing_one_is_named_with_the_keys_present() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pile.jsonl");
+    std::fs::write(&file, "{\"content\": \"alpha\", \"id\": 1}\n\n{\"content\": \"beta\", \"id\": 2}\n").unwrap();
+    assert_eq!(documents_with_field(&file, "content").unwrap(), vec!["alpha", "beta"]);
+    let err = documents_of(&file).unwrap_err().to_string();
+    assert!(
+        err.contains("pile.jsonl:1: the object has no field `text` (its keys: `content`, `id`)")
+            && err.contains("--text-field"),
+        "{err}"
+    );
+    let err = documents_with_field(&file, "id").unwrap_err().to_string();
+    assert!(err.contains("pile.jsonl:1: the field `id` is a number, not a string"), "{err}");
+    std::fs::write(&file, "{\"content\": \"alpha\"}\n\n{\"id\": 2}\n").unwrap();
+    let err = documents_with_field(&file, "content").unwrap_err().to_string();
+    assert!(err.contains("pile.jsonl:3: the object has no field `content` (its keys: `id`)"), "{err}");
+
+    // Through the token cache: the field is part of what the cache is built from.
+    std::fs::write(&file, "{\"content\": \"alpha\", \"title\": \"A\"}\n{\"content\": \"beta\", \"title\": \"B\"}\n")
+        .unwrap();
+    let source = |field: &str| CorpusSource::Files { paths: vec![file.clone()], text_field: field.into() };
+    let cache = tokenize_corpus(&source("content"), &Tokenizer::Byte, dir.path()).unwrap();
+    assert_eq!(cached_texts(&cache), ["alpha", "beta"]);
+    let titles = tokenize_corpus(&source("title"), &Tokenizer::Byte, dir.path()).unwrap();
+    assert_eq!(cached_texts(&titles), ["A", "B"]);
+    assert_ne!(cache.content_fingerprint(), titles.content_fingerprint());
+
+    // A training setting like the others: default `text`, set in a config file or on the command line.
+    use clap::{Args, Command, FromArgMatches};
+    use layernorm_scaling::train::TrainConfig;
+    assert_eq!(TrainConfig::default().text_field, "text");
+    let toml = dir.path().join("train.toml");
+    std::fs::write(&toml, "text_field = \"content\"\n").unwrap();
+    assert_eq!(TrainConfig::from_file(&toml).unwrap().text_field, "content");
+    let matches = TrainConfig::augment_args(Command::new("train"))
+        .try_get_matches_from(["train", "--text-field", "body"])
+        .unwrap();
+    let mut config = TrainConfig::default();
+    config.update_from_arg_matches(&matches).unwrap();
+    assert_eq!(config.text_field, "body");
+    let empty = TrainConfig { text_field: String::new(), ..TrainConfig::default() };
+    assert!(empty.validate().unwrap_err().to_string().contains("`text_field` is empty"));
+}
+
+/// nanoGPT's layout: `u16` tokens, no header.
+fn nanogpt_bytes(tokens: &[u16]) -> Vec<u8> {
+    tokens.iter().flat_map(|t| t.to_le_bytes()).collect()
+}
+
+/// llm.c's layout: 256 `i32` (magic, version, count), then `u16` (version 1) or `u32` tokens.
+fn llmc_bytes(version: u32, count: u32, tokens: &[u32]) -> Vec<u8> {
+    let mut header = [0u32; 256];
+    header[..3].copy_from_slice(&[LLMC_MAGIC, version, count]);
+    let mut bytes: Vec<u8> = header.iter().flat_map(|h| h.to_le_bytes()).collect();
+    for &token in tokens {
+        match version {
+            1 => bytes.extend((token as u16).to_le_bytes()),
+            _ => bytes.extend(token.to_le_bytes()),
+        }
+    }
+    bytes
+}
+
+fn all_tokens(file: &TokenFile) -> Vec<u32> {
+    let mut out = vec![0; file.n_tokens() as usize];
+    file.read(0, &mut out);
+    assert_eq!(file.tokens().collect::<Vec<_>>(), out);
+    out
+}
+
+#[test]
+fn nanogpt_and_llmc_token_files_read_back_exactly_the_tokens_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let nanogpt = dir.path().join("train.bin");
+    std::fs::write(&nanogpt, nanogpt_bytes(&[50256, 0, 1, 65535, 464])).unwrap();
+    let file = TokenFile::open(&nanogpt).unwrap();
+    assert_eq!((file.layout(), all_tokens(&file)), (TokenLayout::NanoGpt, vec![50256, 0, 1, 65535, 464]));
+    let v1 = dir.path().join("fineweb_train_000001.bin");
+    std::fs::write(&v1, llmc_bytes(1, 3, &[50256, 7, 65535])).unwrap();
+    let file = TokenFile::open(&v1).unwrap();
+    assert_eq!((file.layout(), all_tokens(&file)), (TokenLayout::LlmC { version: 1 }, vec![50256, 7, 65535]));
+    let v2 = dir.path().join("llama3.bin");
+    std::fs::write(&v2, llmc_bytes(2, 4, &[128000, 9, 70000, 128001])).unwrap();
+    let file = TokenFile::open(&v2).unwrap();
+    assert_eq!((file.layout(), all_tokens(&file)), (TokenLayout::LlmC { version: 2 }, vec![128000, 9, 70000, 128001]));
+    let mut middle = [0; 2];
+    file.read(1, &mut middle);
+    assert_eq!(middle, [9, 70000]);
+}
+
+#[test]
+fn token_files_train_as_documents_split_after_end_of_text_with_no_tokenisation() {
+    let dir = tempfile::tempdir().unwrap();
+    // Byte-tokenizer ids (end-of-text 0): nanoGPT appends it to each document, llm.c puts it first.
+    let (a, b) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+    std::fs::write(&a, nanogpt_bytes(&[1, 2, 0, 3, 4, 5, 0, 6])).unwrap();
+    std::fs::write(&b, llmc_bytes(1, 4, &[0, 7, 8, 9])).unwrap();
+    let cache_root = dir.path().join("cache");
+    let cache =
+        tokenize_corpus(&CorpusSource::files(vec![a.clone(), b.clone()]), &Tokenizer::Byte, &cache_root).unwrap();
+    assert!(!cache_root.exists(), "token files are mapped, not copied into a cache");
+    assert_eq!(cache.n_tokens(), 12);
+    let spans: Vec<_> = (0..cache.n_docs()).map(|doc| cache.doc_span(doc)).collect();
+    // a.bin: [1 2 0] [3 4 5 0] [6] (its end closes the last one); b.bin: [0] [7 8 9].
+    assert_eq!(spans, [(0, 3), (3, 7), (7, 8), (8, 9), (9, 12)]);
+    let mut stream = vec![0; 12];
+    cache.read(0, &mut stream);
+    assert_eq!(stream, [1, 2, 0, 3, 4, 5, 0, 6, 0, 7, 8, 9], "read across the two files");
+
+    // The split and the packing work as for text.
+    let docs = builtin_documents(200, 3);
+    let tokens: Vec<u16> = docs.iter().flat_map(|d| d.bytes().map(u16::from).chain([0])).collect();
+    let big = dir.path().join("big.bin");
+    std::fs::write(&big, nanogpt_bytes(&tokens)).unwrap();
+    let cache =
+        Arc::new(tokenize_corpus(&CorpusSource::files(vec![big.clone()]), &Tokenizer::Byte, &cache_root).unwrap());
+    assert_eq!(cached_texts(&cache), docs);
+    let text = dir.path().join("docs.txt");
+    std::fs::write(&text, docs.join("\n\n")).unwrap();
+    let from_text = Arc::new(tokenize_corpus(&CorpusSource::files(vec![text]), &Tokenizer::Byte, &cache_root).unwrap());
+    let (train, valid) = train_valid_datasets(cache, 32, 0.1, 5).unwrap();
+    let (text_train, text_valid) = train_valid_datasets(from_text, 32, 0.1, 5).unwrap();
+    assert!(!valid.is_empty() && train.len() > valid.len());
+    assert_eq!((train.len(), valid.len()), (text_train.len(), text_valid.len()));
+    assert_eq!(train.get(3).unwrap(), text_train.get(3).unwrap(), "the same windows as the same text");
+
+    // A whole run trains on a token file.
+    let out = dir.path().join("run");
+    let config = layernorm_scaling::train::TrainConfig { data: vec![big], ..common::quick(&out, 6, 6) };
+    let report = layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New).unwrap();
+    assert!(report.valid_loss.is_finite());
+}
+
+#[test]
+fn broken_token_files_are_refused_saying_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |name: &str, bytes: Vec<u8>| -> String {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = match tokenize_corpus(&CorpusSource::files(vec![path]), &Tokenizer::Byte, dir.path()) {
+            Ok(_) => panic!("{name} was accepted"),
+            Err(err) => err.to_string(),
+        };
+        assert!(err.contains(name), "the message names the file: {err}");
+        err
+    };
+    let err = refused("odd.bin", vec![1, 0, 2]);
+    assert!(err.contains("3 bytes, an odd number") && err.contains("uint16"), "{err}");
+    let err = refused("empty.bin", Vec::new());
+    assert!(err.contains("no tokens"), "{err}");
+    let err = refused("count.bin", llmc_bytes(1, 10, &[1, 2, 3]));
+    assert!(err.contains("says 10 tokens (20 bytes after the 1024-byte header) but the file has 6 bytes"), "{err}");
+    let err = refused("version.bin", llmc_bytes(3, 1, &[1]));
+    assert!(err.contains("unknown version 3") && err.contains("1, uint16") && err.contains("2, uint32"), "{err}");
+    let mut short = LLMC_MAGIC.to_le_bytes().to_vec();
+    short.extend([1, 0, 0, 0]);
+    let err = refused("short.bin", short);
+    assert!(err.contains("8 bytes, fewer than llm.c's 1024-byte header"), "{err}");
+    let err = refused("gpt2.bin", nanogpt_bytes(&[10, 0, 50256, 11]));
+    assert!(
+        err.contains("token 2 is id 50256, outside the tokenizer's vocabulary of 256 ids")
+            && err.contains("--tokenizer"),
+        "{err}"
+    );
+
+    // Token files and text are not mixed.
+    let (tokens, text) = (dir.path().join("ok.bin"), dir.path().join("notes.txt"));
+    std::fs::write(&tokens, nanogpt_bytes(&[1, 0, 2, 0])).unwrap();
+    std::fs::write(&text, "some text\n\nmore").unwrap();
+    let err = tokenize_corpus(&CorpusSource::files(vec![text, tokens.clone()]), &Tokenizer::Byte, dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ok.bin is a pre-tokenised token file but") && err.contains("notes.txt is not"), "{err}");
+    let err = documents_of(&tokens).unwrap_err().to_string();
+    assert!(err.contains("ok.bin: a token file"), "{err}");
 }

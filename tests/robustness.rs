@@ -135,7 +135,7 @@ fn bytes(text: &str) -> Vec<u32> {
 fn the_token_cache_sees_a_changed_file_with_the_same_size_and_modification_time() {
     let dir = tempfile::tempdir().unwrap();
     let (corpus, cache_root) = (dir.path().join("corpus.txt"), dir.path().join("cache"));
-    let source = CorpusSource::Files(vec![corpus.clone()]);
+    let source = CorpusSource::files(vec![corpus.clone()]);
     let tokens = |cache: &layernorm_scaling::data::TokenCache| {
         let mut out = vec![0; cache.n_tokens() as usize];
         cache.read(0, &mut out);

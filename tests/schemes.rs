@@ -1,12 +1,14 @@
-//! Every normalisation scheme of the paper, on the tiny preset.
+//! Every normalisation scheme of the paper, and Peri-LN, over every norm kind (RMSNorm, LayerNorm,
+//! DyT), on the tiny preset.
 
 mod common;
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Gradients, Tensor};
-use common::{cpu, max_abs_diff, mean_std, random_tokens, values};
-use layernorm_scaling::model::cross_entropy;
-use layernorm_scaling::norm::{BranchGate, Placement};
+use common::{cpu, max_abs_diff, mean_std, randn, random_tokens, values};
+use layernorm_scaling::model::{cross_entropy, RotaryEmbedding};
+use layernorm_scaling::norm::{BranchGate, Norm, Placement};
 use layernorm_scaling::{ConfigError, LlamaConfig, LnsPosition, NormKind, NormScheme};
 
 fn tiny(scheme: NormScheme) -> LlamaConfig {
@@ -46,7 +48,7 @@ fn every_scheme_and_norm_kind_trains_with_finite_loss_and_gradients() {
     let tokens = random_tokens(2, 17, 256, 7, &device);
     let inputs = tokens.clone().narrow(1, 0, 16);
     let targets = tokens.narrow(1, 1, 16);
-    for kind in [NormKind::RmsNorm, NormKind::LayerNorm] {
+    for kind in NormKind::ALL {
         for scheme in NormScheme::all() {
             let model = tiny(scheme.clone()).with_norm_kind(kind).init(&device).unwrap();
             let loss = cross_entropy(model.forward(inputs.clone()), targets.clone());
@@ -240,4 +242,189 @@ fn schemes_parse_print_and_serialise_round_trip() {
     let err = "mix-ln:1.5".parse::<NormScheme>().unwrap_err();
     assert!(matches!(err, ConfigError::OutOfRange { field: "post_ln_fraction", .. }), "{err}");
     assert!("deepnorm:2".parse::<NormScheme>().is_err());
+    assert!("peri-ln:0.5".parse::<NormScheme>().is_err());
+}
+
+#[test]
+fn peri_ln_and_dyt_parse_print_and_serialise() {
+    assert!(NormScheme::all().contains(&NormScheme::PeriLn));
+    for text in ["peri-ln", "Peri_LN", "periln"] {
+        assert_eq!(text.parse::<NormScheme>().unwrap(), NormScheme::PeriLn, "{text}");
+    }
+    assert_eq!(NormScheme::PeriLn.to_string(), "peri-ln");
+    assert_eq!(serde_json::to_string(&NormScheme::PeriLn).unwrap(), r#"{"scheme":"peri-ln"}"#);
+    assert_eq!(serde_json::from_str::<NormScheme>(r#"{"scheme":"peri-ln"}"#).unwrap(), NormScheme::PeriLn);
+    let err = "nope".parse::<NormScheme>().unwrap_err().to_string();
+    assert!(err.contains("peri-ln"), "the error lists peri-ln: {err}");
+
+    // A model config with DyT round-trips; one written before DyT existed loads with alpha 0.5.
+    let config = tiny(NormScheme::PeriLn).with_norm_kind(NormKind::Dyt).with_dyt_alpha_init(Some(0.2));
+    let json = serde_json::to_string(&config).unwrap();
+    assert!(json.contains(r#""norm_kind":"dyt""#) && json.contains(r#""dyt_alpha_init":0.2"#), "{json}");
+    assert_eq!(LlamaConfig::from_json(&json).unwrap(), config);
+    assert_eq!(serde_json::from_str::<LlamaConfig>(&json).unwrap(), config);
+    let mut old: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&serde_json::to_string(&LlamaConfig::tiny()).unwrap()).unwrap();
+    old.remove("dyt_alpha_init").unwrap();
+    let old = serde_json::Value::Object(old).to_string();
+    assert_eq!(LlamaConfig::from_json(&old).unwrap().dyt_alpha(), 0.5);
+    assert_eq!(serde_json::from_str::<LlamaConfig>(&old).unwrap(), LlamaConfig::tiny());
+    let err =
+        LlamaConfig::from_json(r#"{"d_model": 64, "d_ff": 128, "n_layers": 2, "n_heads": 4, "norm_kind": "tanh"}"#)
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("dyt"), "the error lists the kinds: {err}");
+    let err =
+        tiny(NormScheme::PreLn).with_norm_kind(NormKind::Dyt).with_dyt_alpha_init(Some(-1.0)).init(&cpu()).unwrap_err();
+    assert!(matches!(err, ConfigError::OutOfRange { field: "dyt_alpha_init", .. }), "{err}");
+}
+
+/// Adds a random normal value to every norm weight (1-D parameters), so that no two norms of a
+/// block are interchangeable.
+struct PerturbNorms;
+
+impl ModuleMapper for PerturbNorms {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if D != 1 {
+            return param;
+        }
+        param.map(|t| {
+            let noise = Tensor::<D>::random(t.shape(), burn::tensor::Distribution::Normal(0.0, 0.5), &t.device());
+            t + noise
+        })
+    }
+}
+
+#[test]
+fn a_peri_ln_model_is_sandwich_blocks_after_a_normalised_embedding() {
+    let device = cpu();
+    let config = tiny(NormScheme::PeriLn);
+    let model = config.init(&device).unwrap();
+    assert!(model.layers.iter().all(|b| b.plan().placement == Placement::Sandwich && b.attn_norm.scale() == 1.0));
+    let sandwich = tiny(NormScheme::SandwichLn).init(&device).unwrap();
+    assert!(sandwich.embed_norm.is_none(), "Sandwich-LN feeds the raw embedding to block 1");
+    let tokens = random_tokens(2, 6, 256, 11, &device);
+
+    // At init (gamma 1), block 1's input is each embedding row divided by its RMS, by hand.
+    let embedded = values(&model.embed_tokens.forward(tokens.clone()));
+    let expected: Vec<f32> = embedded
+        .chunks(64)
+        .flat_map(|row| {
+            let rms = (row.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / 64.0 + 1e-6).sqrt();
+            row.iter().map(move |&v| (v as f64 / rms) as f32)
+        })
+        .collect();
+    let trace = model.forward_trace(tokens.clone());
+    let diff = values(&trace.hidden[0]).iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    assert!(diff < 1e-5, "{diff}");
+
+    // With every norm weight distinct, the model equals the composition written out from its
+    // modules: x0 = Ne(embed), h = x + Na'(Attn(Na(x))), y = h + Nf'(FFN(Nf(h))), then the final norm.
+    let model = model.map(&mut PerturbNorms);
+    let trace = model.forward_trace(tokens.clone());
+    let rope = RotaryEmbedding::new(config.head_dim(), config.rope_theta).tables(0, 6, &device);
+    let out = |norm: &Option<Norm>| norm.as_ref().expect("Peri-LN has output norms").clone();
+    let mut x = model.embed_norm.as_ref().unwrap().forward(model.embed_tokens.forward(tokens));
+    assert!(max_abs_diff(&x, &trace.hidden[0]) < 1e-6);
+    for (index, block) in model.layers.iter().enumerate() {
+        let attn = block.self_attn.forward(block.attn_norm.forward(x.clone()), &rope, None);
+        let h = x + out(&block.attn_out_norm).forward(attn);
+        let y = h.clone() + out(&block.ffn_out_norm).forward(block.mlp.forward(block.ffn_norm.forward(h.clone())));
+        assert!(max_abs_diff(&h, &trace.after_attention[index]) < 1e-5, "block {}", index + 1);
+        assert!(max_abs_diff(&y, &trace.hidden[index + 1]) < 1e-5, "block {}", index + 1);
+        x = y;
+    }
+    let logits = model.lm_head.as_ref().unwrap().forward(model.norm.forward(x));
+    assert!(max_abs_diff(&logits, &trace.logits) < 1e-5);
+}
+
+#[test]
+fn lns_over_dyt_scales_each_block_norm_by_one_over_sqrt_l() {
+    let device = cpu();
+    let model = tiny(NormScheme::default()).with_norm_kind(NormKind::Dyt).init(&device).unwrap();
+    let x = randn([2, 3, 64], &device);
+    for (index, block) in model.layers.iter().enumerate() {
+        let Norm::Dyt(norm) = &block.ffn_norm else { panic!("a DyT model has DyT norms") };
+        // gamma 1, beta 0, alpha 0.5: N(x) = tanh(0.5 x) / sqrt(l).
+        let expected = (x.clone() * 0.5).tanh() / ((index + 1) as f64).sqrt();
+        assert!(max_abs_diff(&norm.forward(x.clone()), &expected) < 1e-6, "layer {}", index + 1);
+        assert_eq!(values(&norm.alpha.val()), vec![0.5]);
+    }
+    assert_eq!(model.norm.scale(), 1.0, "the final norm is never scaled");
+    let model =
+        tiny(NormScheme::PeriLn).with_norm_kind(NormKind::Dyt).with_dyt_alpha_init(Some(0.2)).init(&device).unwrap();
+    let Some(Norm::Dyt(norm)) = &model.embed_norm else { panic!("Peri-LN over DyT has a DyT embedding norm") };
+    assert_eq!(values(&norm.alpha.val()), vec![0.2], "alpha starts at dyt_alpha_init");
+}
+
+#[test]
+fn computed_parameter_counts_include_dyt_alpha_and_peri_ln_norms() {
+    let device = cpu();
+    for kind in NormKind::ALL {
+        for scheme in [NormScheme::PeriLn, NormScheme::SandwichLn, NormScheme::default()] {
+            let config = tiny(scheme.clone()).with_norm_kind(kind);
+            let model = config.init(&device).unwrap();
+            assert_eq!(model.num_params(), config.num_params(), "{scheme} {kind:?}");
+        }
+    }
+    // Peri-LN has Sandwich-LN's parameters plus one embedding norm; DyT's norm is 2d + 1.
+    let count = |scheme, kind| tiny(scheme).with_norm_kind(kind).num_params();
+    assert_eq!(count(NormScheme::PeriLn, NormKind::RmsNorm) - count(NormScheme::SandwichLn, NormKind::RmsNorm), 64);
+    assert_eq!(count(NormScheme::PreLn, NormKind::Dyt) - count(NormScheme::PreLn, NormKind::LayerNorm), 2 * 4 + 1);
+}
+
+/// Losses of `steps` Adam steps (lr 1e-2) on one fixed batch.
+fn train_losses(config: LlamaConfig, steps: usize) -> Vec<f32> {
+    let device = cpu().autodiff();
+    let tokens = random_tokens(4, 17, 256, 21, &device);
+    let (inputs, targets) = (tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16));
+    let mut model = config.init(&device).unwrap();
+    let mut optim = AdamConfig::new().init();
+    let mut losses = Vec::new();
+    for _ in 0..steps {
+        let loss = model.next_token_loss(inputs.clone(), targets.clone());
+        losses.push(values(&loss)[0]);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(1e-2, model, grads);
+    }
+    losses
+}
+
+#[test]
+fn peri_ln_and_dyt_train_with_finite_falling_loss() {
+    for config in [
+        tiny(NormScheme::PeriLn),
+        tiny(NormScheme::default()).with_norm_kind(NormKind::Dyt),
+        tiny(NormScheme::PeriLn).with_norm_kind(NormKind::Dyt),
+    ] {
+        let what = format!("{} over {:?}", config.norm_scheme, config.norm_kind);
+        let losses = train_losses(config, 8);
+        assert!(losses.iter().all(|l| l.is_finite()), "{what}: {losses:?}");
+        assert!(losses[7] < losses[0] - 0.5, "{what}: the loss must fall: {losses:?}");
+        assert!(losses.windows(2).filter(|w| w[1] < w[0]).count() >= 5, "{what}: mostly falling: {losses:?}");
+    }
+}
+
+#[cfg(feature = "hf")]
+#[test]
+fn hugging_face_export_refuses_peri_ln_and_dyt_by_name() {
+    use layernorm_scaling::hf::{export_hf, hf_config_json};
+    let device = cpu();
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (tiny(NormScheme::PeriLn), "peri-ln", "peri-ln"),
+        (tiny(NormScheme::default()).with_norm_kind(NormKind::Dyt), "`lns`", "DyT"),
+        (tiny(NormScheme::PreLn).with_norm_kind(NormKind::Dyt), "`pre-ln`", "DyT"),
+    ];
+    for (index, (config, scheme, named)) in cases.into_iter().enumerate() {
+        let model = config.init(&device).unwrap();
+        let out = dir.path().join(index.to_string());
+        let err = export_hf(&model, &config, &out, None).unwrap_err().to_string();
+        for part in [scheme, named, "cannot be expressed in a", "own format"] {
+            assert!(err.contains(part), "{part:?} missing from: {err}");
+        }
+        assert!(!out.exists(), "nothing is written");
+    }
+    let err = hf_config_json(&tiny(NormScheme::PreLn).with_norm_kind(NormKind::Dyt)).unwrap_err().to_string();
+    assert!(err.contains("DyT") && err.contains("RMSNorm"), "{err}");
 }

@@ -1,15 +1,38 @@
-//! Reading documents from text files, folders, and JSONL / JSONL.gz shards (C4's layout).
+//! Reading documents from corpus files and folders: text, JSON lines and JSON arrays (each
+//! optionally gzip-compressed; C4's `.json.gz` shards), told apart by their content.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 
+use crate::data::json_lines::{object_keys, read_json_array, read_json_lines, show_keys};
+use crate::data::token_file::is_token_file;
 use crate::data::DataError;
 
+/// The names a folder's corpus files end with (lowercase).
+const CORPUS_ENDINGS: [&str; 7] = [".txt", ".md", ".jsonl", ".jsonl.gz", ".json", ".json.gz", ".bin"];
+
+/// The first non-empty line is looked for in this many bytes at most.
+const PEEK_BYTES: u64 = 16 << 20;
+
+/// What a corpus file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    /// Plain text: documents are separated by blank lines.
+    Text,
+    /// JSON lines: one object per line, one document each.
+    JsonLines,
+    /// One JSON array of objects, one document each (a `.json` file that starts with `[`).
+    JsonArray,
+    /// Token ids, already tokenised (nanoGPT's or llm.c's `.bin`).
+    Tokens,
+}
+
 /// The files a list of paths stands for: files as given, folders expanded (recursively, sorted)
-/// to their `.txt`, `.md`, `.jsonl` and `.jsonl.gz` files.
+/// to their `.txt`, `.md`, `.jsonl`, `.jsonl.gz`, `.json`, `.json.gz` and `.bin` files. Hidden
+/// files and folders (`.cache`, where `huggingface-cli` keeps its metadata) are skipped.
 pub fn corpus_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DataError> {
     let mut files = Vec::new();
     for path in paths {
@@ -18,8 +41,9 @@ pub fn corpus_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DataError> {
             collect_dir(path, &mut files)?;
             if files.len() == before {
                 return Err(DataError::Corpus(format!(
-                    "{}: the folder has no .txt, .md, .jsonl or .jsonl.gz file",
-                    path.display()
+                    "{}: the folder has no corpus file (none named {})",
+                    path.display(),
+                    CORPUS_ENDINGS.join(", ")
                 )));
             }
         } else if path.is_file() {
@@ -37,67 +61,125 @@ fn collect_dir(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), DataError> {
         std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
     entries.sort();
     for path in entries {
+        let name = lowercase_name(&path);
+        if name.starts_with('.') {
+            continue;
+        }
         if path.is_dir() {
             collect_dir(&path, files)?;
-        } else if is_corpus_file(&path) {
+        } else if CORPUS_ENDINGS.iter().any(|ending| name.ends_with(ending)) {
             files.push(path);
         }
     }
     Ok(())
 }
 
-fn is_corpus_file(path: &Path) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
-    [".txt", ".md", ".jsonl", ".jsonl.gz"].iter().any(|ext| name.ends_with(ext))
+fn lowercase_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default()
 }
 
-fn is_jsonl(path: &Path) -> bool {
-    let name = path.to_string_lossy().to_lowercase();
-    name.ends_with(".jsonl") || name.ends_with(".jsonl.gz")
+/// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name).
+fn open(file: &Path) -> Result<Box<dyn BufRead>, DataError> {
+    let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
+    let mut raw = BufReader::new(File::open(file).map_err(io)?);
+    let gzip = raw.fill_buf().map_err(io)?.starts_with(&[0x1f, 0x8b]) || lowercase_name(file).ends_with(".gz");
+    Ok(if gzip { Box::new(BufReader::new(MultiGzDecoder::new(raw))) } else { Box::new(raw) })
 }
 
-/// Calls `each` with every document of `file`, in order.
-///
-/// - JSONL (optionally gzip-compressed): one document per line, the `text` field of its object.
-/// - Text: documents are separated by blank lines (paragraphs); each keeps its inner newlines.
-pub fn read_documents(file: &Path, each: &mut dyn FnMut(&str) -> Result<(), DataError>) -> Result<(), DataError> {
-    let shown = file.display().to_string();
-    let io = |e: std::io::Error| DataError::Corpus(format!("{shown}: {e}"));
-    let raw: Box<dyn Read> = Box::new(File::open(file).map_err(io)?);
-    let reader: Box<dyn Read> = if shown.to_lowercase().ends_with(".gz") { Box::new(GzDecoder::new(raw)) } else { raw };
-    let reader = BufReader::new(reader);
-    if is_jsonl(file) {
-        for (number, line) in reader.lines().enumerate() {
-            let line = line.map_err(io)?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let value: serde_json::Value = serde_json::from_str(&line)
-                .map_err(|e| DataError::Corpus(format!("{shown}:{}: not a JSON object: {e}", number + 1)))?;
-            let text = value.get("text").and_then(|t| t.as_str()).ok_or_else(|| {
-                DataError::Corpus(format!("{shown}:{}: the object has no string field `text`", number + 1))
-            })?;
-            each(text)?;
+/// The first line of `reader` that is not blank (within its first [`PEEK_BYTES`]).
+fn first_line(reader: impl BufRead) -> std::io::Result<Option<String>> {
+    let mut reader = reader.take(PEEK_BYTES);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(None);
         }
+        if !line.trim_ascii().is_empty() {
+            return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+        }
+    }
+}
+
+/// What `file` holds, decided by its content: a `.bin` file holds tokens; a file whose first
+/// non-empty line is a JSON object holds JSON lines (whatever its name, except that a `.txt` or
+/// `.md` file is refused with a hint: its name says text); a `.json` file starting with `[` is
+/// an array; other `.json` and `.jsonl` files are JSON lines; the rest is text.
+pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
+    if is_token_file(file) {
+        return Ok(FileFormat::Tokens);
+    }
+    let name = lowercase_name(file);
+    let name = name.strip_suffix(".gz").unwrap_or(&name);
+    let first = first_line(open(file)?).map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
+    let first = first.as_deref().unwrap_or_default();
+    if let Some(keys) = object_keys(first) {
+        if name.ends_with(".txt") || name.ends_with(".md") {
+            return Err(DataError::Corpus(format!(
+                "{}: looks like JSON lines, not text: its first line is a JSON object (keys {}); name it .jsonl \
+                 (.jsonl.gz when compressed) to train on one field of each line (`text`, or the one --text-field \
+                 names)",
+                file.display(),
+                show_keys(&keys)
+            )));
+        }
+        return Ok(FileFormat::JsonLines);
+    }
+    Ok(if name.ends_with(".json") && first.trim_start().starts_with('[') {
+        FileFormat::JsonArray
+    } else if name.ends_with(".json") || name.ends_with(".jsonl") {
+        FileFormat::JsonLines
     } else {
-        let mut paragraph = String::new();
-        for line in reader.lines() {
-            let line = line.map_err(io)?;
-            if line.trim().is_empty() {
-                if !paragraph.is_empty() {
-                    each(&paragraph)?;
-                    paragraph.clear();
-                }
-            } else {
-                if !paragraph.is_empty() {
-                    paragraph.push('\n');
-                }
-                paragraph.push_str(&line);
+        FileFormat::Text
+    })
+}
+
+/// Calls `each` with every document of `file`, in order, as [`file_format`] finds it:
+///
+/// - JSON lines: one document per line, the string field `text_field` of its object;
+/// - a JSON array: one document per object, its `text_field`;
+/// - text: documents are separated by blank lines (paragraphs); each keeps its inner newlines.
+///
+/// Gzip-compressed files are decompressed. A token file (`.bin`) holds no text: an error.
+pub fn read_documents(
+    file: &Path,
+    text_field: &str,
+    each: &mut dyn FnMut(&str) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    let shown = file.display().to_string();
+    match file_format(file)? {
+        FileFormat::JsonLines => read_json_lines(open(file)?, &shown, text_field, each),
+        FileFormat::JsonArray => read_json_array(open(file)?, &shown, text_field, each),
+        FileFormat::Text => read_paragraphs(open(file)?, &shown, each),
+        FileFormat::Tokens => Err(DataError::Corpus(format!(
+            "{shown}: a token file (already tokenised) holds no text documents; train on it with --data"
+        ))),
+    }
+}
+
+/// Text: one document per paragraph (lines up to a blank line).
+fn read_paragraphs(
+    reader: impl BufRead,
+    shown: &str,
+    each: &mut dyn FnMut(&str) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    let mut paragraph = String::new();
+    for line in reader.lines() {
+        let line = line.map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
+        if line.trim().is_empty() {
+            if !paragraph.is_empty() {
+                each(&paragraph)?;
+                paragraph.clear();
             }
+        } else {
+            if !paragraph.is_empty() {
+                paragraph.push('\n');
+            }
+            paragraph.push_str(&line);
         }
-        if !paragraph.is_empty() {
-            each(&paragraph)?;
-        }
+    }
+    if !paragraph.is_empty() {
+        each(&paragraph)?;
     }
     Ok(())
 }

@@ -1,21 +1,26 @@
-//! Data: tokenizers, corpora (text, JSONL, JSONL.gz, the built-in generated corpus), an on-disk
-//! memory-mapped token cache, and packing into fixed-length sequences for Burn's `DataLoader`.
+//! Data: tokenizers, corpora (text, JSON lines and JSON, gzip-compressed or not, nanoGPT's and
+//! llm.c's pre-tokenised `.bin` files, the built-in generated corpus), an on-disk memory-mapped
+//! token cache, and packing into fixed-length sequences for Burn's `DataLoader`.
 
 mod batch;
 mod corpus;
+mod json_lines;
 mod packed;
 mod synthetic;
 mod token_cache;
+mod token_file;
 mod tokenizer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use batch::{LmBatch, LmBatcher};
-pub use corpus::{corpus_files, read_documents};
+pub use corpus::{corpus_files, file_format, read_documents, FileFormat};
+pub use json_lines::DEFAULT_TEXT_FIELD;
 pub use packed::{split_documents, PackedDataset, TokenWindow};
 pub use synthetic::builtin_documents;
 pub use token_cache::{stable_hash, CacheMeta, CacheWriter, TokenCache};
+pub use token_file::{is_token_file, TokenFile, TokenLayout, LLMC_MAGIC};
 pub use tokenizer::Tokenizer;
 
 /// What went wrong with the data, said so that the user knows what to fix.
@@ -45,8 +50,21 @@ pub enum CorpusSource {
         /// Generator seed.
         seed: u64,
     },
-    /// Text files, folders, JSONL or JSONL.gz shards.
-    Files(Vec<PathBuf>),
+    /// Corpus files and folders ([`corpus_files`]): text, JSON lines or JSON (gzip-compressed or
+    /// not), or pre-tokenised `.bin` files (never mixed with the others).
+    Files {
+        /// The files and folders.
+        paths: Vec<PathBuf>,
+        /// The JSON field that holds each document's text ([`DEFAULT_TEXT_FIELD`] unless set).
+        text_field: String,
+    },
+}
+
+impl CorpusSource {
+    /// Corpus files and folders whose JSON documents keep their text in `text`.
+    pub fn files(paths: Vec<PathBuf>) -> Self {
+        CorpusSource::Files { paths, text_field: DEFAULT_TEXT_FIELD.to_string() }
+    }
 }
 
 /// Where a token cache's key turns from the content (tokenizer, sizes and checksums) to the files' paths.
@@ -58,6 +76,7 @@ const ENCODE_BATCH_BYTES: usize = 8 << 20;
 
 /// Tokenises `source` into a cache under `cache_root`, reused when the sources (their paths, sizes
 /// and content checksums: every file is read once per call) and the tokenizer are unchanged.
+/// Pre-tokenised `.bin` files are mapped as they are ([`TokenCache::from_token_files`]).
 pub fn tokenize_corpus(
     source: &CorpusSource,
     tokenizer: &Tokenizer,
@@ -69,7 +88,7 @@ pub fn tokenize_corpus(
             key.push_str(&format!(";builtin={n_docs}:{seed}"));
             Vec::new()
         }
-        CorpusSource::Files(paths) => {
+        CorpusSource::Files { paths, text_field } => {
             let files = corpus_files(paths)?;
             let mut places = String::new();
             for file in &files {
@@ -79,11 +98,25 @@ pub fn tokenize_corpus(
                 key.push_str(&format!(";{len}:crc32={checksum:08x}"));
                 places.push_str(&format!(";{}", absolute.display()));
             }
+            if text_field != DEFAULT_TEXT_FIELD {
+                key.push_str(&format!(";text_field={text_field}"));
+            }
             // The content comes first: see [`TokenCache::content_fingerprint`].
             key.push_str(&format!("{PATHS_SEPARATOR}{places}"));
             files
         }
     };
+    if let Some(tokens) = files.iter().find(|file| is_token_file(file)) {
+        if let Some(text) = files.iter().find(|file| !is_token_file(file)) {
+            return Err(DataError::Corpus(format!(
+                "{} is a pre-tokenised token file but {} is not: a corpus is either text (tokenised here) or \
+                 token files, not both; give --data only the .bin files or only the others",
+                tokens.display(),
+                text.display()
+            )));
+        }
+        return TokenCache::from_token_files(&files, &key, tokenizer.eot(), tokenizer.vocab_size());
+    }
     let dir = cache_root.join(format!("{:016x}", stable_hash(&key)));
     TokenCache::open_or_build(&dir, &key, tokenizer.eot(), |writer| {
         // Documents are encoded in batches (a Hugging Face tokenizer encodes a batch on every core).
@@ -109,7 +142,9 @@ pub fn tokenize_corpus(
             CorpusSource::Builtin { n_docs, seed } => {
                 builtin_documents(*n_docs, *seed).iter().try_for_each(|doc| push(doc))?
             }
-            CorpusSource::Files(_) => files.iter().try_for_each(|file| read_documents(file, &mut push))?,
+            CorpusSource::Files { text_field, .. } => {
+                files.iter().try_for_each(|file| read_documents(file, text_field, &mut push))?
+            }
         }
         flush(&mut batch)
     })

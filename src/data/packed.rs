@@ -25,7 +25,7 @@ pub fn split_documents(n_docs: usize, valid_fraction: f64, seed: u64) -> Result<
     if n_docs < 2 {
         return Err(DataError::Split(format!(
             "the corpus has {n_docs} document(s); a train/validation split needs at least 2 \
-             (text files are split into documents at blank lines)"
+             (text files are split into documents at blank lines, token files after each end-of-text token)"
         )));
     }
     let unit = |doc: usize| (splitmix64(seed ^ splitmix64(doc as u64)) >> 11) as f64 / (1u64 << 53) as f64;

@@ -5,14 +5,17 @@
 //! end-of-text id), `offsets.bin` (u64 little-endian; `n_docs + 1` token offsets of the document
 //! starts) and `meta.json`. It is built in a temporary folder and renamed into place, so an
 //! interrupted build never leaves a cache that loads.
+//!
+//! Pre-tokenised corpora (nanoGPT's and llm.c's `.bin` files) need no cache: their files are
+//! mapped as they are ([`TokenCache::from_token_files`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 
+use crate::data::token_file::TokenFile;
 use crate::data::DataError;
 
 /// What a cache holds and what it was built from.
@@ -26,10 +29,12 @@ pub struct CacheMeta {
     pub n_tokens: u64,
 }
 
-/// A memory-mapped, tokenised corpus.
+/// A memory-mapped, tokenised corpus: one token stream over one or more files.
 #[derive(Debug)]
 pub struct TokenCache {
-    tokens: Option<Mmap>,
+    files: Vec<TokenFile>,
+    /// The stream position of each file's first token.
+    firsts: Vec<u64>,
     offsets: Vec<u64>,
     meta: CacheMeta,
     dir: PathBuf,
@@ -121,15 +126,52 @@ impl TokenCache {
         .map_err(|e| bad(format!("meta.json: {e}")))?;
         let raw = std::fs::read(dir.join("offsets.bin")).map_err(|e| bad(format!("offsets.bin: {e}")))?;
         let offsets: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
-        let file = File::open(dir.join("tokens.bin")).map_err(|e| bad(format!("tokens.bin: {e}")))?;
-        let len = file.metadata().map_err(|e| bad(e.to_string()))?.len();
-        if offsets.len() != meta.n_docs + 1 || offsets.last() != Some(&meta.n_tokens) || len != meta.n_tokens * 4 {
+        let tokens = TokenFile::open_cache(&dir.join("tokens.bin")).map_err(|e| bad(format!("tokens.bin: {e}")))?;
+        if offsets.len() != meta.n_docs + 1
+            || offsets.last() != Some(&meta.n_tokens)
+            || tokens.n_tokens() != meta.n_tokens
+        {
             return Err(bad("the cache is inconsistent; delete the folder to rebuild it".into()));
         }
-        // SAFETY: the file is only read; caches are written to a temporary folder and renamed,
-        // never modified in place.
-        let tokens = if len == 0 { None } else { Some(unsafe { Mmap::map(&file) }.map_err(|e| bad(e.to_string()))?) };
-        Ok(Self { tokens, offsets, meta, dir: dir.to_path_buf() })
+        Ok(Self { files: vec![tokens], firsts: vec![0], offsets, meta, dir: dir.to_path_buf() })
+    }
+
+    /// Maps pre-tokenised files ([`TokenFile::open`]: nanoGPT's or llm.c's `.bin`) as one corpus,
+    /// keyed `key`. A document ends after each end-of-text token `eot`, and at the end of each
+    /// file. A token id of `vocab_size` or more is an error naming the file: the file was made
+    /// with another tokenizer. The folder ([`dir`](Self::dir)) is the first file's.
+    pub fn from_token_files(paths: &[PathBuf], key: &str, eot: u32, vocab_size: usize) -> Result<Self, DataError> {
+        let (mut files, mut firsts, mut offsets) = (Vec::new(), Vec::new(), vec![0u64]);
+        let mut total = 0u64;
+        for path in paths {
+            let file = TokenFile::open(path)?;
+            let first = total;
+            for (position, id) in file.tokens().enumerate() {
+                if id as usize >= vocab_size {
+                    return Err(DataError::Corpus(format!(
+                        "{}: token {position} is id {id}, outside the tokenizer's vocabulary of {vocab_size} ids: \
+                         the file was made with another tokenizer; give that tokenizer's tokenizer.json with \
+                         --tokenizer (GPT-2's for nanoGPT's and llm.c's GPT-2 data)",
+                        path.display()
+                    )));
+                }
+                if id == eot {
+                    offsets.push(first + position as u64 + 1);
+                }
+            }
+            total += file.n_tokens();
+            if offsets.last() != Some(&total) {
+                offsets.push(total);
+            }
+            firsts.push(first);
+            files.push(file);
+        }
+        if files.is_empty() {
+            return Err(DataError::Corpus("no token file given".into()));
+        }
+        let meta = CacheMeta { key: key.to_string(), n_docs: offsets.len() - 1, n_tokens: total };
+        let dir = paths[0].parent().unwrap_or(Path::new(".")).to_path_buf();
+        Ok(Self { files, firsts, offsets, meta, dir })
     }
 
     /// What the cache holds.
@@ -137,7 +179,7 @@ impl TokenCache {
         &self.meta
     }
 
-    /// Its folder.
+    /// Its folder (for pre-tokenised files, the first file's).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -159,10 +201,16 @@ impl TokenCache {
 
     /// Copies tokens `[start, start + out.len())` into `out`.
     pub fn read(&self, start: u64, out: &mut [u32]) {
-        let bytes = self.tokens.as_deref().unwrap_or(&[]);
-        let (from, len) = (start as usize * 4, out.len() * 4);
-        for (slot, chunk) in out.iter_mut().zip(bytes[from..from + len].chunks_exact(4)) {
-            *slot = u32::from_le_bytes(chunk.try_into().unwrap());
+        let (mut position, mut filled) = (start, 0);
+        while filled < out.len() {
+            let index = self.firsts.partition_point(|&first| first <= position) - 1;
+            let file = &self.files[index];
+            let offset = position - self.firsts[index];
+            let take = (file.n_tokens().saturating_sub(offset) as usize).min(out.len() - filled);
+            assert!(take > 0, "token {position} is beyond the corpus's {} tokens", self.meta.n_tokens);
+            file.read(offset, &mut out[filled..filled + take]);
+            filled += take;
+            position += take as u64;
         }
     }
 }

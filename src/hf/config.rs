@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::layout::unsupported_kind;
 use super::HfError;
 use crate::model::RopeScaling;
 use crate::{LlamaConfig, NormKind, NormScheme};
@@ -242,9 +243,7 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
 /// the model has q/k/v biases); a scheme other than Pre-LN is recorded under [`SCHEME_KEY`].
 pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
     if config.norm_kind != NormKind::RmsNorm {
-        return Err(HfError::Unsupported(
-            "exporting a LayerNorm model: the LLaMA family in transformers uses RMSNorm".into(),
-        ));
+        return Err(unsupported_kind(config.norm_kind));
     }
     let (model_type, architecture) =
         if config.qkv_bias { ("qwen2", "Qwen2ForCausalLM") } else { ("llama", "LlamaForCausalLM") };

@@ -15,6 +15,9 @@ use crate::{Llama, LlamaConfig};
 /// The scheme's depth factors are multiplied into the weights (see
 /// [`folded_factors`](super::folded_factors)), so transformers' `LlamaForCausalLM` computes what
 /// the model computes, LNS included; `config.json` records the scheme for [`load_hf_model`](super::load_hf_model).
+/// A model a LLaMA checkpoint cannot express (a LayerNorm or DyT norm; Post-LN, DeepNorm, Mix-LN,
+/// Sandwich-LN, Peri-LN, LayerScale, SkipInit, LNS before the norm) is refused with an error
+/// naming its scheme; such a model is saved in the crate's own format instead.
 pub fn export_hf(model: &Llama, config: &LlamaConfig, dir: &Path, tokenizer: Option<&Path>) -> Result<(), HfError> {
     if model.n_layers() != config.n_layers || model.lm_head.is_none() != config.tie_embeddings {
         return Err(HfError::Unsupported("the model was not built from this config".into()));
@@ -22,9 +25,16 @@ pub fn export_hf(model: &Llama, config: &LlamaConfig, dir: &Path, tokenizer: Opt
     if dir.read_dir().is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(HfError::file(dir, "already exists and is not empty; choose a new output directory"));
     }
-    let json = hf_config_json(config)?;
-    // Schemes transformers cannot express are refused here, before anything is written.
-    let adapter = export_adapter(model)?;
+    // Norm kinds and schemes transformers cannot express are refused here, before anything is
+    // written; the error names the model's scheme.
+    let named = |error: HfError| match error {
+        HfError::Unsupported(message) => {
+            HfError::Unsupported(format!("exporting a `{}` model: {message}", config.norm_scheme))
+        }
+        error => error,
+    };
+    let json = hf_config_json(config).map_err(named)?;
+    let adapter = export_adapter(model).map_err(named)?;
     crate::io::write_dir_atomically(dir, "config.json", |tmp| {
         let text = serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?;
         std::fs::write(tmp.join("config.json"), format!("{text}\n"))?;

@@ -14,7 +14,7 @@ use burn_store::{
 
 use super::HfError;
 use crate::model::Block;
-use crate::norm::{BranchGate, Norm, Placement};
+use crate::norm::{BranchGate, NormKind, Placement};
 use crate::Llama;
 
 /// The one name map, Hugging Face name <-> module path (enum variants such as `Norm::RmsNorm`
@@ -61,17 +61,21 @@ impl NameMap {
 /// the norm weights and the `o_proj`/`down_proj` weights (exact: RMSNorm and both projections are
 /// linear in those weights), and loading divides them out again.
 ///
-/// Schemes with no such counterpart (Post-LN, Sandwich-LN, branch gates, LNS before the norm,
-/// DeepNorm's residual scale) are refused.
+/// Schemes with no such counterpart (Post-LN, Sandwich-LN, Peri-LN, branch gates, LNS before
+/// the norm, DeepNorm's residual scale) are refused.
 pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
     let plan = block.plan();
     let unsupported = |what: &str| {
         Err(HfError::Unsupported(format!(
-            "{what} has no counterpart in the Hugging Face LLaMA architecture; export supports Pre-LN, LNS (after the norm or the sub-layer) and the init-only schemes"
+            "{what} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA checkpoint; export supports Pre-LN, LNS (after the norm or the sub-layer) and the init-only schemes; {SAVE_INSTEAD}"
         )))
     };
-    if plan.placement != Placement::Pre {
-        return unsupported("a Post-LN or Sandwich-LN block");
+    match plan.placement {
+        Placement::Pre => {}
+        Placement::Post => return unsupported("a Post-LN block (post-ln, deepnorm, mix-ln)"),
+        Placement::Sandwich => {
+            return unsupported("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")
+        }
     }
     if plan.gate != BranchGate::None {
         return unsupported("a LayerScale or SkipInit gate");
@@ -83,6 +87,18 @@ pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
         return unsupported("a residual scale (DeepNorm)");
     }
     Ok([block.attn_norm.scale(), block.ffn_norm.scale(), plan.attn_output_scale, plan.ffn_output_scale])
+}
+
+/// What every refusal to export adds: the model itself is fine.
+pub(crate) const SAVE_INSTEAD: &str =
+    "the model can still be saved in this crate's own format (`save_file`, as a run directory's model.bpk)";
+
+/// The refusal of a norm kind other than RMSNorm, which no LLaMA-family checkpoint can express.
+pub(crate) fn unsupported_kind(kind: NormKind) -> HfError {
+    HfError::Unsupported(format!(
+        "a {} norm cannot be expressed in a Hugging Face LLaMA checkpoint (the LLaMA family uses RMSNorm); {SAVE_INSTEAD}",
+        kind.name()
+    ))
 }
 
 /// Multiplies the weights at some module paths by a factor, in f64 and rounded once to f32.
@@ -98,8 +114,8 @@ impl FoldAdapter {
     /// The factors of every block of `model`, or their reciprocals (`load`) to divide them out.
     fn new(model: &Llama, load: bool) -> Result<Self, HfError> {
         let norms = model.layers.iter().flat_map(|block| [&block.attn_norm, &block.ffn_norm]);
-        if std::iter::once(&model.norm).chain(norms).any(|norm| matches!(norm, Norm::LayerNorm(_))) {
-            return Err(HfError::Unsupported("a LayerNorm model: the LLaMA family uses RMSNorm".into()));
+        if let Some(norm) = std::iter::once(&model.norm).chain(norms).find(|norm| norm.kind() != NormKind::RmsNorm) {
+            return Err(unsupported_kind(norm.kind()));
         }
         let mut factors = HashMap::new();
         for (i, block) in model.layers.iter().enumerate() {

@@ -28,6 +28,8 @@ pub struct BlockOutput {
 /// Sandwich: h = x + N_a'(Attn(N_a(x)));             y = h + N_f'(FFN(N_f(h)))
 /// ```
 ///
+/// Sandwich-LN and Peri-LN share the Sandwich block; Peri-LN's embedding norm is the model's.
+///
 /// With LNS (after the norm) `N_a` and `N_f` carry the factor `1/sqrt(l)` themselves.
 #[derive(Module, Debug)]
 pub struct Block {
@@ -39,9 +41,9 @@ pub struct Block {
     pub attn_norm: Norm,
     /// The feed-forward sub-layer's norm (placed likewise).
     pub ffn_norm: Norm,
-    /// Sandwich-LN's norm on the attention output.
+    /// Sandwich-LN's and Peri-LN's norm on the attention output.
     pub attn_out_norm: Option<Norm>,
-    /// Sandwich-LN's norm on the feed-forward output.
+    /// Sandwich-LN's and Peri-LN's norm on the feed-forward output.
     pub ffn_out_norm: Option<Norm>,
     /// LayerScale (`[d_model]`) or SkipInit (`[1]`) gate on the attention output.
     pub attn_gate: Option<Param<Tensor<1>>>,
@@ -64,6 +66,7 @@ pub(crate) struct BlockShape {
     pub d_ff: usize,
     pub norm_kind: NormKind,
     pub norm_eps: f64,
+    pub dyt_alpha_init: f64,
 }
 
 impl Block {
@@ -71,7 +74,7 @@ impl Block {
     pub(crate) fn init(shape: BlockShape, plan: LayerPlan, layer: usize, device: &Device) -> Result<Self, ConfigError> {
         let d_model = shape.d_model;
         let init = plan.init;
-        let norm = |layer| shape.norm_kind.init(d_model, shape.norm_eps, layer, device);
+        let norm = |layer| shape.norm_kind.init(d_model, shape.norm_eps, shape.dyt_alpha_init, layer, device);
         let sandwich = plan.placement == Placement::Sandwich;
         let gate = || match plan.gate {
             BranchGate::None => None,

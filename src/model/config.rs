@@ -9,7 +9,7 @@ use super::block::{Block, BlockShape};
 use super::llama::Llama;
 use super::rope::{RopeScaling, RotaryEmbedding};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
-use crate::norm::{NormKind, NormScheme};
+use crate::norm::{check_alpha_init, NormKind, NormScheme, DYT_ALPHA_INIT};
 use crate::{ConfigError, Error};
 
 /// A LLaMA decoder: embeddings, `n_layers` blocks, a final norm (never depth-scaled) and an LM head.
@@ -57,9 +57,13 @@ pub struct LlamaConfig {
     /// Std of the normal init of the token embedding (0.02).
     #[config(default = 0.02)]
     pub embed_init_std: f64,
-    /// RMSNorm (default) or LayerNorm.
+    /// RMSNorm (default), LayerNorm or DyT (`rms-norm`, `layer-norm`, `dyt`).
     #[config(default = "NormKind::RmsNorm")]
     pub norm_kind: NormKind,
+    /// Initial `alpha` of every DyT norm (`norm_kind: dyt`); `None` means DyT's default 0.5 (and
+    /// lets config files written before DyT existed load). Unused by the other kinds.
+    #[config(default = "None")]
+    pub dyt_alpha_init: Option<f64>,
     /// The normalisation scheme; default LayerNorm Scaling.
     #[config(default = "NormScheme::default()")]
     pub norm_scheme: NormScheme,
@@ -69,6 +73,11 @@ impl LlamaConfig {
     /// Key/value heads (`n_heads` unless grouped-query attention is configured).
     pub fn kv_heads(&self) -> usize {
         self.n_kv_heads.unwrap_or(self.n_heads)
+    }
+
+    /// The initial `alpha` of DyT norms: `dyt_alpha_init`, or DyT's default 0.5.
+    pub fn dyt_alpha(&self) -> f64 {
+        self.dyt_alpha_init.unwrap_or(DYT_ALPHA_INIT)
     }
 
     /// Size of one attention head.
@@ -115,6 +124,7 @@ impl LlamaConfig {
         positive("norm_eps", self.norm_eps)?;
         positive("init_std", self.init_std)?;
         positive("embed_init_std", self.embed_init_std)?;
+        check_alpha_init(self.dyt_alpha())?;
         self.norm_scheme.validate()
     }
 
@@ -138,6 +148,7 @@ impl LlamaConfig {
             d_ff: self.d_ff,
             norm_kind: self.norm_kind,
             norm_eps: self.norm_eps,
+            dyt_alpha_init: self.dyt_alpha(),
         };
         let layers = (1..=self.n_layers)
             .map(|layer| {
@@ -158,8 +169,10 @@ impl LlamaConfig {
         let bias = |n: f64| if self.qkv_bias { n } else { 0.0 };
         let attention = d * d + bias(d) + 2.0 * (d * kv_dim + bias(kv_dim)) + d * d;
         let feed_forward = 3.0 * d * d_ff;
-        let norm = self.norm_kind.num_params(1) as f64 * d;
-        let norms_per_block = if self.norm_scheme == NormScheme::SandwichLn { 4.0 } else { 2.0 };
+        let norm = self.norm_kind.num_params(self.d_model) as f64;
+        let norms_per_block = self.norm_scheme.norms_per_block() as f64;
+        // The final norm, and Peri-LN's embedding norm.
+        let model_norms = if self.norm_scheme.embedding_norm() { 2.0 } else { 1.0 };
         let gates = match self.norm_scheme {
             NormScheme::LayerScale { .. } => 2.0 * d,
             NormScheme::SkipInit { .. } => 2.0,
@@ -169,7 +182,7 @@ impl LlamaConfig {
         let embeddings = vocab * d;
         let head = if self.tie_embeddings { 0.0 } else { vocab * d };
         // `as` saturates at usize::MAX.
-        (embeddings + n_layers * block + norm + head) as usize
+        (embeddings + n_layers * block + model_norms * norm + head) as usize
     }
 
     /// An error unless the parameters, `float_bytes` bytes each (16 to train in f32: the weights,

@@ -19,6 +19,8 @@ use crate::ConfigError;
 pub struct Llama {
     /// Token embedding, `[vocab, d_model]`.
     pub embed_tokens: Embedding,
+    /// Peri-LN's norm on the embedding output (never depth-scaled); `None` under other schemes.
+    pub embed_norm: Option<Norm>,
     /// The blocks, bottom (layer 1) first.
     pub layers: Vec<Block>,
     /// The final norm before the LM head; never depth-scaled.
@@ -35,7 +37,7 @@ pub struct ForwardTrace {
     /// `[batch, seq, vocab]`.
     pub logits: Tensor<3>,
     /// `n_layers + 1` states `[batch, seq, d_model]`: `hidden[0]` is the embedding output (block 1's
-    /// input), `hidden[l]` the output of block `l`.
+    /// input, so after Peri-LN's embedding norm), `hidden[l]` the output of block `l`.
     pub hidden: Vec<Tensor<3>>,
     /// `n_layers` states: `after_attention[l - 1]` is block `l`'s state after its attention residual.
     pub after_attention: Vec<Tensor<3>>,
@@ -58,8 +60,9 @@ impl Llama {
                 device,
             )
         });
-        let norm = config.norm_kind.init(config.d_model, config.norm_eps, 1, device)?;
-        Ok(Self { embed_tokens, layers, norm, lm_head, rope })
+        let norm = || config.norm_kind.init(config.d_model, config.norm_eps, config.dyt_alpha(), 1, device);
+        let embed_norm = config.norm_scheme.embedding_norm().then(norm).transpose()?;
+        Ok(Self { embed_tokens, embed_norm, layers, norm: norm()?, lm_head, rope })
     }
 
     /// The number of blocks.
@@ -163,6 +166,9 @@ impl Llama {
         let offset = cache.as_ref().map_or(0, |cache| cache.len());
         let rope = self.rope.tables(offset, seq, &device);
         let mut x = self.embed_tokens.forward(tokens); // [batch, seq, d_model]
+        if let Some(norm) = &self.embed_norm {
+            x = norm.forward(x);
+        }
         if let Some(trace) = trace.as_mut() {
             trace.hidden.push(x.clone());
         }

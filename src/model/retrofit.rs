@@ -3,12 +3,14 @@
 //! reference's `apply_cod_mitigation_to_llama(model)`.
 
 use super::{Llama, LlamaConfig};
+use crate::norm::Norm;
 use crate::{ConfigError, NormScheme};
 
 /// `model` (built from `config`) under `scheme`: every weight is kept; only what the scheme
 /// derives from the layer number changes (LNS's `1/sqrt(l)` factors, DeepNorm's residual scale,
 /// Post-LN placement). Parameters the new scheme adds (LayerScale/SkipInit gates, Sandwich-LN's
-/// output norms) start at the scheme's init; those it drops are discarded.
+/// and Peri-LN's output norms, Peri-LN's embedding norm) start at the scheme's init; those it
+/// drops are discarded.
 ///
 /// Returns the model and its new config.
 pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Result<(Llama, LlamaConfig), ConfigError> {
@@ -25,6 +27,7 @@ pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Resul
     new.embed_tokens = model.embed_tokens;
     new.lm_head = model.lm_head;
     new.norm = new.norm.with_weights_of(&model.norm)?;
+    new.embed_norm = keep_weights(new.embed_norm, &model.embed_norm)?;
     let blocks = std::mem::take(&mut new.layers);
     new.layers = blocks
         .into_iter()
@@ -34,14 +37,8 @@ pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Resul
             block.mlp = old.mlp;
             block.attn_norm = block.attn_norm.with_weights_of(&old.attn_norm)?;
             block.ffn_norm = block.ffn_norm.with_weights_of(&old.ffn_norm)?;
-            block.attn_out_norm = match (block.attn_out_norm.take(), &old.attn_out_norm) {
-                (Some(norm), Some(old_norm)) => Some(norm.with_weights_of(old_norm)?),
-                (norm, _) => norm,
-            };
-            block.ffn_out_norm = match (block.ffn_out_norm.take(), &old.ffn_out_norm) {
-                (Some(norm), Some(old_norm)) => Some(norm.with_weights_of(old_norm)?),
-                (norm, _) => norm,
-            };
+            block.attn_out_norm = keep_weights(block.attn_out_norm.take(), &old.attn_out_norm)?;
+            block.ffn_out_norm = keep_weights(block.ffn_out_norm.take(), &old.ffn_out_norm)?;
             if block.attn_gate.is_some() && old.attn_gate.is_some() {
                 block.attn_gate = old.attn_gate;
             }
@@ -52,4 +49,12 @@ pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Resul
         })
         .collect::<Result<Vec<_>, ConfigError>>()?;
     Ok((new, new_config))
+}
+
+/// An optional norm of the new model with the weights of the old model's, where both have it.
+fn keep_weights(norm: Option<Norm>, old: &Option<Norm>) -> Result<Option<Norm>, ConfigError> {
+    match (norm, old) {
+        (Some(norm), Some(old)) => Ok(Some(norm.with_weights_of(old)?)),
+        (norm, _) => Ok(norm),
+    }
 }

@@ -1,6 +1,7 @@
-//! The method: LayerNorm Scaling modules, its functional form, and every normalisation scheme.
+//! The method: LayerNorm Scaling modules (RMSNorm, LayerNorm, Dynamic Tanh), its functional form, and every normalisation scheme.
 
 mod depth_scale;
+mod dynamic_tanh;
 mod layer_norm_scaling;
 #[allow(clippy::module_inception)]
 mod norm;
@@ -9,6 +10,8 @@ mod scheme;
 
 pub(crate) use depth_scale::scale_unless_one;
 pub use depth_scale::{apply_depth_scale, depth_scale};
+pub(crate) use dynamic_tanh::check_alpha_init;
+pub use dynamic_tanh::{DynamicTanhScaling, DynamicTanhScalingConfig, DYT_ALPHA_INIT};
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};

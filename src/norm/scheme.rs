@@ -1,4 +1,5 @@
-//! Every normalisation scheme the paper compares, each resolved per layer into a [`LayerPlan`].
+//! Every normalisation scheme the paper compares, plus Peri-LN, each resolved per layer into a
+//! [`LayerPlan`].
 //!
 //! This file is the one place where a scheme's formula lives; the transformer block only
 //! executes the plan. Notation: `N` a norm, `F` a sub-layer (attention or feed-forward),
@@ -18,7 +19,21 @@
 //! | LayerScale | `x + diag(lambda) F(N(x))`, `lambda` learnable per channel | plain |
 //! | SkipInit | `x + a F(N(x))`, `a` a learnable scalar | plain |
 //! | Sandwich-LN | `x + N2(F(N1(x)))` | plain |
-
+//! | Peri-LN | `x + N2(F(N1(x)))`, and block 1's input is `Ne(embedding)` | plain |
+//!
+//! Every model also has a final norm before the LM head, never depth-scaled. `N` is any
+//! [`NormKind`](super::NormKind) (RMSNorm, LayerNorm or DyT); each carries the LNS factor, so
+//! `lns` over DyT is `x + F(DyT(x) / sqrt(l))`.
+//!
+//! Sandwich-LN vs Peri-LN: the blocks are the same (one [`Placement::Sandwich`], a norm on each
+//! sub-layer's input and one on its output, inside the residual branch). Peri-LN (Kim et al. 2025;
+//! OLMo-core's `PeriNormTransformerBlock` with its embedding norm) also normalises the embedding
+//! output once, so the residual stream starts at the norm's scale instead of the embedding's
+//! init std (0.02); Sandwich-LN (CogView) feeds the raw embedding to block 1. Neither takes the
+//! LNS factor: each output norm already fixes its branch's contribution to the residual at
+//! `gamma`'s scale, so the hidden-state variance grows at most linearly with depth instead of the
+//! growth LNS corrects, and a `1/sqrt(l)` on an output norm would only reparametrise its learnable
+//! `gamma` (`gamma / sqrt(l)`).
 use core::fmt;
 use core::str::FromStr;
 
@@ -103,8 +118,10 @@ pub enum NormScheme {
         #[serde(default = "default_skip_init")]
         init: f64,
     },
-    /// Sandwich-LN: `x + N2(F(N1(x)))`.
+    /// Sandwich-LN: `x + N2(F(N1(x)))`; block 1 takes the embedding as it is.
     SandwichLn,
+    /// Peri-LN: Sandwich-LN's blocks, `x + N2(F(N1(x)))`, plus a norm on the embedding output.
+    PeriLn,
 }
 
 fn default_post_ln_fraction() -> f64 {
@@ -131,7 +148,7 @@ pub enum Placement {
     Pre,
     /// `N(alpha x + F(x))`.
     Post,
-    /// `x + N2(F(N1(x)))`.
+    /// `x + N2(F(N1(x)))` (Sandwich-LN and Peri-LN).
     Sandwich,
 }
 
@@ -216,6 +233,19 @@ impl NormScheme {
         }
     }
 
+    /// Whether the embedding output is normalised before block 1 (Peri-LN).
+    pub fn embedding_norm(&self) -> bool {
+        *self == NormScheme::PeriLn
+    }
+
+    /// Norms in each block: 4 with a norm on each sub-layer's output (Sandwich-LN, Peri-LN), else 2.
+    pub fn norms_per_block(&self) -> usize {
+        match self {
+            NormScheme::SandwichLn | NormScheme::PeriLn => 4,
+            _ => 2,
+        }
+    }
+
     /// DeepNorm's residual factor `alpha = (2L)^(1/4)`.
     pub fn deepnorm_alpha(n_layers: usize) -> f64 {
         (2.0 * n_layers as f64).powf(0.25)
@@ -279,7 +309,8 @@ impl NormScheme {
             }
             NormScheme::LayerScale { init } => plan.gate = BranchGate::PerChannel { init },
             NormScheme::SkipInit { init } => plan.gate = BranchGate::Scalar { init },
-            NormScheme::SandwichLn => plan.placement = Placement::Sandwich,
+            // Peri-LN's embedding norm is the model's, not a block's: see `embedding_norm`.
+            NormScheme::SandwichLn | NormScheme::PeriLn => plan.placement = Placement::Sandwich,
         }
         Ok(plan)
     }
@@ -297,13 +328,14 @@ impl NormScheme {
             NormScheme::LayerScale { init: default_layer_scale_init() },
             NormScheme::SkipInit { init: default_skip_init() },
             NormScheme::SandwichLn,
+            NormScheme::PeriLn,
         ]);
         all
     }
 }
 
 const SCHEME_NAMES: &str = "pre-ln, lns[:after-norm|before-norm|after-sublayer|after-attention|after-ffn], \
-post-ln, deepnorm, mix-ln[:FRACTION], scaled-init, depth-scaled-init, layer-scale[:INIT], skip-init[:INIT], sandwich-ln";
+post-ln, deepnorm, mix-ln[:FRACTION], scaled-init, depth-scaled-init, layer-scale[:INIT], skip-init[:INIT], sandwich-ln, peri-ln";
 
 impl fmt::Display for NormScheme {
     /// The string form that [`FromStr`] parses back.
@@ -320,6 +352,7 @@ impl fmt::Display for NormScheme {
             NormScheme::LayerScale { init } => write!(f, "layer-scale:{init}"),
             NormScheme::SkipInit { init } => write!(f, "skip-init:{init}"),
             NormScheme::SandwichLn => write!(f, "sandwich-ln"),
+            NormScheme::PeriLn => write!(f, "peri-ln"),
         }
     }
 }
@@ -359,6 +392,7 @@ impl FromStr for NormScheme {
             "layer-scale" | "layerscale" => NormScheme::LayerScale { init: number(default_layer_scale_init())? },
             "skip-init" | "skipinit" => NormScheme::SkipInit { init: number(default_skip_init())? },
             "sandwich-ln" | "sandwich" => NormScheme::SandwichLn,
+            "peri-ln" | "periln" | "peri" => NormScheme::PeriLn,
             _ => return Err(unknown()),
         };
         if arg.is_some()
@@ -397,5 +431,16 @@ pub mod scheme_as_string {
         Option::<String>::deserialize(deserializer)?
             .map(|text| text.parse::<NormScheme>().map_err(serde::de::Error::custom))
             .transpose()
+    }
+}
+
+impl NormScheme {
+    /// One of every scheme, with its default argument (LNS at its paper position), in the order
+    /// of [`SCHEME_NAMES`]: what a sweep over `all` trains.
+    pub fn every() -> Vec<NormScheme> {
+        SCHEME_NAMES
+            .split(", ")
+            .map(|name| name.split('[').next().unwrap_or(name).parse().expect("every listed name parses"))
+            .collect()
     }
 }

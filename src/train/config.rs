@@ -44,9 +44,13 @@ pub struct TrainConfig {
     /// (`cuda:0,cuda:1`) for data-parallel training, the first device holding the optimiser.
     #[arg(long, required = false)]
     pub device: String,
-    /// Text files, folders, JSONL or JSONL.gz shards; empty for the built-in corpus.
+    /// Corpus files and folders: text, JSON lines or JSON (`.jsonl`, `.json`, either `.gz`), or
+    /// nanoGPT / llm.c token files (`.bin`); empty for the built-in corpus (docs/data.md).
     #[arg(long, num_args = 1..)]
     pub data: Vec<PathBuf>,
+    /// The JSON field that holds each document's text in JSON-lines and JSON corpora.
+    #[arg(long, required = false)]
+    pub text_field: String,
     /// Documents of the built-in corpus.
     #[arg(long, required = false)]
     pub builtin_docs: usize,
@@ -150,6 +154,7 @@ impl Default for TrainConfig {
             norm: None,
             device: "auto".into(),
             data: Vec::new(),
+            text_field: crate::data::DEFAULT_TEXT_FIELD.into(),
             builtin_docs: 20_000,
             tokenizer: "byte".into(),
             seq_len: 128,
@@ -239,6 +244,11 @@ impl TrainConfig {
                  train; lower them",
                 self.batch_size, self.grad_accum, self.seq_len, self.steps
             )));
+        }
+        if self.text_field.is_empty() {
+            return Err(ConfigError::Conflict(
+                "`text_field` is empty; give the JSON field that holds the documents' text (default `text`)".into(),
+            ));
         }
         if let (Some(save), Some(eval)) = (self.save_every, self.eval_every) {
             if save % eval != 0 {

@@ -269,7 +269,7 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.seed }
     } else {
-        CorpusSource::Files(config.data.clone())
+        CorpusSource::Files { paths: config.data.clone(), text_field: config.text_field.clone() }
     };
     let out = &config.out;
     // Beside the run directory (never inside it: `--out .` must stay a run of ours only).

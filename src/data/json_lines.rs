@@ -1,0 +1,106 @@
+//! JSON corpora: JSON lines (one object per line, C4's and most datasets' layout) and a JSON
+//! array of objects; each object is one document, its text in one string field (`--text-field`).
+
+use std::fmt::Display;
+use std::io::BufRead;
+
+use serde_json::{Map, Value};
+
+use crate::data::DataError;
+
+/// The field that holds a document's text unless `--text-field` says otherwise.
+pub const DEFAULT_TEXT_FIELD: &str = "text";
+
+/// The keys of `line` when it is a JSON object (the sign of a JSON-lines file), else `None`.
+pub fn object_keys(line: &str) -> Option<Vec<String>> {
+    match serde_json::from_str::<Value>(line.trim()) {
+        Ok(Value::Object(object)) => Some(object.keys().cloned().collect()),
+        _ => None,
+    }
+}
+
+/// The keys, quoted and comma-separated (the first 12).
+pub fn show_keys<'a>(keys: impl IntoIterator<Item = &'a String>) -> String {
+    let keys: Vec<String> = keys.into_iter().map(|key| format!("`{key}`")).collect();
+    let more = if keys.len() > 12 { format!(", ... ({} keys)", keys.len()) } else { String::new() };
+    format!("{}{more}", keys.iter().take(12).cloned().collect::<Vec<_>>().join(", "))
+}
+
+/// Calls `each` with the `field` of every line's object; blank lines are skipped. `shown` names
+/// the file in errors, with the line number.
+pub fn read_json_lines(
+    reader: impl BufRead,
+    shown: &str,
+    field: &str,
+    each: &mut dyn FnMut(&str) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    for (number, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let place = format!("{shown}:{}", number + 1);
+        let value: Value = serde_json::from_str(&line).map_err(|e| {
+            DataError::Corpus(format!("{place}: not a JSON object (a JSON-lines file holds one object per line): {e}"))
+        })?;
+        let Value::Object(object) = value else {
+            return Err(DataError::Corpus(format!(
+                "{place}: not a JSON object (a JSON-lines file holds one object per line) but {}",
+                kind(&value)
+            )));
+        };
+        each(text_of(&object, field, &place)?)?;
+    }
+    Ok(())
+}
+
+/// Calls `each` with the `field` of every object of a JSON array (the whole file is parsed).
+pub fn read_json_array(
+    reader: impl BufRead,
+    shown: &str,
+    field: &str,
+    each: &mut dyn FnMut(&str) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    let items: Vec<Value> = serde_json::from_reader(reader).map_err(|e| {
+        DataError::Corpus(format!(
+            "{shown}: not a JSON array of objects ({e}); a JSON corpus file holds JSON lines (one object per line) \
+             or one array of objects"
+        ))
+    })?;
+    for (index, item) in items.iter().enumerate() {
+        let place = format!("{shown}: array item {}", index + 1);
+        let Value::Object(object) = item else {
+            return Err(DataError::Corpus(format!("{place} is {}, not a JSON object", kind(item))));
+        };
+        each(text_of(object, field, &place)?)?;
+    }
+    Ok(())
+}
+
+/// The string `field` of `object`; `place` names the object in errors.
+fn text_of<'a>(object: &'a Map<String, Value>, field: &str, place: &dyn Display) -> Result<&'a str, DataError> {
+    match object.get(field) {
+        Some(Value::String(text)) => Ok(text),
+        Some(other) => Err(DataError::Corpus(format!(
+            "{place}: the field `{field}` is {}, not a string of text; choose the text field with --text-field",
+            kind(other)
+        ))),
+        None => Err(DataError::Corpus(format!(
+            "{place}: the object has no field `{field}` (its keys: {}); choose the field that holds the text with \
+             --text-field",
+            show_keys(object.keys())
+        ))),
+    }
+}
+
+/// What a JSON value is, for messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,105 @@
+//! `DynamicTanhScaling`: Dynamic Tanh (DyT, "Transformers without Normalization", Zhu et al. 2025),
+//! the element-wise replacement of a norm, with its output multiplied by `1/sqrt(layer)`.
+
+use burn::config::Config;
+use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
+use burn::nn::Initializer;
+use burn::tensor::{Device, Tensor};
+
+use super::depth_scale::{check_norm_config, factor};
+use crate::ConfigError;
+
+/// DyT's default initial `alpha`.
+pub const DYT_ALPHA_INIT: f64 = 0.5;
+
+/// Configuration of [`DynamicTanhScaling`].
+#[derive(Config, Debug)]
+pub struct DynamicTanhScalingConfig {
+    /// The size of the last (feature) dimension.
+    pub d_model: usize,
+    /// The 1-based number of the layer this norm belongs to; the output is scaled by `1/sqrt(layer)`.
+    pub layer: usize,
+    /// Initial value of the learnable scalar `alpha` (DyT's default 0.5; the paper lowers it for
+    /// wide LLMs).
+    #[config(default = "DYT_ALPHA_INIT")]
+    pub alpha_init: f64,
+}
+
+impl DynamicTanhScalingConfig {
+    /// Builds the module with `alpha = alpha_init`, `gamma = 1` and `beta = 0`.
+    ///
+    /// Fails for layer 0, `d_model = 0` or an `alpha_init` that is not a finite number > 0.
+    pub fn init(&self, device: &Device) -> Result<DynamicTanhScaling, ConfigError> {
+        // DyT has no epsilon: 1.0 stands in for the check shared with the other norms.
+        check_norm_config(self.d_model, self.layer, 1.0)?;
+        check_alpha_init(self.alpha_init)?;
+        Ok(DynamicTanhScaling {
+            alpha: Initializer::Constant { value: self.alpha_init }.init([1], device),
+            gamma: Initializer::Ones.init([self.d_model], device),
+            beta: Initializer::Zeros.init([self.d_model], device),
+            layer: self.layer,
+        })
+    }
+}
+
+/// An error unless DyT's `alpha_init` is a finite number > 0.
+pub(crate) fn check_alpha_init(alpha_init: f64) -> Result<(), ConfigError> {
+    if alpha_init > 0.0 && alpha_init.is_finite() {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange { field: "dyt_alpha_init", value: alpha_init, expected: "a finite number > 0" })
+    }
+}
+
+/// Dynamic Tanh with LayerNorm Scaling:
+///
+/// `Y = (gamma * tanh(alpha * X) + beta) / sqrt(l)`
+///
+/// Element-wise, so no statistics over the features and no epsilon. `alpha` is one learnable
+/// scalar; `gamma` and `beta` are per feature, as LayerNorm's. As in the other norms, the factor
+/// derives from the layer number in the config and is never stored.
+#[derive(Module, Debug)]
+#[module(custom_display)]
+pub struct DynamicTanhScaling {
+    /// The learnable input scale, `[1]`, initialised to `alpha_init`.
+    pub alpha: Param<Tensor<1>>,
+    /// The learnable per-feature scale, `[d_model]`, initialised to 1.
+    pub gamma: Param<Tensor<1>>,
+    /// The learnable per-feature shift, `[d_model]`, initialised to 0.
+    pub beta: Param<Tensor<1>>,
+    /// The 1-based layer number; never 0.
+    layer: usize,
+}
+
+impl DynamicTanhScaling {
+    /// The 1-based layer number.
+    pub fn layer(&self) -> usize {
+        self.layer
+    }
+
+    /// The factor `1/sqrt(layer)` applied to the output.
+    pub fn scale(&self) -> f64 {
+        factor(self.layer)
+    }
+
+    /// Applies DyT element-wise. Shapes: `[..., d_model] -> [..., d_model]`.
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        // s * (gamma * t + beta) = t * (s * gamma) + s * beta: d_model multiplications, not a pass over x.
+        let scale = self.scale();
+        let alpha = self.alpha.val().unsqueeze::<D>(); // [1, ..., 1]
+        let gamma = (self.gamma.val() * scale).unsqueeze::<D>(); // [1, ..., d_model]
+        let beta = (self.beta.val() * scale).unsqueeze::<D>();
+        (x * alpha).tanh() * gamma + beta
+    }
+}
+
+impl ModuleDisplay for DynamicTanhScaling {
+    fn custom_settings(&self) -> Option<DisplaySettings> {
+        DisplaySettings::new().with_new_line_after_attribute(false).optional()
+    }
+
+    fn custom_content(&self, content: Content) -> Option<Content> {
+        let [d_model] = self.gamma.shape().dims();
+        content.add("d_model", &d_model).add("layer", &self.layer).optional()
+    }
+}
