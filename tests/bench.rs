@@ -72,3 +72,17 @@ fn the_bench_refuses_bad_input_with_a_message() {
         assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_bf16_step_draws_token_ids_inside_the_vocabulary() {
+    // 2,048 ids over a 256-token vocabulary: drawn as floats and cast in bf16, about one in 512
+    // rounded up to 256 and the embedding lookup failed.
+    let output = Command::new(example("bench"))
+        .args(["--model", "tiny", "--seq-len", "256", "--batch-size", "8", "--iters", "1", "--warmup-iters", "0"])
+        .args(["--device", "flex", "--bf16", "true"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.lines().any(|l| l.starts_with("flex") && l.contains("bf16") && !l.contains("skipped")), "{stdout}");
+}

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{cpu, example, quick, ParamValues};
+use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig};
 use layernorm_scaling::Error;
@@ -141,12 +142,12 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
         "not a training run's",
     );
     assert_eq!(snapshot(&foreign), before);
-    // A file where the run's log folder belongs.
+    // A file where the run's checkpoint folder belongs.
     let config = finished_run(dir.path());
-    std::fs::remove_dir_all(config.out.join("valid")).unwrap();
-    std::fs::write(config.out.join("valid"), "not a folder").unwrap();
-    expect_error(&config, Start::Overwrite, "`valid` should be a directory");
-    assert_eq!(std::fs::read_to_string(config.out.join("valid")).unwrap(), "not a folder");
+    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
+    std::fs::write(config.out.join("checkpoint"), "not a folder").unwrap();
+    expect_error(&config, Start::Overwrite, "`checkpoint` should be a directory");
+    assert_eq!(std::fs::read_to_string(config.out.join("checkpoint")).unwrap(), "not a folder");
 }
 
 #[test]
@@ -367,15 +368,15 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
 
 /// The last value of each epoch's log of `metric` (the epoch's aggregate), and its batch values.
 fn epoch_log(out: &Path, split: &str, epoch: usize, metric: &str) -> (Vec<(f64, usize)>, Option<f64>) {
-    let text = std::fs::read_to_string(out.join(format!("{split}/epoch-{epoch}/{metric}.log"))).unwrap();
+    let rows = read_metrics(out).unwrap();
+    let rows = rows.iter().filter(|r| r.split == split && r.epoch == epoch && r.metric == metric);
     let mut batches = Vec::new();
     let mut last = None;
-    for line in text.lines() {
-        let (value, count) = line.split_once(',').unwrap();
-        if count == "final" {
-            last = Some(value.parse().unwrap());
+    for row in rows {
+        if row.is_final {
+            last = Some(row.value);
         } else {
-            batches.push((value.parse().unwrap(), count.parse().unwrap()));
+            batches.push((row.value, row.count.unwrap_or(1)));
         }
     }
     (batches, last)
@@ -399,7 +400,7 @@ fn perplexity_is_exp_of_the_token_weighted_mean_loss_and_grad_norms_are_reproduc
     assert!((perplexity - mean.exp()).abs() < 1e-9 * perplexity, "{perplexity} vs exp({mean})");
     // One gradient norm per optimiser step (the last of its two micro-batches), the same in both runs.
     let norms_of = |out: &Path, epoch: usize| -> Vec<f64> {
-        let (norms, _) = epoch_log(out, "train", epoch, "Gradient_norm");
+        let (norms, _) = epoch_log(out, "train", epoch, "Gradient norm");
         norms.into_iter().filter(|(_, count)| *count > 0).map(|(norm, _)| norm).collect()
     };
     assert_eq!(norms_of(out, 1).len(), 2, "two steps an epoch");
@@ -470,8 +471,13 @@ fn killed_trainings_always_resume_to_the_uninterrupted_result_and_leave_no_stray
         weights(&killed) == weights(&whole),
         "the killed and resumed run ends with the uninterrupted run's weights"
     );
-    let losses = |out: &Path| std::fs::read_to_string(out.join("valid/epoch-6/Loss.log")).unwrap();
+    // Every loss of the killed run's metrics.jsonl, each logged once, is the uninterrupted run's.
+    let losses = |out: &Path| -> Vec<(String, usize, usize, u64)> {
+        let rows = read_metrics(out).unwrap().into_iter().filter(|r| r.metric == "Loss");
+        rows.map(|r| (r.split, r.epoch, r.batch, r.value.to_bits())).collect()
+    };
     assert_eq!(losses(&killed), losses(&whole));
+    assert!(losses(&whole).iter().any(|(split, epoch, _, _)| split == "valid" && *epoch == 6));
     for sub in [killed.clone(), killed.join("checkpoint")] {
         for entry in std::fs::read_dir(&sub).unwrap().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();

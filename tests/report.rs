@@ -8,11 +8,13 @@ use std::sync::Arc;
 
 use common::{assert_png_not_blank, cpu, example, quick};
 use layernorm_scaling::analysis::{
-    analyze, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap, LineChart,
+    analyze, angular_heatmap, normalize_per_n, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap,
+    LineChart, Report,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
+use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::measure::read_tracking;
-use layernorm_scaling::train::{read_metric_logs, train, Start, TrainConfig};
+use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::LlamaConfig;
 
 fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> PackedDataset {
@@ -53,7 +55,7 @@ fn a_report_is_written_whole_with_every_figure() {
     let data = builtin_data(dir.path(), 200, 32);
     let model = LlamaConfig::tiny().init(&cpu()).unwrap();
     let mut calls = Vec::new();
-    let options = AnalysisOptions { batch_size: 4, batches: 2, layers: Vec::new() };
+    let options = AnalysisOptions { batch_size: 4, batches: 2, ..AnalysisOptions::default() };
     let report = analyze(&model, &data, &options, &mut |done, total| calls.push((done, total))).unwrap();
     assert_eq!(calls.last(), Some(&(5, 5)));
     assert_eq!(
@@ -131,6 +133,7 @@ fn charts_and_heatmaps_are_valid_non_blank_pngs() {
         x_label: "l".into(),
         y_label: "n".into(),
         value_label: "d".into(),
+        x_start: 0,
         y_start: 1,
         cells: vec![vec![0.0, 0.5, 1.0], vec![0.2, f64::NAN], vec![0.9]],
         small_is_bright: true,
@@ -155,7 +158,7 @@ fn charts_and_heatmaps_are_valid_non_blank_pngs() {
 fn a_comparison_overlays_the_runs_and_tabulates_them() {
     let dir = tempfile::tempdir().unwrap();
     let data = builtin_data(dir.path(), 200, 32);
-    let options = AnalysisOptions { batch_size: 4, batches: 1, layers: Vec::new() };
+    let options = AnalysisOptions { batch_size: 4, batches: 1, ..AnalysisOptions::default() };
     let runs: Vec<ComparedRun> = ["pre-ln", "lns"]
         .iter()
         .zip(unique_labels(&["x y".into(), "x y".into()]))
@@ -201,9 +204,10 @@ fn training_records_variance_and_per_layer_gradient_norms() {
         assert!(r.grad_norm.iter().all(|g| g.is_finite() && *g > 0.0), "{r:?}");
     }
     // The blocks' gradients are part of the step's global gradient norm (logged as a metric).
-    let logged: Vec<f64> = read_metric_logs(&out)
+    let logged: Vec<f64> = read_metrics(&out)
+        .unwrap()
         .into_iter()
-        .filter(|row| row.split == "train" && row.metric.contains("Grad"))
+        .filter(|row| row.split == "train" && row.metric.contains("Grad") && row.is_batch_value())
         .map(|row| row.value)
         .collect();
     assert_eq!(logged.len(), 6);
@@ -388,4 +392,26 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
         "{stderr}"
     );
     assert!(!mismatched.join("analysis").exists());
+}
+
+#[test]
+fn the_angular_heatmap_of_a_trained_model_shows_the_blocks_structure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let trained = train(&quick(&out, 40, 20), Start::New).unwrap();
+    let data = builtin_data(dir.path(), 200, 64);
+    let options = AnalysisOptions { batch_size: 4, batches: 2, ..AnalysisOptions::default() };
+    let report = analyze(&trained.model, &data, &options, &mut |_, _| {}).unwrap();
+    // From the first block (the default), each row n spans [0, 1] over the blocks, so the cells
+    // outside the first column are not one colour.
+    let heatmap = angular_heatmap(&report);
+    assert_eq!((heatmap.x_start, heatmap.cells.len()), (1, 3));
+    let rest: Vec<f64> = heatmap.cells[1..].iter().flatten().copied().collect();
+    let spread =
+        rest.iter().copied().fold(f64::NEG_INFINITY, f64::max) - rest.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(spread > 0.5, "cells outside the first column: {rest:?}");
+    // From the embedding output (the option), the first column is the embedding's.
+    let with_embedding = angular_heatmap(&Report { heatmap_from_embedding: true, ..report.clone() });
+    assert_eq!((with_embedding.x_start, with_embedding.cells.len()), (0, 4));
+    assert_eq!(with_embedding.cells, normalize_per_n(&report.angular_distance));
 }

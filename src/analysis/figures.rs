@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use super::angular::normalize_per_n;
 use super::plot::{Heatmap, LineChart};
 use super::Report;
 use crate::measure::TrackRecord;
@@ -26,6 +27,24 @@ fn spread(len: usize, max: usize) -> Vec<usize> {
     picked
 }
 
+/// The angular-distance heatmap (the paper's figure 5): `d(l, l+n)` with each row `n` min-max
+/// normalised over `l`. It starts at the first block (`l = 1`): the embedding output is far from
+/// every block, and normalising with it leaves the blocks one colour. With
+/// `report.heatmap_from_embedding` it starts at the embedding output (`l = 0`).
+pub fn angular_heatmap(report: &Report) -> Heatmap {
+    let first = usize::from(!report.heatmap_from_embedding).min(report.angular_distance.len());
+    Heatmap {
+        title: "Angular distance d(l, l+n), each row n normalised over l".into(),
+        x_label: if first == 0 { "layer l (0 = embedding output)" } else { "layer l" }.into(),
+        y_label: "layers ahead n".into(),
+        value_label: "normalised distance d(l, l+n)".into(),
+        x_start: first,
+        y_start: 1,
+        cells: normalize_per_n(&report.angular_distance[first..]),
+        small_is_bright: true,
+    }
+}
+
 /// Writes the PNG figures of one model's report into `dir`; returns the file names.
 pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<String>> {
     let mut written = Vec::new();
@@ -41,15 +60,7 @@ pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<
             .with_log_y(true);
     save("variance.png", variance.write_png(&dir.join("variance.png")))?;
 
-    let angular = Heatmap {
-        title: "Angular distance d(l, l+n), each row n normalised over l".into(),
-        x_label: "layer l".into(),
-        y_label: "layers ahead n".into(),
-        value_label: "normalised distance d(l, l+n)".into(),
-        y_start: 1,
-        cells: report.angular_distance_normalized.clone(),
-        small_is_bright: true,
-    };
+    let angular = angular_heatmap(report);
     save("angular_distance.png", angular.write_png(&dir.join("angular_distance.png")))?;
 
     let identity = LineChart::new("How far each block is from the identity", "layer", "||f(x)|| / ||x||")

@@ -10,13 +10,17 @@ mod multiple_choice;
 mod plot;
 mod pruning;
 mod report;
+#[cfg(feature = "train")]
+mod sweep_report;
 mod trace_statistics;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use comparison::{unique_labels, write_comparison, ComparedRun, RunSummary};
-pub use figures::{write_comparison_figures, write_report_figures, write_tracking_figures};
+pub use figures::{angular_heatmap, write_comparison_figures, write_report_figures, write_tracking_figures};
 pub use identity::{identity_ratios, update_ratio};
 pub use multiple_choice::{continuation_log_likelihood, read_choice_items, score_choices, ChoiceAccuracy, ChoiceItem};
 pub use plot::{Heatmap, LineChart, Series};
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report};
+#[cfg(feature = "train")]
+pub use sweep_report::{results_markdown, sweep_results, write_sweep_report, LossCurves, SchemeResult};

@@ -52,6 +52,8 @@ pub struct Heatmap {
     pub y_label: String,
     /// Label of the colour scale.
     pub value_label: String,
+    /// The x value of the first column.
+    pub x_start: usize,
     /// The y value of each column's first cell.
     pub y_start: usize,
     /// The cells, column by column.
@@ -229,7 +231,7 @@ impl Heatmap {
         };
         let columns = self.cells.len().max(1);
         let rows = self.cells.iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let y_start = self.y_start as f64;
+        let (x_start, y_start) = (self.x_start as f64, self.y_start as f64);
         let reverse = self.small_is_bright;
         let colour_of =
             move |v: f64| ViridisRGB::get_color_normalized(if reverse { max + min - v } else { v }, min, max);
@@ -240,7 +242,10 @@ impl Heatmap {
                 .margin(16)
                 .x_label_area_size(52)
                 .y_label_area_size(64)
-                .build_cartesian_2d(-0.5..columns as f64 - 0.5, y_start - 0.5..y_start + rows as f64 - 0.5)
+                .build_cartesian_2d(
+                    x_start - 0.5..x_start + columns as f64 - 0.5,
+                    y_start - 0.5..y_start + rows as f64 - 0.5,
+                )
                 .map_err(plot_error)?;
             chart
                 .configure_mesh()
@@ -257,7 +262,7 @@ impl Heatmap {
                 .map_err(plot_error)?;
             let cells = self.cells.iter().enumerate().flat_map(|(x, column)| {
                 column.iter().enumerate().filter(|(_, v)| v.is_finite()).map(move |(k, &v)| {
-                    let (x, y) = (x as f64, y_start + k as f64);
+                    let (x, y) = (x_start + x as f64, y_start + k as f64);
                     let colour = colour_of(v);
                     Rectangle::new([(x - 0.5, y - 0.5), (x + 0.5, y + 0.5)], colour.filled())
                 })

@@ -28,11 +28,14 @@ pub struct AnalysisOptions {
     /// The layers (1-based) to remove one at a time for the pruning drop, e.g. 1,4,8; empty: every layer.
     #[arg(long, value_delimiter = ',')]
     pub layers: Vec<usize>,
+    /// Start the angular-distance heatmap at the embedding output (layer 0), not the first block.
+    #[arg(long)]
+    pub heatmap_embedding: bool,
 }
 
 impl Default for AnalysisOptions {
     fn default() -> Self {
-        Self { batch_size: 8, batches: 8, layers: Vec::new() }
+        Self { batch_size: 8, batches: 8, layers: Vec::new(), heatmap_embedding: false }
     }
 }
 
@@ -63,6 +66,8 @@ pub struct Report {
     /// What training recorded with `track_every`, when the run has it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tracking: Option<Vec<TrackRecord>>,
+    /// Whether the angular-distance heatmap starts at the embedding output instead of block 1.
+    pub heatmap_from_embedding: bool,
 }
 
 /// Multiple-choice accuracy of the full model and `dP(l) = acc_pruned(l) - acc` per removed layer.
@@ -145,6 +150,7 @@ pub fn analyze(
         pruning_drop,
         multiple_choice: None,
         tracking: None,
+        heatmap_from_embedding: options.heatmap_embedding,
     })
 }
 

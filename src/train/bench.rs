@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use burn::tensor::{Device, Distribution, Int, Tensor};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::TrainStep;
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +13,7 @@ use super::run::{check_step_memory, model_config, optimizer};
 use super::step::{StepSettings, TrainingModel};
 use super::TrainConfig;
 use crate::data::LmBatch;
+use crate::seed::splitmix64;
 use crate::{set_precision, Error, Precision};
 
 /// What one benchmark measured: the same record for this crate and for PyTorch
@@ -77,8 +78,10 @@ pub fn benchmark_step(
     let mut model = Some(TrainingModel::new(model_config.init(&device)?, settings));
     let mut optim = optimizer(config);
     let (batch, seq) = (config.batch_size, config.seq_len);
-    let vocab = model_config.vocab_size as f64;
-    let tokens = Tensor::<2>::random([batch, seq + 1], Distribution::Uniform(0.0, vocab), &device).int();
+    // Token ids drawn on the host: a float draw cast to int rounds up to `vocab` in bf16.
+    let vocab = model_config.vocab_size as u64;
+    let ids: Vec<i64> = (0..batch * (seq + 1)).map(|i| (splitmix64(config.seed ^ i as u64) % vocab) as i64).collect();
+    let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, seq + 1]), &device);
     let batch_of = |tokens: &Tensor<2, Int>| LmBatch {
         inputs: tokens.clone().narrow(1, 0, seq),
         targets: tokens.clone().narrow(1, 1, seq),

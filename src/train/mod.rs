@@ -7,6 +7,7 @@ mod clip;
 mod config;
 mod export;
 mod loader;
+mod metric_logger;
 mod metrics;
 mod renderer;
 mod run;
@@ -14,19 +15,25 @@ mod run_dir;
 mod schedule;
 mod step;
 mod strategy;
+mod sweep;
 mod tracking;
 
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use checkpoint::SummedCheckpointer;
 pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
 pub use config::{OptimizerKind, TrainConfig};
-pub use export::{export_metrics, read_metric_logs, MetricRow};
+pub use export::write_metrics_csv;
 pub use loader::StepLoader;
+pub use metric_logger::{LogFailure, RunMetricLogger};
 pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
 pub use renderer::PlainRenderer;
-pub use run::{model_config, train, Start, TrainReport};
+pub use run::{model_config, train, validation_data, Start, TrainReport};
 pub use run_dir::{RunDir, LOCK_FILE, PREVIOUS_RUN, RUN_ENTRIES};
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;
+pub use sweep::{
+    parse_schemes, parse_seeds, scheme_dir_name, table_1_schemes, PairOutcome, Sweep, SweepEvent, SweepPair,
+    SweepRecord, SWEEP_FILE,
+};
 pub use tracking::{record, Tracker};

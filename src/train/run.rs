@@ -3,8 +3,8 @@
 //!
 //! The run directory holds `train.json` (the full config, every interval resolved), `model.json`
 //! and `model.bpk` (the final model), `checkpoint/{model,optim,scheduler}-<epoch>.bpk` (every
-//! `save_every` steps, the last `keep_checkpoints` and the best; each with a `.sum`), burn-train's
-//! logs, and `metrics.csv` / `metrics.jsonl`.
+//! `save_every` steps, the last `keep_checkpoints` and the best; each with a `.sum`), and
+//! `metrics.jsonl` (every metric value, as it is logged) with `metrics.csv`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -23,8 +23,9 @@ use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraini
 
 use super::checkpoint::SummedCheckpointer;
 use super::config::{OptimizerKind, TrainConfig};
-use super::export::export_metrics;
+use super::export::write_metrics_csv;
 use super::loader::StepLoader;
+use super::metric_logger::RunMetricLogger;
 use super::metrics::{flops_per_token, StepMetric};
 use super::renderer::PlainRenderer;
 use super::run_dir::RunDir;
@@ -33,7 +34,7 @@ use super::strategy::RunCheckpointing;
 use super::tracking::Tracker;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, LmBatcher, PackedDataset, Tokenizer};
 use crate::io::write_atomically;
-use crate::measure::TRACKING_FILE;
+use crate::measure::{read_metrics, METRICS_FILE, TRACKING_FILE};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::{
     first_non_finite_parameter, load_model_dir, load_run_model, read_model_dir_config, save_run_model, Llama,
@@ -265,7 +266,20 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
         device.seed(config.seed);
     }
     check_step_memory(config, &model, &devices)?;
+    let (train, valid, data) = datasets(config, &tokenizer)?;
+    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data })
+}
 
+/// The validation windows a run of `config` evaluates on (its held-out documents), for measuring
+/// its model afterwards.
+pub fn validation_data(config: &TrainConfig) -> Result<PackedDataset, Error> {
+    let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
+    Ok(datasets(config, &tokenizer)?.1)
+}
+
+/// The training and validation windows of `config`'s corpus, tokenised (through the token cache),
+/// and the corpus's fingerprint.
+fn datasets(config: &TrainConfig, tokenizer: &Tokenizer) -> Result<(PackedDataset, PackedDataset, String), Error> {
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.seed }
     } else {
@@ -280,10 +294,10 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
             absolute.parent().unwrap_or(Path::new("/")).join(".token-cache")
         }
     };
-    let cache = Arc::new(tokenize_corpus(&source, &tokenizer, &cache_root)?);
+    let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
     let data = cache.content_fingerprint();
     let (train, valid) = train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.seed)?;
-    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data })
+    Ok((train, valid, data))
 }
 
 /// The checkpoints a resumed run keeps, oldest first, ending with the one it starts from: the
@@ -480,6 +494,9 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 
     let failure = Arc::new(Mutex::new(None));
+    let log_failure = Arc::new(Mutex::new(None));
+    let logger = RunMetricLogger::open(&out, start_epoch, steps_per_epoch, micro_batches, log_failure.clone())
+        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS_FILE}: {e}") })?;
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
@@ -495,6 +512,7 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
         )
         // No application logger: it would install a process-wide panic hook and tracing subscriber.
         .with_application_logger(None)
+        .with_metric_logger(logger)
         .metrics((LossMetric::new(), StepMetric::perplexity()))
         .metric_train_numeric(LearningRateMetric::new())
         .metric_train_numeric(StepMetric::tokens_per_second())
@@ -547,8 +565,9 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     let started = Instant::now();
     let result = training.launch(learner);
     let seconds = started.elapsed().as_secs_f64();
-    let rows = export_metrics(&out)
-        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write metrics: {e}") })?;
+    let rows = read_metrics(&out)?;
+    write_metrics_csv(&out, &rows)
+        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write metrics.csv: {e}") })?;
     if let Some(reason) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(diverged(config, dir, reason));
     }
@@ -562,12 +581,17 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     let model = result.model.into_model().valid();
     let train_losses: Vec<f64> = rows
         .iter()
-        .filter(|r| r.split == "train" && r.metric == "Loss" && r.epoch > start_epoch)
+        .filter(|r| r.split == "train" && r.metric == "Loss" && r.is_batch_value() && r.epoch > start_epoch)
         .map(|r| r.value)
         .collect();
     let steps_trained = config.steps - start_step;
     let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
-    finish(config, prepared, model, train_losses, steps_trained, tokens, seconds)
+    let report = finish(config, prepared, model, train_losses, steps_trained, tokens, seconds)?;
+    let log_failure = log_failure.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match log_failure {
+        Some(message) => Err(Error::RunDir { path: out, message: format!("the model is saved, but {message}") }),
+        None => Ok(report),
+    }
 }
 
 /// Writes `train.json` (every setting, resolved) and `model.json` (the model, before its weights,

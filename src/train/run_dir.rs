@@ -12,7 +12,7 @@ use crate::model::{checkpoint_epochs, checkpoint_file, CHECKPOINT_KINDS};
 use crate::Error;
 
 /// What a run writes into its directory, and nothing else: `(name, is a directory)`.
-/// `train/` and `valid/` hold burn-train's metric logs.
+/// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`.
 pub const RUN_ENTRIES: [(&str, bool); 12] = [
     ("checkpoint", true),
     ("train", true),

@@ -1,0 +1,132 @@
+//! Trains one config under several normalisation schemes and seeds, then writes a Table-1-style
+//! report: `<out>/<scheme>/seed-<n>/` per run, `<out>/report/` for the comparison.
+//!
+//! ```bash
+//! cargo run --release --example sweep -- --out runs/sweep                       # Table 1's schemes, seed 1
+//! cargo run --release --example sweep -- --out runs/sweep --schemes pre-ln,lns --seeds 1-3 --steps 400
+//! ```
+//!
+//! Run it again to go on after an interruption: finished runs are skipped, an interrupted one
+//! resumes. Every option of `train` (`--steps`, `--model`, `--config`, ...) applies to every run.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser};
+use layernorm_scaling::analysis::{analyze, write_sweep_report, AnalysisOptions, ComparedRun, LossCurves};
+use layernorm_scaling::measure::read_metrics;
+use layernorm_scaling::model::load_run_model;
+use layernorm_scaling::train::{
+    parse_schemes, parse_seeds, validation_data, PairOutcome, Start, Sweep, SweepEvent, SweepRecord, TrainConfig,
+};
+use layernorm_scaling::{cli, parse_devices, Error};
+
+/// The options of the sweep itself; the training settings are `train`'s.
+#[derive(Parser, Debug)]
+#[command(about = "Train every (scheme, seed) pair of a sweep and write a Table-1-style report")]
+#[command(allow_negative_numbers = true)]
+struct Args {
+    /// Training config file (TOML or JSON) every run starts from.
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Comma-separated schemes (`pre-ln,lns,mix-ln:0.25`), `table-1` (the paper's Table 1:
+    /// post-ln, deepnorm, mix-ln, pre-ln, lns) or `all`.
+    #[arg(long, default_value = "table-1")]
+    schemes: String,
+    /// Comma-separated seeds or ranges (`1,2,3`, `1-3`); default: the config's seed.
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Skip the diagnostics of each scheme's final model in the report (they take a few forward
+    /// passes per layer).
+    #[arg(long)]
+    no_diagnostics: bool,
+}
+
+fn main() -> ExitCode {
+    let defaults = TrainConfig { out: "runs/sweep".into(), ..TrainConfig::default() };
+    let matches = cli::matches(cli::augment(Args::command(), &defaults));
+    layernorm_scaling::io::exit_code(run(&matches, defaults))
+}
+
+fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
+    let args = Args::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
+    let base = match &args.config {
+        Some(path) => TrainConfig::from_file(path)?,
+        None => defaults,
+    };
+    let config = cli::overridden(base, matches).unwrap_or_else(|e| e.exit());
+    let schemes = parse_schemes(&args.schemes)?;
+    let seeds = match &args.seeds {
+        Some(list) => parse_seeds(list)?,
+        None => vec![config.seed],
+    };
+    let sweep = Sweep { config, schemes, seeds };
+    // Every pair's settings and the directory are checked before the first step.
+    sweep.check()?;
+    let record = sweep.run(|event| match event {
+        SweepEvent::Starting { pair, index, total, start, eta_seconds } => {
+            let eta = eta_seconds.map(|s| format!(", about {:.0} min left", s / 60.0)).unwrap_or_default();
+            let verb = if start == Start::Resume { "resuming" } else { "training" };
+            println!("\n=== sweep {index}/{total}: {verb} {} seed {}{eta} ===", pair.scheme, pair.seed);
+        }
+        SweepEvent::Skipped { pair, outcome } => println!("sweep: {} already {}", pair.key(), describe(outcome)),
+        SweepEvent::Done { pair, outcome } => println!("sweep: {} {}", pair.key(), describe(outcome)),
+    })?;
+    let report_dir = sweep.config.out.join("report");
+    let curves = loss_curves(&sweep, &record);
+    let diagnostics = if args.no_diagnostics { Vec::new() } else { diagnostics(&sweep, &record)? };
+    let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics)
+        .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;
+    println!();
+    print!("{}", layernorm_scaling::analysis::results_markdown(&results, record.seeds.len()));
+    println!("\nreport: {}", report_dir.join("results.md").display());
+    Ok(())
+}
+
+fn describe(outcome: &PairOutcome) -> String {
+    match outcome {
+        PairOutcome::Finished { valid_loss } => format!("finished: validation loss {valid_loss:.4}"),
+        PairOutcome::Diverged { reason } => format!("diverged: {reason}"),
+    }
+}
+
+/// Each scheme's loss curves, averaged over its seeds (diverged ones up to their last finite loss).
+fn loss_curves(sweep: &Sweep, record: &SweepRecord) -> Vec<(String, LossCurves)> {
+    sweep
+        .schemes
+        .iter()
+        .map(|scheme| {
+            let runs: Vec<_> = sweep
+                .pairs()
+                .into_iter()
+                .filter(|p| &p.scheme == scheme && record.outcomes.contains_key(&p.key()))
+                .filter_map(|p| read_metrics(&p.dir).ok())
+                .collect();
+            (scheme.to_string(), LossCurves::of(&runs))
+        })
+        .collect()
+}
+
+/// The diagnostics of each scheme's first finished seed, on that run's validation data.
+fn diagnostics(sweep: &Sweep, record: &SweepRecord) -> Result<Vec<ComparedRun>, Error> {
+    let device = parse_devices(&sweep.config.device)?.remove(0);
+    let options = AnalysisOptions { batches: 4, ..AnalysisOptions::default() };
+    let mut compared = Vec::new();
+    for scheme in &sweep.schemes {
+        let finished = sweep.pairs().into_iter().find(|p| {
+            &p.scheme == scheme && matches!(record.outcomes.get(&p.key()), Some(PairOutcome::Finished { .. }))
+        });
+        let Some(pair) = finished else { continue };
+        println!("diagnostics of {}", pair.key());
+        let (model, _) = load_run_model(&pair.dir, None, &device)?;
+        let data = validation_data(&sweep.pair_config(&pair))?;
+        let report = analyze(&model, &data, &options, &mut |_, _| {})?;
+        let title = format!("{} ({})", pair.key(), path_name(&pair.dir));
+        compared.push(ComparedRun { label: layernorm_scaling::train::scheme_dir_name(scheme), title, report });
+    }
+    Ok(compared)
+}
+
+fn path_name(dir: &Path) -> String {
+    dir.display().to_string()
+}

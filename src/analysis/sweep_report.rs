@@ -1,0 +1,243 @@
+//! The report of a sweep ([`crate::train::Sweep`]), in the manner of the paper's Table 1: the
+//! final validation loss and perplexity of each scheme (mean and standard deviation over its
+//! seeds, the best marked, diverged runs shown as such), the loss curves of every scheme
+//! overlaid, and the diagnostics comparison of every scheme's final model.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::comparison::{write_comparison, ComparedRun};
+use super::plot::LineChart;
+use crate::measure::MetricRow;
+use crate::train::{PairOutcome, SweepRecord};
+
+/// One scheme's row of the table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SchemeResult {
+    /// The scheme (`pre-ln`, `lns`, ...).
+    pub scheme: String,
+    /// Seeds that trained to the end.
+    pub finished: usize,
+    /// Seeds that diverged.
+    pub diverged: usize,
+    /// Final validation loss of each finished seed, by seed.
+    pub losses: BTreeMap<u64, f64>,
+    /// Mean of the finished seeds' validation losses.
+    pub loss_mean: Option<f64>,
+    /// Their sample standard deviation (`None` below two seeds).
+    pub loss_std: Option<f64>,
+    /// Mean of their perplexities (`exp` of each loss).
+    pub perplexity_mean: Option<f64>,
+    /// Sample standard deviation of their perplexities.
+    pub perplexity_std: Option<f64>,
+    /// Whether this scheme has the lowest mean validation loss.
+    pub best: bool,
+}
+
+/// Mean and sample standard deviation (`None` for fewer than two values).
+fn mean_std(values: &[f64]) -> (Option<f64>, Option<f64>) {
+    if values.is_empty() {
+        return (None, None);
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let std = (values.len() > 1).then(|| (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt());
+    (Some(mean), std)
+}
+
+/// The table of a sweep: one row per scheme, in the sweep's order.
+pub fn sweep_results(record: &SweepRecord) -> Vec<SchemeResult> {
+    let mut results: Vec<SchemeResult> = record
+        .schemes
+        .iter()
+        .map(|scheme| {
+            let name = crate::train::scheme_dir_name(scheme);
+            let (mut losses, mut diverged) = (BTreeMap::new(), 0);
+            for seed in &record.seeds {
+                match record.outcomes.get(&format!("{name}/seed-{seed}")) {
+                    Some(PairOutcome::Finished { valid_loss }) => {
+                        losses.insert(*seed, *valid_loss);
+                    }
+                    Some(PairOutcome::Diverged { .. }) => diverged += 1,
+                    None => {}
+                }
+            }
+            let values: Vec<f64> = losses.values().copied().collect();
+            let perplexities: Vec<f64> = values.iter().map(|l| l.exp()).collect();
+            let ((loss_mean, loss_std), (perplexity_mean, perplexity_std)) =
+                (mean_std(&values), mean_std(&perplexities));
+            SchemeResult {
+                scheme: scheme.to_string(),
+                finished: losses.len(),
+                diverged,
+                losses,
+                loss_mean,
+                loss_std,
+                perplexity_mean,
+                perplexity_std,
+                best: false,
+            }
+        })
+        .collect();
+    let best = results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.loss_mean.map(|m| (i, m)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i);
+    if let Some(i) = best {
+        results[i].best = true;
+    }
+    results
+}
+
+/// `mean ± std`, `mean` alone, or `-`.
+fn mean_pm_std(mean: Option<f64>, std: Option<f64>, digits: usize) -> String {
+    match (mean, std) {
+        (Some(m), Some(s)) => format!("{m:.digits$} ± {s:.digits$}"),
+        (Some(m), None) => format!("{m:.digits$}"),
+        _ => "-".into(),
+    }
+}
+
+/// The table in Markdown, the best scheme in bold.
+pub fn results_markdown(results: &[SchemeResult], seeds: usize) -> String {
+    let mut md = String::from("| scheme | seeds finished | validation loss | perplexity |\n|---|---|---|---|\n");
+    for r in results {
+        let loss = mean_pm_std(r.loss_mean, r.loss_std, 4);
+        let ppl = mean_pm_std(r.perplexity_mean, r.perplexity_std, 3);
+        let diverged = if r.diverged > 0 { format!(" ({} diverged)", r.diverged) } else { String::new() };
+        let (loss, ppl) = match (r.finished, r.best) {
+            (0, _) if r.diverged > 0 => ("diverged".to_string(), "diverged".to_string()),
+            (_, true) => (format!("**{loss}** (best)"), format!("**{ppl}**")),
+            _ => (loss, ppl),
+        };
+        md.push_str(&format!("| {} | {} of {seeds}{diverged} | {loss} | {ppl} |\n", r.scheme, r.finished));
+    }
+    md
+}
+
+/// The table as CSV: one line per scheme (empty cells where a value does not exist).
+fn results_csv(results: &[SchemeResult]) -> String {
+    let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let mut csv = String::from("scheme,finished,diverged,loss_mean,loss_std,perplexity_mean,perplexity_std,best\n");
+    for r in results {
+        csv.push_str(&format!(
+            "{},{},{},{},{},{},{},{}\n",
+            r.scheme,
+            r.finished,
+            r.diverged,
+            cell(r.loss_mean),
+            cell(r.loss_std),
+            cell(r.perplexity_mean),
+            cell(r.perplexity_std),
+            r.best
+        ));
+    }
+    csv
+}
+
+/// One scheme's loss curves: `(step, mean over its seeds)` of the training loss (each step's
+/// micro-batches averaged) and of the validation loss.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LossCurves {
+    /// Training loss by step.
+    pub train: Vec<(f64, f64)>,
+    /// Validation loss by step.
+    pub valid: Vec<(f64, f64)>,
+}
+
+impl LossCurves {
+    /// The curves of the metric rows of each seed's run (non-finite values left out).
+    pub fn of(runs: &[Vec<MetricRow>]) -> Self {
+        let curve = |split: &str| -> Vec<(f64, f64)> {
+            let mut by_step: BTreeMap<usize, (f64, usize)> = BTreeMap::new();
+            for rows in runs {
+                let mut steps: BTreeMap<usize, (f64, usize)> = BTreeMap::new();
+                let loss = rows.iter().filter(|r| r.split == split && r.metric == "Loss" && r.is_batch_value());
+                for row in loss.filter(|r| r.value.is_finite()) {
+                    let entry = steps.entry(row.step).or_default();
+                    *entry = (entry.0 + row.value, entry.1 + 1);
+                }
+                for (step, (sum, n)) in steps {
+                    let entry = by_step.entry(step).or_default();
+                    *entry = (entry.0 + sum / n as f64, entry.1 + 1);
+                }
+            }
+            by_step.into_iter().map(|(step, (sum, n))| (step as f64, sum / n as f64)).collect()
+        };
+        Self { train: curve("train"), valid: curve("valid") }
+    }
+}
+
+/// Writes the overlaid loss curves against steps and against tokens (`tokens_per_step` each).
+fn write_curves(curves: &[(String, LossCurves)], tokens_per_step: f64, dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut written = Vec::new();
+    for (name, per, x_label) in [
+        ("loss_vs_steps.png", 1.0, "optimiser step".to_string()),
+        ("loss_vs_tokens.png", tokens_per_step / 1e6, "tokens (millions)".to_string()),
+    ] {
+        let mut chart = LineChart::new("Training and validation loss", x_label, "loss");
+        for (scheme, c) in curves {
+            let scaled = |points: &[(f64, f64)]| points.iter().map(|&(s, l)| (s * per, l)).collect::<Vec<_>>();
+            chart = chart.with_series(format!("{scheme} train"), scaled(&c.train));
+            chart = chart.with_series(format!("{scheme} valid"), scaled(&c.valid));
+        }
+        chart.write_png(&dir.join(name))?;
+        written.push(name.to_string());
+    }
+    Ok(written)
+}
+
+/// Writes the sweep report into `dir`, whole or not at all: `results.md`, `results.csv`,
+/// `results.json`, `loss_vs_steps.png`, `loss_vs_tokens.png`, and `diagnostics/` (the comparison
+/// of one model per scheme, when any finished).
+pub fn write_sweep_report(
+    dir: &Path,
+    record: &SweepRecord,
+    curves: &[(String, LossCurves)],
+    diagnostics: &[ComparedRun],
+) -> std::io::Result<Vec<SchemeResult>> {
+    let results = sweep_results(record);
+    let config = &record.config;
+    let tokens_per_step = (config.batch_size * config.grad_accum * config.seq_len) as f64;
+    crate::io::write_dir_atomically(dir, "results.json", |tmp| {
+        let figures = write_curves(curves, tokens_per_step, tmp)?;
+        let json = serde_json::json!({ "results": results, "outcomes": record.outcomes });
+        std::fs::write(tmp.join("results.json"), serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?)?;
+        std::fs::write(tmp.join("results.csv"), results_csv(&results))?;
+        let mut md = format!(
+            "# Sweep: {} schemes x {} seeds\n\nFinal validation loss and perplexity (mean ± sample standard deviation over \
+             the seeds that finished), {} steps of {} tokens.\n\n",
+            record.schemes.len(),
+            record.seeds.len(),
+            config.steps,
+            tokens_per_step
+        );
+        md.push_str(&results_markdown(&results, record.seeds.len()));
+        let diverged: Vec<String> = record
+            .outcomes
+            .iter()
+            .filter_map(|(key, o)| match o {
+                PairOutcome::Diverged { reason } => Some(format!("- {key}: {reason}\n")),
+                PairOutcome::Finished { .. } => None,
+            })
+            .collect();
+        if !diverged.is_empty() {
+            md.push_str("\nDiverged runs:\n\n");
+            md.push_str(&diverged.concat());
+        }
+        md.push('\n');
+        for name in &figures {
+            md.push_str(&format!("![{name}]({name})\n\n"));
+        }
+        if !diagnostics.is_empty() {
+            write_comparison(diagnostics, &tmp.join("diagnostics"))?;
+            md.push_str("Diagnostics of each scheme's final model (first finished seed): [diagnostics/comparison.md](diagnostics/comparison.md)\n");
+        }
+        std::fs::write(tmp.join("results.md"), md)
+    })?;
+    Ok(results)
+}

@@ -1,0 +1,151 @@
+//! The run's own metric logger (burn-train's `MetricLogger` extension point): every value the
+//! metrics log is appended to `metrics.jsonl` as one [`MetricRow`], and burn-train reads the
+//! values back from memory (the checkpointing strategy's validation loss).
+//!
+//! It replaces burn-train's file logger, whose per-epoch files are its own internal format and
+//! which panics when a write fails: here a failed write (a full disk) stops the logging, is
+//! reported once, and the run goes on.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use burn::train::logger::MetricLogger;
+use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
+use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
+
+use crate::io::write_atomically;
+use crate::measure::{parse_metric_lines, MetricRow, METRICS_FILE};
+
+/// Where a write failure is reported: the first error, for the run to report when it ends.
+pub type LogFailure = Arc<Mutex<Option<String>>>;
+
+/// Appends a run's metric values to `<run>/metrics.jsonl`.
+pub struct RunMetricLogger {
+    path: PathBuf,
+    file: Option<File>,
+    names: HashMap<MetricId, String>,
+    /// The entries of each `(split, metric, epoch)`, in order, as burn-train reads them back.
+    entries: HashMap<(String, String, usize), Vec<NumericEntry>>,
+    steps_per_epoch: usize,
+    micro_batches: usize,
+    failure: LogFailure,
+}
+
+impl RunMetricLogger {
+    /// Opens the log of the run in `dir`, keeping the values of epochs up to `start_epoch` (those
+    /// of a resumed run's checkpoint; a killed run may have logged later ones) and dropping the
+    /// rest. `micro_batches` batches make one of the `steps_per_epoch` optimiser steps.
+    pub fn open(
+        dir: &Path,
+        start_epoch: usize,
+        steps_per_epoch: usize,
+        micro_batches: usize,
+        failure: LogFailure,
+    ) -> std::io::Result<Self> {
+        let path = dir.join(METRICS_FILE);
+        let kept: Vec<MetricRow> = match std::fs::read_to_string(&path) {
+            Ok(text) => parse_metric_lines(&text).0.into_iter().filter(|row| row.epoch <= start_epoch).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        write_atomically(&path, lines(&kept).as_bytes())?;
+        let file = OpenOptions::new().append(true).open(&path)?;
+        let mut logger = Self {
+            path,
+            file: Some(file),
+            names: HashMap::new(),
+            entries: HashMap::new(),
+            steps_per_epoch,
+            micro_batches: micro_batches.max(1),
+            failure,
+        };
+        for row in kept {
+            logger.remember(&row);
+        }
+        Ok(logger)
+    }
+
+    /// Keeps `row` for burn-train to read back.
+    fn remember(&mut self, row: &MetricRow) {
+        let entry = match (row.is_final, row.count) {
+            (true, _) => NumericEntry::Final(row.value),
+            (false, Some(count)) => NumericEntry::Aggregated { aggregated_value: row.value, count },
+            (false, None) => NumericEntry::Value(row.value),
+        };
+        self.entries.entry((row.split.clone(), row.metric.clone(), row.epoch)).or_default().push(entry);
+    }
+
+    /// The row of one logged entry: its batch is the next of its `(split, metric, epoch)`.
+    fn row(&self, metric: &str, entry: NumericEntry, epoch: usize, split: &str) -> MetricRow {
+        let logged = self.entries.get(&(split.to_string(), metric.to_string(), epoch)).map_or(0, |e| e.len());
+        let (value, count, is_final) = match entry {
+            NumericEntry::Value(value) => (value, None, false),
+            NumericEntry::Aggregated { aggregated_value, count } => (aggregated_value, Some(count), false),
+            NumericEntry::Final(value) => (value, None, true),
+        };
+        let batch = if is_final { 0 } else { logged + 1 };
+        let epoch_start = (epoch.saturating_sub(1)) * self.steps_per_epoch;
+        let step = if split == "train" && !is_final {
+            epoch_start + batch.div_ceil(self.micro_batches)
+        } else {
+            epoch_start + self.steps_per_epoch
+        };
+        MetricRow { split: split.to_string(), epoch, batch, step, metric: metric.to_string(), value, count, is_final }
+    }
+
+    /// Appends `rows` to the file; after a failure, reports it once and writes no more.
+    fn append(&mut self, rows: &[MetricRow]) {
+        let Some(file) = self.file.as_mut() else { return };
+        if let Err(e) = file.write_all(lines(rows).as_bytes()) {
+            let message =
+                format!("cannot write {}: {e}; the metrics after this point are not logged", self.path.display());
+            eprintln!("warning: {message}");
+            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+            self.file = None;
+        }
+    }
+}
+
+/// `rows` as JSON lines.
+fn lines(rows: &[MetricRow]) -> String {
+    rows.iter().map(|row| serde_json::to_string(row).expect("a metric row serialises") + "\n").collect()
+}
+
+impl MetricLogger for RunMetricLogger {
+    fn log(&mut self, update: MetricsUpdate, epoch: usize, split: &Split) {
+        let split = split.to_string();
+        let mut rows = Vec::new();
+        for numeric in &update.entries_numeric {
+            let entry = &numeric.entry;
+            let Some(metric) = self.names.get(&entry.metric_id).cloned() else { continue };
+            if entry.serialized_entry.is_not_available() {
+                continue;
+            }
+            let Ok(value) = NumericEntry::deserialize(&entry.serialized_entry.serialized) else { continue };
+            let row = self.row(&metric, value, epoch, &split);
+            self.remember(&row);
+            rows.push(row);
+        }
+        if !rows.is_empty() {
+            self.append(&rows);
+        }
+    }
+
+    fn read_numeric(&mut self, name: &str, epoch: usize, split: &Split) -> Result<Vec<NumericEntry>, String> {
+        Ok(self.entries.get(&(split.to_string(), name.to_string(), epoch)).cloned().unwrap_or_default())
+    }
+
+    fn log_metric_definition(&mut self, definition: MetricDefinition) {
+        self.names.insert(definition.metric_id.clone(), definition.name.to_string());
+    }
+
+    fn log_epoch_summary(&mut self, _summary: EpochSummary) {
+        if let Some(file) = self.file.as_mut() {
+            // Durable at every validation: what a crash loses is at most the epoch in progress.
+            let _ = file.sync_data();
+        }
+    }
+}

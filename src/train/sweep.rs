@@ -1,0 +1,323 @@
+//! A sweep: one training config run under several normalisation schemes and seeds, as the
+//! paper's Table 1 compares them, into `<out>/<scheme>/seed-<n>/`, resumable.
+//!
+//! Every `(scheme, seed)` pair gets the same data order and initial weights for its seed (the
+//! seed drives both). A pair already finished is skipped, an interrupted one resumed, and a
+//! diverged one recorded as such while the sweep goes on. `sweep.json` in `<out>` records the
+//! settings and every pair's outcome; it is rewritten (atomically) after each pair.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::run::{model_config, train, validation_data, Start};
+use super::TrainConfig;
+use crate::io::write_atomically;
+use crate::measure::{mean_loss, read_metrics};
+use crate::model::load_run_model;
+use crate::norm::NormScheme;
+use crate::{ConfigError, Error};
+
+/// The file that marks a directory as a sweep and records its pairs.
+pub const SWEEP_FILE: &str = "sweep.json";
+
+/// The schemes of the paper's Table 1, in its order.
+pub fn table_1_schemes() -> Vec<NormScheme> {
+    ["post-ln", "deepnorm", "mix-ln", "pre-ln", "lns"].iter().map(|s| s.parse().expect("a known scheme")).collect()
+}
+
+/// Parses a comma-separated scheme list; `table-1` is the paper's Table 1 set and `all` every
+/// scheme. An unknown scheme, a repeated one or an empty list is an error.
+pub fn parse_schemes(list: &str) -> Result<Vec<NormScheme>, ConfigError> {
+    let mut schemes: Vec<NormScheme> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let expanded = match item.to_ascii_lowercase().as_str() {
+            "table-1" | "table1" => table_1_schemes(),
+            "all" => NormScheme::every(),
+            _ => vec![item.parse()?],
+        };
+        for scheme in expanded {
+            if schemes.contains(&scheme) {
+                return Err(ConfigError::Conflict(format!("--schemes: `{scheme}` is listed twice")));
+            }
+            schemes.push(scheme);
+        }
+    }
+    if schemes.is_empty() {
+        return Err(ConfigError::Conflict("--schemes is empty; give e.g. `pre-ln,lns`, `table-1` or `all`".into()));
+    }
+    Ok(schemes)
+}
+
+/// Parses a seed list: comma-separated seeds and inclusive ranges, e.g. `1,2,5` or `1-3`.
+pub fn parse_seeds(list: &str) -> Result<Vec<u64>, ConfigError> {
+    let bad = |item: &str| {
+        ConfigError::Conflict(format!("--seeds: `{item}` is not a seed or a range of seeds (e.g. `1,2,3` or `1-3`)"))
+    };
+    let mut seeds = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let range = match item.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) =
+                    (a.trim().parse::<u64>().map_err(|_| bad(item))?, b.trim().parse::<u64>().map_err(|_| bad(item))?);
+                if a > b || b - a >= 1000 {
+                    return Err(bad(item));
+                }
+                a..=b
+            }
+            None => {
+                let seed = item.parse::<u64>().map_err(|_| bad(item))?;
+                seed..=seed
+            }
+        };
+        for seed in range {
+            if seeds.contains(&seed) {
+                return Err(ConfigError::Conflict(format!("--seeds: seed {seed} is listed twice")));
+            }
+            seeds.push(seed);
+        }
+    }
+    if seeds.is_empty() {
+        return Err(ConfigError::Conflict("--seeds is empty; give e.g. `1` or `1,2,3`".into()));
+    }
+    Ok(seeds)
+}
+
+/// One training of a sweep.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepPair {
+    /// The scheme it trains.
+    pub scheme: NormScheme,
+    /// Its seed (data order and initial weights).
+    pub seed: u64,
+    /// Its run directory, `<out>/<scheme>/seed-<seed>`.
+    pub dir: PathBuf,
+}
+
+impl SweepPair {
+    /// The key of the pair in `sweep.json`: `<scheme>/seed-<seed>`.
+    pub fn key(&self) -> String {
+        format!("{}/seed-{}", scheme_dir_name(&self.scheme), self.seed)
+    }
+}
+
+/// The directory name of a scheme (`mix-ln:0.25` -> `mix-ln-0.25`).
+pub fn scheme_dir_name(scheme: &NormScheme) -> String {
+    scheme.to_string().replace(':', "-")
+}
+
+/// How a pair ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum PairOutcome {
+    /// Trained to the end: its final validation loss.
+    Finished {
+        /// Mean validation loss of the final model.
+        valid_loss: f64,
+    },
+    /// Stopped for a non-finite value, or ended with a validation loss no lower than its first
+    /// training loss.
+    Diverged {
+        /// What happened.
+        reason: String,
+    },
+}
+
+/// `sweep.json`: the sweep's settings and the outcome of every pair done so far.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepRecord {
+    /// The training settings every pair shares (its `norm`, `seed` and `out` are the pair's own).
+    pub config: TrainConfig,
+    /// The schemes, as given.
+    pub schemes: Vec<NormScheme>,
+    /// The seeds, as given.
+    pub seeds: Vec<u64>,
+    /// The outcome of each pair by its key (`<scheme>/seed-<seed>`).
+    pub outcomes: BTreeMap<String, PairOutcome>,
+}
+
+/// A sweep to run: the shared settings (`config.out` is the sweep's directory), schemes and seeds.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// The shared settings.
+    pub config: TrainConfig,
+    /// The schemes, in order.
+    pub schemes: Vec<NormScheme>,
+    /// The seeds, in order.
+    pub seeds: Vec<u64>,
+}
+
+/// What a sweep reports as it goes.
+#[derive(Clone, Debug)]
+pub enum SweepEvent<'a> {
+    /// A pair starts.
+    Starting {
+        /// The pair.
+        pair: &'a SweepPair,
+        /// Its place among the pairs, from 1.
+        index: usize,
+        /// Pairs in the sweep.
+        total: usize,
+        /// New, or resumed from its last checkpoint.
+        start: Start,
+        /// Estimated seconds left (`None` until a pair has trained in this call).
+        eta_seconds: Option<f64>,
+    },
+    /// A pair is skipped: its outcome is already recorded.
+    Skipped {
+        /// The pair.
+        pair: &'a SweepPair,
+        /// Its recorded outcome.
+        outcome: &'a PairOutcome,
+    },
+    /// A pair ended.
+    Done {
+        /// The pair.
+        pair: &'a SweepPair,
+        /// How it ended.
+        outcome: &'a PairOutcome,
+    },
+}
+
+impl Sweep {
+    /// Every pair, scheme by scheme, seeds in order.
+    pub fn pairs(&self) -> Vec<SweepPair> {
+        let mut pairs = Vec::new();
+        for scheme in &self.schemes {
+            for &seed in &self.seeds {
+                let dir = self.config.out.join(scheme_dir_name(scheme)).join(format!("seed-{seed}"));
+                pairs.push(SweepPair { scheme: scheme.clone(), seed, dir });
+            }
+        }
+        pairs
+    }
+
+    /// The training settings of `pair`.
+    pub fn pair_config(&self, pair: &SweepPair) -> TrainConfig {
+        TrainConfig { norm: Some(pair.scheme.clone()), seed: pair.seed, out: pair.dir.clone(), ..self.config.clone() }
+    }
+
+    /// Checks every pair's settings and the sweep directory before anything is trained or written:
+    /// the directory must be new, empty, or a sweep of the same settings. Returns the outcomes
+    /// recorded so far.
+    pub fn check(&self) -> Result<BTreeMap<String, PairOutcome>, Error> {
+        for pair in self.pairs() {
+            let config = self.pair_config(&pair);
+            config.validate()?;
+            model_config(&config)?;
+        }
+        let out = &self.config.out;
+        let record_path = out.join(SWEEP_FILE);
+        if record_path.is_file() {
+            let text = std::fs::read_to_string(&record_path).map_err(|e| Error::file(&record_path, e))?;
+            let record: SweepRecord = serde_json::from_str(&text)
+                .map_err(|e| Error::file(&record_path, format!("not a sweep record: {e}")))?;
+            if shared(&record.config) != shared(&self.config) {
+                return Err(Error::file(
+                    out,
+                    "holds a sweep with other training settings; keep them, or give a new --out for a new sweep",
+                ));
+            }
+            return Ok(record.outcomes);
+        }
+        let empty = match std::fs::read_dir(out) {
+            Ok(mut entries) => entries.next().is_none(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+            Err(e) => return Err(Error::file(out, e)),
+        };
+        if !empty {
+            return Err(Error::file(
+                out,
+                format!("is not empty and holds no {SWEEP_FILE}: not a sweep directory; give a new or empty --out"),
+            ));
+        }
+        Ok(BTreeMap::new())
+    }
+
+    /// Runs every pair not yet done and returns the record of the whole sweep. An error other
+    /// than a divergence (bad data, a full disk, an interruption) stops the sweep; what was
+    /// finished stays recorded, and running the sweep again goes on from there.
+    pub fn run(&self, mut progress: impl FnMut(SweepEvent)) -> Result<SweepRecord, Error> {
+        let mut record = SweepRecord {
+            config: self.config.clone(),
+            schemes: self.schemes.clone(),
+            seeds: self.seeds.clone(),
+            outcomes: self.check()?,
+        };
+        std::fs::create_dir_all(&self.config.out).map_err(|e| Error::file(&self.config.out, e))?;
+        self.write_record(&record)?;
+        let pairs = self.pairs();
+        let (mut trained, mut seconds) = (0usize, 0.0f64);
+        for (index, pair) in pairs.iter().enumerate() {
+            if let Some(outcome) = record.outcomes.get(&pair.key()) {
+                progress(SweepEvent::Skipped { pair, outcome });
+                continue;
+            }
+            let config = self.pair_config(pair);
+            let start = if pair.dir.join("train.json").is_file() { Start::Resume } else { Start::New };
+            let left = pairs[index..].iter().filter(|p| !record.outcomes.contains_key(&p.key())).count();
+            let eta_seconds = (trained > 0).then(|| seconds / trained as f64 * left as f64);
+            progress(SweepEvent::Starting { pair, index: index + 1, total: pairs.len(), start, eta_seconds });
+            let started = Instant::now();
+            let outcome = match train(&config, start) {
+                Ok(report) => finished_outcome(&config, report.valid_loss),
+                // Every step was done before an interruption: only the outcome is missing.
+                Err(Error::RunDir { message, .. }) if message.contains("the run is finished") => {
+                    finished_outcome(&config, final_valid_loss(&config)?)
+                }
+                Err(Error::Diverged(reason)) => PairOutcome::Diverged { reason },
+                Err(Error::NonFinite { parameter, advice }) => {
+                    PairOutcome::Diverged { reason: format!("{parameter} is not finite: {advice}") }
+                }
+                Err(other) => return Err(other),
+            };
+            trained += 1;
+            seconds += started.elapsed().as_secs_f64();
+            progress(SweepEvent::Done { pair, outcome: &outcome });
+            record.outcomes.insert(pair.key(), outcome);
+            self.write_record(&record)?;
+        }
+        Ok(record)
+    }
+
+    fn write_record(&self, record: &SweepRecord) -> Result<(), Error> {
+        let path = self.config.out.join(SWEEP_FILE);
+        let json = serde_json::to_string_pretty(record).expect("a sweep record serialises");
+        write_atomically(&path, json.as_bytes()).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))
+    }
+}
+
+/// The settings every pair shares, for comparing a sweep with the one in its directory.
+fn shared(config: &TrainConfig) -> TrainConfig {
+    TrainConfig { norm: None, seed: 0, ..config.clone() }
+}
+
+/// A finished pair's outcome: diverged when its final validation loss is not finite or not below
+/// its first training loss (the model ends no better than its initial weights).
+fn finished_outcome(config: &TrainConfig, valid_loss: f64) -> PairOutcome {
+    let first = read_metrics(&config.out).ok().and_then(|rows| {
+        rows.into_iter().find(|r| r.split == "train" && r.metric == "Loss" && r.is_batch_value()).map(|r| r.value)
+    });
+    match first {
+        _ if !valid_loss.is_finite() => {
+            PairOutcome::Diverged { reason: format!("the validation loss is {valid_loss}") }
+        }
+        Some(first) if valid_loss >= first => PairOutcome::Diverged {
+            reason: format!(
+                "the final validation loss {valid_loss:.4} is no lower than the first training loss {first:.4}: \
+                 the model did not learn"
+            ),
+        },
+        _ => PairOutcome::Finished { valid_loss },
+    }
+}
+
+/// The final validation loss of the finished run in `config.out`, measured as training measures it.
+fn final_valid_loss(config: &TrainConfig) -> Result<f64, Error> {
+    let devices = crate::parse_devices(&config.device)?;
+    let (model, _) = load_run_model(&config.out, None, &devices[0])?;
+    let valid = validation_data(config)?;
+    mean_loss(&model, &valid, config.batch_size * devices.len(), config.eval_batches, &[])
+}

@@ -1,0 +1,185 @@
+//! The sweep example: every (scheme, seed) pair trained once, the report written whole, a rerun
+//! training nothing, a killed sweep resumed to the uninterrupted table, divergence recorded, and
+//! bad input refused before any training.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::example;
+use layernorm_scaling::measure::read_metrics;
+use layernorm_scaling::train::{parse_schemes, parse_seeds, SweepRecord};
+
+fn sweep_command(out: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(example("sweep"));
+    command.args(["--model", "tiny", "--device", "flex", "--steps", "6", "--eval-every", "3", "--batch-size", "4"]);
+    command.args(["--seq-len", "32", "--builtin-docs", "400", "--eval-batches", "2", "--samples", "0", "--out"]);
+    command.arg(out).args(extra);
+    command
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command.output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn results(out: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("report/results.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()["results"].clone()
+}
+
+/// A PNG that decodes and has more than one colour.
+fn assert_figure(path: &Path) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut pixels).unwrap();
+    let first = &pixels[..3];
+    let differs = pixels[..info.buffer_size()].chunks(info.color_type.samples()).filter(|p| &p[..3] != first).count();
+    assert!(differs > 1000, "{} is (nearly) blank", path.display());
+}
+
+#[test]
+fn a_sweep_trains_every_pair_once_and_reports_the_runs_own_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let args = ["--schemes", "pre-ln,lns", "--seeds", "1,2"];
+    run(&mut sweep_command(&out, &args));
+    for file in ["results.md", "results.csv", "results.json", "loss_vs_steps.png", "loss_vs_tokens.png"] {
+        assert!(out.join("report").join(file).is_file(), "{file}");
+    }
+    assert_figure(&out.join("report/loss_vs_steps.png"));
+    assert_figure(&out.join("report/loss_vs_tokens.png"));
+    assert!(out.join("report/diagnostics/comparison.md").is_file());
+
+    // Each seed's loss in the table is its run's own last validation loss, and the mean is theirs.
+    let table = results(&out);
+    for (row, scheme) in table.as_array().unwrap().iter().zip(["pre-ln", "lns"]) {
+        assert_eq!(row["scheme"], scheme);
+        assert_eq!(row["finished"], 2);
+        let mut losses = Vec::new();
+        for seed in [1, 2] {
+            let rows = read_metrics(&out.join(scheme).join(format!("seed-{seed}"))).unwrap();
+            let last_valid = rows.iter().rfind(|r| r.split == "valid" && r.metric == "Loss" && r.is_final);
+            let logged = last_valid.map(|r| r.value).unwrap_or_else(|| {
+                // The epoch's value is the mean of its batches (each the same number of tokens).
+                let batches: Vec<f64> = rows
+                    .iter()
+                    .filter(|r| r.split == "valid" && r.epoch == 2 && r.metric == "Loss")
+                    .map(|r| r.value)
+                    .collect();
+                batches.iter().sum::<f64>() / batches.len() as f64
+            });
+            let reported = row["losses"][seed.to_string()].as_f64().unwrap();
+            assert!((reported - logged).abs() < 1e-4, "{scheme} seed {seed}: {reported} vs {logged}");
+            losses.push(reported);
+        }
+        let mean = row["loss_mean"].as_f64().unwrap();
+        assert!((mean - (losses[0] + losses[1]) / 2.0).abs() < 1e-12);
+        assert!(row["loss_std"].as_f64().unwrap() > 0.0, "two seeds differ");
+    }
+    let best: Vec<bool> = table.as_array().unwrap().iter().map(|r| r["best"].as_bool().unwrap()).collect();
+    assert_eq!(best.iter().filter(|b| **b).count(), 1);
+
+    // Two seeds of one scheme start from different weights; one seed is the same across schemes'
+    // data order (same first batch: the same first loss for pre-ln and lns, whose init is the same).
+    let first_loss = |scheme: &str, seed: u64| {
+        let rows = read_metrics(&out.join(scheme).join(format!("seed-{seed}"))).unwrap();
+        rows.iter().find(|r| r.split == "train" && r.metric == "Loss").unwrap().value
+    };
+    assert_ne!(first_loss("pre-ln", 1), first_loss("pre-ln", 2));
+
+    // A rerun trains nothing and writes the same table.
+    let output = run(&mut sweep_command(&out, &args));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout.matches("already finished").count(), 4, "{stdout}");
+    assert!(!stdout.contains("=== sweep"), "{stdout}");
+    assert_eq!(results(&out), table);
+
+    // Killed mid-sweep and run again, it gives the uninterrupted table.
+    let killed = dir.path().join("killed");
+    let mut child = sweep_command(&killed, &args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(300) {
+        let record = std::fs::read_to_string(killed.join("sweep.json")).ok();
+        let done = record.and_then(|t| serde_json::from_str::<SweepRecord>(&t).ok()).map_or(0, |r| r.outcomes.len());
+        if done >= 1 {
+            std::thread::sleep(Duration::from_millis(1500));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!killed.join("report").exists(), "the sweep was killed before its report");
+    run(&mut sweep_command(&killed, &args));
+    let strip = |mut v: serde_json::Value| {
+        for row in v.as_array_mut().unwrap() {
+            row.as_object_mut().unwrap().remove("scheme");
+        }
+        v
+    };
+    assert_eq!(strip(results(&killed)), strip(table));
+}
+
+#[test]
+fn a_diverging_scheme_is_recorded_and_the_others_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    // SkipInit's learnable branch gain starts at 1e30: RMSNorm's mean square overflows to infinity, the
+    // model outputs uniform logits and never learns.
+    let output = run(&mut sweep_command(&out, &["--schemes", "skip-init:1e30,pre-ln"]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let table = results(&out);
+    assert_eq!((table[0]["finished"].as_u64(), table[0]["diverged"].as_u64()), (Some(0), Some(1)), "{stdout}");
+    assert_eq!((table[1]["finished"].as_u64(), table[1]["best"].as_bool()), (Some(1), Some(true)), "{stdout}");
+    let md = std::fs::read_to_string(out.join("report/results.md")).unwrap();
+    assert!(md.contains("| 0 of 1 (1 diverged) | diverged | diverged |"), "{md}");
+    // Run again, the diverged pair is not retrained.
+    let output = run(&mut sweep_command(&out, &["--schemes", "skip-init:1e30,pre-ln"]));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("already diverged"));
+}
+
+#[test]
+fn bad_sweeps_are_refused_before_any_training() {
+    let dir = tempfile::tempdir().unwrap();
+    let occupied = dir.path().join("occupied");
+    std::fs::create_dir(&occupied).unwrap();
+    std::fs::write(occupied.join("notes.txt"), "mine").unwrap();
+    for (out, extra, expected) in [
+        (dir.path().join("a"), vec!["--schemes", "pre-ln,lnss"], "unknown normalisation scheme"),
+        (dir.path().join("b"), vec!["--schemes", ","], "--schemes is empty"),
+        (dir.path().join("c"), vec!["--schemes", "lns,lns"], "listed twice"),
+        (dir.path().join("d"), vec!["--seeds", "1,x"], "`x` is not a seed"),
+        (occupied.clone(), vec!["--schemes", "lns"], "not a sweep directory"),
+    ] {
+        let output = sweep_command(&out, &extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{extra:?}: {stderr}");
+        assert!(!out.join("sweep.json").exists() && !out.join("lns").exists(), "{extra:?}: nothing is written");
+    }
+    assert_eq!(std::fs::read_to_string(occupied.join("notes.txt")).unwrap(), "mine", "nothing deleted");
+
+    // The same sweep with other settings in the same directory is refused.
+    let out = dir.path().join("sweep");
+    run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));
+    let output = sweep_command(&out, &["--schemes", "lns", "--lr", "0.01"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("other training settings"));
+}
+
+#[test]
+fn scheme_and_seed_lists_parse() {
+    assert_eq!(parse_schemes("table-1").unwrap().len(), 5);
+    assert!(parse_schemes("all").unwrap().len() >= 11);
+    assert_eq!(parse_seeds("1-3,7").unwrap(), vec![1, 2, 3, 7]);
+    assert!(parse_seeds("3-1").is_err());
+}
