@@ -87,7 +87,7 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
 
     let losses = |dir: &Path| -> Vec<(usize, u64)> {
         let rows = read_metrics(dir).unwrap().into_iter();
-        rows.filter(|r| r.split == "train" && r.epoch == 2 && r.metric == "Loss")
+        rows.filter(|r| r.split == "train" && r.epoch == 2 && r.metric == "Loss" && r.is_batch_value())
             .map(|r| (r.step, r.value.to_bits()))
             .collect()
     };

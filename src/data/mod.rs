@@ -90,6 +90,7 @@ pub fn tokenize_corpus(
         }
         CorpusSource::Files { paths, text_field } => {
             let files = corpus_files(paths)?;
+            refuse_mixed(&files)?;
             let mut places = String::new();
             for file in &files {
                 let unreadable = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
@@ -106,15 +107,7 @@ pub fn tokenize_corpus(
             files
         }
     };
-    if let Some(tokens) = files.iter().find(|file| is_token_file(file)) {
-        if let Some(text) = files.iter().find(|file| !is_token_file(file)) {
-            return Err(DataError::Corpus(format!(
-                "{} is a pre-tokenised token file but {} is not: a corpus is either text (tokenised here) or \
-                 token files, not both; give --data only the .bin files or only the others",
-                tokens.display(),
-                text.display()
-            )));
-        }
+    if files.first().is_some_and(|file| is_token_file(file)) {
         return TokenCache::from_token_files(&files, &key, tokenizer.eot(), tokenizer.vocab_size());
     }
     let dir = cache_root.join(format!("{:016x}", stable_hash(&key)));
@@ -148,6 +141,20 @@ pub fn tokenize_corpus(
         }
         flush(&mut batch)
     })
+}
+
+/// Refuses token files (`.bin`) beside text or JSON: a corpus is tokenised here or was tokenised before.
+fn refuse_mixed(files: &[PathBuf]) -> Result<(), DataError> {
+    let tokens = files.iter().find(|file| is_token_file(file));
+    match (tokens, files.iter().find(|file| !is_token_file(file))) {
+        (Some(tokens), Some(text)) => Err(DataError::Corpus(format!(
+            "{} is a pre-tokenised token file but {} is not: a corpus is either text (tokenised here) or token \
+             files, not both; give --data only the .bin files or only the others",
+            tokens.display(),
+            text.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Train and validation datasets of `seq_len`-token sequences from a tokenised corpus, split by

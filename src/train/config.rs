@@ -36,7 +36,8 @@ pub struct TrainConfig {
     #[arg(long)]
     pub layers: Option<usize>,
     /// Normalisation scheme, overriding the model's: lns[:POSITION], pre-ln, post-ln, deepnorm,
-    /// mix-ln[:FRACTION], scaled-init, depth-scaled-init, layer-scale[:INIT], skip-init[:INIT], sandwich-ln.
+    /// mix-ln[:FRACTION], scaled-init, depth-scaled-init, layer-scale[:INIT], skip-init[:INIT], sandwich-ln,
+    /// peri-ln (the norm kind, rms-norm, layer-norm or dyt, is the model's `norm_kind`).
     #[arg(long)]
     #[serde(with = "crate::norm::scheme_as_string")]
     pub norm: Option<NormScheme>,
