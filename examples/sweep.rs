@@ -61,8 +61,7 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
         None => vec![config.seed],
     };
     let sweep = Sweep { config, schemes, seeds };
-    // Every pair's settings and the directory are checked before the first step.
-    sweep.check()?;
+    // `run` checks every pair's settings and the directory before the first step.
     let record = sweep.run(|event| match event {
         SweepEvent::Starting { pair, index, total, start, eta_seconds } => {
             let eta = eta_seconds.map(|s| format!(", about {:.0} min left", s / 60.0)).unwrap_or_default();

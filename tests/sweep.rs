@@ -112,7 +112,7 @@ fn a_sweep_trains_every_pair_once_and_reports_the_runs_own_numbers() {
         let record = std::fs::read_to_string(killed.join("sweep.json")).ok();
         let done = record.and_then(|t| serde_json::from_str::<SweepRecord>(&t).ok()).map_or(0, |r| r.outcomes.len());
         if done >= 1 {
-            std::thread::sleep(Duration::from_millis(1500));
+            std::thread::sleep(Duration::from_millis(200));
             break;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::run::{model_config, train, validation_data, Start};
 use super::TrainConfig;
-use crate::io::write_atomically;
+use crate::io::{verify_sum, write_atomically};
 use crate::measure::{mean_loss, read_metrics};
 use crate::model::load_run_model;
 use crate::norm::NormScheme;
@@ -261,12 +261,13 @@ impl Sweep {
             let eta_seconds = (trained > 0).then(|| seconds / trained as f64 * left as f64);
             progress(SweepEvent::Starting { pair, index: index + 1, total: pairs.len(), start, eta_seconds });
             let started = Instant::now();
-            let outcome = match train(&config, start) {
-                Ok(report) => finished_outcome(&config, report.valid_loss),
-                // Every step was done before an interruption: only the outcome is missing.
-                Err(Error::RunDir { message, .. }) if message.contains("the run is finished") => {
-                    finished_outcome(&config, final_valid_loss(&config)?)
-                }
+            // A run whose final model is written (interrupted before its outcome was recorded)
+            // is measured, not trained again.
+            let finished = verify_sum(&pair.dir.join("model.bpk")).is_ok();
+            let measured =
+                if finished { final_valid_loss(&config) } else { train(&config, start).map(|r| r.valid_loss) };
+            let outcome = match measured {
+                Ok(valid_loss) => finished_outcome(&config, valid_loss),
                 Err(Error::Diverged(reason)) => PairOutcome::Diverged { reason },
                 Err(Error::NonFinite { parameter, advice }) => {
                     PairOutcome::Diverged { reason: format!("{parameter} is not finite: {advice}") }
