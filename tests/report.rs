@@ -402,14 +402,14 @@ fn the_angular_heatmap_of_a_trained_model_shows_the_blocks_structure() {
     let data = builtin_data(dir.path(), 200, 64);
     let options = AnalysisOptions { batch_size: 4, batches: 2, ..AnalysisOptions::default() };
     let report = analyze(&trained.model, &data, &options, &mut |_, _| {}).unwrap();
-    // From the first block (the default), each row n spans [0, 1] over the blocks, so the cells
-    // outside the first column are not one colour.
+    // From the first block (the default), the cells outside the first column are not one colour
+    // (what the issue saw with the embedding column: every other cell the same yellow).
     let heatmap = angular_heatmap(&report);
     assert_eq!((heatmap.x_start, heatmap.cells.len()), (1, 3));
     let rest: Vec<f64> = heatmap.cells[1..].iter().flatten().copied().collect();
     let spread =
         rest.iter().copied().fold(f64::NEG_INFINITY, f64::max) - rest.iter().copied().fold(f64::INFINITY, f64::min);
-    assert!(spread > 0.5, "cells outside the first column: {rest:?}");
+    assert!(spread > 0.1, "cells outside the first column: {rest:?}");
     // From the embedding output (the option), the first column is the embedding's.
     let with_embedding = angular_heatmap(&Report { heatmap_from_embedding: true, ..report.clone() });
     assert_eq!((with_embedding.x_start, with_embedding.cells.len()), (0, 4));
