@@ -17,7 +17,7 @@ use layernorm_scaling::analysis::{analyze, write_sweep_report, AnalysisOptions, 
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{
-    parse_schemes, parse_seeds, validation_data, PairOutcome, Start, Sweep, SweepEvent, SweepRecord, TrainConfig,
+    parse_schemes, parse_seeds, validation_data, PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
 };
 use layernorm_scaling::{cli, parse_devices, Error};
 
@@ -63,9 +63,13 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
     let sweep = Sweep { config, schemes, seeds };
     // `run` checks every pair's settings and the directory before the first step.
     let record = sweep.run(|event| match event {
-        SweepEvent::Starting { pair, index, total, start, eta_seconds } => {
+        SweepEvent::Starting { pair, index, total, action, eta_seconds } => {
             let eta = eta_seconds.map(|s| format!(", about {:.0} min left", s / 60.0)).unwrap_or_default();
-            let verb = if start == Start::Resume { "resuming" } else { "training" };
+            let verb = match action {
+                PairAction::Train => "training",
+                PairAction::Resume => "resuming",
+                PairAction::Measure => "measuring the finished",
+            };
             println!("\n=== sweep {index}/{total}: {verb} {} seed {}{eta} ===", pair.scheme, pair.seed);
         }
         SweepEvent::Skipped { pair, outcome } => println!("sweep: {} already {}", pair.key(), describe(outcome)),

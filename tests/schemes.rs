@@ -232,6 +232,16 @@ fn schemes_parse_print_and_serialise_round_trip() {
         assert_eq!(serde_json::from_str::<NormScheme>(&json).unwrap(), scheme, "{json}");
     }
     assert_eq!("LNS".parse::<NormScheme>().unwrap(), NormScheme::default());
+    // Numbers print short (they name sweep directories) and parse back.
+    for (scheme, text) in [
+        (NormScheme::SkipInit { init: 1e30 }, "skip-init:1e30"),
+        (NormScheme::LayerScale { init: 1e-7 }, "layer-scale:1e-7"),
+        (NormScheme::LayerScale { init: 1.0 }, "layer-scale:1"),
+        (NormScheme::MixLn { post_ln_fraction: 0.25 }, "mix-ln:0.25"),
+    ] {
+        assert_eq!(scheme.to_string(), text);
+        assert_eq!(text.parse::<NormScheme>().unwrap(), scheme);
+    }
     assert_eq!("mix-ln:0.5".parse::<NormScheme>().unwrap(), NormScheme::MixLn { post_ln_fraction: 0.5 });
     assert_eq!(
         serde_json::from_str::<NormScheme>(r#"{"scheme":"lns"}"#).unwrap(),

@@ -346,15 +346,22 @@ impl fmt::Display for NormScheme {
             NormScheme::Lns { position } => write!(f, "lns:{}", position.name()),
             NormScheme::PostLn => write!(f, "post-ln"),
             NormScheme::DeepNorm => write!(f, "deepnorm"),
-            NormScheme::MixLn { post_ln_fraction } => write!(f, "mix-ln:{post_ln_fraction}"),
+            NormScheme::MixLn { post_ln_fraction } => write!(f, "mix-ln:{}", short_number(*post_ln_fraction)),
             NormScheme::ScaledInit => write!(f, "scaled-init"),
             NormScheme::DepthScaledInit => write!(f, "depth-scaled-init"),
-            NormScheme::LayerScale { init } => write!(f, "layer-scale:{init}"),
-            NormScheme::SkipInit { init } => write!(f, "skip-init:{init}"),
+            NormScheme::LayerScale { init } => write!(f, "layer-scale:{}", short_number(*init)),
+            NormScheme::SkipInit { init } => write!(f, "skip-init:{}", short_number(*init)),
             NormScheme::SandwichLn => write!(f, "sandwich-ln"),
             NormScheme::PeriLn => write!(f, "peri-ln"),
         }
     }
+}
+
+/// A number as it parses back, in exponent form where that is shorter (`1e30`, not thirty zeros;
+/// `0.25`, `1`).
+fn short_number(x: f64) -> String {
+    let debug = format!("{x:?}");
+    debug.strip_suffix(".0").map(str::to_string).unwrap_or(debug)
 }
 
 impl FromStr for NormScheme {

@@ -33,7 +33,7 @@ pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;
 pub use sweep::{
-    parse_schemes, parse_seeds, scheme_dir_name, table_1_schemes, PairOutcome, Sweep, SweepEvent, SweepPair,
-    SweepRecord, SWEEP_FILE,
+    parse_schemes, parse_seeds, scheme_dir_name, table_1_schemes, PairAction, PairOutcome, Sweep, SweepEvent,
+    SweepPair, SweepRecord, SWEEP_FILE,
 };
 pub use tracking::{record, Tracker};

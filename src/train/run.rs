@@ -422,6 +422,16 @@ fn finish_from_checkpoint(
     finish(config, prepared, model, Vec::new(), 0, 0, 0.0)
 }
 
+/// The validation loss a run reports: `config.eval_batches` batches of the global batch size.
+pub(crate) fn validation_loss(
+    config: &TrainConfig,
+    model: &Llama,
+    valid: &PackedDataset,
+    n_devices: usize,
+) -> Result<f64, Error> {
+    crate::measure::mean_loss(model, valid, config.batch_size * n_devices, config.eval_batches, &[])
+}
+
 /// Saves the final model into the run directory and reports the run: `steps_trained` steps of
 /// `tokens` in `seconds` by this call.
 fn finish(
@@ -440,8 +450,7 @@ fn finish(
         data: Some(prepared.data.clone()),
     };
     save_run_model(&config.out, &model, &info)?;
-    let global_batch = config.batch_size * prepared.devices.len();
-    let valid_loss = crate::measure::mean_loss(&model, &prepared.valid, global_batch, config.eval_batches, &[])?;
+    let valid_loss = validation_loss(config, &model, &prepared.valid, prepared.devices.len())?;
     Ok(TrainReport {
         model,
         model_config: prepared.model,

@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::run::{model_config, train, validation_data, Start};
+use super::run::{model_config, train, validation_data, validation_loss, Start};
 use super::TrainConfig;
 use crate::io::{verify_sum, write_atomically};
-use crate::measure::{mean_loss, read_metrics};
+use crate::measure::read_metrics;
 use crate::model::load_run_model;
 use crate::norm::NormScheme;
 use crate::{ConfigError, Error};
@@ -39,10 +39,7 @@ pub fn parse_schemes(list: &str) -> Result<Vec<NormScheme>, ConfigError> {
             _ => vec![item.parse()?],
         };
         for scheme in expanded {
-            if schemes.contains(&scheme) {
-                return Err(ConfigError::Conflict(format!("--schemes: `{scheme}` is listed twice")));
-            }
-            schemes.push(scheme);
+            push_once(&mut schemes, scheme, |s| format!("--schemes: `{s}` is listed twice"))?;
         }
     }
     if schemes.is_empty() {
@@ -73,16 +70,22 @@ pub fn parse_seeds(list: &str) -> Result<Vec<u64>, ConfigError> {
             }
         };
         for seed in range {
-            if seeds.contains(&seed) {
-                return Err(ConfigError::Conflict(format!("--seeds: seed {seed} is listed twice")));
-            }
-            seeds.push(seed);
+            push_once(&mut seeds, seed, |s| format!("--seeds: seed {s} is listed twice"))?;
         }
     }
     if seeds.is_empty() {
         return Err(ConfigError::Conflict("--seeds is empty; give e.g. `1` or `1,2,3`".into()));
     }
     Ok(seeds)
+}
+
+/// Appends `item`, or says (`twice`) that the list already holds it.
+fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T, twice: impl Fn(&T) -> String) -> Result<(), ConfigError> {
+    if list.contains(&item) {
+        return Err(ConfigError::Conflict(twice(&item)));
+    }
+    list.push(item);
+    Ok(())
 }
 
 /// One training of a sweep.
@@ -149,6 +152,17 @@ pub struct Sweep {
     pub seeds: Vec<u64>,
 }
 
+/// What a sweep does with a pair that has no recorded outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairAction {
+    /// Trains it from the start.
+    Train,
+    /// Resumes it from its last checkpoint.
+    Resume,
+    /// Measures it: its final model is written (the sweep was interrupted before recording it).
+    Measure,
+}
+
 /// What a sweep reports as it goes.
 #[derive(Clone, Debug)]
 pub enum SweepEvent<'a> {
@@ -160,8 +174,8 @@ pub enum SweepEvent<'a> {
         index: usize,
         /// Pairs in the sweep.
         total: usize,
-        /// New, or resumed from its last checkpoint.
-        start: Start,
+        /// What the sweep does with it.
+        action: PairAction,
         /// Estimated seconds left (`None` until a pair has trained in this call).
         eta_seconds: Option<f64>,
     },
@@ -256,16 +270,22 @@ impl Sweep {
                 continue;
             }
             let config = self.pair_config(pair);
-            let start = if pair.dir.join("train.json").is_file() { Start::Resume } else { Start::New };
+            let action = if verify_sum(&pair.dir.join("model.bpk")).is_ok() {
+                PairAction::Measure
+            } else if pair.dir.join("train.json").is_file() {
+                PairAction::Resume
+            } else {
+                PairAction::Train
+            };
             let left = pairs[index..].iter().filter(|p| !record.outcomes.contains_key(&p.key())).count();
             let eta_seconds = (trained > 0).then(|| seconds / trained as f64 * left as f64);
-            progress(SweepEvent::Starting { pair, index: index + 1, total: pairs.len(), start, eta_seconds });
+            progress(SweepEvent::Starting { pair, index: index + 1, total: pairs.len(), action, eta_seconds });
             let started = Instant::now();
-            // A run whose final model is written (interrupted before its outcome was recorded)
-            // is measured, not trained again.
-            let finished = verify_sum(&pair.dir.join("model.bpk")).is_ok();
-            let measured =
-                if finished { final_valid_loss(&config) } else { train(&config, start).map(|r| r.valid_loss) };
+            let measured = match action {
+                PairAction::Measure => final_valid_loss(&config),
+                PairAction::Resume => train(&config, Start::Resume).map(|r| r.valid_loss),
+                PairAction::Train => train(&config, Start::New).map(|r| r.valid_loss),
+            };
             let outcome = match measured {
                 Ok(valid_loss) => finished_outcome(&config, valid_loss),
                 Err(Error::Diverged(reason)) => PairOutcome::Diverged { reason },
@@ -319,6 +339,5 @@ fn finished_outcome(config: &TrainConfig, valid_loss: f64) -> PairOutcome {
 fn final_valid_loss(config: &TrainConfig) -> Result<f64, Error> {
     let devices = crate::parse_devices(&config.device)?;
     let (model, _) = load_run_model(&config.out, None, &devices[0])?;
-    let valid = validation_data(config)?;
-    mean_loss(&model, &valid, config.batch_size * devices.len(), config.eval_batches, &[])
+    validation_loss(config, &model, &validation_data(config)?, devices.len())
 }
