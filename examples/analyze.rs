@@ -97,6 +97,8 @@ struct LoadedRun {
     dir: PathBuf,
     model: Llama,
     tokenizer: Tokenizer,
+    /// The model's vocabulary size.
+    vocab_size: usize,
     title: String,
     /// What training recorded with `--track-every` (`tracking.jsonl`), if anything.
     tracking: Option<Vec<TrackRecord>>,
@@ -127,21 +129,13 @@ fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<
             dir.display()
         )));
     }
-    if tokenizer.vocab_size() > config.vocab_size {
-        return Err(Error::file(
-            dir,
-            format!(
-                "the tokenizer has {} tokens but the model's vocabulary only {}",
-                tokenizer.vocab_size(),
-                config.vocab_size
-            ),
-        ));
-    }
+    tokenizer.check_fits(config.vocab_size).map_err(|e| Error::file(dir, e))?;
     loaded.model.check_layers(&options.layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
     let tracking = if dir.join(TRACKING_FILE).is_file() { Some(read_tracking(dir)?) } else { None };
     let tracking = tracking.filter(|records| !records.is_empty());
     let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
-    Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, tokenizer, title, tracking })
+    let vocab_size = config.vocab_size;
+    Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, tokenizer, vocab_size, title, tracking })
 }
 
 fn report_of(
@@ -157,6 +151,7 @@ fn report_of(
     };
     let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
     let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &cache_root)?);
+    cache.check_vocabulary(&run.tokenizer, run.vocab_size)?;
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
     let data = PackedDataset::new(cache, &docs, args.seq_len);
     eprintln!("{}", run.title);

@@ -145,7 +145,7 @@ pub fn write_dir_atomically(
     std::fs::create_dir_all(parent)?;
     let tmp = parent.join(format!(".{name}.tmp{}", std::process::id()));
     let old = parent.join(format!(".{name}.old{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    remove_stale_siblings(parent, &name);
     std::fs::create_dir_all(&tmp)?;
     let result = fill(&tmp).and_then(|()| {
         if !existing {
@@ -162,6 +162,26 @@ pub fn write_dir_atomically(
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// Removes the half-written `.name.tmp<PID>` siblings that killed writers of `parent/name` left
+/// (of processes that no longer run, and this one's). Where processes cannot be listed (no
+/// `/proc`), only this process's own is removed. (A `.name.old<PID>` may hold the only copy of
+/// the old contents: it stays.)
+fn remove_stale_siblings(parent: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let can_list = Path::new("/proc/self").exists();
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let pid = file_name.strip_prefix(&format!(".{name}.tmp"));
+        let Some(pid) = pid.filter(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())) else {
+            continue;
+        };
+        let ours = pid == std::process::id().to_string();
+        if ours || (can_list && !Path::new("/proc").join(pid).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// An error unless `dir` is absent, or a directory that is empty or holds `marker`: whether

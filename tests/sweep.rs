@@ -159,6 +159,10 @@ fn bad_sweeps_are_refused_before_any_training() {
         (dir.path().join("b"), vec!["--schemes", ","], "--schemes is empty"),
         (dir.path().join("c"), vec!["--schemes", "lns,lns"], "listed twice"),
         (dir.path().join("d"), vec!["--seeds", "1,x"], "`x` is not a seed"),
+        (dir.path().join("e"), vec!["--seeds", "3-1"], "runs backwards"),
+        (dir.path().join("f"), vec!["--norm", "lns"], "does not apply to a sweep"),
+        (dir.path().join("g"), vec!["--data", "/nonexistent/corpus.txt"], "no such file"),
+        (dir.path().join("h"), vec!["--tokenizer", "/nonexistent/tokenizer.json"], "no such file"),
         (occupied.clone(), vec!["--schemes", "lns"], "not a sweep directory"),
     ] {
         let output = sweep_command(&out, &extra).output().unwrap();
@@ -169,11 +173,67 @@ fn bad_sweeps_are_refused_before_any_training() {
     }
     assert_eq!(std::fs::read_to_string(occupied.join("notes.txt")).unwrap(), "mine", "nothing deleted");
 
-    // The same sweep with other settings in the same directory is refused.
+    // The same sweep with other settings in the same directory is refused, naming the change;
+    // the directory spelled otherwise, or settings that change nothing trained, are not.
     let out = dir.path().join("sweep");
     run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));
     let output = sweep_command(&out, &["--schemes", "lns", "--lr", "0.01"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&output.stderr).contains("other training settings"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("other training settings (lr: "), "{stderr}");
+    let respelled = dir.path().join(".").join("sweep/");
+    let output = run(&mut sweep_command(&respelled, &["--schemes", "lns", "--log-every", "1", "--no-diagnostics"]));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("already finished"));
+
+    // A sweep whose first pair never started may change its settings (a typo'd --device is fixed
+    // by running again).
+    let typo = dir.path().join("typo");
+    std::fs::create_dir(&typo).unwrap();
+    let record = std::fs::read_to_string(out.join("sweep.json")).unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    record["outcomes"] = serde_json::json!({});
+    record["config"]["lr"] = serde_json::json!(0.5);
+    std::fs::write(typo.join("sweep.json"), record.to_string()).unwrap();
+    run(&mut sweep_command(&typo, &["--schemes", "lns", "--no-diagnostics"]));
+}
+
+#[test]
+fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
+    std::fs::remove_dir_all(out.join("lns/seed-1")).unwrap();
+    let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("training lns seed 1") && stdout.contains("pre-ln/seed-1 already"), "{stdout}");
+    // Both pairs shared one token cache.
+    assert!(out.join(".token-cache").is_dir() && !out.join("lns/.token-cache").exists());
+
+    run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
+    assert_eq!(report["results"].as_array().unwrap().len(), 1);
+    assert_eq!(report["outcomes"].as_object().unwrap().keys().collect::<Vec<_>>(), ["lns/seed-1"]);
+    // The record still holds both pairs: the wider sweep trains nothing.
+    let record: SweepRecord = serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(record.outcomes.len(), 2);
+}
+
+#[test]
+fn a_run_whose_training_loss_is_not_finite_is_diverged_even_with_finite_weights() {
+    use layernorm_scaling::measure::{first_non_finite_loss, MetricRow};
+    let row = |step: usize, value: f64| MetricRow {
+        split: "train".into(),
+        epoch: 1,
+        batch: step,
+        step,
+        metric: "Loss".into(),
+        value,
+        count: Some(1),
+        is_final: false,
+    };
+    let rows = [row(1, 5.5), row(2, f64::NAN), row(3, 5.54)];
+    assert_eq!(first_non_finite_loss(&rows).map(|r| r.step), Some(2));
+    assert!(first_non_finite_loss(&rows[..1]).is_none());
 }
 
 #[test]
@@ -182,4 +242,5 @@ fn scheme_and_seed_lists_parse() {
     assert!(parse_schemes("all").unwrap().len() >= 11);
     assert_eq!(parse_seeds("1-3,7").unwrap(), vec![1, 2, 3, 7]);
     assert!(parse_seeds("3-1").is_err());
+    assert!(parse_seeds("1-5000").unwrap_err().to_string().contains("more than the 1000"));
 }

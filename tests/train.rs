@@ -235,3 +235,42 @@ fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
     let diff = (one.valid_loss - two.valid_loss).abs();
     assert!(diff < 1e-3 * one.valid_loss, "validation loss {} vs {}", one.valid_loss, two.valid_loss);
 }
+
+/// A tokenizer shaped like t5-base: its own vocabulary fits the model, added sentinel tokens
+/// (`<extra_id_N>`) lie above it. It trains; a corpus that spells a sentinel out is refused.
+#[test]
+fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tokenizer.json");
+    let vocab: serde_json::Map<String, serde_json::Value> = (0..249)
+        .map(|i| (format!("t{i}"), serde_json::json!(i)))
+        .chain([("</s>".to_string(), serde_json::json!(249))])
+        .collect();
+    let added: Vec<serde_json::Value> = (0..10)
+        .map(|i| {
+            serde_json::json!({"id": 250 + i, "content": format!("<extra_id_{i}>"), "single_word": false,
+                "lstrip": false, "rstrip": false, "normalized": false, "special": true})
+        })
+        .collect();
+    let tokenizer = serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": added,
+        "normalizer": null, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null,
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "t0"}
+    });
+    std::fs::write(&json, tokenizer.to_string()).unwrap();
+    let loaded = layernorm_scaling::data::Tokenizer::from_file(&json).unwrap();
+    assert_eq!((loaded.base_vocab_size(), loaded.vocab_size()), (250, 260));
+
+    let config = TrainConfig { tokenizer: json.display().to_string(), ..quick(&dir.path().join("run"), 6, 3) };
+    train(&config, Start::New).expect("the sentinels above the model's 256 ids are never produced");
+
+    let corpus = dir.path().join("corpus.txt");
+    let paragraph = "t1 t2 t3 t4 t5 t6 t7 t8 t9 t10 t11 t12 t13 t14 t15 t16 t17 t18 t19 t20\n\n";
+    std::fs::write(&corpus, format!("{}t5 <extra_id_9> t6\n", paragraph.repeat(200))).unwrap();
+    let config = TrainConfig { data: vec![corpus], ..TrainConfig { out: dir.path().join("run2"), ..config } };
+    expect_error(
+        &config,
+        Start::New,
+        "the corpus holds token id 259 (<extra_id_9>), outside the model's vocabulary of 256",
+    );
+}

@@ -84,6 +84,8 @@ pub fn sweep_results(record: &SweepRecord) -> Vec<SchemeResult> {
     let best = results
         .iter()
         .enumerate()
+        // A scheme that lost a seed to divergence is not the best on its lucky seeds.
+        .filter(|(_, r)| r.diverged == 0)
         .filter_map(|(i, r)| r.loss_mean.map(|m| (i, m)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(i, _)| i);
@@ -91,6 +93,11 @@ pub fn sweep_results(record: &SweepRecord) -> Vec<SchemeResult> {
         results[i].best = true;
     }
     results
+}
+
+/// `1 scheme`, `2 schemes`.
+fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// `mean ± std`, `mean` alone, or `-`.
@@ -209,10 +216,10 @@ pub fn write_sweep_report(
         std::fs::write(tmp.join("results.json"), serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?)?;
         std::fs::write(tmp.join("results.csv"), results_csv(&results))?;
         let mut md = format!(
-            "# Sweep: {} schemes x {} seeds\n\nFinal validation loss and perplexity (mean ± sample standard deviation over \
-             the seeds that finished), {} steps of {} tokens.\n\n",
-            record.schemes.len(),
-            record.seeds.len(),
+            "# Sweep: {} x {}\n\nFinal validation loss and perplexity (mean ± sample standard deviation over the seeds \
+             that finished; the best of the schemes with no diverged seed in bold), {} steps of {} tokens.\n\n",
+            count(record.schemes.len(), "scheme"),
+            count(record.seeds.len(), "seed"),
             config.steps,
             tokens_per_step
         );

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::data::token_file::TokenFile;
-use crate::data::DataError;
+use crate::data::{DataError, Tokenizer};
 
 /// What a cache holds and what it was built from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -27,6 +27,10 @@ pub struct CacheMeta {
     pub n_docs: usize,
     /// Number of tokens, end-of-text tokens included.
     pub n_tokens: u64,
+    /// The largest token id in the corpus (checked against the model's vocabulary; absent from
+    /// caches written before it was recorded, which are rebuilt).
+    #[serde(default)]
+    pub max_token: Option<u32>,
 }
 
 /// A memory-mapped, tokenised corpus: one token stream over one or more files.
@@ -45,6 +49,7 @@ pub struct CacheWriter {
     tokens: BufWriter<File>,
     offsets: Vec<u64>,
     eot: u32,
+    max_token: u32,
 }
 
 impl CacheWriter {
@@ -53,6 +58,7 @@ impl CacheWriter {
         let io = |e: std::io::Error| DataError::Cache(e.to_string());
         for &token in tokens.iter().chain(std::iter::once(&self.eot)) {
             self.tokens.write_all(&token.to_le_bytes()).map_err(io)?;
+            self.max_token = self.max_token.max(token);
         }
         let last = *self.offsets.last().unwrap_or(&0);
         self.offsets.push(last + tokens.len() as u64 + 1);
@@ -77,7 +83,7 @@ impl TokenCache {
         fill: impl FnOnce(&mut CacheWriter) -> Result<(), DataError>,
     ) -> Result<Self, DataError> {
         if let Ok(cache) = Self::open(dir) {
-            if cache.meta.key == key {
+            if cache.meta.key == key && cache.meta.max_token.is_some() {
                 return Ok(cache);
             }
         }
@@ -93,7 +99,7 @@ impl TokenCache {
         std::fs::create_dir_all(&tmp).map_err(io)?;
         let result = (|| {
             let file = File::create(tmp.join("tokens.bin")).map_err(io)?;
-            let mut writer = CacheWriter { tokens: BufWriter::new(file), offsets: vec![0], eot };
+            let mut writer = CacheWriter { tokens: BufWriter::new(file), offsets: vec![0], eot, max_token: eot };
             fill(&mut writer)?;
             let n_docs = writer.offsets.len() - 1;
             let n_tokens = *writer.offsets.last().unwrap_or(&0);
@@ -104,7 +110,7 @@ impl TokenCache {
             file.sync_all().map_err(io)?;
             let offsets: Vec<u8> = writer.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
             std::fs::write(tmp.join("offsets.bin"), offsets).map_err(io)?;
-            let meta = CacheMeta { key: key.to_string(), n_docs, n_tokens };
+            let meta = CacheMeta { key: key.to_string(), n_docs, n_tokens, max_token: Some(writer.max_token) };
             let json = serde_json::to_string_pretty(&meta).map_err(|e| DataError::Cache(e.to_string()))?;
             std::fs::write(tmp.join("meta.json"), json).map_err(io)?;
             let _ = std::fs::remove_dir_all(dir);
@@ -142,7 +148,7 @@ impl TokenCache {
     /// with another tokenizer. The folder ([`dir`](Self::dir)) is the first file's.
     pub fn from_token_files(paths: &[PathBuf], key: &str, eot: u32, vocab_size: usize) -> Result<Self, DataError> {
         let (mut files, mut firsts, mut offsets) = (Vec::new(), Vec::new(), vec![0u64]);
-        let mut total = 0u64;
+        let (mut total, mut max_token) = (0u64, 0u32);
         for path in paths {
             let file = TokenFile::open(path)?;
             let first = total;
@@ -158,6 +164,7 @@ impl TokenCache {
                 if id == eot {
                     offsets.push(first + position as u64 + 1);
                 }
+                max_token = max_token.max(id);
             }
             total += file.n_tokens();
             if offsets.last() != Some(&total) {
@@ -169,9 +176,23 @@ impl TokenCache {
         if files.is_empty() {
             return Err(DataError::Corpus("no token file given".into()));
         }
-        let meta = CacheMeta { key: key.to_string(), n_docs: offsets.len() - 1, n_tokens: total };
+        let meta =
+            CacheMeta { key: key.to_string(), n_docs: offsets.len() - 1, n_tokens: total, max_token: Some(max_token) };
         let dir = paths[0].parent().unwrap_or(Path::new(".")).to_path_buf();
         Ok(Self { files, firsts, offsets, meta, dir })
+    }
+
+    /// Refuses a corpus that holds a token id of `vocab_size` or more (say, T5's `<extra_id_0>`
+    /// written out in the text, for a model of t5-base's 32,000 ids); `tokenizer` names the token.
+    pub fn check_vocabulary(&self, tokenizer: &Tokenizer, vocab_size: usize) -> Result<(), DataError> {
+        match self.meta.max_token.filter(|&id| id as usize >= vocab_size) {
+            Some(id) => Err(DataError::Corpus(format!(
+                "the corpus holds token id {id} ({}), outside the model's vocabulary of {vocab_size}: use a model \
+                 config with vocab_size > {id}, or remove that text from the corpus",
+                tokenizer.token_text(id).unwrap_or_else(|| "?".into())
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// What the cache holds.

@@ -66,12 +66,45 @@ impl Tokenizer {
         )))
     }
 
-    /// The number of token ids (the model's vocabulary must be at least this).
+    /// The number of token ids, added tokens included.
     pub fn vocab_size(&self) -> usize {
         match self {
             Tokenizer::Byte => 256,
             #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { inner, .. } => inner.get_vocab_size(true),
+        }
+    }
+
+    /// The number of ids of the tokenizer's own vocabulary, without the added tokens that text
+    /// rarely holds: t5-base has 32,000 (the paper's vocabulary) and 100 `<extra_id_N>` sentinels
+    /// above them, 32,100 in all. A model needs at least this many; a corpus that does produce a
+    /// larger id is refused when it is tokenised.
+    pub fn base_vocab_size(&self) -> usize {
+        match self {
+            Tokenizer::Byte => 256,
+            #[cfg(feature = "tokenizers")]
+            Tokenizer::HuggingFace { inner, eot, .. } => inner.get_vocab_size(false).max(*eot as usize + 1),
+        }
+    }
+
+    /// Refuses a model vocabulary of `vocab_size` ids that cannot hold [`base_vocab_size`](Self::base_vocab_size).
+    pub fn check_fits(&self, vocab_size: usize) -> Result<(), DataError> {
+        let needed = self.base_vocab_size();
+        if needed > vocab_size {
+            return Err(DataError::Tokenizer(format!(
+                "the tokenizer has {needed} tokens but the model's vocabulary is {vocab_size}; use a model config \
+                 with vocab_size >= {needed}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The text of token `id`, for messages (`None` for an id it does not have).
+    pub fn token_text(&self, id: u32) -> Option<String> {
+        match self {
+            Tokenizer::Byte => u8::try_from(id).ok().map(|b| format!("{:?}", b as char)),
+            #[cfg(feature = "tokenizers")]
+            Tokenizer::HuggingFace { inner, .. } => inner.id_to_token(id),
         }
     }
 

@@ -43,6 +43,17 @@ impl MetricRow {
     pub fn is_batch_value(&self) -> bool {
         !self.is_final && self.count != Some(0)
     }
+
+    /// Whether the row is a per-batch training loss.
+    pub fn is_train_loss(&self) -> bool {
+        self.split == "train" && self.metric == "Loss" && self.is_batch_value()
+    }
+}
+
+/// The first per-batch training loss that is not finite: the run diverged there, even when its
+/// weights stayed finite (a model that collapsed to a uniform output reports a finite loss after).
+pub fn first_non_finite_loss(rows: &[MetricRow]) -> Option<&MetricRow> {
+    rows.iter().find(|row| row.is_train_loss() && !row.value.is_finite())
 }
 
 /// A number, or `null` (how JSON writes NaN and infinities) as NaN.

@@ -11,7 +11,7 @@ mod variance;
 pub use loss::{evaluation_batches, mean_loss};
 #[cfg(feature = "train")]
 pub(crate) use metric_record::parse_metric_lines;
-pub use metric_record::{read_metrics, MetricRow, METRICS_FILE};
+pub use metric_record::{first_non_finite_loss, read_metrics, MetricRow, METRICS_FILE};
 #[cfg(feature = "train")]
 pub(crate) use tracking_record::read_tracking_lines;
 pub use tracking_record::{read_tracking, TrackRecord, TRACKING_FILE};

@@ -130,26 +130,35 @@ const RESUME_COMPARED_BY_EFFECT: [&str; 7] =
 /// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
 /// into those a resume may change and those it may not.
 fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<String>) {
+    let (mut allowed, mut refused) = (Vec::new(), Vec::new());
+    for (field, change) in setting_changes(saved, now) {
+        if RESUME_COMPARED_BY_EFFECT.contains(&field.as_str()) {
+            continue;
+        }
+        if RESUME_MAY_CHANGE.contains(&field.as_str()) {
+            allowed.push(change)
+        } else {
+            refused.push(change)
+        }
+    }
+    (allowed, refused)
+}
+
+/// The settings of `now` that differ from `saved` (defaults resolved), as `(field, "field: saved
+/// -> now")`. The output directory is left out: it is the same one, however it is spelled.
+pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(String, String)> {
     let to_map = |config: &TrainConfig| match serde_json::to_value(config.resolved()) {
         Ok(serde_json::Value::Object(map)) => map,
         _ => serde_json::Map::new(),
     };
     let (saved, now) = (to_map(saved), to_map(now));
-    let mut allowed = Vec::new();
-    let mut refused = Vec::new();
-    for (field, value) in now.iter().filter(|(field, _)| !RESUME_COMPARED_BY_EFFECT.contains(&field.as_str())) {
-        let old = saved.get(field).cloned().unwrap_or(serde_json::Value::Null);
-        // The run directory is the one being resumed, however it is spelled.
-        if old != *value && field != "out" {
-            let change = format!("{field}: {old} -> {value}");
-            if RESUME_MAY_CHANGE.contains(&field.as_str()) {
-                allowed.push(change)
-            } else {
-                refused.push(change)
-            }
-        }
-    }
-    (allowed, refused)
+    now.into_iter()
+        .filter(|(field, _)| field != "out")
+        .filter_map(|(field, value)| {
+            let old = saved.get(&field).cloned().unwrap_or(serde_json::Value::Null);
+            (old != value).then(|| (field.clone(), format!("{field}: {old} -> {value}")))
+        })
+        .collect()
 }
 
 /// An error unless `config` trains what the run in `dir` trained: the same settings (but those
@@ -242,15 +251,7 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
     config.validate()?;
     let model = model_config(config)?;
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
-    if tokenizer.vocab_size() > model.vocab_size {
-        return Err(ConfigError::Conflict(format!(
-            "the tokenizer has {} tokens but the model's vocabulary is {}; use a model config with vocab_size >= {}",
-            tokenizer.vocab_size(),
-            model.vocab_size,
-            tokenizer.vocab_size()
-        ))
-        .into());
-    }
+    tokenizer.check_fits(model.vocab_size)?;
     if config.seq_len > model.max_seq_len {
         return Err(ConfigError::Conflict(format!(
             "`seq_len` ({}) is longer than the model's `max_seq_len` ({}); lower --seq-len",
@@ -266,7 +267,7 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
         device.seed(config.seed);
     }
     check_step_memory(config, &model, &devices)?;
-    let (train, valid, data) = datasets(config, &tokenizer)?;
+    let (train, valid, data) = datasets(config, &tokenizer, model.vocab_size)?;
     Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data })
 }
 
@@ -274,12 +275,16 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
 /// its model afterwards.
 pub fn validation_data(config: &TrainConfig) -> Result<PackedDataset, Error> {
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
-    Ok(datasets(config, &tokenizer)?.1)
+    Ok(datasets(config, &tokenizer, model_config(config)?.vocab_size)?.1)
 }
 
 /// The training and validation windows of `config`'s corpus, tokenised (through the token cache),
-/// and the corpus's fingerprint.
-fn datasets(config: &TrainConfig, tokenizer: &Tokenizer) -> Result<(PackedDataset, PackedDataset, String), Error> {
+/// and the corpus's fingerprint. A token id of `vocab_size` or more is an error.
+fn datasets(
+    config: &TrainConfig,
+    tokenizer: &Tokenizer,
+    vocab_size: usize,
+) -> Result<(PackedDataset, PackedDataset, String), Error> {
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.seed }
     } else {
@@ -295,6 +300,7 @@ fn datasets(config: &TrainConfig, tokenizer: &Tokenizer) -> Result<(PackedDatase
         }
     };
     let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
+    cache.check_vocabulary(tokenizer, vocab_size)?;
     let data = cache.content_fingerprint();
     let (train, valid) = train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.seed)?;
     Ok((train, valid, data))
@@ -580,6 +586,13 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     if let Some(reason) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(diverged(config, dir, reason));
     }
+    if let Some(row) = crate::measure::first_non_finite_loss(&rows) {
+        let reason = format!(
+            "the training loss is {} at step {}: the loss diverged (try a lower --lr or --clip-grad-norm)",
+            row.value, row.step
+        );
+        return Err(diverged(config, dir, reason));
+    }
     if let Some(error) = result.error {
         return Err(Error::Training(error.to_string()));
     }
@@ -588,11 +601,8 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     }
 
     let model = result.model.into_model().valid();
-    let train_losses: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.split == "train" && r.metric == "Loss" && r.is_batch_value() && r.epoch > start_epoch)
-        .map(|r| r.value)
-        .collect();
+    let train_losses: Vec<f64> =
+        rows.iter().filter(|r| r.is_train_loss() && r.epoch > start_epoch).map(|r| r.value).collect();
     let steps_trained = config.steps - start_step;
     let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
     let report = finish(config, prepared, model, train_losses, steps_trained, tokens, seconds)?;

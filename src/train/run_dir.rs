@@ -249,7 +249,7 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
 }
 
 /// Takes the advisory lock on `path` (created if missing) and writes this process's PID into it.
-fn take_lock(path: &Path) -> Result<File, String> {
+pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -12,16 +12,22 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::run::{model_config, train, validation_data, validation_loss, Start};
+use super::run::{model_config, setting_changes, train, validation_data, validation_loss, Start};
+use super::run_dir::{take_lock, LOCK_FILE};
 use super::TrainConfig;
+use crate::data::{corpus_files, Tokenizer};
 use crate::io::{verify_sum, write_atomically};
-use crate::measure::read_metrics;
+use crate::measure::{first_non_finite_loss, read_metrics};
 use crate::model::load_run_model;
 use crate::norm::NormScheme;
 use crate::{ConfigError, Error};
 
 /// The file that marks a directory as a sweep and records its pairs.
 pub const SWEEP_FILE: &str = "sweep.json";
+
+/// Settings a sweep already under way may change: they do not change what is trained.
+const SWEEP_MAY_CHANGE: [&str; 8] =
+    ["device", "samples", "log_every", "peak_tflops", "save_every", "keep_checkpoints", "cache_dir", "track_every"];
 
 /// The schemes of the paper's Table 1, in its order.
 pub fn table_1_schemes() -> Vec<NormScheme> {
@@ -48,6 +54,9 @@ pub fn parse_schemes(list: &str) -> Result<Vec<NormScheme>, ConfigError> {
     Ok(schemes)
 }
 
+/// The most seeds one range of a seed list may hold (a guard against `1-100000`).
+const MAX_SEED_RANGE: u64 = 1000;
+
 /// Parses a seed list: comma-separated seeds and inclusive ranges, e.g. `1,2,5` or `1-3`.
 pub fn parse_seeds(list: &str) -> Result<Vec<u64>, ConfigError> {
     let bad = |item: &str| {
@@ -59,8 +68,14 @@ pub fn parse_seeds(list: &str) -> Result<Vec<u64>, ConfigError> {
             Some((a, b)) => {
                 let (a, b) =
                     (a.trim().parse::<u64>().map_err(|_| bad(item))?, b.trim().parse::<u64>().map_err(|_| bad(item))?);
-                if a > b || b - a >= 1000 {
-                    return Err(bad(item));
+                if a > b {
+                    return Err(ConfigError::Conflict(format!("--seeds: `{item}` runs backwards; write `{b}-{a}`")));
+                }
+                if b - a >= MAX_SEED_RANGE {
+                    return Err(ConfigError::Conflict(format!(
+                        "--seeds: `{item}` holds {} seeds, more than the {MAX_SEED_RANGE} a range may hold",
+                        b as u128 - a as u128 + 1
+                    )));
                 }
                 a..=b
             }
@@ -209,35 +224,84 @@ impl Sweep {
     }
 
     /// The training settings of `pair`.
+    /// The training settings of `pair`. Every pair shares one token cache, `<out>/.token-cache`,
+    /// unless `cache_dir` is set.
     pub fn pair_config(&self, pair: &SweepPair) -> TrainConfig {
-        TrainConfig { norm: Some(pair.scheme.clone()), seed: pair.seed, out: pair.dir.clone(), ..self.config.clone() }
+        let cache_dir = self.config.cache_dir.clone().or_else(|| Some(self.config.out.join(".token-cache")));
+        TrainConfig {
+            norm: Some(pair.scheme.clone()),
+            seed: pair.seed,
+            out: pair.dir.clone(),
+            cache_dir,
+            ..self.config.clone()
+        }
     }
 
-    /// Checks every pair's settings and the sweep directory before anything is trained or written:
-    /// the directory must be new, empty, or a sweep of the same settings. Returns the outcomes
-    /// recorded so far.
+    /// Checks every pair's settings, the devices, data and tokenizer, and the sweep directory
+    /// before anything is trained or written: the directory must be new, empty, or a sweep of the
+    /// same training settings (any settings while nothing is trained yet). Returns the outcomes
+    /// recorded so far whose run directories still exist (a deleted one is trained again).
     pub fn check(&self) -> Result<BTreeMap<String, PairOutcome>, Error> {
+        if let Some(norm) = &self.config.norm {
+            return Err(ConfigError::Conflict(format!(
+                "--norm {norm} (or `norm` in the config) does not apply to a sweep: list the schemes with --schemes"
+            ))
+            .into());
+        }
         for pair in self.pairs() {
             let config = self.pair_config(&pair);
             config.validate()?;
             model_config(&config)?;
         }
+        crate::parse_devices(&self.config.device)?;
+        Tokenizer::from_spec(&self.config.tokenizer)?;
+        if !self.config.data.is_empty() {
+            corpus_files(&self.config.data)?;
+        }
         let out = &self.config.out;
         let record_path = out.join(SWEEP_FILE);
-        if record_path.is_file() {
-            let text = std::fs::read_to_string(&record_path).map_err(|e| Error::file(&record_path, e))?;
-            let record: SweepRecord = serde_json::from_str(&text)
-                .map_err(|e| Error::file(&record_path, format!("not a sweep record: {e}")))?;
-            if shared(&record.config) != shared(&self.config) {
+        if record_path.exists() {
+            let unreadable = |e: String| {
+                Error::file(
+                    &record_path,
+                    format!(
+                        "{e}: the sweep's record is damaged; restore it, or move {} away and start a new sweep \
+                         (its runs stay readable by `analyze`)",
+                        out.display()
+                    ),
+                )
+            };
+            let text = std::fs::read_to_string(&record_path).map_err(|e| unreadable(e.to_string()))?;
+            let record: SweepRecord =
+                serde_json::from_str(&text).map_err(|e| unreadable(format!("not a sweep record: {e}")))?;
+            let changed: Vec<String> = setting_changes(&shared(&record.config), &shared(&self.config))
+                .into_iter()
+                .filter(|(field, _)| !SWEEP_MAY_CHANGE.contains(&field.as_str()))
+                .map(|(_, change)| change)
+                .collect();
+            let recorded = Sweep { config: self.config.clone(), schemes: record.schemes.clone(), seeds: record.seeds };
+            let started =
+                !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| pair.dir.join("train.json").exists());
+            if !changed.is_empty() && started {
                 return Err(Error::file(
                     out,
-                    "holds a sweep with other training settings; keep them, or give a new --out for a new sweep",
+                    format!(
+                        "holds a sweep with other training settings ({}); keep them, or give a new --out for a \
+                         new sweep",
+                        changed.join("; ")
+                    ),
                 ));
             }
-            return Ok(record.outcomes);
+            let mut outcomes = record.outcomes;
+            outcomes.retain(|key, _| out.join(key).is_dir());
+            return Ok(outcomes);
         }
         let empty = match std::fs::read_dir(out) {
-            Ok(mut entries) => entries.next().is_none(),
+            // The sweep's lock, and a record a killed sweep was writing, are the sweep's own.
+            Ok(entries) => entries.flatten().all(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                name == LOCK_FILE || name.starts_with(&format!(".{SWEEP_FILE}.tmp"))
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
             Err(e) => return Err(Error::file(out, e)),
         };
@@ -254,13 +318,17 @@ impl Sweep {
     /// than a divergence (bad data, a full disk, an interruption) stops the sweep; what was
     /// finished stays recorded, and running the sweep again goes on from there.
     pub fn run(&self, mut progress: impl FnMut(SweepEvent)) -> Result<SweepRecord, Error> {
+        let out = &self.config.out;
+        self.check()?;
+        std::fs::create_dir_all(out).map_err(|e| Error::file(out, e))?;
+        // One sweep at a time in a directory; the outcomes are read again under the lock.
+        let _lock = take_lock(&out.join(LOCK_FILE)).map_err(|e| Error::file(out, e))?;
         let mut record = SweepRecord {
             config: self.config.clone(),
             schemes: self.schemes.clone(),
             seeds: self.seeds.clone(),
             outcomes: self.check()?,
         };
-        std::fs::create_dir_all(&self.config.out).map_err(|e| Error::file(&self.config.out, e))?;
         self.write_record(&record)?;
         let pairs = self.pairs();
         let (mut trained, mut seconds) = (0usize, 0.0f64);
@@ -300,6 +368,9 @@ impl Sweep {
             record.outcomes.insert(pair.key(), outcome);
             self.write_record(&record)?;
         }
+        // The record keeps every pair ever run here; the caller gets this sweep's.
+        let keys: Vec<String> = pairs.iter().map(SweepPair::key).collect();
+        record.outcomes.retain(|key, _| keys.contains(key));
         Ok(record)
     }
 
@@ -315,24 +386,26 @@ fn shared(config: &TrainConfig) -> TrainConfig {
     TrainConfig { norm: None, seed: 0, ..config.clone() }
 }
 
-/// A finished pair's outcome: diverged when its final validation loss is not finite or not below
-/// its first training loss (the model ends no better than its initial weights).
+/// A finished pair's outcome: diverged when its final validation loss or any training loss is not
+/// finite, or its final validation loss is not below its first training loss (the model ends no
+/// better than its initial weights).
 fn finished_outcome(config: &TrainConfig, valid_loss: f64) -> PairOutcome {
-    let first = read_metrics(&config.out).ok().and_then(|rows| {
-        rows.into_iter().find(|r| r.split == "train" && r.metric == "Loss" && r.is_batch_value()).map(|r| r.value)
-    });
-    match first {
-        _ if !valid_loss.is_finite() => {
-            PairOutcome::Diverged { reason: format!("the validation loss is {valid_loss}") }
-        }
-        Some(first) if valid_loss >= first => PairOutcome::Diverged {
-            reason: format!(
-                "the final validation loss {valid_loss:.4} is no lower than the first training loss {first:.4}: \
-                 the model did not learn"
+    let rows = read_metrics(&config.out).unwrap_or_default();
+    let reason = if !valid_loss.is_finite() {
+        format!("the validation loss is {valid_loss}")
+    } else if let Some(row) = first_non_finite_loss(&rows) {
+        format!("the training loss is {} at step {}", row.value, row.step)
+    } else {
+        match rows.iter().find(|r| r.is_train_loss()) {
+            Some(first) if valid_loss >= first.value => format!(
+                "the final validation loss {valid_loss:.4} is no lower than the first training loss {:.4}: the \
+                 model did not learn",
+                first.value
             ),
-        },
-        _ => PairOutcome::Finished { valid_loss },
-    }
+            _ => return PairOutcome::Finished { valid_loss },
+        }
+    };
+    PairOutcome::Diverged { reason }
 }
 
 /// The final validation loss of the finished run in `config.out`, measured as training measures it.
