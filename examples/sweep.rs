@@ -110,22 +110,31 @@ fn loss_curves(sweep: &Sweep, record: &SweepRecord) -> Vec<(String, LossCurves)>
         .collect()
 }
 
-/// The diagnostics of each scheme's first finished seed, on that run's validation data.
+/// The diagnostics of each scheme's first finished seed whose model loads, on that run's
+/// validation data. A model that cannot be read (say, damaged since) is named and skipped.
 fn diagnostics(sweep: &Sweep, record: &SweepRecord) -> Result<Vec<ComparedRun>, Error> {
     let device = parse_devices(&sweep.config.device)?.remove(0);
     let options = AnalysisOptions { batches: 4, ..AnalysisOptions::default() };
     let mut compared = Vec::new();
     for scheme in &sweep.schemes {
-        let finished = sweep.pairs().into_iter().find(|p| {
+        let finished = sweep.pairs().into_iter().filter(|p| {
             &p.scheme == scheme && matches!(record.outcomes.get(&p.key()), Some(PairOutcome::Finished { .. }))
         });
-        let Some(pair) = finished else { continue };
-        println!("diagnostics of {}", pair.key());
-        let (model, _) = load_run_model(&pair.dir, None, &device)?;
-        let data = validation_data(&sweep.pair_config(&pair))?;
-        let report = analyze(&model, &data, &options, &mut |_, _| {})?;
-        let title = format!("{} ({})", pair.key(), path_name(&pair.dir));
-        compared.push(ComparedRun { label: layernorm_scaling::train::scheme_dir_name(scheme), title, report });
+        for pair in finished {
+            println!("diagnostics of {}", pair.key());
+            let (model, _) = match load_run_model(&pair.dir, None, &device) {
+                Ok(loaded) => loaded,
+                Err(e) => {
+                    eprintln!("warning: no diagnostics from {}: {e}", pair.key());
+                    continue;
+                }
+            };
+            let data = validation_data(&sweep.pair_config(&pair))?;
+            let report = analyze(&model, &data, &options, &mut |_, _| {})?;
+            let title = format!("{} ({})", pair.key(), path_name(&pair.dir));
+            compared.push(ComparedRun { label: layernorm_scaling::train::scheme_dir_name(scheme), title, report });
+            break;
+        }
     }
     Ok(compared)
 }

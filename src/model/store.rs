@@ -72,7 +72,13 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
     let file_error = |path: &Path, message: String| Error::file(path, message);
     let info_path = dir.join("model.json");
     let text = std::fs::read_to_string(&info_path).map_err(|e| {
-        file_error(&info_path, format!("{e}; is {} a run directory of the train example?", dir.display()))
+        // `sweep.json`: the sweep example's directory (named here, the model stays free of `train`).
+        let hint = if dir.join("sweep.json").is_file() {
+            format!("{} is a sweep: give one of its runs, {}/<scheme>/seed-<n>", dir.display(), dir.display())
+        } else {
+            format!("is {} a run directory of the train example?", dir.display())
+        };
+        file_error(&info_path, format!("{e}; {hint}"))
     })?;
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
