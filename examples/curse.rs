@@ -4,14 +4,18 @@
 //! ```bash
 //! cargo run --release --example curse
 //! cargo run --release --example curse -- --layers 48 --schemes pre-ln,lns,scaled-init,mix-ln
+//! cargo run --release --example curse -- --plot assets/curse-of-depth.png   # also draw it (PNG)
 //! ```
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use burn::tensor::{Device, Distribution, Int, Tensor};
 use clap::Parser;
-use layernorm_scaling::{parse_device, ConfigError, LlamaConfig, NormScheme};
+use layernorm_scaling::analysis::variance_chart;
+use layernorm_scaling::measure::token_variance;
+use layernorm_scaling::{parse_device, ConfigError, Error, LlamaConfig, NormScheme};
 
 /// Layer-wise output variance of a randomly initialised LLaMA, per normalisation scheme.
 #[derive(Parser, Debug)]
@@ -37,19 +41,22 @@ struct Args {
     /// Random seed for the weights and the tokens.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Also draw the variances as a PNG line chart (one curve per scheme, log scale) at this path.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     layernorm_scaling::io::exit_code(run(Args::parse()))
 }
 
-fn run(args: Args) -> Result<(), ConfigError> {
+fn run(args: Args) -> Result<(), Error> {
     let device = parse_device(&args.device)?;
     let schemes = args.schemes.iter().map(|s| s.parse::<NormScheme>()).collect::<Result<Vec<_>, _>>()?;
     let base = LlamaConfig { n_layers: args.layers, ..LlamaConfig::preset(&args.preset)? };
     base.validate()?;
     if args.batch == 0 || args.seq_len == 0 {
-        return Err(ConfigError::Zero { field: "batch and seq-len" });
+        return Err(ConfigError::Zero { field: "batch and seq-len" }.into());
     }
     let started = Instant::now();
     println!(
@@ -83,6 +90,17 @@ fn run(args: Args) -> Result<(), ConfigError> {
     for (scheme, column) in schemes.iter().zip(&columns) {
         println!("  {:>18}: x{:.1}", scheme.to_string(), column[base.n_layers] / column[0]);
     }
+    if let Some(path) = &args.plot {
+        let labels: Vec<String> = schemes.iter().map(ToString::to_string).collect();
+        let title = format!(
+            "Variance of the hidden state at initialisation ({} layers, d_model {})",
+            base.n_layers, base.d_model
+        );
+        variance_chart(title, labels.iter().map(String::as_str).zip(columns.iter().map(Vec::as_slice)))
+            .write_png(path)
+            .map_err(|error| Error::file(path, error))?;
+        println!("wrote {}", path.display());
+    }
     println!("({:.1} s)", started.elapsed().as_secs_f64());
     Ok(())
 }
@@ -95,12 +113,5 @@ fn layer_variances(config: &LlamaConfig, args: &Args, device: &Device) -> Result
         Tensor::<2>::random([args.batch, args.seq_len], Distribution::Uniform(0.0, config.vocab_size as f64), device)
             .int();
     let trace = model.forward_trace(tokens);
-    Ok(trace
-        .hidden
-        .iter()
-        .map(|h| {
-            let v = h.clone().var(2).mean(); // variance over features, averaged over tokens
-            v.into_scalar::<f32>() as f64
-        })
-        .collect())
+    Ok(trace.hidden.iter().map(token_variance).collect())
 }

@@ -45,3 +45,18 @@ pub use norm::{
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/library.md` (its training loop needs gradients).
+#[doc = include_str!("../docs/library.md")]
+#[cfg(all(doctest, feature = "autodiff"))]
+pub struct LibraryGuideDoctests;
+
+/// The examples of `docs/diagnostics.md`.
+#[doc = include_str!("../docs/diagnostics.md")]
+#[cfg(all(doctest, feature = "analysis"))]
+pub struct DiagnosticsGuideDoctests;
+
+/// The examples of `docs/hf.md`.
+#[doc = include_str!("../docs/hf.md")]
+#[cfg(all(doctest, feature = "hf"))]
+pub struct HfGuideDoctests;

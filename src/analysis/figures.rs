@@ -127,15 +127,29 @@ pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::R
     Ok(vec!["training_variance.png".into(), "training_variance_by_step.png".into(), "training_grad_norm.png".into()])
 }
 
+/// The layer-wise output variance of several models overlaid (the paper's figure 1), on a log
+/// scale: one curve per `(label, values)`, each holding the embedding output's variance (layer 0)
+/// then each block's.
+pub fn variance_chart<'a>(
+    title: impl Into<String>,
+    curves: impl IntoIterator<Item = (&'a str, &'a [f64])>,
+) -> LineChart {
+    curves.into_iter().fold(
+        LineChart::new(title, "layer (0 = embedding output)", "variance").with_log_y(true),
+        |chart, (label, values)| chart.with_series(label, from_embedding(values)),
+    )
+}
+
 /// The overlaid figures of several reports (one curve per run) into `dir`; returns the file names.
 pub fn write_comparison_figures(runs: &[(String, Report)], dir: &Path) -> std::io::Result<Vec<String>> {
-    let mut variance =
-        LineChart::new("Layer-wise output variance", "layer (0 = embedding output)", "variance").with_log_y(true);
+    let variance = variance_chart(
+        "Layer-wise output variance",
+        runs.iter().map(|(label, report)| (label.as_str(), report.block_output_variance.as_slice())),
+    );
     let mut identity = LineChart::new("How far each block is from the identity", "layer", "||f(x)|| / ||x||");
     let mut pruning = LineChart::new("Perplexity change when one layer is removed", "layer removed", "dPPL");
     let mut adjacent = LineChart::new("Angular distance to the next layer", "layer l", "d(l, l+1)");
     for (label, report) in runs {
-        variance = variance.with_series(label, from_embedding(&report.block_output_variance));
         identity = identity.with_series(label, per_layer(&report.identity_ratio));
         pruning = pruning.with_series(label, per_layer(&report.pruning_drop));
         let next: Vec<f64> = report.angular_distance.iter().filter_map(|row| row.first().copied()).collect();

@@ -16,7 +16,9 @@ mod trace_statistics;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use comparison::{unique_labels, write_comparison, ComparedRun, RunSummary};
-pub use figures::{angular_heatmap, write_comparison_figures, write_report_figures, write_tracking_figures};
+pub use figures::{
+    angular_heatmap, variance_chart, write_comparison_figures, write_report_figures, write_tracking_figures,
+};
 pub use identity::{identity_ratios, update_ratio};
 pub use multiple_choice::{continuation_log_likelihood, read_choice_items, score_choices, ChoiceAccuracy, ChoiceItem};
 pub use plot::{Heatmap, LineChart, Series};
