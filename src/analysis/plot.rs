@@ -185,6 +185,7 @@ impl LineChart {
             .x_desc(&self.x_label)
             .y_desc(&self.y_label)
             .x_label_formatter(&|x| format!("{}", (x * 1e6).round() / 1e6))
+            .y_label_formatter(&|y| axis_number(*y))
             .label_style((FAMILY, 16))
             .axis_desc_style((FAMILY, 18))
             .light_line_style(WHITE.mix(0.0))
@@ -296,5 +297,29 @@ impl Heatmap {
             bar.draw_series(gradient).map_err(plot_error)?;
             Ok(())
         })
+    }
+}
+
+/// An axis label: three significant digits (a log axis's ticks carry float noise, 0.0100000000001),
+/// in exponent form below 0.001 and from 100,000.
+fn axis_number(value: f64) -> String {
+    let rounded: f64 = format!("{value:.2e}").parse().unwrap_or(value);
+    if rounded != 0.0 && !(1e-3..1e5).contains(&rounded.abs()) {
+        format!("{rounded:e}")
+    } else {
+        format!("{rounded}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn axis_numbers_are_short() {
+        assert_eq!(super::axis_number(0.0100000000001), "0.01");
+        assert_eq!(super::axis_number(0.002), "0.002");
+        assert_eq!(super::axis_number(2.5e-4), "2.5e-4");
+        assert_eq!(super::axis_number(123456.0), "1.23e5");
+        assert_eq!(super::axis_number(0.0), "0");
+        assert_eq!(super::axis_number(-3.0), "-3");
     }
 }
