@@ -41,11 +41,11 @@ struct Args {
     /// Analyse the checkpoint of this epoch instead of the final model.
     #[arg(long)]
     epoch: Option<usize>,
-    /// Evaluation data, as `train --data` reads it: text, JSON lines or JSON (either gzip), or
-    /// token files (.bin) (default: fresh built-in documents).
+    /// Evaluation data, as `train --data` reads it: text, JSON lines or JSON (either gzip), Parquet
+    /// (the `parquet` feature), or token files (.bin) (default: fresh built-in documents).
     #[arg(long, num_args = 1..)]
     data: Vec<PathBuf>,
-    /// The JSON field that holds each document's text.
+    /// The JSON field or Parquet column that holds each document's text.
     #[arg(long, default_value = "text")]
     text_field: String,
     /// Tokens per sequence.

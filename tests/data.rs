@@ -15,6 +15,11 @@ use layernorm_scaling::data::{
     TokenLayout, TokenWindow, Tokenizer, LLMC_MAGIC,
 };
 
+/// Parquet corpora: the `parquet` feature.
+#[cfg(feature = "parquet")]
+#[path = "data/parquet.rs"]
+mod parquet;
+
 fn documents_of(path: &std::path::Path) -> Result<Vec<String>, DataError> {
     documents_with_field(path, "text")
 }
@@ -541,4 +546,31 @@ fn broken_token_files_are_refused_saying_what_is_wrong() {
     assert!(err.contains("ok.bin is a pre-tokenised token file but") && err.contains("notes.txt is not"), "{err}");
     let err = documents_of(&tokens).unwrap_err().to_string();
     assert!(err.contains("ok.bin: a token file"), "{err}");
+}
+
+/// Without the `parquet` feature a Parquet file (by its magic, whatever its name) is refused
+/// with what to build, never read as text; folders still collect `.parquet` shards.
+#[cfg(not(feature = "parquet"))]
+#[test]
+fn without_the_parquet_feature_a_parquet_file_is_refused_saying_to_build_with_it() {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet/fineweb.parquet");
+    let dir = tempfile::tempdir().unwrap();
+    let unnamed = dir.path().join("shards/000_00000");
+    std::fs::create_dir_all(unnamed.parent().unwrap()).unwrap();
+    std::fs::copy(&fixture, &unnamed).unwrap();
+    for file in [&fixture, &unnamed] {
+        assert_eq!(file_format(file).unwrap(), FileFormat::Parquet, "{}", file.display());
+        let err = documents_of(file).unwrap_err().to_string();
+        assert!(
+            err.contains("a Parquet file, and this build reads no Parquet") && err.contains("--features parquet"),
+            "{err}"
+        );
+    }
+    let shard = dir.path().join("shards/000_00001.parquet");
+    std::fs::copy(&fixture, &shard).unwrap();
+    assert_eq!(corpus_files(&[dir.path().join("shards")]).unwrap(), [shard]);
+    let err = tokenize_corpus(&CorpusSource::files(vec![dir.path().join("shards")]), &Tokenizer::Byte, dir.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("000_00001.parquet: a Parquet file") && err.contains("--features parquet"), "{err}");
 }

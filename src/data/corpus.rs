@@ -1,5 +1,5 @@
 //! Reading documents from corpus files and folders: text, JSON lines and JSON arrays (each
-//! optionally gzip-compressed; C4's `.json.gz` shards), told apart by their content.
+//! optionally gzip-compressed; C4's `.json.gz` shards) and Parquet, told apart by their content.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -7,12 +7,20 @@ use std::path::{Path, PathBuf};
 
 use flate2::read::MultiGzDecoder;
 
-use crate::data::json_lines::{object_keys, read_json_array, read_json_lines, show_keys};
+use crate::data::json_lines::{object_keys, read_json_array, read_json_lines, show_names};
+#[cfg(feature = "parquet")]
+use crate::data::parquet::read_parquet;
 use crate::data::token_file::is_token_file;
 use crate::data::DataError;
 
 /// The names a folder's corpus files end with (lowercase).
-const CORPUS_ENDINGS: [&str; 7] = [".txt", ".md", ".jsonl", ".jsonl.gz", ".json", ".json.gz", ".bin"];
+const CORPUS_ENDINGS: [&str; 8] = [".txt", ".md", ".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet", ".bin"];
+
+/// The first bytes of a gzip file.
+const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
+
+/// The first (and last) bytes of a Parquet file.
+const PARQUET_MAGIC: &[u8] = b"PAR1";
 
 /// The first non-empty line is looked for in this many bytes at most.
 const PEEK_BYTES: u64 = 16 << 20;
@@ -26,12 +34,15 @@ pub enum FileFormat {
     JsonLines,
     /// One JSON array of objects, one document each (a `.json` file that starts with `[`).
     JsonArray,
+    /// Apache Parquet: one document per row, its string column `text` (`--text-field`). Read
+    /// with the `parquet` feature; without it, reading one is an error saying so.
+    Parquet,
     /// Token ids, already tokenised (nanoGPT's or llm.c's `.bin`).
     Tokens,
 }
 
 /// The files a list of paths stands for: files as given, folders expanded (recursively, sorted)
-/// to their `.txt`, `.md`, `.jsonl`, `.jsonl.gz`, `.json`, `.json.gz` and `.bin` files. Hidden
+/// to their `.txt`, `.md`, `.jsonl`, `.jsonl.gz`, `.json`, `.json.gz`, `.parquet` and `.bin` files. Hidden
 /// files and folders (`.cache`, where `huggingface-cli` keeps its metadata) are skipped.
 pub fn corpus_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DataError> {
     let mut files = Vec::new();
@@ -78,11 +89,18 @@ fn lowercase_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default()
 }
 
-/// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name).
-fn open(file: &Path) -> Result<Box<dyn BufRead>, DataError> {
+/// The file, buffered, its first bytes read (in [`BufReader::buffer`]).
+fn open_raw(file: &Path) -> Result<BufReader<File>, DataError> {
     let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
     let mut raw = BufReader::new(File::open(file).map_err(io)?);
-    let gzip = raw.fill_buf().map_err(io)?.starts_with(&[0x1f, 0x8b]) || lowercase_name(file).ends_with(".gz");
+    raw.fill_buf().map_err(io)?;
+    Ok(raw)
+}
+
+/// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name).
+fn open(file: &Path) -> Result<Box<dyn BufRead>, DataError> {
+    let raw = open_raw(file)?;
+    let gzip = raw.buffer().starts_with(GZIP_MAGIC) || lowercase_name(file).ends_with(".gz");
     Ok(if gzip { Box::new(BufReader::new(MultiGzDecoder::new(raw))) } else { Box::new(raw) })
 }
 
@@ -101,15 +119,31 @@ fn first_line(reader: impl BufRead) -> std::io::Result<Option<String>> {
     }
 }
 
-/// What `file` holds, decided by its content: a `.bin` file holds tokens; a file whose first
-/// non-empty line is a JSON object holds JSON lines (whatever its name, except that a `.txt` or
-/// `.md` file is refused with a hint: its name says text); a `.json` file starting with `[` is
-/// an array; other `.json` and `.jsonl` files are JSON lines; the rest is text.
+/// What `file` holds, decided by its content: a `.bin` file holds tokens; a file that starts
+/// with `PAR1` is Parquet, whatever its name (a `.parquet` file that does not is refused); a file
+/// whose first non-empty line is a JSON object holds JSON lines (whatever its name, except that a
+/// `.txt` or `.md` file is refused with a hint: its name says text); a `.json` file starting with
+/// `[` is an array; other `.json` and `.jsonl` files are JSON lines; the rest is text.
 pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
     if is_token_file(file) {
         return Ok(FileFormat::Tokens);
     }
     let name = lowercase_name(file);
+    let head = open_raw(file)?;
+    if head.buffer().starts_with(PARQUET_MAGIC) {
+        return Ok(FileFormat::Parquet);
+    }
+    if name.ends_with(".parquet") {
+        let lfs = if head.buffer().starts_with(b"version https://git-lfs") {
+            "it is a Git LFS pointer: fetch the file itself (`git lfs pull`, or `huggingface-cli download`)"
+        } else {
+            "the file is damaged or not Parquet: download it again"
+        };
+        return Err(DataError::Corpus(format!(
+            "{}: named .parquet but does not start with Parquet's `PAR1`; {lfs}",
+            file.display()
+        )));
+    }
     let name = name.strip_suffix(".gz").unwrap_or(&name);
     let first = first_line(open(file)?).map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
     let first = first.as_deref().unwrap_or_default();
@@ -120,7 +154,7 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
                  (.jsonl.gz when compressed) to train on one field of each line (`text`, or the one --text-field \
                  names)",
                 file.display(),
-                show_keys(&keys)
+                show_names(&keys)
             )));
         }
         return Ok(FileFormat::JsonLines);
@@ -138,6 +172,8 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
 ///
 /// - JSON lines: one document per line, the string field `text_field` of its object;
 /// - a JSON array: one document per object, its `text_field`;
+/// - Parquet: one document per row, its string column `text_field`; null values are skipped;
+///   streamed a page at a time (the `parquet` feature; without it, an error saying so);
 /// - text: documents are separated by blank lines (paragraphs); each keeps its inner newlines.
 ///
 /// Gzip-compressed files are decompressed. A token file (`.bin`) holds no text: an error.
@@ -151,10 +187,25 @@ pub fn read_documents(
         FileFormat::JsonLines => read_json_lines(open(file)?, &shown, text_field, each),
         FileFormat::JsonArray => read_json_array(open(file)?, &shown, text_field, each),
         FileFormat::Text => read_paragraphs(open(file)?, &shown, each),
+        FileFormat::Parquet => read_parquet(file, &shown, text_field, each),
         FileFormat::Tokens => Err(DataError::Corpus(format!(
             "{shown}: a token file (already tokenised) holds no text documents; train on it with --data"
         ))),
     }
+}
+
+/// Without the `parquet` feature: the error that says how to read Parquet.
+#[cfg(not(feature = "parquet"))]
+fn read_parquet(
+    _file: &Path,
+    shown: &str,
+    _column: &str,
+    _each: &mut dyn FnMut(&str) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    Err(DataError::Corpus(format!(
+        "{shown}: a Parquet file, and this build reads no Parquet: build with the `parquet` feature \
+         (`cargo run --release --features parquet --example train -- ...`)"
+    )))
 }
 
 /// Text: one document per paragraph (lines up to a blank line).

@@ -19,11 +19,11 @@ pub fn object_keys(line: &str) -> Option<Vec<String>> {
     }
 }
 
-/// The keys, quoted and comma-separated (the first 12).
-pub fn show_keys<'a>(keys: impl IntoIterator<Item = &'a String>) -> String {
-    let keys: Vec<String> = keys.into_iter().map(|key| format!("`{key}`")).collect();
-    let more = if keys.len() > 12 { format!(", ... ({} keys)", keys.len()) } else { String::new() };
-    format!("{}{more}", keys.iter().take(12).cloned().collect::<Vec<_>>().join(", "))
+/// Names (an object's keys, a table's columns), quoted and comma-separated (the first 12).
+pub fn show_names<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
+    let names: Vec<String> = names.into_iter().map(|name| format!("`{name}`")).collect();
+    let more = if names.len() > 12 { format!(", ... ({} in all)", names.len()) } else { String::new() };
+    format!("{}{more}", names.iter().take(12).cloned().collect::<Vec<_>>().join(", "))
 }
 
 /// Calls `each` with the `field` of every line's object; blank lines are skipped. `shown` names
@@ -88,7 +88,7 @@ fn text_of<'a>(object: &'a Map<String, Value>, field: &str, place: &dyn Display)
         None => Err(DataError::Corpus(format!(
             "{place}: the object has no field `{field}` (its keys: {}); choose the field that holds the text with \
              --text-field",
-            show_keys(object.keys())
+            show_names(object.keys())
         ))),
     }
 }

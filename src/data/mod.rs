@@ -1,11 +1,14 @@
-//! Data: tokenizers, corpora (text, JSON lines and JSON, gzip-compressed or not, nanoGPT's and
-//! llm.c's pre-tokenised `.bin` files, the built-in generated corpus), an on-disk memory-mapped
-//! token cache, and packing into fixed-length sequences for Burn's `DataLoader`.
+//! Data: tokenizers, corpora (text, JSON lines and JSON, gzip-compressed or not, Parquet with the
+//! `parquet` feature, nanoGPT's and llm.c's pre-tokenised `.bin` files, the built-in generated
+//! corpus), an on-disk memory-mapped token cache, and packing into fixed-length sequences for
+//! Burn's `DataLoader`.
 
 mod batch;
 mod corpus;
 mod json_lines;
 mod packed;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod synthetic;
 mod token_cache;
 mod token_file;
@@ -51,17 +54,18 @@ pub enum CorpusSource {
         seed: u64,
     },
     /// Corpus files and folders ([`corpus_files`]): text, JSON lines or JSON (gzip-compressed or
-    /// not), or pre-tokenised `.bin` files (never mixed with the others).
+    /// not), Parquet, or pre-tokenised `.bin` files (never mixed with the others).
     Files {
         /// The files and folders.
         paths: Vec<PathBuf>,
-        /// The JSON field that holds each document's text ([`DEFAULT_TEXT_FIELD`] unless set).
+        /// The JSON field or Parquet column that holds each document's text ([`DEFAULT_TEXT_FIELD`]
+        /// unless set).
         text_field: String,
     },
 }
 
 impl CorpusSource {
-    /// Corpus files and folders whose JSON documents keep their text in `text`.
+    /// Corpus files and folders whose JSON and Parquet documents keep their text in `text`.
     pub fn files(paths: Vec<PathBuf>) -> Self {
         CorpusSource::Files { paths, text_field: DEFAULT_TEXT_FIELD.to_string() }
     }

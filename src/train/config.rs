@@ -45,11 +45,12 @@ pub struct TrainConfig {
     /// (`cuda:0,cuda:1`) for data-parallel training, the first device holding the optimiser.
     #[arg(long, required = false)]
     pub device: String,
-    /// Corpus files and folders: text, JSON lines or JSON (`.jsonl`, `.json`, either `.gz`), or
-    /// nanoGPT / llm.c token files (`.bin`); empty for the built-in corpus (docs/data.md).
+    /// Corpus files and folders: text, JSON lines or JSON (`.jsonl`, `.json`, either `.gz`), Parquet
+    /// (the `parquet` feature), or nanoGPT / llm.c token files (`.bin`); empty for the built-in
+    /// corpus (docs/data.md).
     #[arg(long, num_args = 1..)]
     pub data: Vec<PathBuf>,
-    /// The JSON field that holds each document's text in JSON-lines and JSON corpora.
+    /// The JSON field or Parquet column that holds each document's text.
     #[arg(long, required = false)]
     pub text_field: String,
     /// Documents of the built-in corpus.
@@ -248,7 +249,9 @@ impl TrainConfig {
         }
         if self.text_field.is_empty() {
             return Err(ConfigError::Conflict(
-                "`text_field` is empty; give the JSON field that holds the documents' text (default `text`)".into(),
+                "`text_field` is empty; give the JSON field or Parquet column that holds the documents' text \
+                 (default `text`)"
+                    .into(),
             ));
         }
         if let (Some(save), Some(eval)) = (self.save_every, self.eval_every) {
