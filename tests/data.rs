@@ -134,7 +134,8 @@ fn jsonl_gz_text_and_folders_are_read_as_documents() {
     assert!(err.contains("no such file or folder"), "{err}");
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    assert!(corpus_files(&[empty]).unwrap_err().to_string().contains("has no corpus file"));
+    let err = corpus_files(&[empty]).unwrap_err().to_string();
+    assert!(err.contains("has no corpus file") && err.contains("hidden files and folders"), "{err}");
 }
 
 fn build_cache(dir: &std::path::Path, key: &str, docs: &[&[u32]]) -> TokenCache {

@@ -52,7 +52,8 @@ pub fn corpus_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DataError> {
             collect_dir(path, &mut files)?;
             if files.len() == before {
                 return Err(DataError::Corpus(format!(
-                    "{}: the folder has no corpus file (none named {})",
+                    "{}: the folder has no corpus file (none named {}; hidden files and folders, such as \
+                     `.cache/`, are skipped): give the files, or a folder that holds them",
                     path.display(),
                     CORPUS_ENDINGS.join(", ")
                 )));
@@ -136,6 +137,8 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
     if name.ends_with(".parquet") {
         let lfs = if head.buffer().starts_with(b"version https://git-lfs") {
             "it is a Git LFS pointer: fetch the file itself (`git lfs pull`, or `huggingface-cli download`)"
+        } else if head.buffer().is_empty() {
+            "it is empty (0 bytes; an interrupted download?): download it again"
         } else {
             "the file is damaged or not Parquet: download it again"
         };

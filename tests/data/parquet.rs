@@ -197,7 +197,8 @@ fn a_wrong_column_or_a_damaged_file_is_refused_saying_what_is_wrong() {
         "{err}"
     );
     std::fs::write(&pointer, "").unwrap();
-    assert!(documents_of(&pointer).unwrap_err().to_string().contains("download it again"));
+    let err = documents_of(&pointer).unwrap_err().to_string();
+    assert!(err.contains("it is empty (0 bytes") && err.contains("download it again"), "{err}");
 }
 
 /// The pyarrow fixtures and their texts, row by row (`None` for a null).
