@@ -108,7 +108,7 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
 }
 
 /// Settings a resumed run may change (with a notice): they do not change what is trained.
-const RESUME_MAY_CHANGE: [&str; 11] = [
+pub(crate) const RESUME_MAY_CHANGE: [&str; 11] = [
     "device",
     "out",
     "samples",

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::run::{model_config, setting_changes, train, validation_data, validation_loss, Start};
+use super::run::{model_config, setting_changes, train, validation_data, validation_loss, Start, RESUME_MAY_CHANGE};
 use super::run_dir::{take_lock, LOCK_FILE};
 use super::TrainConfig;
 use crate::data::{corpus_files, Tokenizer};
@@ -25,9 +25,8 @@ use crate::{ConfigError, Error};
 /// The file that marks a directory as a sweep and records its pairs.
 pub const SWEEP_FILE: &str = "sweep.json";
 
-/// Settings a sweep already under way may change: they do not change what is trained.
-const SWEEP_MAY_CHANGE: [&str; 8] =
-    ["device", "samples", "log_every", "peak_tflops", "save_every", "keep_checkpoints", "cache_dir", "track_every"];
+/// Settings a resume may change that a sweep under way may not: its pairs would train differently.
+const SWEEP_KEEPS: [&str; 2] = ["lr", "clip_grad_norm"];
 
 /// The schemes of the paper's Table 1, in its order.
 pub fn table_1_schemes() -> Vec<NormScheme> {
@@ -223,7 +222,6 @@ impl Sweep {
         pairs
     }
 
-    /// The training settings of `pair`.
     /// The training settings of `pair`. Every pair shares one token cache, `<out>/.token-cache`,
     /// unless `cache_dir` is set.
     pub fn pair_config(&self, pair: &SweepPair) -> TrainConfig {
@@ -276,7 +274,9 @@ impl Sweep {
                 serde_json::from_str(&text).map_err(|e| unreadable(format!("not a sweep record: {e}")))?;
             let changed: Vec<String> = setting_changes(&shared(&record.config), &shared(&self.config))
                 .into_iter()
-                .filter(|(field, _)| !SWEEP_MAY_CHANGE.contains(&field.as_str()))
+                .filter(|(field, _)| {
+                    !RESUME_MAY_CHANGE.contains(&field.as_str()) || SWEEP_KEEPS.contains(&field.as_str())
+                })
                 .map(|(_, change)| change)
                 .collect();
             let recorded = Sweep { config: self.config.clone(), schemes: record.schemes.clone(), seeds: record.seeds };
