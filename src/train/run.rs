@@ -486,7 +486,8 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
         model.num_params(),
         model.norm_scheme,
         config.steps,
-        config.device,
+        // `auto` names what it picked.
+        if config.device == "auto" { format!("auto ({:?})", prepared.devices[0]) } else { config.device.clone() },
         out.display()
     );
     // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
