@@ -113,7 +113,7 @@ pub fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> std::process::E
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            crate::errln!("error: {error}");
             std::process::ExitCode::FAILURE
         }
     }

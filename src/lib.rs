@@ -20,6 +20,7 @@ pub mod analysis;
 pub mod cli;
 #[cfg(feature = "data")]
 pub mod data;
+pub mod console;
 pub mod device;
 mod error;
 #[cfg(feature = "hf")]

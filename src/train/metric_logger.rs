@@ -102,7 +102,7 @@ impl RunMetricLogger {
         if let Err(e) = file.write_all(lines(rows).as_bytes()) {
             let message =
                 format!("cannot write {}: {e}; the metrics after this point are not logged", self.path.display());
-            eprintln!("warning: {message}");
+            crate::errln!("warning: {message}");
             *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
             self.file = None;
         }

@@ -100,12 +100,12 @@ impl TrainingProgressLogger for PlainRenderer {
             && self.iteration.is_multiple_of(self.micro_batches_per_step)
             && step.is_multiple_of(self.log_every)
         {
-            println!("step {step:>6}/{} | {}", self.total_steps, self.line());
+            crate::outln!("step {step:>6}/{} | {}", self.total_steps, self.line());
         }
     }
     fn end_split(&mut self) {
         if self.split != "train" {
-            println!("{:>6} at step {} | {}", self.split, self.step_at_epoch_end(), self.line());
+            crate::outln!("{:>6} at step {} | {}", self.split, self.step_at_epoch_end(), self.line());
         }
     }
     fn end(&mut self) {}

@@ -191,7 +191,7 @@ fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Resu
         ));
     }
     for change in allowed {
-        println!("resuming with a changed setting: {change}");
+        crate::outln!("resuming with a changed setting: {change}");
     }
     Ok(())
 }
@@ -313,14 +313,14 @@ fn resume_checkpoints(dir: &RunDir, device: &Device) -> Result<Vec<usize>, Error
     let (mut complete, broken) = dir.checkpoints();
     let newest_complete = complete.last().copied().unwrap_or(0);
     for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
-        eprintln!("warning: skipping the checkpoint of epoch {epoch}: {problem}");
+        crate::errln!("warning: skipping the checkpoint of epoch {epoch}: {problem}");
     }
     while let Some(&epoch) = complete.last() {
         let (model, _) = load_run_model(dir.path(), Some(epoch), device)?;
         match first_non_finite_parameter(&model) {
             None => break,
             Some(name) => {
-                eprintln!("warning: skipping the checkpoint of epoch {epoch}: its weights are not finite ({name})");
+                crate::errln!("warning: skipping the checkpoint of epoch {epoch}: its weights are not finite ({name})");
                 complete.pop();
             }
         }
@@ -380,7 +380,7 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
                         return finish_from_checkpoint(&config, &dir, prepared, epoch)
                     }
                     Some(_) => {}
-                    None => println!("the run has no complete checkpoint yet: starting it again from step 0"),
+                    None => crate::outln!("the run has no complete checkpoint yet: starting it again from step 0"),
                 }
                 kept
             }
@@ -391,9 +391,9 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
     let result = run(&config, &dir, prepared, existing);
     if start == Start::Overwrite {
         match dir.finish_replacement() {
-            Ok(true) => eprintln!("note: the new run has no checkpoint; the run it was replacing is restored"),
+            Ok(true) => crate::errln!("note: the new run has no checkpoint; the run it was replacing is restored"),
             Ok(false) => {}
-            Err(e) => eprintln!(
+            Err(e) => crate::errln!(
                 "warning: the replaced run is still in {}: {e}",
                 dir.path().join(super::run_dir::PREVIOUS_RUN).display()
             ),
@@ -420,7 +420,7 @@ fn finish_from_checkpoint(
             ),
         });
     }
-    println!(
+    crate::outln!(
         "every step is done: writing the final model from the checkpoint at step {}",
         config.step_at_epoch_end(epoch)
     );
@@ -479,7 +479,7 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     let device = devices[0].clone();
     let model = &prepared.model;
-    println!(
+    crate::outln!(
         "training {} layers x d_model {} ({} parameters, {}) for {} steps on {} into {}",
         model.n_layers,
         model.d_model,
@@ -562,7 +562,7 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
         )));
     }
     if start_epoch > 0 {
-        println!("resuming from the checkpoint at step {}", config.step_at_epoch_end(start_epoch));
+        crate::outln!("resuming from the checkpoint at step {}", config.step_at_epoch_end(start_epoch));
         training = training.checkpoint(start_epoch);
     }
 

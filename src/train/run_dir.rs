@@ -134,7 +134,7 @@ impl RunDir {
 
     fn recover_replacement(&self) -> std::io::Result<()> {
         if self.finish_replacement()? {
-            eprintln!(
+            crate::errln!(
                 "note: an earlier --overwrite of {} stopped before its first checkpoint; the run it was replacing is restored",
                 self.path.display()
             );

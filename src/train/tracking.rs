@@ -40,7 +40,7 @@ impl Tracker {
             let (records, bad) = read_tracking_lines(&path).map_err(std::io::Error::other)?;
             if let Some((_, first)) = bad.first() {
                 let lines: Vec<String> = bad.iter().map(|(line, _)| line.to_string()).collect();
-                eprintln!(
+                crate::errln!(
                     "warning: {}: skipping {} bad line(s) (line {}; the first: {first}); keeping every valid record",
                     path.display(),
                     bad.len(),
@@ -72,7 +72,7 @@ impl Tracker {
         if let Err(error) = written {
             let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
             if !*warned {
-                eprintln!("warning: cannot write {}: {error}", self.path.display());
+                crate::errln!("warning: cannot write {}: {error}", self.path.display());
                 *warned = true;
             }
         }
