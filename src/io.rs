@@ -107,6 +107,32 @@ pub fn verify_sum(path: &Path) -> Result<(), SumError> {
     }
 }
 
+/// The environment variable that names a [`crash_point`] to die at.
+pub const CRASH_AT: &str = "LAYERNORM_SCALING_CRASH_AT";
+
+/// A place where the crash-safety tests kill the process: when the environment variable
+/// [`CRASH_AT`] names `point`, the process aborts there (no clean-up runs, as under `kill -9`).
+pub fn crash_point(point: &str) {
+    if std::env::var_os(CRASH_AT).is_some_and(|at| at == point) {
+        std::process::abort();
+    }
+}
+
+/// The environment variable that names a [`fail_point`], where a write fails as on a full disk.
+pub const FAIL_AT: &str = "LAYERNORM_SCALING_FAIL_AT";
+
+/// A write that the reliability tests make fail: an error as from a full disk when the
+/// environment variable [`FAIL_AT`] names `point`.
+pub fn fail_point(point: &str) -> std::io::Result<()> {
+    match std::env::var_os(FAIL_AT) {
+        Some(at) if at == point => Err(std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!("no space left on device ({FAIL_AT}={point})"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The exit of a command-line program: success, or the error printed as `error: ...` on stderr
 /// with a non-zero status (never a panic trace).
 pub fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> std::process::ExitCode {

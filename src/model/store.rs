@@ -71,15 +71,8 @@ pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<
 pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<(Llama, RunModelInfo), Error> {
     let file_error = |path: &Path, message: String| Error::file(path, message);
     let info_path = dir.join("model.json");
-    let text = std::fs::read_to_string(&info_path).map_err(|e| {
-        // `sweep.json`: the sweep example's directory (named here, the model stays free of `train`).
-        let hint = if dir.join("sweep.json").is_file() {
-            format!("{} is a sweep: give one of its runs, {}/<scheme>/seed-<n>", dir.display(), dir.display())
-        } else {
-            format!("is {} a run directory of the train example?", dir.display())
-        };
-        file_error(&info_path, format!("{e}; {hint}"))
-    })?;
+    let text =
+        std::fs::read_to_string(&info_path).map_err(|e| file_error(&info_path, format!("{e}; {}", not_a_run(dir))))?;
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
     info.model.validate()?;
@@ -99,6 +92,17 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
         Some(epoch) => (dir.join("checkpoint").join(format!("model-{epoch}.bpk")), true),
     };
     let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
+    if epoch.is_none() && dir.join(".previous-run").is_dir() && !path.is_file() {
+        return Err(file_error(
+            &path,
+            format!(
+                "missing: an --overwrite is replacing this run (or was killed before its first checkpoint); the \
+                 replaced run is in {}. When no training is running, `train --resume --out {}` puts it back",
+                dir.join(".previous-run").display(),
+                dir.display()
+            ),
+        ));
+    }
     match (crate::io::verify_sum(&path), epoch) {
         (Ok(()), _) => {}
         (Err(SumError::Missing), None) => {
@@ -134,6 +138,18 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
         model.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?
     };
     Ok((model, info))
+}
+
+/// What a directory without `model.json` is, for an error: a sweep (`sweep.json`, the sweep
+/// example's; named here so that the model stays free of `train`), or something else.
+fn not_a_run(dir: &Path) -> String {
+    if dir.join("sweep.json").is_file() {
+        format!("{} is a sweep: give one of its runs, {}/<scheme>/seed-<n>", dir.display(), dir.display())
+    } else if !dir.is_dir() {
+        format!("{} is not a folder", dir.display())
+    } else {
+        format!("is {} a run directory of the train example?", dir.display())
+    }
 }
 
 /// The record layout of an epoch checkpoint: burn-train saves the training wrapper, whose only
@@ -205,7 +221,10 @@ pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, Error> {
     let text = std::fs::read_to_string(&path).map_err(|e| {
         Error::file(
             dir,
-            format!("{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json)"),
+            format!(
+                "{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json); {}",
+                not_a_run(dir)
+            ),
         )
     })?;
     let info: RunModelInfo =

@@ -1,11 +1,15 @@
 //! Checkpoints: burn-train's [`FileCheckpointer`] (burn-pack writes each record through a scratch
-//! file, synced and renamed into place), with a checksum beside each file.
+//! file, synced and renamed into place), with a checksum beside each file; which checkpoints on
+//! disk are complete; and deleting the ones a run no longer keeps, only once a newer one is
+//! complete on disk (a save that fails, on a full disk say, never costs the checkpoint before it).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use burn::train::checkpoint::{Checkpoint, Checkpointer, CheckpointerError, FileCheckpointer};
 
-use crate::model::checkpoint_file;
+use crate::io::{sum_path, verify_sum};
+use crate::model::{checkpoint_epochs, checkpoint_file, CHECKPOINT_KINDS};
 
 /// Saves each epoch's record as `<dir>/<name>-<epoch>.bpk` with burn-train's
 /// [`FileCheckpointer`], then its checksum as `<name>-<epoch>.bpk.sum`: a checkpoint cut short by
@@ -26,21 +30,133 @@ impl SummedCheckpointer {
 
 impl<R: Checkpoint> Checkpointer<R> for SummedCheckpointer {
     fn save(&self, epoch: usize, record: R) -> Result<(), CheckpointerError> {
+        crate::io::fail_point(&format!("save:{}-{epoch}", self.name)).map_err(CheckpointerError::IOError)?;
         self.inner.save(epoch, record)?;
         crate::io::write_sum(&checkpoint_file(&self.dir, &self.name, epoch)).map_err(CheckpointerError::IOError)
     }
 
     fn delete(&self, epoch: usize) -> Result<(), CheckpointerError> {
-        // The checksum goes first: a file without one is never taken for a complete checkpoint.
-        let sum = crate::io::sum_path(&checkpoint_file(&self.dir, &self.name, epoch));
-        match std::fs::remove_file(sum) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(CheckpointerError::IOError(e)),
-            _ => {}
-        }
-        <FileCheckpointer as Checkpointer<R>>::delete(&self.inner, epoch)
+        delete_checkpoint_file(&self.dir, &self.name, epoch).map_err(CheckpointerError::IOError)
     }
 
     fn restore(&self, epoch: usize) -> Result<R, CheckpointerError> {
         self.inner.restore(epoch)
+    }
+}
+
+/// Removes `<dir>/<kind>-<epoch>.bpk`, its checksum first: a file without one is never taken for
+/// a complete checkpoint.
+fn delete_checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> std::io::Result<()> {
+    let path = checkpoint_file(dir, kind, epoch);
+    for file in [sum_path(&path), path] {
+        match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The checkpointed epochs in the checkpoint directory `dir` whose files are all complete
+/// (checked against their `.sum`), oldest first, and the epochs that have files but are not,
+/// with the reason.
+pub fn checkpoint_status(dir: &Path) -> (Vec<usize>, Vec<(usize, String)>) {
+    let (mut complete, mut broken) = (Vec::new(), Vec::new());
+    for epoch in checkpoint_epochs(dir) {
+        let problem = CHECKPOINT_KINDS.iter().find_map(|kind| {
+            let path = checkpoint_file(dir, kind, epoch);
+            verify_sum(&path).err().map(|e| format!("{}: {e}", path.display()))
+        });
+        match problem {
+            None => complete.push(epoch),
+            Some(problem) => broken.push((epoch, problem)),
+        }
+    }
+    (complete, broken)
+}
+
+/// Whether every file of the checkpoint of `epoch` in `dir` matches its `.sum`.
+fn is_complete(dir: &Path, epoch: usize) -> bool {
+    CHECKPOINT_KINDS.iter().all(|kind| verify_sum(&checkpoint_file(dir, kind, epoch)).is_ok())
+}
+
+/// The epochs to delete: those on disk that are not wanted and are older than the newest
+/// complete checkpoint. Nothing is deleted while the newest checkpoint is still being written (or
+/// failed to be): until then the older ones are all the run has.
+pub fn epochs_to_delete(on_disk: &[usize], newest_complete: Option<usize>, wanted: &[usize]) -> Vec<usize> {
+    let Some(newest_complete) = newest_complete else {
+        return Vec::new();
+    };
+    on_disk.iter().copied().filter(|e| *e < newest_complete && !wanted.contains(e)).collect()
+}
+
+/// The checkpoints a run wants to keep, shared between the checkpointing strategy (which decides
+/// them as the run goes) and the run (which prunes once more when the last save is done).
+#[derive(Clone, Debug)]
+pub struct CheckpointKeeper {
+    dir: PathBuf,
+    wanted: Arc<Mutex<Vec<usize>>>,
+    /// The epochs found complete so far (each checkpoint is read for its checksum once).
+    complete: Arc<Mutex<Vec<usize>>>,
+}
+
+impl CheckpointKeeper {
+    /// Keeps the checkpoints in the checkpoint directory `dir`; `wanted` are the epochs kept so far.
+    pub fn new(dir: &Path, wanted: Vec<usize>) -> Self {
+        Self { dir: dir.to_path_buf(), wanted: Arc::new(Mutex::new(wanted)), complete: Arc::default() }
+    }
+
+    /// Sets the epochs the run keeps.
+    pub fn want(&self, epochs: Vec<usize>) {
+        *self.wanted.lock().unwrap_or_else(|e| e.into_inner()) = epochs;
+    }
+
+    /// Deletes the checkpoints on disk that are not wanted, once a newer one is complete on disk
+    /// ([`epochs_to_delete`]); a deletion that fails is reported and the rest go on.
+    pub fn prune(&self) {
+        let wanted = self.wanted.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let on_disk = checkpoint_epochs(&self.dir);
+        if on_disk.iter().all(|e| wanted.contains(e)) {
+            return;
+        }
+        let newest_complete = on_disk.iter().rev().copied().find(|&epoch| self.is_complete(epoch));
+        for epoch in epochs_to_delete(&on_disk, newest_complete, &wanted) {
+            for kind in CHECKPOINT_KINDS {
+                if let Err(e) = delete_checkpoint_file(&self.dir, kind, epoch) {
+                    crate::errln!("warning: cannot delete the checkpoint {kind}-{epoch}: {e}");
+                }
+            }
+        }
+    }
+
+    fn is_complete(&self, epoch: usize) -> bool {
+        let mut complete = self.complete.lock().unwrap_or_else(|e| e.into_inner());
+        if complete.contains(&epoch) {
+            return true;
+        }
+        let verified = is_complete(&self.dir, epoch);
+        if verified {
+            complete.push(epoch);
+        }
+        verified
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::epochs_to_delete;
+
+    #[test]
+    fn an_old_checkpoint_goes_only_once_a_newer_one_is_complete() {
+        // Keeping one: checkpoint 2 is being written (or its save failed), so 1 stays.
+        assert_eq!(epochs_to_delete(&[1, 2], Some(1), &[2]), Vec::<usize>::new());
+        // Once 2 is complete, 1 goes.
+        assert_eq!(epochs_to_delete(&[1, 2], Some(2), &[2]), vec![1]);
+        // The best (1) is kept however old; older ones that are not wanted go, broken or not.
+        assert_eq!(epochs_to_delete(&[1, 2, 3, 4], Some(4), &[1, 4]), vec![2, 3]);
+        // Nothing complete: nothing deleted.
+        assert_eq!(epochs_to_delete(&[1, 2], None, &[]), Vec::<usize>::new());
+        // The newest complete checkpoint, and a newer one being written, are never deleted.
+        assert_eq!(epochs_to_delete(&[3, 5], Some(3), &[]), Vec::<usize>::new());
     }
 }

@@ -21,7 +21,7 @@ use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
 use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
 
-use super::checkpoint::SummedCheckpointer;
+use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
 use super::config::{OptimizerKind, TrainConfig};
 use super::export::write_metrics_csv;
 use super::loader::StepLoader;
@@ -206,6 +206,9 @@ struct Prepared {
     valid: Arc<PackedDataset>,
     /// The data's content fingerprint.
     data: String,
+    /// The weights of `init_from`, retrofitted to the run's scheme, on the main training device:
+    /// read before the run directory is touched, so a run may replace the one it starts from.
+    init: Option<Llama>,
 }
 
 /// Bytes a training step needs at least, activations only: the logits with their softmax and
@@ -268,7 +271,14 @@ fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
     }
     check_step_memory(config, &model, &devices)?;
     let (train, valid, data) = datasets(config, &tokenizer, model.vocab_size)?;
-    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data })
+    let init = match &config.init_from {
+        Some(source) => {
+            let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
+            Some(crate::model::retrofit(loaded.model, &loaded.config, model.norm_scheme.clone())?.0)
+        }
+        None => None,
+    };
+    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data, init })
 }
 
 /// The validation windows a run of `config` evaluates on (its held-out documents), for measuring
@@ -353,7 +363,11 @@ pub(crate) fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
 /// directory is locked for the run's life (a second training into it is refused).
 pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
     RunDir::check(&config.out)?;
-    if start == Start::Resume && !config.out.join("train.json").is_file() {
+    // (An interrupted --overwrite may have set the run's train.json aside: it is put back under the lock.)
+    if start == Start::Resume
+        && !config.out.join("train.json").is_file()
+        && !config.out.join(super::run_dir::PREVIOUS_RUN).exists()
+    {
         return Err(Error::RunDir {
             path: config.out.clone(),
             message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
@@ -374,6 +388,10 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
             Start::Resume => {
                 // Read under the lock, after an interrupted --overwrite was undone.
                 check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
+                // Finished, with or without its checkpoints (deleted to free the disk, say).
+                if crate::io::verify_sum(&dir.path().join("model.bpk")).is_ok() {
+                    return Err(finished(&config));
+                }
                 let kept = resume_checkpoints(&dir, &prepared.devices[0])?;
                 match kept.last() {
                     Some(&epoch) if epoch >= config.epochs() => {
@@ -402,24 +420,26 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
     result
 }
 
-/// A resumed run whose every step is checkpointed: writes the final model from the last
-/// checkpoint when it is missing or cut short; an error when the run is already finished.
+/// The error of resuming a finished run (its final model verifies).
+fn finished(config: &TrainConfig) -> Error {
+    Error::RunDir {
+        path: config.out.clone(),
+        message: format!(
+            "the run is finished ({} steps); to train longer, start a new run from it with --init-from {} --out NEW_DIR",
+            config.steps,
+            config.out.display()
+        ),
+    }
+}
+
+/// A resumed run whose every step is checkpointed but whose final model is missing or cut short:
+/// writes it from the last checkpoint.
 fn finish_from_checkpoint(
     config: &TrainConfig,
     dir: &RunDir,
     prepared: Prepared,
     epoch: usize,
 ) -> Result<TrainReport, Error> {
-    if crate::io::verify_sum(&dir.path().join("model.bpk")).is_ok() {
-        return Err(Error::RunDir {
-            path: config.out.clone(),
-            message: format!(
-                "the run is finished ({} steps); to train longer, start a new run from it with --init-from {} --out NEW_DIR",
-                config.step_at_epoch_end(epoch),
-                config.out.display()
-            ),
-        });
-    }
     crate::outln!(
         "every step is done: writing the final model from the checkpoint at step {}",
         config.step_at_epoch_end(epoch)
@@ -472,7 +492,7 @@ fn finish(
 
 /// Trains in the locked run directory from the last of the `existing` checkpoints (from step 0
 /// when there is none), which the checkpointing strategy keeps managing.
-fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usize>) -> Result<TrainReport, Error> {
+fn run(config: &TrainConfig, dir: &RunDir, mut prepared: Prepared, existing: Vec<usize>) -> Result<TrainReport, Error> {
     let start_epoch = existing.last().copied().unwrap_or(0);
     let out = dir.path().to_path_buf();
     record_run(config, &out, &prepared)?;
@@ -515,6 +535,7 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
         .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS_FILE}: {e}") })?;
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
+    let keeper = CheckpointKeeper::new(&checkpoint_dir, existing.clone());
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
         .num_epochs(config.epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
@@ -543,6 +564,7 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
             config.epochs(),
             config.keep_checkpoints,
             existing,
+            keeper.clone(),
             loss_metric.name(),
             failure.clone(),
         ));
@@ -575,12 +597,14 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
         tracker: tracker(config, &prepared, &out, start_step)?,
         ..StepSettings::default()
     };
-    let model = TrainingModel::new(initial_model(config, &prepared, &device)?, settings);
+    let model = TrainingModel::new(initial_model(&mut prepared, &device)?, settings);
     let learner = Learner::new(model, optimizer(config), config.schedule().init()?);
 
     let started = Instant::now();
     let result = training.launch(learner);
     let seconds = started.elapsed().as_secs_f64();
+    // Every save is done (burn-train's checkpointer threads have ended): the last deletions.
+    keeper.prune();
     let rows = read_metrics(&out)?;
     write_metrics_csv(&out, &rows)
         .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write metrics.csv: {e}") })?;
@@ -614,8 +638,8 @@ fn run(config: &TrainConfig, dir: &RunDir, prepared: Prepared, existing: Vec<usi
     }
 }
 
-/// Writes `train.json` (every setting, resolved) and `model.json` (the model, before its weights,
-/// so that the checkpoints of an interrupted run can be loaded).
+/// Writes `model.json` (the model, before its weights, so that the checkpoints of an interrupted
+/// run can be loaded) and `train.json` (every setting, resolved).
 fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {
     let info = RunModelInfo {
         model: prepared.model.clone(),
@@ -628,8 +652,10 @@ fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(
             json.map_err(std::io::Error::other).and_then(|json| write_atomically(&out.join(name), json.as_bytes()));
         written.map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {name}: {e}") })
     };
-    write("train.json", serde_json::to_string_pretty(config))?;
-    write("model.json", serde_json::to_string_pretty(&info))
+    // `model.json` first: a directory holding only it is a start cut short, which a new run may use.
+    write("model.json", serde_json::to_string_pretty(&info))?;
+    crate::io::crash_point("record:model.json");
+    write("train.json", serde_json::to_string_pretty(config))
 }
 
 /// The `track_every` recorder, probing with the first validation sequences (the same at every record).
@@ -652,12 +678,9 @@ fn tracker(
 }
 
 /// The weights the run starts from: `init_from`'s (retrofitted to the run's scheme), or a fresh init.
-fn initial_model(config: &TrainConfig, prepared: &Prepared, device: &Device) -> Result<Llama, Error> {
-    match &config.init_from {
-        Some(source) => {
-            let loaded = load_model_dir(source, None, device)?;
-            Ok(crate::model::retrofit(loaded.model, &loaded.config, prepared.model.norm_scheme.clone())?.0)
-        }
+fn initial_model(prepared: &mut Prepared, device: &Device) -> Result<Llama, Error> {
+    match prepared.init.take() {
+        Some(model) => Ok(model),
         None => Ok(prepared.model.init(device)?),
     }
 }

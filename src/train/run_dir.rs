@@ -6,14 +6,15 @@ use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
+use super::checkpoint::checkpoint_status;
 use super::config::TrainConfig;
-use crate::io::verify_sum;
-use crate::model::{checkpoint_epochs, checkpoint_file, CHECKPOINT_KINDS};
+use crate::io::{crash_point, verify_sum, write_atomically};
 use crate::Error;
 
 /// What a run writes into its directory, and nothing else: `(name, is a directory)`.
-/// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`.
-pub const RUN_ENTRIES: [(&str, bool); 12] = [
+/// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`;
+/// `analysis/` is the analyze example's report on the run's model (it goes with the model).
+pub const RUN_ENTRIES: [(&str, bool); 14] = [
     ("checkpoint", true),
     ("train", true),
     ("valid", true),
@@ -24,8 +25,10 @@ pub const RUN_ENTRIES: [(&str, bool); 12] = [
     ("metrics.csv", false),
     ("metrics.jsonl", false),
     ("tracking.jsonl", false),
+    ("analysis", true),
     (LOCK_FILE, false),
     (PREVIOUS_RUN, true),
+    (DISCARDED_RUN, true),
 ];
 
 /// The lock file: held (advisory lock) by the training that uses the directory, with its PID inside.
@@ -33,6 +36,14 @@ pub const LOCK_FILE: &str = ".lock";
 
 /// Where `--overwrite` keeps the run it replaces until the new one has a checkpoint.
 pub const PREVIOUS_RUN: &str = ".previous-run";
+
+/// Written into `.previous-run/` once every entry of the replaced run is in it: from then on every
+/// run entry in the directory is the new run's. Without it the set-aside was cut short and is undone.
+const SET_ASIDE_DONE: &str = ".set-aside-done";
+
+/// `.previous-run/` renamed on its way out: a crash while deleting it never leaves part of the
+/// replaced run where it could be taken for the whole.
+const DISCARDED_RUN: &str = ".previous-run.discarded";
 
 /// A run directory held by this process for the life of a training.
 #[derive(Debug)]
@@ -95,41 +106,94 @@ impl RunDir {
     }
 
     /// Moves the run in the directory into `.previous-run/`, to be discarded by
-    /// [`finish_replacement`](Self::finish_replacement) once the new run has a checkpoint.
+    /// [`finish_replacement`](Self::finish_replacement) once the new run has a checkpoint. When a
+    /// move fails, the run is put back as it was and the error returned.
     pub fn set_aside(&self) -> std::io::Result<()> {
         let aside = self.path.join(PREVIOUS_RUN);
-        std::fs::create_dir_all(&aside)?;
-        for (name, _) in run_entries() {
-            let from = self.path.join(name);
-            if from.exists() {
-                std::fs::rename(&from, aside.join(name))?;
+        let moved = std::fs::create_dir_all(&aside).and_then(|()| {
+            for (name, _) in run_entries() {
+                let from = self.path.join(name);
+                if from.symlink_metadata().is_ok() {
+                    std::fs::rename(&from, aside.join(name))?;
+                    crash_point(&format!("set-aside:{name}"));
+                }
             }
+            write_atomically(&aside.join(SET_ASIDE_DONE), b"")
+        });
+        match moved {
+            Ok(()) => Ok(()),
+            Err(e) => match self.put_back() {
+                Ok(()) => Err(e),
+                Err(undo) => Err(std::io::Error::other(format!(
+                    "{e}; putting the run back failed too ({undo}): it is split between {} and {}",
+                    self.path.display(),
+                    aside.display()
+                ))),
+            },
         }
-        Ok(())
     }
 
-    /// After a run that replaced another: discards the replaced run when the new one has a
-    /// complete checkpoint or final model, else removes the new run's files and puts the old back.
-    /// Returns whether the old run was restored.
+    /// After a run that replaced another, or at the next start after a crash: discards the
+    /// replaced run when the new one has a complete checkpoint or final model, else removes the
+    /// new run's files and puts the old back; a set-aside that was cut short is undone. Returns
+    /// whether the old run was put back.
     pub fn finish_replacement(&self) -> std::io::Result<bool> {
+        let discarded = self.path.join(DISCARDED_RUN);
+        if discarded.exists() {
+            std::fs::remove_dir_all(&discarded)?;
+        }
         let aside = self.path.join(PREVIOUS_RUN);
         if !aside.exists() {
             return Ok(false);
         }
-        let replaced = verify_sum(&self.path.join("model.bpk")).is_ok() || !self.checkpoints().0.is_empty();
-        if replaced {
-            std::fs::remove_dir_all(&aside)?;
-            return Ok(false);
+        if self.set_aside_done() {
+            let replaced = verify_sum(&self.path.join("model.bpk")).is_ok() || !self.checkpoints().0.is_empty();
+            if replaced {
+                self.discard_set_aside()?;
+                return Ok(false);
+            }
+            self.remove_run_entries()?;
         }
-        self.remove_run_entries()?;
+        self.put_back()?;
+        Ok(true)
+    }
+
+    /// Whether the set-aside finished: its marker, or (a set-aside of an earlier version, which
+    /// wrote none) an entry both in the directory and in `.previous-run/`, which only a new run
+    /// started after a finished set-aside can make.
+    fn set_aside_done(&self) -> bool {
+        let aside = self.path.join(PREVIOUS_RUN);
+        aside.join(SET_ASIDE_DONE).exists()
+            || run_entries().any(|(name, _)| {
+                aside.join(name).symlink_metadata().is_ok() && self.path.join(name).symlink_metadata().is_ok()
+            })
+    }
+
+    /// Moves what is in `.previous-run/` back into the directory (whose own run entries must be
+    /// gone) and removes it. The marker goes first: a crash half-way is then a set-aside cut
+    /// short, which the next start finishes putting back.
+    fn put_back(&self) -> std::io::Result<()> {
+        let aside = self.path.join(PREVIOUS_RUN);
+        match std::fs::remove_file(aside.join(SET_ASIDE_DONE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         for (name, _) in run_entries() {
-            let from = aside.join(name);
-            if from.exists() {
-                std::fs::rename(&from, self.path.join(name))?;
+            let (from, to) = (aside.join(name), self.path.join(name));
+            if from.symlink_metadata().is_ok() && to.symlink_metadata().is_err() {
+                std::fs::rename(&from, &to)?;
+                crash_point(&format!("put-back:{name}"));
             }
         }
-        std::fs::remove_dir_all(&aside)?;
-        Ok(true)
+        self.discard_set_aside()
+    }
+
+    /// Deletes `.previous-run/`, renamed out of the way first.
+    fn discard_set_aside(&self) -> std::io::Result<()> {
+        let discarded = self.path.join(DISCARDED_RUN);
+        std::fs::rename(self.path.join(PREVIOUS_RUN), &discarded)?;
+        crash_point("discard");
+        std::fs::remove_dir_all(&discarded)
     }
 
     fn recover_replacement(&self) -> std::io::Result<()> {
@@ -171,25 +235,13 @@ impl RunDir {
     /// The checkpointed epochs whose files are all complete (checked against their `.sum`),
     /// oldest first, and the epochs that have files but are not, with the reason.
     pub fn checkpoints(&self) -> (Vec<usize>, Vec<(usize, String)>) {
-        let dir = self.checkpoint_dir();
-        let (mut complete, mut broken) = (Vec::new(), Vec::new());
-        for epoch in checkpoint_epochs(&dir) {
-            let problem = CHECKPOINT_KINDS.iter().find_map(|kind| {
-                let path = checkpoint_file(&dir, kind, epoch);
-                verify_sum(&path).err().map(|e| format!("{}: {e}", path.display()))
-            });
-            match problem {
-                None => complete.push(epoch),
-                Some(problem) => broken.push((epoch, problem)),
-            }
-        }
-        (complete, broken)
+        checkpoint_status(&self.checkpoint_dir())
     }
 }
 
 /// The entries a run owns, less the lock and the set-aside run.
 fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
-    RUN_ENTRIES.into_iter().filter(|(name, _)| *name != LOCK_FILE && *name != PREVIOUS_RUN)
+    RUN_ENTRIES.into_iter().filter(|(name, _)| ![LOCK_FILE, PREVIOUS_RUN, DISCARDED_RUN].contains(name))
 }
 
 /// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>.<random>` from
@@ -219,7 +271,9 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
         // The lock, and a starting run's first writes (so a second run gets the lock's message).
         .filter(|name| name != LOCK_FILE && !is_temporary_name(name))
         .collect();
-    if entries.is_empty() {
+    // A run's first file is `model.json`: a start killed before `train.json` leaves it alone. A
+    // replacement under way, or killed, is sorted out under the lock ([`RunDir::open`]).
+    if entries.is_empty() || entries == ["model.json"] || entries.iter().any(|name| name == PREVIOUS_RUN) {
         return Ok(());
     }
     if !path.join("train.json").is_file() {

@@ -1,7 +1,8 @@
 //! When checkpoints are written and which are kept: every `save_every` steps and at the end, the
 //! last `keep` of those plus the best by validation loss. A checkpoint is only written while the
 //! run is sound: never after a non-finite gradient or with a non-finite validation loss, so every
-//! checkpoint kept can be resumed from.
+//! checkpoint kept can be resumed from. Deleting the others is the [`CheckpointKeeper`]'s: only
+//! once a newer checkpoint is complete on disk, so burn-train is never asked to delete.
 
 use std::sync::{Arc, Mutex};
 
@@ -9,12 +10,15 @@ use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::{Aggregate, Direction, EventStoreClient, Split};
 use burn::train::metric::MetricName;
 
+use super::checkpoint::CheckpointKeeper;
+
 /// The run's checkpointing strategy (epochs are validation intervals).
 pub struct RunCheckpointing {
     every: usize,
     last: usize,
     keep: usize,
     saved: Vec<usize>,
+    keeper: CheckpointKeeper,
     loss: MetricName,
     /// Set by the training step when the run diverged.
     failure: Arc<Mutex<Option<String>>>,
@@ -22,17 +26,18 @@ pub struct RunCheckpointing {
 
 impl RunCheckpointing {
     /// Saves every `every` epochs and at epoch `last`; keeps the last `keep` and the best.
-    /// `existing` are the epochs already on disk (from before a resume); `failure` is the
-    /// training step's divergence flag.
+    /// `existing` are the epochs already on disk (from before a resume), `keeper` deletes the
+    /// others; `failure` is the training step's divergence flag.
     pub fn new(
         every: usize,
         last: usize,
         keep: usize,
         existing: Vec<usize>,
+        keeper: CheckpointKeeper,
         loss: MetricName,
         failure: Arc<Mutex<Option<String>>>,
     ) -> Self {
-        Self { every, last, keep: keep.max(1), saved: existing, loss, failure }
+        Self { every, last, keep: keep.max(1), saved: existing, keeper, loss, failure }
     }
 
     fn sound(&self, epoch: usize, store: &EventStoreClient) -> bool {
@@ -49,18 +54,20 @@ impl CheckpointingStrategy for RunCheckpointing {
         }
         let best = store.find_epoch(&self.loss, Aggregate::Mean, Direction::Lowest, &Split::Valid).unwrap_or(epoch);
         let scheduled = |e: usize| e.is_multiple_of(self.every) || e == self.last;
-        let mut actions = Vec::new();
-        if scheduled(epoch) || best == epoch {
-            actions.push(CheckpointingAction::Save);
+        let save = scheduled(epoch) || best == epoch;
+        if save {
             self.saved.push(epoch);
         }
         let mut recent: Vec<usize> = self.saved.iter().copied().filter(|&e| scheduled(e)).collect();
         recent.sort_unstable();
         let recent: Vec<usize> = recent.into_iter().rev().take(self.keep).collect();
-        let (keep, delete): (Vec<usize>, Vec<usize>) =
-            self.saved.iter().partition(|&&e| e == best || recent.contains(&e));
-        actions.extend(delete.into_iter().map(CheckpointingAction::Delete));
-        self.saved = keep;
-        actions
+        self.saved.retain(|&e| e == best || recent.contains(&e));
+        self.keeper.want(self.saved.clone());
+        self.keeper.prune();
+        if save {
+            vec![CheckpointingAction::Save]
+        } else {
+            Vec::new()
+        }
     }
 }

@@ -1,0 +1,227 @@
+//! Issue 21: the run directory never loses a run. A finished run stays finished without its
+//! checkpoints, a failed checkpoint save keeps the one before it, and `--overwrite` can be killed
+//! (or fail) at every step of setting the old run aside and putting it back. Kills happen at
+//! named crash points (`LAYERNORM_SCALING_CRASH_AT`), where the program aborts as under `kill -9`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{cpu, example, quick, ParamValues};
+use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
+use layernorm_scaling::model::load_run_model;
+use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, PREVIOUS_RUN};
+
+/// Every file below `dir` (but the lock) with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if entry.file_name() != ".lock" {
+                files.push((path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn weights(out: &Path) -> Vec<(String, Vec<f32>)> {
+    ParamValues::of(&load_run_model(out, None, &cpu()).unwrap().0)
+}
+
+/// A finished 10-step run in `<dir>/run` with a report of its own in `analysis/`.
+fn finished_run(dir: &Path) -> TrainConfig {
+    let config = quick(&dir.join("run"), 10, 5);
+    train(&config, Start::New).unwrap();
+    std::fs::create_dir(config.out.join("analysis")).unwrap();
+    std::fs::write(config.out.join("analysis/report.json"), "{}").unwrap();
+    config
+}
+
+#[test]
+fn a_finished_run_stays_finished_without_its_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let lower_lr = TrainConfig { lr: 0.01, ..config.clone() };
+    // Checkpoints whose sums are all damaged, then no checkpoints at all (deleted to free the disk).
+    for sum in std::fs::read_dir(config.out.join("checkpoint")).unwrap().flatten() {
+        if sum.file_name().to_string_lossy().ends_with(".sum") {
+            std::fs::write(sum.path(), "crc32 00000000 bytes 1\n").unwrap();
+        }
+    }
+    let before = snapshot(&config.out);
+    let err = train(&lower_lr, Start::Resume).unwrap_err().to_string();
+    assert!(err.contains("the run is finished (10 steps)") && err.contains("--init-from"), "{err}");
+    assert_eq!(snapshot(&config.out), before, "nothing written");
+    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
+    let before = snapshot(&config.out);
+    let err = train(&lower_lr, Start::Resume).unwrap_err().to_string();
+    assert!(err.contains("the run is finished (10 steps)"), "{err}");
+    assert_eq!(snapshot(&config.out), before, "nothing written");
+}
+
+#[test]
+fn a_set_aside_that_fails_half_way_puts_the_run_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let before = snapshot(&config.out);
+    let run = RunDir::open(&config.out).unwrap();
+    // `model.bpk` cannot be moved: something is in its way in `.previous-run/`.
+    std::fs::create_dir_all(config.out.join(PREVIOUS_RUN).join("model.bpk/in-the-way")).unwrap();
+    run.set_aside().unwrap_err();
+    drop(run);
+    assert_eq!(snapshot(&config.out), before, "the run is whole, in its directory");
+    assert!(!config.out.join(PREVIOUS_RUN).exists());
+}
+
+/// The train example as [`quick`] configures it (validated and saved every 5 steps; 10 steps
+/// unless `extra` says otherwise) into `out`, with `extra` options, crashing at `crash_at`.
+fn train_command(out: &Path, extra: &[&str], crash_at: Option<&str>) -> Command {
+    let mut command = Command::new(example("train"));
+    command.args(["--device", "flex", "--model", "tiny", "--builtin-docs", "2000", "--seq-len", "64"]);
+    command.args(["--batch-size", "8", "--warmup", "5", "--lr", "0.003", "--eval-every", "5"]);
+    command.args(["--save-every", "5", "--eval-batches", "4", "--samples", "0", "--out"]).arg(out);
+    command.arg("--cache-dir").arg(out.parent().unwrap().join("cache")).args(extra);
+    if !extra.contains(&"--steps") {
+        command.args(["--steps", "10"]);
+    }
+    command.env_remove(CRASH_AT).env_remove(FAIL_AT);
+    if let Some(point) = crash_at {
+        command.env(CRASH_AT, point);
+    }
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command
+}
+
+fn train_example(out: &Path, extra: &[&str], crash_at: Option<&str>) -> Output {
+    train_command(out, extra, crash_at).output().unwrap()
+}
+
+#[test]
+fn an_overwrite_killed_anywhere_leaves_the_old_run_or_the_new_one_never_a_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert!(train_example(&out, &[], None).status.success());
+    std::fs::create_dir(out.join("analysis")).unwrap();
+    std::fs::write(out.join("analysis/report.json"), "{}").unwrap();
+    let old = snapshot(&out);
+    let old_weights = weights(&out);
+    // The new run differs from the old one (another seed), so their files can be told apart.
+    let overwrite = ["--overwrite", "--seed", "7"];
+    let points = [
+        "set-aside:checkpoint",
+        "set-aside:train.json",
+        "set-aside:model.bpk",
+        "set-aside:metrics.jsonl",
+        "set-aside:analysis",
+        "record:model.json",
+    ];
+    for point in points {
+        let crashed = train_example(&out, &overwrite, Some(point));
+        assert!(!crashed.status.success(), "{point}: it crashed");
+        // Whatever reads the directory next (here a training that fails its checks at once,
+        // which still opens it) finds the old run whole.
+        let err = train_example(&out, &["--resume"], None);
+        let stderr = String::from_utf8_lossy(&err.stderr);
+        assert!(stderr.contains("the run is finished"), "{point}: {stderr}");
+        assert_eq!(snapshot(&out), old, "{point}: the old run is back, byte for byte");
+    }
+    // Killed while the old run is put back after a failed new run, then while it is discarded
+    // after a successful one.
+    let diverging = ["--overwrite", "--lr", "1e30", "--warmup", "0"];
+    for point in ["put-back:checkpoint", "put-back:model.bpk", "put-back:analysis"] {
+        assert!(!train_example(&out, &diverging, Some(point)).status.success());
+        let err = train_example(&out, &["--resume"], None);
+        assert!(String::from_utf8_lossy(&err.stderr).contains("the run is finished"), "{point}");
+        assert_eq!(snapshot(&out), old, "{point}: the old run is back, byte for byte");
+    }
+    let crashed = train_example(&out, &overwrite, Some("discard"));
+    assert!(!crashed.status.success());
+    let err = train_example(&out, &["--resume", "--seed", "7"], None);
+    assert!(String::from_utf8_lossy(&err.stderr).contains("the run is finished"));
+    assert!(weights(&out) != old_weights, "the new run is kept");
+    assert!(!out.join("analysis").exists(), "the old run's report went with it");
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().flatten().map(|e| e.file_name().into_string().unwrap()).collect();
+    assert!(names.iter().all(|name| !name.starts_with(".previous-run")), "{names:?}");
+}
+
+#[test]
+fn a_checkpoint_that_cannot_be_saved_never_costs_the_one_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    // Keeping one checkpoint (0 means 1): the second save fails, as on a full disk.
+    let keep_one = ["--keep-checkpoints", "0", "--steps", "15"];
+    let mut command = train_command(&out, &keep_one, None);
+    let failed = command.env(FAIL_AT, "save:optim-2").output().unwrap();
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no space left on device") && !stderr.contains("panicked"), "{stderr}");
+    for kind in ["model", "optim", "scheduler"] {
+        let path = out.join(format!("checkpoint/{kind}-1.bpk"));
+        assert_eq!(verify_sum(&path), Ok(()), "{kind}-1 is kept");
+    }
+    // With the disk free again, the run resumes from step 5, not from 0, and ends with one checkpoint.
+    let resumed = train_command(&out, &[&keep_one[..], &["--resume"]].concat(), None).output().unwrap();
+    let stdout = String::from_utf8_lossy(&resumed.stdout);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(stdout.contains("resuming from the checkpoint at step 5"), "{stdout}");
+    let mut left: Vec<String> = std::fs::read_dir(out.join("checkpoint"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".bpk"))
+        .collect();
+    left.sort();
+    assert_eq!(left, ["model-3.bpk", "optim-3.bpk", "scheduler-3.bpk"]);
+}
+
+#[test]
+fn a_start_killed_between_the_first_files_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert!(!train_example(&out, &[], Some("record:model.json")).status.success());
+    let resumed = train_example(&out, &["--resume"], None);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("start a new run without --resume"), "{stderr}");
+    let again = train_example(&out, &[], None);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(verify_sum(&out.join("model.bpk")).is_ok());
+}
+
+#[test]
+fn an_overwrite_killed_before_its_first_checkpoint_is_named_by_the_programs_that_load_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert!(train_example(&out, &[], None).status.success());
+    assert!(!train_example(&out, &["--overwrite", "--seed", "7"], Some("record:model.json")).status.success());
+    let err = load_run_model(&out, None, &cpu()).unwrap_err().to_string();
+    assert!(err.contains(".previous-run") && err.contains("--resume"), "{err}");
+}
+
+#[test]
+fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let old = weights(&config.out);
+    let longer = TrainConfig { init_from: Some(config.out.clone()), ..config.clone() };
+    let report = train(&longer, Start::Overwrite).unwrap();
+    assert_eq!(report.steps_trained, 10);
+    assert!(weights(&config.out) != old, "trained on from the old weights, in place");
+    assert!(!config.out.join(PREVIOUS_RUN).exists() && !config.out.join("analysis").exists());
+
+    let sweep = dir.path().join("sweep");
+    std::fs::create_dir(&sweep).unwrap();
+    std::fs::write(sweep.join("sweep.json"), "{}").unwrap();
+    let from_sweep = TrainConfig { init_from: Some(sweep.clone()), ..quick(&dir.path().join("new"), 10, 5) };
+    let err = train(&from_sweep, Start::New).unwrap_err().to_string();
+    assert!(err.contains("is a sweep: give one of its runs"), "{err}");
+    assert!(!dir.path().join("new").exists());
+}
