@@ -195,12 +195,12 @@ fn presets_makes_a_missing_folder_and_names_one_it_cannot_make() {
     std::fs::write(tmp.path().join("file"), "").unwrap();
     let output = Command::new(example("presets")).arg("--write").arg(tmp.path().join("file/models")).output().unwrap();
     assert_refused(&output, &["file/models", "cannot make the folder"], "presets");
-    assert!(!String::from_utf8_lossy(&output.stderr).contains(".tmp"));
+    assert!(!String::from_utf8_lossy(&output.stderr).contains(".json.tmp"));
 
     // The mechanism: a file written into a missing folder is refused naming the folder.
     let missing = tmp.path().join("missing");
     let err = LlamaConfig::tiny().to_file(missing.join("tiny.json")).unwrap_err().to_string();
-    assert!(err.contains(&format!("{}: no such folder", missing.display())) && !err.contains(".tmp"), "{err}");
+    assert!(err.contains(&format!("{}: no such folder", missing.display())) && !err.contains(".json.tmp"), "{err}");
 }
 
 #[test]
@@ -230,7 +230,7 @@ fn a_llama_config_json_is_written_only_for_what_export_can_write() {
             .arg(&path)
             .output()
             .unwrap();
-        assert_refused(&output, &[&format!("exporting a `{scheme}`"), "no counterpart"], scheme);
+        assert_refused(&output, &[&format!("exporting a `{scheme}"), "no counterpart"], scheme);
         assert!(!path.exists(), "{scheme}");
     }
 }
