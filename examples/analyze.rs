@@ -17,17 +17,19 @@ use std::sync::Arc;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use layernorm_scaling::analysis::{
-    analyze, choice_report, read_choice_items, unique_labels, write_comparison, AnalysisOptions, ChoiceItem,
-    ComparedRun, Report,
+    analyze, choice_report, longest_choice_tokens, read_choice_items, unique_labels, write_comparison, AnalysisOptions,
+    ChoiceItem, ComparedRun, Report,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::model::{first_non_finite_parameter, is_hf_dir, load_model_dir, Llama};
-use layernorm_scaling::{cli, parse_device, ConfigError, Error};
+use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.
 #[derive(Parser, Debug)]
+// Negative numbers are values (`--batches -1` gets clap's message about the number, not "unknown argument").
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Run directories (each holds model.json and model.bpk); two or more models give a comparison.
     #[arg(long, num_args = 1.., required_unless_present = "hf_dir")]
@@ -45,6 +47,10 @@ struct Args {
     /// (the `parquet` feature), or token files (.bin) (default: fresh built-in documents).
     #[arg(long, num_args = 1..)]
     data: Vec<PathBuf>,
+    /// The tokenizer.json to use instead of the models' own (e.g. when the path a run recorded is
+    /// relative to another folder).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
     /// The JSON field or Parquet column that holds each document's text.
     #[arg(long, default_value = "text")]
     text_field: String,
@@ -97,8 +103,8 @@ struct LoadedRun {
     dir: PathBuf,
     model: Llama,
     tokenizer: Tokenizer,
-    /// The model's vocabulary size.
-    vocab_size: usize,
+    /// The model's config.
+    config: LlamaConfig,
     title: String,
     /// What training recorded with `--track-every` (`tracking.jsonl`), if anything.
     tracking: Option<Vec<TrackRecord>>,
@@ -119,23 +125,16 @@ fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<
         );
         return Err(Error::NonFinite { parameter, advice });
     }
-    let tokenizer = loaded.tokenizer()?;
+    let tokenizer = loaded.tokenizer(args.tokenizer.as_deref())?;
     let config = &loaded.config;
-    if args.seq_len > config.max_seq_len {
-        return Err(usage(format!(
-            "--seq-len {} exceeds the max_seq_len {} of {}",
-            args.seq_len,
-            config.max_seq_len,
-            dir.display()
-        )));
-    }
-    tokenizer.check_fits(config.vocab_size).map_err(|e| Error::file(dir, e))?;
+    config
+        .check_seq_len(args.seq_len, &format!("--seq-len {}", args.seq_len))
+        .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
     loaded.model.check_layers(&options.layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
     let tracking = if dir.join(TRACKING_FILE).is_file() { Some(read_tracking(dir)?) } else { None };
     let tracking = tracking.filter(|records| !records.is_empty());
     let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
-    let vocab_size = config.vocab_size;
-    Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, tokenizer, vocab_size, title, tracking })
+    Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, config: loaded.config, tokenizer, title, tracking })
 }
 
 fn report_of(
@@ -151,10 +150,10 @@ fn report_of(
     };
     let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
     let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &cache_root)?);
-    cache.check_vocabulary(&run.tokenizer, run.vocab_size)?;
+    cache.check_vocabulary(&run.tokenizer, run.config.vocab_size)?;
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
     let data = PackedDataset::new(cache, &docs, args.seq_len);
-    eprintln!("{}", run.title);
+    errln!("{}", run.title);
     let mut report = analyze(&run.model, &data, options, &mut progress_bar("perplexity"))?;
     if let Some(items) = choices {
         let mut bar = progress_bar("multiple choice");
@@ -207,13 +206,20 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         Some(path) => Some(read_choice_items(path)?),
         None => None,
     };
+    // Each question and choice runs whole through each model: it must fit in the model's context.
+    for (run, items) in runs.iter().filter_map(|run| Some((run, choices.as_deref()?))) {
+        let longest = longest_choice_tokens(&run.tokenizer, items)?;
+        run.config
+            .check_seq_len(longest, "--choices (its longest question with a choice)")
+            .map_err(|e| usage(format!("{e} ({}); shorten the questions", run.dir.display())))?;
+    }
     let reports =
         runs.iter().map(|run| report_of(run, args, options, choices.as_deref())).collect::<Result<Vec<_>, _>>()?;
 
     if runs.len() == 1 {
         let (run, report) = (&runs[0], &reports[0]);
         report.write(&out, &run.title).map_err(|e| Error::file(&out, format!("cannot write the report: {e}")))?;
-        print!("{}", report.summary(&run.title));
+        out!("{}", report.summary(&run.title));
     } else {
         let names: Vec<String> = if args.label.is_empty() {
             runs.iter()
@@ -229,8 +235,8 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
             .collect();
         write_comparison(&compared, &out)
             .map_err(|e| Error::file(&out, format!("cannot write the comparison: {e}")))?;
-        print!("{}", std::fs::read_to_string(out.join("comparison.md")).unwrap_or_default());
+        out!("{}", std::fs::read_to_string(out.join("comparison.md")).unwrap_or_default());
     }
-    println!("\nreport written to {}", out.display());
+    outln!("\nreport written to {}", out.display());
     Ok(())
 }

@@ -17,18 +17,18 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::memory::format_bytes;
 use layernorm_scaling::train::{benchmark_step, model_config, StepBenchmark, TrainConfig};
-use layernorm_scaling::{cli, compiled_backends, parse_device, ConfigError, Error};
+use layernorm_scaling::{cli, compiled_backends, outln, parse_device, Error};
 
 /// The options of the bench itself; the model, batch and optimiser are `TrainConfig`'s options.
 #[derive(Parser, Debug)]
 #[command(about = "Time a training step on every compiled-in device and compare with PyTorch")]
 #[command(args_override_self = true, allow_negative_numbers = true)]
 struct Args {
-    /// Timed steps (the median is reported).
-    #[arg(long, default_value_t = 10)]
+    /// Timed steps (the median is reported; at most 100000, the times are kept in memory).
+    #[arg(long, default_value_t = 10, value_parser = cli::size(1..=100_000))]
     iters: usize,
-    /// Steps run before timing.
-    #[arg(long, default_value_t = 3)]
+    /// Steps run before timing (at most 100000).
+    #[arg(long, default_value_t = 3, value_parser = cli::size(0..=100_000))]
     warmup_iters: usize,
     /// Write the records as JSON.
     #[arg(long)]
@@ -60,16 +60,13 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool) -> Result<(), Error> {
-    if args.iters == 0 {
-        return Err(ConfigError::Zero { field: "iters" }.into());
-    }
+    config.validate()?;
     if args.single {
         let device = parse_device(&config.device)?;
         let record = benchmark_step(config, &device, args.warmup_iters, args.iters)?;
-        println!("{RECORD}{}", serde_json::to_string(&record).expect("a record serialises"));
+        outln!("{RECORD}{}", serde_json::to_string(&record).expect("a record serialises"));
         return Ok(());
     }
-    config.validate()?;
     let model = model_config(config)?;
     let theirs = args.compare.iter().map(read_records).collect::<Result<Vec<_>, _>>()?.concat();
     if let Some(path) = &args.records {
@@ -83,7 +80,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     if let Some(path) = &args.hf_config {
         let json = layernorm_scaling::hf::hf_config_json(&model)?;
         write_json(path, &json)?;
-        println!("wrote {} (the model's Hugging Face config.json)", path.display());
+        outln!("wrote {} (the model's Hugging Face config.json)", path.display());
     }
     let devices: Vec<String> = if device_given {
         config.device.split(',').map(|d| d.trim().to_string()).collect()
@@ -94,7 +91,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         parse_device(device)?;
     }
     let dtypes: Vec<bool> = if dtype_given { vec![config.bf16] } else { vec![false, true] };
-    println!(
+    outln!(
         "training step of {} layers x d_model {} ({} parameters, {}), batch {} x seq {}; median of {} steps",
         model.n_layers,
         model.d_model,
@@ -104,9 +101,15 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         config.seq_len,
         args.iters
     );
-    println!(
+    outln!(
         "{:<10} {:<5} {:>10} {:>11} {:>10} {:>8} {:>7}",
-        "device", "dtype", "step ms", "tokens/s", "peak mem", "TFLOP/s", "MFU"
+        "device",
+        "dtype",
+        "step ms",
+        "tokens/s",
+        "peak mem",
+        "TFLOP/s",
+        "MFU"
     );
     let (mut records, mut failures) = (Vec::new(), Vec::new());
     for device in &devices {
@@ -120,7 +123,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
                 // Asked for explicitly, a pair that cannot run is an error; by default it is skipped.
                 Err(reason) if device_given && dtype_given => return Err(Error::Training(reason)),
                 Err(reason) => {
-                    println!("{device:<10} {dtype:<5} skipped: {reason}");
+                    outln!("{device:<10} {dtype:<5} skipped: {reason}");
                     failures.push(reason);
                 }
             }
@@ -132,7 +135,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     }
     if let Some(path) = &args.json {
         write_json(path, &records)?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display());
     }
     if !theirs.is_empty() {
         compare(&records, &theirs);
@@ -163,9 +166,15 @@ fn measure(device: &str, bf16: bool) -> Result<StepBenchmark, String> {
 fn print_record(r: &StepBenchmark) {
     let memory = r.peak_memory_bytes.map_or("-".into(), format_bytes);
     let mfu = r.mfu.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m));
-    println!(
+    outln!(
         "{:<10} {:<5} {:>10.1} {:>11.0} {:>10} {:>8.3} {:>7}",
-        r.device, r.dtype, r.step_ms, r.tokens_per_second, memory, r.tflops, mfu
+        r.device,
+        r.dtype,
+        r.step_ms,
+        r.tokens_per_second,
+        memory,
+        r.tflops,
+        mfu
     );
 }
 
@@ -185,14 +194,11 @@ fn check_writable(path: &PathBuf) -> Result<(), Error> {
 
 /// The ratio table: each of our records against each record of the same shape and precision.
 fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
-    println!(
-        "\n{:<10} {:<5} {:>11}  {:<28} {:>11} {:>7}",
-        "device", "dtype", "tokens/s", "against", "tokens/s", "ratio"
-    );
+    outln!("\n{:<10} {:<5} {:>11}  {:<28} {:>11} {:>7}", "device", "dtype", "tokens/s", "against", "tokens/s", "ratio");
     for a in ours {
         for b in theirs.iter().filter(|b| same_shape(a, b)) {
             let against = format!("{} ({}, {} threads)", b.framework, b.device, b.threads.unwrap_or(0));
-            println!(
+            outln!(
                 "{:<10} {:<5} {:>11.0}  {against:<28} {:>11.0} {:>6.2}x",
                 a.device,
                 a.dtype,
@@ -203,10 +209,10 @@ fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
         }
     }
     if !ours.iter().any(|a| theirs.iter().any(|b| same_shape(a, b))) {
-        println!("no record to compare with: none has the same model, batch, sequence length and precision");
+        outln!("no record to compare with: none has the same model, batch, sequence length and precision");
     }
     if let Some(cpu) = ours.iter().chain(theirs).find_map(|r| r.cpu.clone()) {
-        println!("CPU: {cpu}");
+        outln!("CPU: {cpu}");
     }
 }
 

@@ -12,13 +12,15 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use burn::tensor::{Device, Distribution, Int, Tensor};
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::variance_chart;
 use layernorm_scaling::measure::token_variance;
-use layernorm_scaling::{parse_device, ConfigError, Error, LlamaConfig, NormScheme};
+use layernorm_scaling::{cli, out, outln, parse_device, ConfigError, Error, LlamaConfig, NormScheme};
 
 /// Layer-wise output variance of a randomly initialised LLaMA, per normalisation scheme.
 #[derive(Parser, Debug)]
+// Negative numbers are values (`--layers -1` gets clap's message about the number, not "unknown argument").
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Model preset whose width, feed-forward size and heads are used (tiny, 9m, 20m, ..., 7b).
     #[arg(long, default_value = "tiny")]
@@ -32,8 +34,8 @@ struct Args {
     /// Device: auto, flex, ndarray, wgpu, wgpu-cpu, cuda:N, tch, ...
     #[arg(long, default_value = "auto")]
     device: String,
-    /// Sequences in the batch.
-    #[arg(long, default_value_t = 4)]
+    /// Sequences in the batch (at most 1024: the hidden state after every block is kept).
+    #[arg(long, default_value_t = 4, value_parser = cli::size(1..=1024))]
     batch: usize,
     /// Tokens per sequence.
     #[arg(long, default_value_t = 128)]
@@ -47,7 +49,8 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::io::exit_code(run(Args::parse()))
+    let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
+    layernorm_scaling::io::exit_code(run(args))
 }
 
 fn run(args: Args) -> Result<(), Error> {
@@ -55,11 +58,18 @@ fn run(args: Args) -> Result<(), Error> {
     let schemes = args.schemes.iter().map(|s| s.parse::<NormScheme>()).collect::<Result<Vec<_>, _>>()?;
     let base = LlamaConfig { n_layers: args.layers, ..LlamaConfig::preset(&args.preset)? };
     base.validate()?;
-    if args.batch == 0 || args.seq_len == 0 {
-        return Err(ConfigError::Zero { field: "batch and seq-len" }.into());
+    if args.seq_len == 0 {
+        return Err(ConfigError::Zero { field: "seq-len" }.into());
     }
+    let what = format!("--seq-len {}", args.seq_len);
+    base.check_seq_len(args.seq_len, &what).map_err(|e| {
+        ConfigError::Conflict(format!(
+            "{e}: give --seq-len in 1..={} (or a preset with a longer context)",
+            base.max_seq_len
+        ))
+    })?;
     let started = Instant::now();
-    println!(
+    outln!(
         "{}-layer model (d_model {}, {} parameters) on {device:?}, {} x {} random tokens",
         base.n_layers,
         base.d_model,
@@ -73,22 +83,22 @@ fn run(args: Args) -> Result<(), Error> {
         columns.push(layer_variances(&base.clone().with_norm_scheme(scheme.clone()), &args, &device)?);
     }
 
-    print!("\n{:>5}", "layer");
+    out!("\n{:>5}", "layer");
     for scheme in &schemes {
-        print!(" {:>14}", scheme.to_string());
+        out!(" {:>14}", scheme.to_string());
     }
-    println!();
+    outln!();
     let step = (base.n_layers / 16).max(1);
     for layer in (0..=base.n_layers).filter(|l| l % step == 0 || *l == base.n_layers) {
-        print!("{layer:>5}");
+        out!("{layer:>5}");
         for column in &columns {
-            print!(" {:>14.4e}", column[layer]);
+            out!(" {:>14.4e}", column[layer]);
         }
-        println!();
+        outln!();
     }
-    println!("\ngrowth of the variance from the embedding (layer 0) to the last layer:");
+    outln!("\ngrowth of the variance from the embedding (layer 0) to the last layer:");
     for (scheme, column) in schemes.iter().zip(&columns) {
-        println!("  {:>18}: x{:.1}", scheme.to_string(), column[base.n_layers] / column[0]);
+        outln!("  {:>18}: x{:.1}", scheme.to_string(), column[base.n_layers] / column[0]);
     }
     if let Some(path) = &args.plot {
         let labels: Vec<String> = schemes.iter().map(ToString::to_string).collect();
@@ -99,9 +109,9 @@ fn run(args: Args) -> Result<(), Error> {
         variance_chart(title, labels.iter().map(String::as_str).zip(columns.iter().map(Vec::as_slice)))
             .write_png(path)
             .map_err(|error| Error::file(path, error))?;
-        println!("wrote {}", path.display());
+        outln!("wrote {}", path.display());
     }
-    println!("({:.1} s)", started.elapsed().as_secs_f64());
+    outln!("({:.1} s)", started.elapsed().as_secs_f64());
     Ok(())
 }
 

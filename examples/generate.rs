@@ -10,10 +10,12 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::model::{generate, load_model_dir, SamplingConfig};
-use layernorm_scaling::{cli, parse_device, Error};
+use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error};
 
 /// Generate text from a run directory of the train example.
 #[derive(Parser, Debug)]
+// Negative numbers are values (`--top-p -0.5` gets the range error, not "unknown argument").
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Run directory (holds model.json and model.bpk).
     #[arg(long, required_unless_present = "hf_dir", conflicts_with = "hf_dir")]
@@ -24,11 +26,15 @@ struct Args {
     /// Use the checkpoint of this epoch instead of the final model.
     #[arg(long)]
     epoch: Option<usize>,
+    /// The tokenizer.json to use instead of the model's own (e.g. when the path the run recorded
+    /// is relative to another folder).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
     /// Text to continue.
     #[arg(long, default_value = "the ")]
     prompt: String,
-    /// Number of samples (sample `i` draws with seed `--seed + i`).
-    #[arg(long, default_value_t = 1)]
+    /// Number of samples, at most 100000 (sample `i` draws with seed `--seed + i`).
+    #[arg(long, default_value_t = 1, value_parser = cli::size(1..=100_000))]
     samples: usize,
     /// Device: auto, flex, wgpu, cuda:N, ...
     #[arg(long, default_value = "auto")]
@@ -47,19 +53,27 @@ fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     let device = parse_device(&args.device)?;
     let dir = args.run.as_ref().or(args.hf_dir.as_ref()).expect("clap requires --run or --hf-dir");
     let loaded = load_model_dir(dir, args.epoch, &device)?;
-    let tokenizer = loaded.tokenizer()?;
+    let tokenizer = loaded.tokenizer(args.tokenizer.as_deref())?;
     let model = loaded.model;
     let prompt = tokenizer.encode(&args.prompt)?;
     if prompt.is_empty() {
-        return Err(layernorm_scaling::ConfigError::Conflict(
+        return Err(ConfigError::Conflict(
             "the prompt is empty after tokenisation; give some text with --prompt".into(),
         )
         .into());
     }
+    // The prompt and every generated token must fit in the model's context (a Mistral model's
+    // sliding window included): refused here, before any token is generated.
+    let room = loaded.config.max_seq_len.saturating_sub(prompt.len());
+    let what = format!("--max-tokens {} after a prompt of {} tokens", sampling.max_new_tokens, prompt.len());
+    loaded
+        .config
+        .check_seq_len(prompt.len().saturating_add(sampling.max_new_tokens), &what)
+        .map_err(|e| ConfigError::Conflict(format!("{e}: give --max-tokens in 0..={room}, or a shorter --prompt")))?;
     for sample in 0..args.samples {
         let config = SamplingConfig { seed: sampling.seed.wrapping_add(sample as u64), ..sampling.clone() };
         let text = tokenizer.decode(&generate(&model, &prompt, &config))?;
-        println!("--- sample {}\n{}{}", sample + 1, args.prompt, text);
+        outln!("--- sample {}\n{}{}", sample + 1, args.prompt, text);
     }
     Ok(())
 }

@@ -16,9 +16,8 @@ use std::process::ExitCode;
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use layernorm_scaling::hf::{export_hf, load_hf_model};
-use layernorm_scaling::model::load_run_model;
-use layernorm_scaling::model::retrofit;
-use layernorm_scaling::{cli, parse_device, ConfigError, Error, NormScheme};
+use layernorm_scaling::model::{load_run_model, retrofit, tokenizer_spec};
+use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
 
 /// Hugging Face model directories: logits, retrofit, export.
 #[derive(Parser, Debug)]
@@ -33,6 +32,7 @@ struct Args {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print the logits of every position.
+    #[command(allow_negative_numbers = true)]
     Logits {
         /// Model directory (config.json + model.safetensors or shards).
         #[arg(long)]
@@ -70,6 +70,10 @@ enum Command {
         /// New directory to write.
         #[arg(long)]
         out: PathBuf,
+        /// The tokenizer.json to copy instead of the run's own (e.g. when the path the run
+        /// recorded is relative to another folder).
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
     },
 }
 
@@ -91,6 +95,11 @@ fn run(args: Args) -> Result<(), Error> {
             if ids.is_empty() {
                 return Err(ConfigError::Conflict("no tokens to run: give --tokens or --text".into()).into());
             }
+            // Past its max_seq_len (a Mistral model's sliding window) transformers computes otherwise.
+            let what = format!("{} tokens", ids.len());
+            loaded.config.check_seq_len(ids.len(), &what).map_err(|e| {
+                ConfigError::Conflict(format!("{e}: give at most {} tokens", loaded.config.max_seq_len))
+            })?;
             if let Some(bad) = ids.iter().find(|&&id| id < 0 || id >= vocab) {
                 let message = format!("token id {bad} is outside the vocabulary 0..{vocab}");
                 return Err(ConfigError::Conflict(message).into());
@@ -106,13 +115,13 @@ fn run(args: Args) -> Result<(), Error> {
                 .expect("logits converted to f32");
             let rows: Vec<&[f32]> = logits.chunks(vocab as usize).collect();
             if json {
-                println!("{}", serde_json::json!({"input_ids": ids, "logits": rows}));
+                outln!("{}", serde_json::json!({"input_ids": ids, "logits": rows}));
             } else {
                 for (position, (id, row)) in ids.iter().zip(&rows).enumerate() {
                     let mut order: Vec<usize> = (0..row.len()).collect();
                     order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
                     let top: Vec<String> = order.iter().take(5).map(|&t| format!("{t}:{:.3}", row[t])).collect();
-                    println!("position {position} (token {id}): top logits {}", top.join(" "));
+                    outln!("position {position} (token {id}): top logits {}", top.join(" "));
                 }
             }
             Ok(())
@@ -122,7 +131,7 @@ fn run(args: Args) -> Result<(), Error> {
             let from = loaded.config.norm_scheme.clone();
             let (model, config) = retrofit(loaded.model, &loaded.config, norm)?;
             export_hf(&model, &config, &out, loaded.tokenizer.as_deref())?;
-            println!(
+            outln!(
                 "{}: {} layers retrofitted from {from} to {}; written to {}",
                 hf_dir.display(),
                 config.n_layers,
@@ -132,19 +141,21 @@ fn run(args: Args) -> Result<(), Error> {
             let tokenizer = out.join("tokenizer.json");
             let tokenizer =
                 if tokenizer.is_file() { format!(" --tokenizer {}", tokenizer.display()) } else { String::new() };
-            println!(
+            outln!(
                 "continue training with: cargo run --release --example train -- --init-from {}{tokenizer}",
                 out.display()
             );
             Ok(())
         }
-        Command::Export { checkpoint, epoch, out } => {
+        Command::Export { checkpoint, epoch, out, tokenizer } => {
             let (model, info) = load_run_model(&checkpoint, epoch, &device)?;
-            let tokenizer = Some(PathBuf::from(&info.tokenizer)).filter(|p| info.tokenizer != "byte" && p.is_file());
+            // A tokenizer that cannot be found is an error, not an export without it.
+            let spec = tokenizer_spec(Some(&info.tokenizer), tokenizer.as_deref())?;
+            let tokenizer = (spec != "byte").then(|| PathBuf::from(spec));
             export_hf(&model, &info.model, &out, tokenizer.as_deref())?;
-            println!("{} ({}) exported to {}", checkpoint.display(), info.model.norm_scheme, out.display());
+            outln!("{} ({}) exported to {}", checkpoint.display(), info.model.norm_scheme, out.display());
             if tokenizer.is_none() {
-                println!("note: the run uses the byte tokenizer (ids = UTF-8 bytes); no tokenizer.json was written");
+                outln!("note: the run uses the byte tokenizer (ids = UTF-8 bytes); no tokenizer.json was written");
             }
             Ok(())
         }

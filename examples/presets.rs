@@ -5,22 +5,32 @@
 //! cargo run --example presets -- --write configs/models
 //! ```
 
-use layernorm_scaling::LlamaConfig;
+use std::process::ExitCode;
 
-fn main() {
+use layernorm_scaling::{errln, outln, Error, LlamaConfig};
+
+fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let write_dir = match args.as_slice() {
         [] => None,
         [flag, dir] if flag == "--write" => Some(std::path::PathBuf::from(dir)),
         _ => {
-            eprintln!("usage: presets [--write DIR]");
-            std::process::exit(2);
+            errln!("error: usage: presets [--write DIR]");
+            return ExitCode::FAILURE;
         }
     };
-    println!("{:>6} {:>7} {:>7} {:>7} {:>6} {:>15}", "preset", "d_model", "d_ff", "layers", "heads", "parameters");
+    layernorm_scaling::io::exit_code(run(write_dir.as_deref()))
+}
+
+/// Prints the table; with `write_dir`, writes `<name>.json` there (the folder made if missing).
+fn run(write_dir: Option<&std::path::Path>) -> Result<(), Error> {
+    if let Some(dir) = write_dir {
+        std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, format!("cannot make the folder: {e}")))?;
+    }
+    outln!("{:>6} {:>7} {:>7} {:>7} {:>6} {:>15}", "preset", "d_model", "d_ff", "layers", "heads", "parameters");
     for name in LlamaConfig::preset_names() {
-        let config = LlamaConfig::preset(name).expect("listed presets exist");
-        println!(
+        let config = LlamaConfig::preset(name)?;
+        outln!(
             "{name:>6} {:>7} {:>7} {:>7} {:>6} {:>15}",
             config.d_model,
             config.d_ff,
@@ -28,11 +38,9 @@ fn main() {
             config.n_heads,
             config.num_params()
         );
-        if let Some(dir) = &write_dir {
-            if let Err(err) = config.to_file(dir.join(format!("{name}.json"))) {
-                eprintln!("error: {err}");
-                std::process::exit(1);
-            }
+        if let Some(dir) = write_dir {
+            config.to_file(dir.join(format!("{name}.json")))?;
         }
     }
+    Ok(())
 }

@@ -19,7 +19,7 @@ use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{
     parse_schemes, parse_seeds, validation_data, PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
 };
-use layernorm_scaling::{cli, parse_devices, Error};
+use layernorm_scaling::{cli, errln, out, outln, parse_devices, Error};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -70,19 +70,19 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
                 PairAction::Resume => "resuming",
                 PairAction::Measure => "measuring the finished",
             };
-            println!("\n=== sweep {index}/{total}: {verb} {} seed {}{eta} ===", pair.scheme, pair.seed);
+            outln!("\n=== sweep {index}/{total}: {verb} {} seed {}{eta} ===", pair.scheme, pair.seed);
         }
-        SweepEvent::Skipped { pair, outcome } => println!("sweep: {} already {}", pair.key(), describe(outcome)),
-        SweepEvent::Done { pair, outcome } => println!("sweep: {} {}", pair.key(), describe(outcome)),
+        SweepEvent::Skipped { pair, outcome } => outln!("sweep: {} already {}", pair.key(), describe(outcome)),
+        SweepEvent::Done { pair, outcome } => outln!("sweep: {} {}", pair.key(), describe(outcome)),
     })?;
     let report_dir = sweep.config.out.join("report");
     let curves = loss_curves(&sweep, &record);
     let diagnostics = if args.no_diagnostics { Vec::new() } else { diagnostics(&sweep, &record)? };
     let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics)
         .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;
-    println!();
-    print!("{}", layernorm_scaling::analysis::results_markdown(&results, record.seeds.len()));
-    println!("\nreport: {}", report_dir.join("results.md").display());
+    outln!();
+    out!("{}", layernorm_scaling::analysis::results_markdown(&results, record.seeds.len()));
+    outln!("\nreport: {}", report_dir.join("results.md").display());
     Ok(())
 }
 
@@ -121,11 +121,11 @@ fn diagnostics(sweep: &Sweep, record: &SweepRecord) -> Result<Vec<ComparedRun>, 
             &p.scheme == scheme && matches!(record.outcomes.get(&p.key()), Some(PairOutcome::Finished { .. }))
         });
         for pair in finished {
-            println!("diagnostics of {}", pair.key());
+            outln!("diagnostics of {}", pair.key());
             let (model, _) = match load_run_model(&pair.dir, None, &device) {
                 Ok(loaded) => loaded,
                 Err(e) => {
-                    eprintln!("warning: no diagnostics from {}: {e}", pair.key());
+                    errln!("warning: no diagnostics from {}: {e}", pair.key());
                     continue;
                 }
             };

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::train::{train, Start, TrainConfig};
-use layernorm_scaling::{cli, Error};
+use layernorm_scaling::{cli, outln, Error};
 
 /// The options of this command itself; every other option (the training settings) is a field of
 /// `TrainConfig` (`--steps`, `--norm`, ...) and overrides that field of `--config` (or of the
@@ -53,13 +53,13 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     let report = train(&config, start)?;
     let (parameters, scheme) = (report.model_config.num_params(), &report.model_config.norm_scheme);
     if report.steps_trained == 0 {
-        println!(
+        outln!(
             "\n{} ({parameters} parameters, {scheme}): the final model of step {} is written",
             report.out.display(),
             config.steps
         );
     } else {
-        println!(
+        outln!(
             "\ntrained {} ({parameters} parameters, {scheme}) for {} steps, to step {}, in {:.1} s ({:.0} tokens/s)",
             report.out.display(),
             report.steps_trained,
@@ -68,7 +68,7 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
             report.tokens_per_second
         );
     }
-    println!("validation loss {:.4}, perplexity {:.3}", report.valid_loss, report.valid_loss.exp());
+    outln!("validation loss {:.4}, perplexity {:.3}", report.valid_loss, report.valid_loss.exp());
     let prompts: Vec<&str> =
         if config.data.is_empty() { vec!["the old ", "brackets: ([{", "347+28"] } else { vec!["The ", "And ", "I "] };
     for (index, prompt) in prompts.iter().take(config.samples).enumerate() {
@@ -82,7 +82,7 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         };
         let new = generate(&report.model, &ids, &sampling);
         let text = report.tokenizer.decode(&new)?;
-        println!("sample {}: {prompt}{}", index + 1, text.trim_end());
+        outln!("sample {}: {prompt}{}", index + 1, text.trim_end());
     }
     Ok(())
 }

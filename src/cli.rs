@@ -76,3 +76,9 @@ pub fn overridden<T: FromArgMatches>(mut base: T, matches: &ArgMatches) -> Resul
     base.update_from_arg_matches(matches)?;
     Ok(base)
 }
+
+/// The value parser of a size in `range` (`#[arg(value_parser = cli::size(1..=1024))]`): a value
+/// outside it, say `--batch 18446744073709551615`, is refused with the range before any use.
+pub fn size(range: std::ops::RangeInclusive<u64>) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(range)
+}

@@ -51,7 +51,8 @@ pub fn compiled_backends() -> Vec<&'static str> {
 
 /// Turns a device string (see the module docs) into a [`Device`].
 ///
-/// A backend whose feature is not compiled in is an error that names the feature to enable.
+/// A backend whose feature is not compiled in is an error that names the feature to enable; a bad
+/// `BURN_DEVICE` (read for `auto`) is an error that names the variable.
 ///
 /// ```
 /// let device = layernorm_scaling::parse_device("flex").unwrap();
@@ -62,7 +63,12 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
     let spec = spec.trim().to_ascii_lowercase();
     if spec == "auto" {
         return match std::env::var("BURN_DEVICE") {
-            Ok(name) if !name.trim().is_empty() && name.trim() != "auto" => parse_device(&name),
+            Ok(name) if !name.trim().is_empty() && name.trim() != "auto" => parse_device(&name).map_err(|error| {
+                ConfigError::Conflict(format!(
+                    "the environment variable BURN_DEVICE={name}, which picks the device `auto` stands for: \
+                     {error}; set BURN_DEVICE to a valid device, unset it, or give the device explicitly"
+                ))
+            }),
             _ if compiled_backends().is_empty() => Err(ConfigError::NoBackend),
             _ => Ok(Device::default()),
         };

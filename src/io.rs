@@ -19,9 +19,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// unless persisted; a crash leaves it behind, for the run directory's clean-up to remove.
 fn temporary_sibling(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     let name = path.file_name().ok_or_else(|| std::io::Error::other("path has no file name"))?;
+    let dir = parent_dir(path);
     tempfile::Builder::new()
         .prefix(&format!(".{}.tmp{}.", name.to_string_lossy(), std::process::id()))
-        .tempfile_in(parent_dir(path))
+        .tempfile_in(dir)
+        .map_err(|e| {
+            // tempfile's message names the temporary file, which the user never chose: name the folder.
+            let why = if dir.is_dir() { e.kind().to_string() } else { "no such folder; create it first".into() };
+            std::io::Error::new(e.kind(), format!("cannot write in the folder {}: {why}", dir.display()))
+        })
 }
 
 /// The directory `path` is in (`.` for a bare file name).

@@ -62,7 +62,7 @@ fn the_bench_refuses_bad_input_with_a_message() {
     for (args, expected) in [
         (vec!["--device", "cudaa"], "unknown device"),
         (vec!["--device", "flex", "--model", "nope"], "unknown model preset"),
-        (vec!["--device", "flex", "--iters", "0"], "`iters` must be at least 1"),
+        (vec!["--device", "flex", "--iters", "0"], "0 is not in 1..=100000"),
         (vec!["--device", "flex", "--compare", bad_json.to_str().unwrap()], "not a record"),
         (vec!["--device", "flex", "--model", "7b"], "does not fit in memory"),
     ] {

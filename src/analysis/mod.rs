@@ -20,7 +20,9 @@ pub use figures::{
     angular_heatmap, variance_chart, write_comparison_figures, write_report_figures, write_tracking_figures,
 };
 pub use identity::{identity_ratios, update_ratio};
-pub use multiple_choice::{continuation_log_likelihood, read_choice_items, score_choices, ChoiceAccuracy, ChoiceItem};
+pub use multiple_choice::{
+    continuation_log_likelihood, longest_choice_tokens, read_choice_items, score_choices, ChoiceAccuracy, ChoiceItem,
+};
 pub use plot::{Heatmap, LineChart, Series};
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report};

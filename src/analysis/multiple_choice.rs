@@ -127,6 +127,25 @@ fn best(scores: &[f64]) -> usize {
     scores.iter().enumerate().fold(0, |best, (i, &s)| if s > scores[best] { i } else { best })
 }
 
+/// The text before the choices of `item`, and the whole text (context and choice) of each choice.
+fn item_texts(item: &ChoiceItem) -> (String, Vec<String>) {
+    let context = format!("Question: {}\nAnswer:", item.question);
+    let wholes = item.choices.iter().map(|choice| format!("{context} {choice}")).collect();
+    (context, wholes)
+}
+
+/// The most tokens [`score_choices`] gives the model for one question and choice: a model must
+/// attend over that many positions (its `max_seq_len`).
+pub fn longest_choice_tokens(tokenizer: &Tokenizer, items: &[ChoiceItem]) -> Result<usize, DataError> {
+    let mut longest = 0;
+    for item in items {
+        for whole in item_texts(item).1 {
+            longest = longest.max(tokenizer.encode(&whole)?.len().saturating_sub(1));
+        }
+    }
+    Ok(longest)
+}
+
 /// Scores every item; returns the accuracy and, per item, the pick by `acc` and by `acc_norm`.
 pub fn score_choices(
     model: &Llama,
@@ -138,12 +157,12 @@ pub fn score_choices(
     let mut picks = Vec::with_capacity(items.len());
     let (mut right, mut right_norm) = (0, 0);
     for item in items {
-        let context_text = format!("Question: {}\nAnswer:", item.question);
+        let (context_text, wholes) = item_texts(item);
         let context = encode(&context_text)?;
         let mut sums = Vec::new();
         let mut per_char = Vec::new();
-        for choice in &item.choices {
-            let whole = encode(&format!("{context_text} {choice}"))?;
+        for (choice, whole) in item.choices.iter().zip(&wholes) {
+            let whole = encode(whole)?;
             let continuation = whole.get(context.len()..).unwrap_or_default();
             let sum = continuation_log_likelihood(model, &context, continuation, skip)
                 .map_err(|e| DataError::Corpus(format!("question {:?}, choice {choice:?}: {e}", item.question)))?;

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::layout::unsupported_kind;
+use super::layout::{check_exportable_plan, unsupported_kind};
 use super::HfError;
 use crate::model::RopeScaling;
 use crate::{LlamaConfig, NormKind, NormScheme};
@@ -240,11 +240,15 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
 }
 
 /// The `config.json` of `config` for transformers (`LlamaForCausalLM`, or `Qwen2ForCausalLM` when
-/// the model has q/k/v biases); a scheme other than Pre-LN is recorded under [`SCHEME_KEY`].
+/// the model has q/k/v biases); a scheme other than Pre-LN is recorded under [`SCHEME_KEY`]. A
+/// norm kind or scheme a LLaMA checkpoint cannot express is an error naming the scheme.
 pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
-    if config.norm_kind != NormKind::RmsNorm {
-        return Err(unsupported_kind(config.norm_kind));
-    }
+    check_exportable(config).map_err(|error| match error {
+        HfError::Unsupported(message) => {
+            HfError::Unsupported(format!("exporting a `{}` model: {message}", config.norm_scheme))
+        }
+        error => error,
+    })?;
     let (model_type, architecture) =
         if config.qkv_bias { ("qwen2", "Qwen2ForCausalLM") } else { ("llama", "LlamaForCausalLM") };
     let llama = model_type == "llama";
@@ -279,4 +283,16 @@ pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
         layernorm_scaling: scheme,
     };
     serde_json::to_value(hf).map_err(|e| HfError::Unsupported(format!("config.json: {e}")))
+}
+
+/// An error unless a LLaMA checkpoint can express `config`: RMSNorm, and every layer's plan
+/// ([`check_exportable_plan`]).
+fn check_exportable(config: &LlamaConfig) -> Result<(), HfError> {
+    if config.norm_kind != NormKind::RmsNorm {
+        return Err(unsupported_kind(config.norm_kind));
+    }
+    for layer in 1..=config.n_layers {
+        check_exportable_plan(&config.norm_scheme.plan(layer, config.n_layers, config.init_std)?)?;
+    }
+    Ok(())
 }

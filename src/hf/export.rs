@@ -27,14 +27,8 @@ pub fn export_hf(model: &Llama, config: &LlamaConfig, dir: &Path, tokenizer: Opt
     }
     // Norm kinds and schemes transformers cannot express are refused here, before anything is
     // written; the error names the model's scheme.
-    let named = |error: HfError| match error {
-        HfError::Unsupported(message) => {
-            HfError::Unsupported(format!("exporting a `{}` model: {message}", config.norm_scheme))
-        }
-        error => error,
-    };
-    let json = hf_config_json(config).map_err(named)?;
-    let adapter = export_adapter(model).map_err(named)?;
+    let json = hf_config_json(config)?;
+    let adapter = export_adapter(model)?;
     crate::io::write_dir_atomically(dir, "config.json", |tmp| {
         let text = serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?;
         std::fs::write(tmp.join("config.json"), format!("{text}\n"))?;

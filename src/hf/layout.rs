@@ -14,7 +14,7 @@ use burn_store::{
 
 use super::HfError;
 use crate::model::Block;
-use crate::norm::{BranchGate, NormKind, Placement};
+use crate::norm::{BranchGate, LayerPlan, NormKind, Placement};
 use crate::Llama;
 
 /// The one name map, Hugging Face name <-> module path (enum variants such as `Norm::RmsNorm`
@@ -61,10 +61,16 @@ impl NameMap {
 /// the norm weights and the `o_proj`/`down_proj` weights (exact: RMSNorm and both projections are
 /// linear in those weights), and loading divides them out again.
 ///
-/// Schemes with no such counterpart (Post-LN, Sandwich-LN, Peri-LN, branch gates, LNS before
-/// the norm, DeepNorm's residual scale) are refused.
+/// Schemes with no such counterpart are refused ([`check_exportable_plan`]).
 pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
     let plan = block.plan();
+    check_exportable_plan(plan)?;
+    Ok([block.attn_norm.scale(), block.ffn_norm.scale(), plan.attn_output_scale, plan.ffn_output_scale])
+}
+
+/// An error unless a LLaMA checkpoint can express a block of this plan: Post-LN, Sandwich-LN,
+/// Peri-LN, branch gates, LNS before the norm and DeepNorm's residual scale cannot.
+pub(crate) fn check_exportable_plan(plan: &LayerPlan) -> Result<(), HfError> {
     let unsupported = |what: &str| {
         Err(HfError::Unsupported(format!(
             "{what} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA checkpoint; export supports Pre-LN, LNS (after the norm or the sub-layer) and the init-only schemes; {SAVE_INSTEAD}"
@@ -86,7 +92,7 @@ pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
     if plan.residual_scale != 1.0 {
         return unsupported("a residual scale (DeepNorm)");
     }
-    Ok([block.attn_norm.scale(), block.ffn_norm.scale(), plan.attn_output_scale, plan.ffn_output_scale])
+    Ok(())
 }
 
 /// What every refusal to export adds: the model itself is fine.

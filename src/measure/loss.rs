@@ -17,14 +17,15 @@ pub fn evaluation_batches<'a>(
     batches: usize,
     device: &'a Device,
 ) -> Result<impl Iterator<Item = (LmBatch, usize)> + 'a, DataError> {
-    let n = dataset.len().min(batch_size * batches);
+    // Saturating: `--batch-size` and `--batches` come from a command line, any size.
+    let n = dataset.len().min(batch_size.saturating_mul(batches));
     if n == 0 {
         return Err(DataError::Split(
             "the evaluation data holds no full sequence; give more text or a shorter --seq-len".into(),
         ));
     }
     Ok((0..n).step_by(batch_size).map(move |start| {
-        let windows: Vec<_> = (start..(start + batch_size).min(n)).map(|i| dataset.window(i)).collect();
+        let windows: Vec<_> = (start..start.saturating_add(batch_size).min(n)).map(|i| dataset.window(i)).collect();
         let size = windows.len();
         (LmBatcher.batch(windows, device), size)
     }))

@@ -185,6 +185,22 @@ impl LlamaConfig {
         (embeddings + n_layers * block + model_norms * norm + head) as usize
     }
 
+    /// An error unless `tokens` positions fit in [`max_seq_len`](LlamaConfig::max_seq_len), the
+    /// longest sequence the model attends over whole (a Hugging Face model's
+    /// `max_position_embeddings`, or a Mistral model's `sliding_window` when shorter: past it,
+    /// transformers would attend to the window only). `what` names the setting that asks for them;
+    /// the caller adds what to do.
+    pub fn check_seq_len(&self, tokens: usize, what: &str) -> Result<(), ConfigError> {
+        if tokens <= self.max_seq_len {
+            return Ok(());
+        }
+        Err(ConfigError::Conflict(format!(
+            "{what} asks for {tokens} positions, but the model takes at most {} (its max_seq_len: the \
+             context it was made for, or a Mistral sliding_window)",
+            self.max_seq_len
+        )))
+    }
+
     /// An error unless the parameters, `float_bytes` bytes each (16 to train in f32: the weights,
     /// their gradients and Adam's two moments), fit in `available` bytes of memory; it names the
     /// fields that size the model and what to do.

@@ -29,5 +29,5 @@ pub use rope::{RopeScaling, RopeTables, RotaryEmbedding};
 pub use sampling::{generate, sample_from_logits, SamplingConfig};
 pub use store::{
     checkpoint_epochs, checkpoint_file, is_hf_dir, load_model_dir, load_run_model, read_model_dir_config,
-    save_run_model, LoadedModel, RunModelInfo, CHECKPOINT_KINDS,
+    save_run_model, tokenizer_spec, LoadedModel, RunModelInfo, CHECKPOINT_KINDS,
 };

@@ -63,7 +63,8 @@ pub fn generate(model: &Llama, prompt: &[u32], config: &SamplingConfig) -> Vec<u
     let mut cache = model.new_cache();
     let mut state = config.seed;
     let mut input: Vec<i64> = prompt.iter().map(|&t| t as i64).collect();
-    let mut generated = Vec::with_capacity(config.max_new_tokens);
+    // Not `with_capacity(max_new_tokens)`: a huge request must not allocate before the first token.
+    let mut generated = Vec::new();
     while generated.len() < config.max_new_tokens && !input.is_empty() {
         let len = input.len();
         let tokens: Tensor<2, Int> = Tensor::from_data(TensorData::new(std::mem::take(&mut input), [1, len]), &device);

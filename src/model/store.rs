@@ -172,16 +172,43 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
-    /// The model's tokenizer; an error when the directory has none.
+    /// The model's tokenizer, or the one at `given` (a `--tokenizer` option) instead; an error
+    /// when there is none ([`tokenizer_spec`]) or it has more tokens than the model.
     #[cfg(feature = "data")]
-    pub fn tokenizer(&self) -> Result<crate::data::Tokenizer, Error> {
-        let spec = self.tokenizer.as_deref().ok_or_else(|| {
-            crate::data::DataError::Tokenizer(
-                "the model directory has no tokenizer.json; add one or give token ids".into(),
-            )
-        })?;
-        Ok(crate::data::Tokenizer::from_spec(spec)?)
+    pub fn tokenizer(&self, given: Option<&Path>) -> Result<crate::data::Tokenizer, Error> {
+        let spec = tokenizer_spec(self.tokenizer.as_deref(), given)?;
+        let tokenizer = crate::data::Tokenizer::from_spec(&spec)?;
+        tokenizer.check_fits(self.config.vocab_size).map_err(|e| Error::file(&spec, e))?;
+        Ok(tokenizer)
     }
+}
+
+/// The tokenizer spec to load: `given` (a `--tokenizer` option), else the `recorded` one (`byte`
+/// or a `tokenizer.json` path). A recorded path is relative to the folder its training ran in:
+/// when it is not found from here, or nothing is recorded, the error names `--tokenizer`.
+pub fn tokenizer_spec(recorded: Option<&str>, given: Option<&Path>) -> Result<String, Error> {
+    if let Some(path) = given {
+        return Ok(path.display().to_string());
+    }
+    let Some(spec) = recorded else {
+        return Err(Error::Config(crate::ConfigError::Conflict(
+            "the model directory has no tokenizer.json; give one with --tokenizer PATH".into(),
+        )));
+    };
+    if spec == "byte" || Path::new(spec).is_file() {
+        return Ok(spec.to_string());
+    }
+    let advice = "give the tokenizer.json with --tokenizer PATH";
+    let message = if Path::new(spec).is_relative() {
+        let here = std::env::current_dir().map(|dir| format!(" from {}", dir.display())).unwrap_or_default();
+        format!(
+            "the model's tokenizer, a path relative to the folder its training ran in, is not found{here}; run \
+             from that folder, or {advice}"
+        )
+    } else {
+        format!("the model's tokenizer is not found (moved or deleted?); {advice}")
+    };
+    Err(Error::file(spec, message))
 }
 
 /// Whether `dir` is a Hugging Face model directory (`config.json`) rather than a run directory.

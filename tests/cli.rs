@@ -1,0 +1,366 @@
+//! The command lines of the examples: a closed standard output, sizes out of range, negative
+//! numbers, a bad `BURN_DEVICE`, output folders, Hugging Face configs that cannot be written, a
+//! tokenizer path that is not found, and a Mistral sliding window. Every bad input is an error
+//! that says what to do, with exit code 1 and no panic.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{cpu, example};
+use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config};
+use layernorm_scaling::model::{save_run_model, RunModelInfo};
+use layernorm_scaling::{LlamaConfig, NormKind, NormScheme};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(name)
+}
+
+/// The fixture's tokenizer.json (a BPE of 100 tokens).
+fn tokenizer() -> PathBuf {
+    fixture("llama_mha_untied").join("tokenizer.json")
+}
+
+/// Runs `command` with its standard output a pipe whose reading end is closed at once.
+fn with_closed_stdout(command: &mut Command) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    child.wait_with_output().unwrap()
+}
+
+/// Asserts that `output` is a refusal: exit code 1, no panic, and each of `parts` in the message.
+fn assert_refused(output: &Output, parts: &[&str], what: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{what}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    for part in parts {
+        assert!(stderr.contains(part), "{what}: {part:?} missing from: {stderr}");
+    }
+}
+
+/// Asserts that `output` is a success without a panic.
+fn assert_succeeded(output: &Output, what: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && !stderr.contains("panicked"), "{what}: {:?} {stderr}", output.status);
+}
+
+/// A copy of the fixture `llama_mha_untied` (with its tokenizer) in `dir`, made a Mistral model
+/// whose attention reaches `window` tokens back.
+fn mistral_with_window(dir: &Path, window: usize) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    for entry in std::fs::read_dir(fixture("llama_mha_untied")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let path = dir.join("config.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json["model_type"] = "mistral".into();
+    json["architectures"] = serde_json::json!(["MistralForCausalLM"]);
+    json["sliding_window"] = window.into();
+    std::fs::write(&path, json.to_string()).unwrap();
+    dir.to_path_buf()
+}
+
+#[test]
+fn a_closed_standard_output_changes_nothing_a_program_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output =
+        with_closed_stdout(Command::new(example("generate")).arg("--hf-dir").arg(fixture("llama_mha_untied")).args([
+            "--prompt",
+            "the cat",
+            "--max-tokens",
+            "8",
+            "--samples",
+            "3",
+            "--device",
+            "flex",
+        ]));
+    assert_succeeded(&output, "generate");
+
+    // Every preset is still written, though the table before each could not be.
+    let presets = tmp.path().join("presets");
+    let output = with_closed_stdout(Command::new(example("presets")).arg("--write").arg(&presets));
+    assert_succeeded(&output, "presets");
+    for name in LlamaConfig::preset_names() {
+        assert!(presets.join(format!("{name}.json")).is_file(), "{name}");
+    }
+
+    // A training keeps training to its end, and writes its final model.
+    let text: String = (0..400).map(|i| format!("Paragraph {i}: the quick brown fox {i} jumps.\n\n")).collect();
+    std::fs::write(tmp.path().join("corpus.txt"), text).unwrap();
+    let run = tmp.path().join("run");
+    let output = with_closed_stdout(
+        Command::new(example("train"))
+            .args(["--device", "flex", "--model", "tiny", "--steps", "4", "--eval-every", "2", "--batch-size", "2"])
+            .args(["--seq-len", "16", "--samples", "1", "--data"])
+            .arg(tmp.path().join("corpus.txt"))
+            .arg("--out")
+            .arg(&run),
+    );
+    assert_succeeded(&output, "train");
+    assert!(run.join("model.bpk").is_file() && run.join("model.json").is_file());
+
+    // analyze writes its report.
+    let out = tmp.path().join("analysis");
+    let output = with_closed_stdout(
+        Command::new(example("analyze"))
+            .arg("--run")
+            .arg(&run)
+            .arg("--data")
+            .arg(tmp.path().join("corpus.txt"))
+            .arg("--out")
+            .arg(&out)
+            .args(["--seq-len", "16", "--batch-size", "2", "--batches", "1", "--layers", "1", "--device", "flex"]),
+    );
+    assert_succeeded(&output, "analyze");
+    assert!(out.join("report.json").is_file());
+}
+
+#[test]
+fn a_size_out_of_range_is_refused_with_the_range_before_anything_is_allocated() {
+    let huge = u64::MAX.to_string();
+    let hf_dir = fixture("llama_mha_untied");
+    let cases: [(&str, Vec<&OsStr>, &[&str]); 6] = [
+        (
+            "generate",
+            vec![OsStr::new("--hf-dir"), hf_dir.as_os_str(), OsStr::new("--max-tokens"), OsStr::new(&huge)],
+            &["--max-tokens", "at most 64", "give --max-tokens in 0..="],
+        ),
+        ("generate", vec![OsStr::new("--samples"), OsStr::new(&huge)], &["--samples", "1..=100000"]),
+        ("bench", vec![OsStr::new("--iters"), OsStr::new(&huge)], &["--iters", "1..=100000"]),
+        ("bench", vec![OsStr::new("--warmup-iters"), OsStr::new(&huge)], &["--warmup-iters", "0..=100000"]),
+        ("curse", vec![OsStr::new("--batch"), OsStr::new(&huge)], &["--batch", "1..=1024"]),
+        ("curse", vec![OsStr::new("--seq-len"), OsStr::new(&huge)], &["give --seq-len in 1..=256"]),
+    ];
+    for (program, args, parts) in cases {
+        let output = Command::new(example(program)).args(args).args(["--device", "flex"]).output().unwrap();
+        assert_refused(&output, parts, program);
+    }
+
+    // A batch size of any size takes what the data holds (the batch size times the batches
+    // once overflowed).
+    let tmp = tempfile::tempdir().unwrap();
+    let text = tmp.path().join("eval.txt");
+    std::fs::write(&text, (0..20).map(|i| format!("the cat sat on the mat {i}\n\n")).collect::<String>()).unwrap();
+    let output = Command::new(example("analyze"))
+        .arg("--hf-dir")
+        .arg(&hf_dir)
+        .arg("--data")
+        .arg(&text)
+        .arg("--out")
+        .arg(tmp.path().join("report"))
+        .args(["--seq-len", "16", "--batch-size", &huge, "--batches", "2", "--layers", "1", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_succeeded(&output, "analyze --batch-size huge");
+}
+
+#[test]
+fn negative_numbers_reach_the_checks_and_bad_command_lines_exit_1() {
+    let hf_dir = fixture("llama_mha_untied");
+    let generate = |extra: &[&str]| {
+        Command::new(example("generate")).arg("--hf-dir").arg(&hf_dir).args(extra).args(["--device", "flex"]).output()
+    };
+    assert_refused(&generate(&["--top-p", "-0.5"]).unwrap(), &["top_p", "-0.5", "[0, 1]"], "generate --top-p");
+    assert_refused(&generate(&["--temperature", "-1"]).unwrap(), &["temperature", ">= 0"], "generate --temperature");
+    let analyze = Command::new(example("analyze")).arg("--hf-dir").arg(&hf_dir).args(["--batches", "-1"]).output();
+    assert_refused(&analyze.unwrap(), &["'-1'", "--batches"], "analyze --batches");
+    for args in [&["--layers", "-3"][..], &["--bogus"]] {
+        let output = Command::new(example("curse")).args(args).output().unwrap();
+        assert_refused(&output, &[args[0]], "curse");
+    }
+}
+
+#[test]
+fn a_bad_burn_device_is_named_as_the_variable() {
+    let output = Command::new(example("curse")).args(["--device", "auto"]).env("BURN_DEVICE", "flx").output().unwrap();
+    assert_refused(&output, &["BURN_DEVICE=flx", "unknown device `flx`"], "curse");
+    // The same string as --device says nothing of the variable.
+    let output = Command::new(example("curse")).args(["--device", "flx"]).env_remove("BURN_DEVICE").output().unwrap();
+    assert_refused(&output, &["unknown device `flx`"], "curse --device flx");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("BURN_DEVICE"));
+}
+
+#[test]
+fn presets_makes_a_missing_folder_and_names_one_it_cannot_make() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("new/models");
+    let output = Command::new(example("presets")).arg("--write").arg(&dir).output().unwrap();
+    assert_succeeded(&output, "presets");
+    assert_eq!(LlamaConfig::from_file(dir.join("tiny.json")).unwrap(), LlamaConfig::tiny());
+
+    // A file where the folder should be: the error names the folder, not a temporary file.
+    std::fs::write(tmp.path().join("file"), "").unwrap();
+    let output = Command::new(example("presets")).arg("--write").arg(tmp.path().join("file/models")).output().unwrap();
+    assert_refused(&output, &["file/models", "cannot make the folder"], "presets");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains(".json.tmp"));
+
+    // The mechanism: a file written into a missing folder is refused naming the folder.
+    let missing = tmp.path().join("missing");
+    let err = LlamaConfig::tiny().to_file(missing.join("tiny.json")).unwrap_err().to_string();
+    assert!(err.contains(&format!("{}: no such folder", missing.display())) && !err.contains(".json.tmp"), "{err}");
+}
+
+#[test]
+fn a_llama_config_json_is_written_only_for_what_export_can_write() {
+    // hf_config_json and export agree on every scheme and norm kind.
+    let device = cpu();
+    let tmp = tempfile::tempdir().unwrap();
+    for (index, scheme) in NormScheme::all().into_iter().enumerate() {
+        for kind in [NormKind::RmsNorm, NormKind::LayerNorm, NormKind::Dyt] {
+            let config = LlamaConfig::tiny().with_norm_scheme(scheme.clone()).with_norm_kind(kind);
+            let model = config.init(&device).unwrap();
+            let exported = export_hf(&model, &config, &tmp.path().join(format!("{index}-{kind:?}")), None);
+            let json = hf_config_json(&config);
+            assert_eq!(json.is_ok(), exported.is_ok(), "{scheme} {kind:?}: {json:?} / {exported:?}");
+            if let Err(err) = json {
+                let message = err.to_string();
+                assert!(message.contains(&format!("`{scheme}`")) && message.contains("cannot be"), "{message}");
+            }
+        }
+    }
+
+    // bench --hf-config refuses them, and writes nothing.
+    for scheme in ["post-ln", "deepnorm", "mix-ln", "sandwich-ln"] {
+        let path = tmp.path().join(format!("{scheme}.json"));
+        let output = Command::new(example("bench"))
+            .args(["--model", "tiny", "--norm", scheme, "--device", "flex", "--hf-config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_refused(&output, &[&format!("exporting a `{scheme}"), "no counterpart"], scheme);
+        assert!(!path.exists(), "{scheme}");
+    }
+}
+
+#[test]
+fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A run whose training recorded its tokenizer relative to the folder it ran in, `trained/`.
+    let run = tmp.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::create_dir_all(tmp.path().join("trained/tok")).unwrap();
+    std::fs::copy(tokenizer(), tmp.path().join("trained/tok/tokenizer.json")).unwrap();
+    let config = LlamaConfig::tiny();
+    let info = RunModelInfo { model: config.clone(), tokenizer: "tok/tokenizer.json".into(), steps: 0, data: None };
+    save_run_model(&run, &config.init(&cpu()).unwrap(), &info).unwrap();
+    let text = tmp.path().join("eval.txt");
+    std::fs::write(&text, (0..20).map(|i| format!("the cat sat on the mat {i}\n\n")).collect::<String>()).unwrap();
+
+    let generate = |folder: &Path, extra: &[&OsStr]| {
+        Command::new(example("generate"))
+            .current_dir(folder)
+            .arg("--run")
+            .arg(&run)
+            .args(["--prompt", "the cat", "--max-tokens", "4", "--device", "flex"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let analyze = |folder: &Path, extra: &[&OsStr]| {
+        Command::new(example("analyze"))
+            .current_dir(folder)
+            .arg("--run")
+            .arg(&run)
+            .arg("--data")
+            .arg(&text)
+            .arg("--out")
+            .arg(tmp.path().join("report"))
+            .args(["--seq-len", "16", "--batch-size", "2", "--batches", "1", "--layers", "1", "--device", "flex"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let parts = ["tok/tokenizer.json", "relative to the folder its training ran in", "--tokenizer PATH"];
+    assert_refused(&generate(tmp.path(), &[]), &parts, "generate");
+    assert_refused(&analyze(tmp.path(), &[]), &parts, "analyze");
+    assert!(!tmp.path().join("report").exists());
+    // From the training's folder the recorded path works; from anywhere, --tokenizer does.
+    assert_succeeded(&generate(&tmp.path().join("trained"), &[]), "generate from the training's folder");
+    let tokenizer = tokenizer();
+    let given = [OsStr::new("--tokenizer"), tokenizer.as_os_str()];
+    let output = generate(tmp.path(), &given);
+    assert_succeeded(&output, "generate --tokenizer");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("the cat"));
+    assert_succeeded(&analyze(tmp.path(), &given), "analyze --tokenizer");
+    assert!(tmp.path().join("report/report.json").is_file());
+
+    // export refuses too, instead of writing a model without its tokenizer.
+    let output = Command::new(example("hf"))
+        .current_dir(tmp.path())
+        .args(["export", "--device", "flex", "--checkpoint"])
+        .arg(&run)
+        .arg("--out")
+        .arg(tmp.path().join("exported"))
+        .output()
+        .unwrap();
+    assert_refused(&output, &parts, "hf export");
+    assert!(!tmp.path().join("exported").exists());
+}
+
+#[test]
+fn no_model_runs_past_a_mistral_sliding_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = mistral_with_window(&tmp.path().join("mistral"), 8);
+    assert_eq!(read_hf_config(&dir).unwrap().max_seq_len, 8);
+
+    let logits = |tokens: &str| {
+        Command::new(example("hf"))
+            .args(["logits", "--device", "flex", "--hf-dir"])
+            .arg(&dir)
+            .args(["--tokens", tokens])
+            .output()
+            .unwrap()
+    };
+    assert_refused(&logits("1,2,3,4,5,6,7,8,9"), &["9 tokens", "at most 8", "sliding_window"], "hf logits");
+    assert_succeeded(&logits("1,2,3,4,5,6,7,8"), "hf logits within the window");
+
+    let generate = |max_tokens: &str| {
+        Command::new(example("generate"))
+            .arg("--hf-dir")
+            .arg(&dir)
+            .args(["--prompt", "the cat", "--device", "flex", "--max-tokens", max_tokens])
+            .output()
+            .unwrap()
+    };
+    let output = generate("100");
+    assert_refused(&output, &["--max-tokens 100", "at most 8", "give --max-tokens in 0..="], "generate");
+    // The range given is the one that works: its upper end runs, one more is refused.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let room: usize = stderr.split("0..=").nth(1).unwrap().split(',').next().unwrap().trim().parse().unwrap();
+    assert_succeeded(&generate(&room.to_string()), "generate to the window");
+    assert_refused(&generate(&(room + 1).to_string()), &["at most 8"], "generate one past the window");
+
+    let output = Command::new(example("analyze"))
+        .arg("--hf-dir")
+        .arg(&dir)
+        .arg("--out")
+        .arg(tmp.path().join("report"))
+        .args(["--seq-len", "16", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_refused(&output, &["--seq-len 16", "at most 8", "lower --seq-len"], "analyze");
+
+    // Multiple-choice questions run whole through the model: a longer one is refused too.
+    let arc = tmp.path().join("arc.jsonl");
+    let question = "where did the cat that the dog chased all day long sit";
+    std::fs::write(
+        &arc,
+        format!("{{\"question\": \"{question}\", \"choices\": [\"mat\", \"park\"], \"answer\": 0}}\n"),
+    )
+    .unwrap();
+    let output = Command::new(example("analyze"))
+        .arg("--hf-dir")
+        .arg(&dir)
+        .arg("--choices")
+        .arg(&arc)
+        .arg("--out")
+        .arg(tmp.path().join("report"))
+        .args(["--seq-len", "4", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_refused(&output, &["--choices", "at most 8", "shorten the questions"], "analyze --choices");
+    assert!(!tmp.path().join("report").exists());
+}
