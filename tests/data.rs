@@ -251,8 +251,20 @@ fn corpora_tokenise_into_train_and_validation_sets() {
     let (train, valid) = train_valid_datasets(cache.clone(), 64, 0.1, 0).unwrap();
     assert!(train.len() > 5 * valid.len() && !valid.is_empty());
     assert_eq!(train.n_tokens() + valid.n_tokens(), cache.n_tokens());
-    let err = train_valid_datasets(cache, 100_000, 0.1, 0).unwrap_err().to_string();
+    let err = train_valid_datasets(cache.clone(), 100_000, 0.1, 0).unwrap_err().to_string();
     assert!(err.contains("fewer than one sequence"), "{err}");
+
+    // The advice fits the split that is short: the fraction moves documents from one to the other.
+    let short = |fraction: f64, split: &str| {
+        let (train, valid) = train_valid_datasets(cache.clone(), 16, fraction, 0).unwrap();
+        let tokens = if split == "training" { train.n_tokens() } else { valid.n_tokens() };
+        train_valid_datasets(cache.clone(), tokens as usize, fraction, 0).unwrap_err().to_string()
+    };
+    let err = short(0.1, "validation");
+    assert!(err.contains("the validation split has") && err.contains("a larger --valid-fraction (now 0.1)"), "{err}");
+    let err = short(0.9, "training");
+    assert!(err.contains("the training split has") && err.contains("a smaller --valid-fraction (now 0.9)"), "{err}");
+    assert!(!err.contains("larger"), "{err}");
 
     let shakespeare = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinyshakespeare.txt");
     if shakespeare.is_file() {

@@ -173,11 +173,12 @@ pub fn train_valid_datasets(
     let (train_docs, valid_docs) = split_documents(cache.n_docs(), valid_fraction, seed)?;
     let train = PackedDataset::new(cache.clone(), &train_docs, seq_len);
     let valid = PackedDataset::new(cache, &valid_docs, seq_len);
-    for (name, set) in [("training", &train), ("validation", &valid)] {
+    // The fraction moves documents between the splits: the advice fits the split that is short.
+    for (name, set, fraction) in [("training", &train, "smaller"), ("validation", &valid, "larger")] {
         if set.is_empty() {
             return Err(DataError::Split(format!(
                 "the {name} split has {} tokens, fewer than one sequence of {} + 1; use more data, a shorter \
-                 --seq-len or a larger --valid-fraction",
+                 --seq-len or a {fraction} --valid-fraction (now {valid_fraction})",
                 set.n_tokens(),
                 seq_len
             )));
