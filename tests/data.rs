@@ -368,18 +368,24 @@ fn json_lines_are_recognised_by_content_whatever_the_name() {
         .to_string()
         .contains("looks like JSON"));
 
-    // Text stays text, even with braces that are not an object.
-    let notes = dir.path().join("notes");
+    // A .txt file stays text, even with braces that are not an object; without a name that says
+    // text, a first `{` means JSON, and text that is not is refused with the hint to name it .txt.
+    let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "{ not json }\nstill text\n\nsecond").unwrap();
     assert_eq!(file_format(&notes).unwrap(), FileFormat::Text);
     assert_eq!(documents_of(&notes).unwrap(), vec!["{ not json }\nstill text", "second"]);
+    let unnamed = dir.path().join("notes");
+    std::fs::copy(&notes, &unnamed).unwrap();
+    let err = documents_of(&unnamed).unwrap_err().to_string();
+    assert!(err.contains("notes:1: not a JSON object") && err.contains("if the file is text, name it .txt"), "{err}");
 
     // Folders take .json and .json.gz files too.
     let folder = dir.path().join("folder");
     write_gz(&folder.join("a.json.gz"), &lines[..1]);
     std::fs::write(folder.join("b.json"), &lines[1]).unwrap();
     std::fs::write(folder.join("README"), "not collected").unwrap();
-    let names: Vec<_> = corpus_files(&[folder]).unwrap().iter().map(|f| f.file_name().unwrap().to_owned()).collect();
+    let names: Vec<_> =
+        corpus_files(&[folder]).unwrap().files.iter().map(|f| f.file_name().unwrap().to_owned()).collect();
     assert_eq!(names, ["a.json.gz", "b.json"]);
 }
 
@@ -586,4 +592,41 @@ fn without_the_parquet_feature_a_parquet_file_is_refused_saying_to_build_with_it
         .unwrap_err()
         .to_string();
     assert!(err.contains("000_00001.parquet: a Parquet file") && err.contains("--features parquet"), "{err}");
+}
+
+#[test]
+fn json_is_decided_by_its_first_character_at_any_size_and_a_byte_order_mark_is_no_text() {
+    let dir = tempfile::tempdir().unwrap();
+    // A first record of 17 MiB in a file without a name that says JSON.
+    let long = "x".repeat(17 << 20);
+    let big = dir.path().join("shard");
+    std::fs::write(&big, format!("{}\n{}\n", serde_json::json!({"text": long}), c4_line("short", 1))).unwrap();
+    assert_eq!(file_format(&big).unwrap(), FileFormat::JsonLines);
+    let docs = documents_of(&big).unwrap();
+    assert_eq!((docs.len(), docs[0].len(), docs[1].as_str()), (2, long.len(), "short"));
+    let array = dir.path().join("array");
+    std::fs::write(&array, "\n [{\"text\": \"a\"}, {\"text\": \"b\"}]").unwrap();
+    assert_eq!(file_format(&array).unwrap(), FileFormat::JsonArray);
+    assert_eq!(documents_of(&array).unwrap(), ["a", "b"]);
+
+    // A UTF-8 byte order mark is accepted in every text format, compressed or not.
+    let bom = "\u{feff}";
+    let lines = format!("{bom}{}\n{}\n", c4_line("one", 1), c4_line("two", 2));
+    let cases = [
+        ("bom.jsonl", lines.clone()),
+        ("bom", lines.clone()),
+        ("bom.json", format!("{bom}[{{\"text\": \"one\"}}, {{\"text\": \"two\"}}]")),
+        ("bom.txt", format!("{bom}one\n\ntwo\n")),
+    ];
+    for (name, content) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, &content).unwrap();
+        assert_eq!(documents_of(&file).unwrap(), ["one", "two"], "{name}");
+        let gz = dir.path().join(format!("{name}.gz"));
+        write_gz(&gz, &[content]);
+        assert_eq!(documents_of(&gz).unwrap(), ["one", "two"], "{name}.gz");
+    }
+    let txt = dir.path().join("c4.txt");
+    std::fs::write(&txt, &lines).unwrap();
+    assert!(documents_of(&txt).unwrap_err().to_string().contains("looks like JSON lines"));
 }

@@ -2,7 +2,7 @@
 //! optionally gzip-compressed; C4's `.json.gz` shards) and Parquet, told apart by their content.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use flate2::read::MultiGzDecoder;
@@ -22,8 +22,8 @@ const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 /// The first (and last) bytes of a Parquet file.
 const PARQUET_MAGIC: &[u8] = b"PAR1";
 
-/// The first non-empty line is looked for in this many bytes at most.
-const PEEK_BYTES: u64 = 16 << 20;
+/// The UTF-8 byte order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What a corpus file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,8 @@ pub enum FileFormat {
     Text,
     /// JSON lines: one object per line, one document each.
     JsonLines,
-    /// One JSON array of objects, one document each (a `.json` file that starts with `[`).
+    /// One JSON array of objects, one document each (a file that starts with `[`, unless it is named
+    /// `.jsonl`, `.txt` or `.md`).
     JsonArray,
     /// Apache Parquet: one document per row, its string column `text` (`--text-field`). Read
     /// with the `parquet` feature; without it, reading one is an error saying so.
@@ -98,33 +99,53 @@ fn open_raw(file: &Path) -> Result<BufReader<File>, DataError> {
     Ok(raw)
 }
 
-/// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name).
+/// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name), without
+/// a leading UTF-8 byte order mark (some editors write one; it is not part of the text).
 fn open(file: &Path) -> Result<Box<dyn BufRead>, DataError> {
     let raw = open_raw(file)?;
     let gzip = raw.buffer().starts_with(GZIP_MAGIC) || lowercase_name(file).ends_with(".gz");
-    Ok(if gzip { Box::new(BufReader::new(MultiGzDecoder::new(raw))) } else { Box::new(raw) })
+    let mut content: Box<dyn Read> = if gzip { Box::new(MultiGzDecoder::new(raw)) } else { Box::new(raw) };
+    let mut head = Vec::with_capacity(UTF8_BOM.len());
+    content
+        .by_ref()
+        .take(UTF8_BOM.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
+    if head == UTF8_BOM {
+        head.clear();
+    }
+    Ok(Box::new(BufReader::new(Cursor::new(head).chain(content))))
 }
 
-/// The first line of `reader` that is not blank (within its first [`PEEK_BYTES`]).
-fn first_line(reader: impl BufRead) -> std::io::Result<Option<String>> {
-    let mut reader = reader.take(PEEK_BYTES);
-    let mut line = Vec::new();
+/// The first byte of `reader` that is not white space (consumed up to it), `None` when there is none.
+fn first_byte(reader: &mut dyn BufRead) -> std::io::Result<Option<u8>> {
     loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
             return Ok(None);
         }
-        if !line.trim_ascii().is_empty() {
-            return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+        let (len, found) = match buffer.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(at) => (at, Some(buffer[at])),
+            None => (buffer.len(), None),
+        };
+        reader.consume(len);
+        if found.is_some() {
+            return Ok(found);
         }
     }
 }
 
+/// Whether a name (its `.gz` stripped) says JSON: `.json` or `.jsonl`.
+fn named_json(name: &str) -> bool {
+    name.ends_with(".json") || name.ends_with(".jsonl")
+}
+
 /// What `file` holds, decided by its content: a `.bin` file holds tokens; a file that starts
-/// with `PAR1` is Parquet, whatever its name (a `.parquet` file that does not is refused); a file
-/// whose first non-empty line is a JSON object holds JSON lines (whatever its name, except that a
-/// `.txt` or `.md` file is refused with a hint: its name says text); a `.json` file starting with
-/// `[` is an array; other `.json` and `.jsonl` files are JSON lines; the rest is text.
+/// with `PAR1` is Parquet, whatever its name (a `.parquet` file that does not is refused). A `.txt`
+/// or `.md` file is text (refused with a hint when its first line is a JSON object). Any other
+/// file whose first character (white space and a UTF-8 byte order mark aside) is `{` holds JSON
+/// lines, `[` a JSON array (JSON lines for a `.jsonl` name); other `.json` and `.jsonl` files are
+/// JSON lines, the rest text. No size limit: a first record of any length decides the same.
 pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
     if is_token_file(file) {
         return Ok(FileFormat::Tokens);
@@ -148,10 +169,15 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
         )));
     }
     let name = name.strip_suffix(".gz").unwrap_or(&name);
-    let first = first_line(open(file)?).map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
-    let first = first.as_deref().unwrap_or_default();
-    if let Some(keys) = object_keys(first) {
-        if name.ends_with(".txt") || name.ends_with(".md") {
+    let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
+    let mut content = open(file)?;
+    let first = first_byte(&mut content).map_err(io)?;
+    if name.ends_with(".txt") || name.ends_with(".md") {
+        let mut line = Vec::new();
+        if first == Some(b'{') {
+            content.read_until(b'\n', &mut line).map_err(io)?;
+        }
+        if let Some(keys) = object_keys(&String::from_utf8_lossy(&line)) {
             return Err(DataError::Corpus(format!(
                 "{}: looks like JSON lines, not text: its first line is a JSON object (keys {}); name it .jsonl \
                  (.jsonl.gz when compressed) to train on one field of each line (`text`, or the one --text-field \
@@ -160,14 +186,13 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
                 show_names(&keys)
             )));
         }
-        return Ok(FileFormat::JsonLines);
+        return Ok(FileFormat::Text);
     }
-    Ok(if name.ends_with(".json") && first.trim_start().starts_with('[') {
-        FileFormat::JsonArray
-    } else if name.ends_with(".json") || name.ends_with(".jsonl") {
-        FileFormat::JsonLines
-    } else {
-        FileFormat::Text
+    Ok(match first {
+        Some(b'{') => FileFormat::JsonLines,
+        Some(b'[') if !name.ends_with(".jsonl") => FileFormat::JsonArray,
+        _ if named_json(name) => FileFormat::JsonLines,
+        _ => FileFormat::Text,
     })
 }
 
@@ -186,9 +211,19 @@ pub fn read_documents(
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let shown = file.display().to_string();
+    // A file read as JSON for its first character, not its name, may be text after all.
+    let by_content = |error: DataError| match error {
+        DataError::Corpus(message) if !named_json(lowercase_name(file).trim_end_matches(".gz")) => {
+            DataError::Corpus(format!(
+                "{message} (read as JSON because its first character is `{{` or `[`; if the file is text, name it \
+                 .txt)"
+            ))
+        }
+        other => other,
+    };
     match file_format(file)? {
-        FileFormat::JsonLines => read_json_lines(open(file)?, &shown, text_field, each),
-        FileFormat::JsonArray => read_json_array(open(file)?, &shown, text_field, each),
+        FileFormat::JsonLines => read_json_lines(open(file)?, &shown, text_field, each).map_err(by_content),
+        FileFormat::JsonArray => read_json_array(open(file)?, &shown, text_field, each).map_err(by_content),
         FileFormat::Text => read_paragraphs(open(file)?, &shown, each),
         FileFormat::Parquet => read_parquet(file, &shown, text_field, each),
         FileFormat::Tokens => Err(DataError::Corpus(format!(
