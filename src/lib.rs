@@ -18,9 +18,9 @@
 pub mod analysis;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod console;
 #[cfg(feature = "data")]
 pub mod data;
-pub mod console;
 pub mod device;
 mod error;
 #[cfg(feature = "hf")]

@@ -127,7 +127,7 @@ fn jsonl_gz_text_and_folders_are_read_as_documents() {
     std::fs::write(&bad, "{\"text\": \"ok\"}\nnot json\n").unwrap();
     assert!(documents_of(&bad).unwrap_err().to_string().contains("bad.jsonl:2: not a JSON object"));
 
-    let files = corpus_files(&[dir.path().to_path_buf()]).unwrap();
+    let files = corpus_files(&[dir.path().to_path_buf()]).unwrap().files;
     let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["c4-train.00000-of-01024.jsonl.gz", "notes.txt", "bad.jsonl"]);
     let err = corpus_files(&[PathBuf::from("/nonexistent/corpus")]).unwrap_err().to_string();
@@ -316,7 +316,7 @@ fn c4_json_gz_shards_are_read_as_exactly_their_texts_as_files_and_in_folders() {
 
     assert_eq!(file_format(&shards[0]).unwrap(), FileFormat::JsonLines);
     assert_eq!(documents_of(&shards[0]).unwrap(), texts[..2]);
-    assert_eq!(corpus_files(&[dir.path().join("c4")]).unwrap(), shards);
+    assert_eq!(corpus_files(&[dir.path().join("c4")]).unwrap().files, shards);
     for source in [CorpusSource::files(shards.to_vec()), CorpusSource::files(vec![dir.path().join("c4")])] {
         let cache = tokenize_corpus(&source, &Tokenizer::Byte, &dir.path().join("cache")).unwrap();
         assert_eq!(cached_texts(&cache), texts, "the documents are the texts, nothing else");
@@ -592,6 +592,55 @@ fn without_the_parquet_feature_a_parquet_file_is_refused_saying_to_build_with_it
         .unwrap_err()
         .to_string();
     assert!(err.contains("000_00001.parquet: a Parquet file") && err.contains("--features parquet"), "{err}");
+}
+
+#[test]
+fn each_file_is_read_once_through_link_loops_sibling_links_and_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("sub")).unwrap();
+    std::fs::write(data.join("a.txt"), "first\n\nsecond\n").unwrap();
+    std::fs::write(data.join("sub/b.txt"), "third\n\nfourth\n").unwrap();
+    std::os::unix::fs::symlink(&data, data.join("sub/loop")).unwrap();
+    std::os::unix::fs::symlink(data.join("sub"), data.join("twin")).unwrap();
+    std::os::unix::fs::symlink(data.join("a.txt"), data.join("same.txt")).unwrap();
+
+    let paths = [data.clone(), data.join("a.txt"), data.clone()];
+    let listing = corpus_files(&paths).unwrap();
+    assert_eq!(listing.files, [data.join("a.txt"), data.join("sub/b.txt")]);
+    let skipped = listing.skipped.join("\n");
+    for (path, first) in [
+        (data.join("same.txt"), data.join("a.txt")),
+        (data.join("sub/loop"), data.clone()),
+        (data.join("twin"), data.join("sub")),
+        (data.join("a.txt"), data.join("a.txt")),
+        (data.clone(), data.clone()),
+    ] {
+        let line = format!("{}: skipped, the same", path.display());
+        assert!(skipped.contains(&line) && skipped.contains(&format!("as {} (each", first.display())), "{skipped}");
+    }
+    assert_eq!(listing.skipped.len(), 5, "{skipped}");
+
+    let cache = tokenize_corpus(&CorpusSource::files(paths.to_vec()), &Tokenizer::Byte, dir.path()).unwrap();
+    assert_eq!(cached_texts(&cache), ["first", "second", "third", "fourth"], "every document once");
+}
+
+#[test]
+fn the_null_device_and_pipes_are_refused_saying_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_root = dir.path().join("cache");
+    let err = corpus_files(&[PathBuf::from("/dev/null")]).unwrap_err().to_string();
+    assert!(err.contains("/dev/null is the null device, which is always empty") && !err.contains("no such"), "{err}");
+
+    let fifo = dir.path().join("corpus.txt");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // Opening the pipe would wait for a writer forever: it must be refused before.
+    for paths in [vec![fifo.clone()], vec![dir.path().to_path_buf()]] {
+        let err = tokenize_corpus(&CorpusSource::files(paths), &Tokenizer::Byte, &cache_root).unwrap_err().to_string();
+        assert!(err.contains(&format!("{} is a pipe", fifo.display())) && err.contains("write it to a file"), "{err}");
+    }
+    assert!(!cache_root.exists(), "nothing is left behind");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Reading documents from corpus files and folders: text, JSON lines and JSON arrays (each
 //! optionally gzip-compressed; C4's `.json.gz` shards) and Parquet, told apart by their content.
 
-use std::fs::File;
+use std::collections::HashMap;
+use std::fs::{File, Metadata};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
 
@@ -42,49 +43,133 @@ pub enum FileFormat {
     Tokens,
 }
 
-/// The files a list of paths stands for: files as given, folders expanded (recursively, sorted)
-/// to their `.txt`, `.md`, `.jsonl`, `.jsonl.gz`, `.json`, `.json.gz`, `.parquet` and `.bin` files. Hidden
-/// files and folders (`.cache`, where `huggingface-cli` keeps its metadata) are skipped.
-pub fn corpus_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DataError> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let before = files.len();
-            collect_dir(path, &mut files)?;
-            if files.len() == before {
-                return Err(DataError::Corpus(format!(
-                    "{}: the folder has no corpus file (none named {}; hidden files and folders, such as \
-                     `.cache/`, are skipped): give the files, or a folder that holds them",
-                    path.display(),
-                    CORPUS_ENDINGS.join(", ")
-                )));
-            }
-        } else if path.is_file() {
-            files.push(path.clone());
-        } else {
-            return Err(DataError::Corpus(format!("{}: no such file or folder", path.display())));
-        }
-    }
-    Ok(files)
+/// The files of a `--data` list ([`corpus_files`]), each once, and what was left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CorpusFiles {
+    /// The files, in order, each read once (by its canonical path).
+    pub files: Vec<PathBuf>,
+    /// Files and folders skipped because they were reached before (given twice, or through a
+    /// symbolic link, such as a link back to a parent folder or to a sibling): one line each.
+    pub skipped: Vec<String>,
 }
 
-fn collect_dir(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), DataError> {
-    let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", dir.display()));
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
-    entries.sort();
-    for path in entries {
-        let name = lowercase_name(&path);
-        if name.starts_with('.') {
+/// The files a list of paths stands for: files as given, folders expanded (recursively, sorted)
+/// to their `.txt`, `.md`, `.jsonl`, `.jsonl.gz`, `.json`, `.json.gz`, `.parquet` and `.bin` files. Hidden
+/// files and folders (`.cache`, where `huggingface-cli` keeps its metadata) are skipped. Each file
+/// and folder is read once, by its canonical path: one reached again (given twice, or through a
+/// symbolic link) is listed in [`CorpusFiles::skipped`]. A pipe or a device is refused (the corpus
+/// is read more than once), saying what it is.
+pub fn corpus_files(paths: &[PathBuf]) -> Result<CorpusFiles, DataError> {
+    let mut walk = Walk::default();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => DataError::Corpus(format!("{}: no such file or folder", path.display())),
+            _ => DataError::Corpus(format!("{}: {e}", path.display())),
+        })?;
+        if !meta.is_dir() {
+            walk.file(path, &meta)?;
             continue;
         }
-        if path.is_dir() {
-            collect_dir(&path, files)?;
-        } else if CORPUS_ENDINGS.iter().any(|ending| name.ends_with(ending)) {
-            files.push(path);
+        let found = walk.found;
+        if walk.dir(path)? && walk.found == found {
+            return Err(DataError::Corpus(format!(
+                "{}: the folder has no corpus file (none named {}; hidden files and folders, such as \
+                 `.cache/`, are skipped): give the files, or a folder that holds them",
+                path.display(),
+                CORPUS_ENDINGS.join(", ")
+            )));
         }
     }
-    Ok(())
+    Ok(walk.listing)
+}
+
+/// A walk over files and folders that visits each (by its canonical path) once.
+#[derive(Default)]
+struct Walk {
+    listing: CorpusFiles,
+    /// The path each canonical path was first reached by.
+    seen: HashMap<PathBuf, PathBuf>,
+    /// Corpus files met, those reached twice included.
+    found: usize,
+}
+
+impl Walk {
+    /// Whether `path` is reached for the first time; a second time is recorded as skipped.
+    fn first_visit(&mut self, path: &Path, kind: &str) -> Result<bool, DataError> {
+        let real = std::fs::canonicalize(path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
+        if let Some(first) = self.seen.get(&real) {
+            self.listing.skipped.push(format!(
+                "{}: skipped, the same {kind} as {} (each is read once)",
+                path.display(),
+                first.display()
+            ));
+            return Ok(false);
+        }
+        self.seen.insert(real, path.to_path_buf());
+        Ok(true)
+    }
+
+    /// Adds a corpus file, once; a pipe or a device is an error.
+    fn file(&mut self, path: &Path, meta: &Metadata) -> Result<(), DataError> {
+        refuse_special(path, meta)?;
+        self.found += 1;
+        if self.first_visit(path, "file")? {
+            self.listing.files.push(path.to_path_buf());
+        }
+        Ok(())
+    }
+
+    /// Adds the corpus files of a folder, recursively; `false` when the folder was read before.
+    fn dir(&mut self, dir: &Path) -> Result<bool, DataError> {
+        if !self.first_visit(dir, "folder")? {
+            return Ok(false);
+        }
+        let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", dir.display()));
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
+        entries.sort();
+        for path in entries {
+            let name = lowercase_name(&path);
+            if name.starts_with('.') {
+                continue;
+            }
+            let meta = std::fs::metadata(&path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
+            if meta.is_dir() {
+                self.dir(&path)?;
+            } else if CORPUS_ENDINGS.iter().any(|ending| name.ends_with(ending)) {
+                self.file(&path, &meta)?;
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Refuses what is not a regular file: a corpus is read more than once (checksummed for the token
+/// cache, then tokenised), which a pipe cannot be; `/dev/null` is an empty corpus.
+fn refuse_special(path: &Path, meta: &Metadata) -> Result<(), DataError> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if std::fs::canonicalize(path).is_ok_and(|real| real == Path::new("/dev/null")) {
+        "is the null device, which is always empty: there is no document to train on; give files or folders that \
+         hold the corpus (or no --data for the built-in corpus)"
+    } else if is_fifo(meta) {
+        "is a pipe (a FIFO, such as `<(...)` gives), not a file: a corpus is read more than once (checksummed for \
+         the token cache, then tokenised) and a pipe only once; write it to a file (`... > corpus.txt`) and give that"
+    } else {
+        "is a device or a socket, not a regular file: give files or folders that hold the corpus"
+    };
+    Err(DataError::Corpus(format!("{} {what}", path.display())))
+}
+
+#[cfg(unix)]
+fn is_fifo(meta: &Metadata) -> bool {
+    std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type())
+}
+
+#[cfg(not(unix))]
+fn is_fifo(_meta: &Metadata) -> bool {
+    false
 }
 
 fn lowercase_name(path: &Path) -> String {

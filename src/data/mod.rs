@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use batch::{LmBatch, LmBatcher};
-pub use corpus::{corpus_files, file_format, read_documents, FileFormat};
+pub use corpus::{corpus_files, file_format, read_documents, CorpusFiles, FileFormat};
 pub use json_lines::DEFAULT_TEXT_FIELD;
 pub use packed::{split_documents, PackedDataset, TokenWindow};
 pub use synthetic::builtin_documents;
@@ -80,7 +80,8 @@ const ENCODE_BATCH_BYTES: usize = 8 << 20;
 
 /// Tokenises `source` into a cache under `cache_root`, reused when the sources (their paths, sizes
 /// and content checksums: every file is read once per call) and the tokenizer are unchanged.
-/// Pre-tokenised `.bin` files are mapped as they are ([`TokenCache::from_token_files`]).
+/// Pre-tokenised `.bin` files are mapped as they are ([`TokenCache::from_token_files`]). Files and
+/// folders reached twice are read once, each skipped one named in a warning on standard error.
 pub fn tokenize_corpus(
     source: &CorpusSource,
     tokenizer: &Tokenizer,
@@ -93,7 +94,10 @@ pub fn tokenize_corpus(
             Vec::new()
         }
         CorpusSource::Files { paths, text_field } => {
-            let files = corpus_files(paths)?;
+            let CorpusFiles { files, skipped } = corpus_files(paths)?;
+            for line in &skipped {
+                crate::errln!("warning: {line}");
+            }
             refuse_mixed(&files)?;
             let mut places = String::new();
             for file in &files {
