@@ -594,6 +594,61 @@ fn without_the_parquet_feature_a_parquet_file_is_refused_saying_to_build_with_it
     assert!(err.contains("000_00001.parquet: a Parquet file") && err.contains("--features parquet"), "{err}");
 }
 
+/// A Hugging Face tokenizer.json of a word-level vocabulary, with `</s>` as end-of-text.
+fn word_tokenizer_json(words: [&str; 2]) -> String {
+    let vocab = serde_json::json!({"</s>": 0, "[UNK]": 1, (words[0]): 2, (words[1]): 3});
+    serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "normalizer": null, "post_processor": null,
+        "decoder": null, "pre_tokenizer": {"type": "Whitespace"},
+        "added_tokens": [{"id": 0, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+                          "normalized": false, "special": true}],
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+    })
+    .to_string()
+}
+
+#[test]
+fn a_file_or_tokenizer_changed_in_place_is_never_taken_for_the_old_one() {
+    use layernorm_scaling::data::corpus_fingerprint;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("corpus.txt");
+    let cache_root = dir.path().join("cache");
+    std::fs::write(&file, "alpha beta\n\ngamma delta\n").unwrap();
+    let source = CorpusSource::files(vec![file.clone()]);
+    let old = tokenize_corpus(&source, &Tokenizer::Byte, &cache_root).unwrap();
+    assert_eq!(cached_texts(&old), ["alpha beta", "gamma delta"]);
+    assert_eq!(corpus_fingerprint(&source, &Tokenizer::Byte).unwrap(), old.content_fingerprint());
+
+    // Same name, same size, other content: another cache, another fingerprint.
+    std::fs::write(&file, "alpha BETA\n\ngamma delta\n").unwrap();
+    let new = tokenize_corpus(&source, &Tokenizer::Byte, &cache_root).unwrap();
+    assert_eq!(cached_texts(&new), ["alpha BETA", "gamma delta"], "the old cache is not reused");
+    assert_ne!(new.content_fingerprint(), old.content_fingerprint());
+    assert_eq!(corpus_fingerprint(&source, &Tokenizer::Byte).unwrap(), new.content_fingerprint());
+    // The same content elsewhere is the same data.
+    let moved = dir.path().join("moved.txt");
+    std::fs::copy(&file, &moved).unwrap();
+    let elsewhere = CorpusSource::files(vec![moved]);
+    assert_eq!(corpus_fingerprint(&elsewhere, &Tokenizer::Byte).unwrap(), new.content_fingerprint());
+
+    // A tokenizer.json rewritten in place (same path, same size, same vocabulary size) is another tokenizer.
+    let json = dir.path().join("tokenizer.json");
+    std::fs::write(&json, word_tokenizer_json(["alpha", "gamma"])).unwrap();
+    let first = Tokenizer::from_file(&json).unwrap();
+    let before = tokenize_corpus(&source, &first, &cache_root).unwrap();
+    std::fs::write(&json, word_tokenizer_json(["gamma", "alpha"])).unwrap();
+    let second = Tokenizer::from_file(&json).unwrap();
+    assert_eq!((first.vocab_size(), first.describe()), (second.vocab_size(), second.describe()));
+    let after = tokenize_corpus(&source, &second, &cache_root).unwrap();
+    let first_tokens = |cache: &TokenCache| {
+        let mut tokens = vec![0; 2];
+        cache.read(0, &mut tokens);
+        tokens[0]
+    };
+    assert_eq!((first_tokens(&before), first_tokens(&after)), (2, 3), "alpha is re-tokenised by the new file");
+    assert_ne!(before.content_fingerprint(), after.content_fingerprint());
+}
+
 #[test]
 fn each_file_is_read_once_through_link_loops_sibling_links_and_repeats() {
     let dir = tempfile::tempdir().unwrap();
