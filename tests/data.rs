@@ -127,7 +127,7 @@ fn jsonl_gz_text_and_folders_are_read_as_documents() {
     std::fs::write(&bad, "{\"text\": \"ok\"}\nnot json\n").unwrap();
     assert!(documents_of(&bad).unwrap_err().to_string().contains("bad.jsonl:2: not a JSON object"));
 
-    let files = corpus_files(&[dir.path().to_path_buf()]).unwrap();
+    let files = corpus_files(&[dir.path().to_path_buf()]).unwrap().files;
     let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["c4-train.00000-of-01024.jsonl.gz", "notes.txt", "bad.jsonl"]);
     let err = corpus_files(&[PathBuf::from("/nonexistent/corpus")]).unwrap_err().to_string();
@@ -251,8 +251,20 @@ fn corpora_tokenise_into_train_and_validation_sets() {
     let (train, valid) = train_valid_datasets(cache.clone(), 64, 0.1, 0).unwrap();
     assert!(train.len() > 5 * valid.len() && !valid.is_empty());
     assert_eq!(train.n_tokens() + valid.n_tokens(), cache.n_tokens());
-    let err = train_valid_datasets(cache, 100_000, 0.1, 0).unwrap_err().to_string();
+    let err = train_valid_datasets(cache.clone(), 100_000, 0.1, 0).unwrap_err().to_string();
     assert!(err.contains("fewer than one sequence"), "{err}");
+
+    // The advice fits the split that is short: the fraction moves documents from one to the other.
+    let short = |fraction: f64, split: &str| {
+        let (train, valid) = train_valid_datasets(cache.clone(), 16, fraction, 0).unwrap();
+        let tokens = if split == "training" { train.n_tokens() } else { valid.n_tokens() };
+        train_valid_datasets(cache.clone(), tokens as usize, fraction, 0).unwrap_err().to_string()
+    };
+    let err = short(0.1, "validation");
+    assert!(err.contains("the validation split has") && err.contains("a larger --valid-fraction (now 0.1)"), "{err}");
+    let err = short(0.9, "training");
+    assert!(err.contains("the training split has") && err.contains("a smaller --valid-fraction (now 0.9)"), "{err}");
+    assert!(!err.contains("larger"), "{err}");
 
     let shakespeare = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinyshakespeare.txt");
     if shakespeare.is_file() {
@@ -304,7 +316,7 @@ fn c4_json_gz_shards_are_read_as_exactly_their_texts_as_files_and_in_folders() {
 
     assert_eq!(file_format(&shards[0]).unwrap(), FileFormat::JsonLines);
     assert_eq!(documents_of(&shards[0]).unwrap(), texts[..2]);
-    assert_eq!(corpus_files(&[dir.path().join("c4")]).unwrap(), shards);
+    assert_eq!(corpus_files(&[dir.path().join("c4")]).unwrap().files, shards);
     for source in [CorpusSource::files(shards.to_vec()), CorpusSource::files(vec![dir.path().join("c4")])] {
         let cache = tokenize_corpus(&source, &Tokenizer::Byte, &dir.path().join("cache")).unwrap();
         assert_eq!(cached_texts(&cache), texts, "the documents are the texts, nothing else");
@@ -356,18 +368,24 @@ fn json_lines_are_recognised_by_content_whatever_the_name() {
         .to_string()
         .contains("looks like JSON"));
 
-    // Text stays text, even with braces that are not an object.
-    let notes = dir.path().join("notes");
+    // A .txt file stays text, even with braces that are not an object; without a name that says
+    // text, a first `{` means JSON, and text that is not is refused with the hint to name it .txt.
+    let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, "{ not json }\nstill text\n\nsecond").unwrap();
     assert_eq!(file_format(&notes).unwrap(), FileFormat::Text);
     assert_eq!(documents_of(&notes).unwrap(), vec!["{ not json }\nstill text", "second"]);
+    let unnamed = dir.path().join("notes");
+    std::fs::copy(&notes, &unnamed).unwrap();
+    let err = documents_of(&unnamed).unwrap_err().to_string();
+    assert!(err.contains("notes:1: not a JSON object") && err.contains("if the file is text, name it .txt"), "{err}");
 
     // Folders take .json and .json.gz files too.
     let folder = dir.path().join("folder");
     write_gz(&folder.join("a.json.gz"), &lines[..1]);
     std::fs::write(folder.join("b.json"), &lines[1]).unwrap();
     std::fs::write(folder.join("README"), "not collected").unwrap();
-    let names: Vec<_> = corpus_files(&[folder]).unwrap().iter().map(|f| f.file_name().unwrap().to_owned()).collect();
+    let names: Vec<_> =
+        corpus_files(&[folder]).unwrap().files.iter().map(|f| f.file_name().unwrap().to_owned()).collect();
     assert_eq!(names, ["a.json.gz", "b.json"]);
 }
 
@@ -574,4 +592,145 @@ fn without_the_parquet_feature_a_parquet_file_is_refused_saying_to_build_with_it
         .unwrap_err()
         .to_string();
     assert!(err.contains("000_00001.parquet: a Parquet file") && err.contains("--features parquet"), "{err}");
+}
+
+/// A Hugging Face tokenizer.json of a word-level vocabulary, with `</s>` as end-of-text.
+fn word_tokenizer_json(words: [&str; 2]) -> String {
+    let vocab = serde_json::json!({"</s>": 0, "[UNK]": 1, (words[0]): 2, (words[1]): 3});
+    serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "normalizer": null, "post_processor": null,
+        "decoder": null, "pre_tokenizer": {"type": "Whitespace"},
+        "added_tokens": [{"id": 0, "content": "</s>", "single_word": false, "lstrip": false, "rstrip": false,
+                          "normalized": false, "special": true}],
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
+    })
+    .to_string()
+}
+
+#[test]
+fn a_file_or_tokenizer_changed_in_place_is_never_taken_for_the_old_one() {
+    use layernorm_scaling::data::corpus_fingerprint;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("corpus.txt");
+    let cache_root = dir.path().join("cache");
+    std::fs::write(&file, "alpha beta\n\ngamma delta\n").unwrap();
+    let source = CorpusSource::files(vec![file.clone()]);
+    let old = tokenize_corpus(&source, &Tokenizer::Byte, &cache_root).unwrap();
+    assert_eq!(cached_texts(&old), ["alpha beta", "gamma delta"]);
+    assert_eq!(corpus_fingerprint(&source, &Tokenizer::Byte).unwrap(), old.content_fingerprint());
+
+    // Same name, same size, other content: another cache, another fingerprint.
+    std::fs::write(&file, "alpha BETA\n\ngamma delta\n").unwrap();
+    let new = tokenize_corpus(&source, &Tokenizer::Byte, &cache_root).unwrap();
+    assert_eq!(cached_texts(&new), ["alpha BETA", "gamma delta"], "the old cache is not reused");
+    assert_ne!(new.content_fingerprint(), old.content_fingerprint());
+    assert_eq!(corpus_fingerprint(&source, &Tokenizer::Byte).unwrap(), new.content_fingerprint());
+    // The same content elsewhere is the same data.
+    let moved = dir.path().join("moved.txt");
+    std::fs::copy(&file, &moved).unwrap();
+    let elsewhere = CorpusSource::files(vec![moved]);
+    assert_eq!(corpus_fingerprint(&elsewhere, &Tokenizer::Byte).unwrap(), new.content_fingerprint());
+
+    // A tokenizer.json rewritten in place (same path, same size, same vocabulary size) is another tokenizer.
+    let json = dir.path().join("tokenizer.json");
+    std::fs::write(&json, word_tokenizer_json(["alpha", "gamma"])).unwrap();
+    let first = Tokenizer::from_file(&json).unwrap();
+    let before = tokenize_corpus(&source, &first, &cache_root).unwrap();
+    std::fs::write(&json, word_tokenizer_json(["gamma", "alpha"])).unwrap();
+    let second = Tokenizer::from_file(&json).unwrap();
+    assert_eq!((first.vocab_size(), first.describe()), (second.vocab_size(), second.describe()));
+    let after = tokenize_corpus(&source, &second, &cache_root).unwrap();
+    let first_tokens = |cache: &TokenCache| {
+        let mut tokens = vec![0; 2];
+        cache.read(0, &mut tokens);
+        tokens[0]
+    };
+    assert_eq!((first_tokens(&before), first_tokens(&after)), (2, 3), "alpha is re-tokenised by the new file");
+    assert_ne!(before.content_fingerprint(), after.content_fingerprint());
+}
+
+#[test]
+fn each_file_is_read_once_through_link_loops_sibling_links_and_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(data.join("sub")).unwrap();
+    std::fs::write(data.join("a.txt"), "first\n\nsecond\n").unwrap();
+    std::fs::write(data.join("sub/b.txt"), "third\n\nfourth\n").unwrap();
+    std::os::unix::fs::symlink(&data, data.join("sub/loop")).unwrap();
+    std::os::unix::fs::symlink(data.join("sub"), data.join("twin")).unwrap();
+    std::os::unix::fs::symlink(data.join("a.txt"), data.join("same.txt")).unwrap();
+
+    let paths = [data.clone(), data.join("a.txt"), data.clone()];
+    let listing = corpus_files(&paths).unwrap();
+    assert_eq!(listing.files, [data.join("a.txt"), data.join("sub/b.txt")]);
+    let skipped = listing.skipped.join("\n");
+    for (path, first) in [
+        (data.join("same.txt"), data.join("a.txt")),
+        (data.join("sub/loop"), data.clone()),
+        (data.join("twin"), data.join("sub")),
+        (data.join("a.txt"), data.join("a.txt")),
+        (data.clone(), data.clone()),
+    ] {
+        let line = format!("{}: skipped, the same", path.display());
+        assert!(skipped.contains(&line) && skipped.contains(&format!("as {} (each", first.display())), "{skipped}");
+    }
+    assert_eq!(listing.skipped.len(), 5, "{skipped}");
+
+    let cache = tokenize_corpus(&CorpusSource::files(paths.to_vec()), &Tokenizer::Byte, dir.path()).unwrap();
+    assert_eq!(cached_texts(&cache), ["first", "second", "third", "fourth"], "every document once");
+}
+
+#[test]
+fn the_null_device_and_pipes_are_refused_saying_what_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_root = dir.path().join("cache");
+    let err = corpus_files(&[PathBuf::from("/dev/null")]).unwrap_err().to_string();
+    assert!(err.contains("/dev/null is the null device, which is always empty") && !err.contains("no such"), "{err}");
+
+    let fifo = dir.path().join("corpus.txt");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // Opening the pipe would wait for a writer forever: it must be refused before.
+    for paths in [vec![fifo.clone()], vec![dir.path().to_path_buf()]] {
+        let err = tokenize_corpus(&CorpusSource::files(paths), &Tokenizer::Byte, &cache_root).unwrap_err().to_string();
+        assert!(err.contains(&format!("{} is a pipe", fifo.display())) && err.contains("write it to a file"), "{err}");
+    }
+    assert!(!cache_root.exists(), "nothing is left behind");
+}
+
+#[test]
+fn json_is_decided_by_its_first_character_at_any_size_and_a_byte_order_mark_is_no_text() {
+    let dir = tempfile::tempdir().unwrap();
+    // A first record of 17 MiB in a file without a name that says JSON.
+    let long = "x".repeat(17 << 20);
+    let big = dir.path().join("shard");
+    std::fs::write(&big, format!("{}\n{}\n", serde_json::json!({"text": long}), c4_line("short", 1))).unwrap();
+    assert_eq!(file_format(&big).unwrap(), FileFormat::JsonLines);
+    let docs = documents_of(&big).unwrap();
+    assert_eq!((docs.len(), docs[0].len(), docs[1].as_str()), (2, long.len(), "short"));
+    let array = dir.path().join("array");
+    std::fs::write(&array, "\n [{\"text\": \"a\"}, {\"text\": \"b\"}]").unwrap();
+    assert_eq!(file_format(&array).unwrap(), FileFormat::JsonArray);
+    assert_eq!(documents_of(&array).unwrap(), ["a", "b"]);
+
+    // A UTF-8 byte order mark is accepted in every text format, compressed or not.
+    let bom = "\u{feff}";
+    let lines = format!("{bom}{}\n{}\n", c4_line("one", 1), c4_line("two", 2));
+    let cases = [
+        ("bom.jsonl", lines.clone()),
+        ("bom", lines.clone()),
+        ("bom.json", format!("{bom}[{{\"text\": \"one\"}}, {{\"text\": \"two\"}}]")),
+        ("bom.txt", format!("{bom}one\n\ntwo\n")),
+    ];
+    for (name, content) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, &content).unwrap();
+        assert_eq!(documents_of(&file).unwrap(), ["one", "two"], "{name}");
+        let gz = dir.path().join(format!("{name}.gz"));
+        write_gz(&gz, &[content]);
+        assert_eq!(documents_of(&gz).unwrap(), ["one", "two"], "{name}.gz");
+    }
+    let txt = dir.path().join("c4.txt");
+    std::fs::write(&txt, &lines).unwrap();
+    assert!(documents_of(&txt).unwrap_err().to_string().contains("looks like JSON lines"));
 }

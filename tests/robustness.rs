@@ -263,3 +263,32 @@ fn analyze_refuses_a_diverged_model_and_writes_no_report() {
     );
     assert!(!stderr.contains("panicked") && !out.exists(), "{stderr}");
 }
+
+#[test]
+fn a_training_config_of_another_name_is_read_by_its_content() {
+    use layernorm_scaling::train::TrainConfig;
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("run.cfg");
+    std::fs::write(&toml, "steps = 7\ntext_field = \"content\"\n").unwrap();
+    let config = TrainConfig::from_file(&toml).unwrap();
+    assert_eq!((config.steps, config.text_field.as_str()), (7, "content"));
+    let json = dir.path().join("run.conf");
+    std::fs::write(&json, "{\"steps\": 9}").unwrap();
+    assert_eq!(TrainConfig::from_file(&json).unwrap().steps, 9);
+    // Neither: the error says what each attempt found.
+    std::fs::write(&toml, "steps = 7\nsteps: 8\n").unwrap();
+    let err = TrainConfig::from_file(&toml).unwrap_err().to_string();
+    assert!(
+        err.contains("run.cfg")
+            && err.contains("neither TOML nor JSON")
+            && err.contains("read as TOML:")
+            && err.contains("read as JSON:")
+            && err.contains("name it .toml or .json"),
+        "{err}"
+    );
+    // A .json name is JSON only: TOML in it is refused as JSON.
+    let named = dir.path().join("run.json");
+    std::fs::write(&named, "steps = 7\n").unwrap();
+    let err = TrainConfig::from_file(&named).unwrap_err().to_string();
+    assert!(!err.contains("TOML"), "{err}");
+}

@@ -244,3 +244,28 @@ fn scheme_and_seed_lists_parse() {
     assert!(parse_seeds("3-1").is_err());
     assert!(parse_seeds("1-5000").unwrap_err().to_string().contains("more than the 1000"));
 }
+
+#[test]
+fn a_sweep_refuses_new_seeds_once_its_data_changed_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, data) = (dir.path().join("sweep"), dir.path().join("corpus.txt"));
+    let corpus = layernorm_scaling::data::builtin_documents(400, 1).join("\n\n");
+    std::fs::write(&data, &corpus).unwrap();
+    let with = |seeds: &str| {
+        let mut command = sweep_command(&out, &["--schemes", "pre-ln", "--seeds", seeds, "--data"]);
+        command.arg(&data);
+        command
+    };
+    run(&mut with("1"));
+    // The same name and size, another content: seed 2 must not be trained on it and averaged with seed 1.
+    std::fs::write(&data, corpus.replacen('a', "b", 1)).unwrap();
+    let output = with("1,2").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("holds a sweep trained on other data") && stderr.contains("give a new --out"), "{stderr}");
+    assert!(!out.join("pre-ln/seed-2").exists(), "nothing is trained");
+    // The data restored, the sweep goes on.
+    std::fs::write(&data, &corpus).unwrap();
+    run(&mut with("1,2"));
+    assert!(out.join("pre-ln/seed-2/model.bpk").is_file());
+}

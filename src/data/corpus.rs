@@ -1,8 +1,9 @@
 //! Reading documents from corpus files and folders: text, JSON lines and JSON arrays (each
 //! optionally gzip-compressed; C4's `.json.gz` shards) and Parquet, told apart by their content.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::collections::HashMap;
+use std::fs::{File, Metadata};
+use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
 
 use flate2::read::MultiGzDecoder;
@@ -22,8 +23,8 @@ const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 /// The first (and last) bytes of a Parquet file.
 const PARQUET_MAGIC: &[u8] = b"PAR1";
 
-/// The first non-empty line is looked for in this many bytes at most.
-const PEEK_BYTES: u64 = 16 << 20;
+/// The UTF-8 byte order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What a corpus file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +33,8 @@ pub enum FileFormat {
     Text,
     /// JSON lines: one object per line, one document each.
     JsonLines,
-    /// One JSON array of objects, one document each (a `.json` file that starts with `[`).
+    /// One JSON array of objects, one document each (a file that starts with `[`, unless it is named
+    /// `.jsonl`, `.txt` or `.md`).
     JsonArray,
     /// Apache Parquet: one document per row, its string column `text` (`--text-field`). Read
     /// with the `parquet` feature; without it, reading one is an error saying so.
@@ -41,49 +43,133 @@ pub enum FileFormat {
     Tokens,
 }
 
-/// The files a list of paths stands for: files as given, folders expanded (recursively, sorted)
-/// to their `.txt`, `.md`, `.jsonl`, `.jsonl.gz`, `.json`, `.json.gz`, `.parquet` and `.bin` files. Hidden
-/// files and folders (`.cache`, where `huggingface-cli` keeps its metadata) are skipped.
-pub fn corpus_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, DataError> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let before = files.len();
-            collect_dir(path, &mut files)?;
-            if files.len() == before {
-                return Err(DataError::Corpus(format!(
-                    "{}: the folder has no corpus file (none named {}; hidden files and folders, such as \
-                     `.cache/`, are skipped): give the files, or a folder that holds them",
-                    path.display(),
-                    CORPUS_ENDINGS.join(", ")
-                )));
-            }
-        } else if path.is_file() {
-            files.push(path.clone());
-        } else {
-            return Err(DataError::Corpus(format!("{}: no such file or folder", path.display())));
-        }
-    }
-    Ok(files)
+/// The files of a `--data` list ([`corpus_files`]), each once, and what was left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CorpusFiles {
+    /// The files, in order, each read once (by its canonical path).
+    pub files: Vec<PathBuf>,
+    /// Files and folders skipped because they were reached before (given twice, or through a
+    /// symbolic link, such as a link back to a parent folder or to a sibling): one line each.
+    pub skipped: Vec<String>,
 }
 
-fn collect_dir(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), DataError> {
-    let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", dir.display()));
-    let mut entries: Vec<PathBuf> =
-        std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
-    entries.sort();
-    for path in entries {
-        let name = lowercase_name(&path);
-        if name.starts_with('.') {
+/// The files a list of paths stands for: files as given, folders expanded (recursively, sorted)
+/// to their `.txt`, `.md`, `.jsonl`, `.jsonl.gz`, `.json`, `.json.gz`, `.parquet` and `.bin` files. Hidden
+/// files and folders (`.cache`, where `huggingface-cli` keeps its metadata) are skipped. Each file
+/// and folder is read once, by its canonical path: one reached again (given twice, or through a
+/// symbolic link) is listed in [`CorpusFiles::skipped`]. A pipe or a device is refused (the corpus
+/// is read more than once), saying what it is.
+pub fn corpus_files(paths: &[PathBuf]) -> Result<CorpusFiles, DataError> {
+    let mut walk = Walk::default();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => DataError::Corpus(format!("{}: no such file or folder", path.display())),
+            _ => DataError::Corpus(format!("{}: {e}", path.display())),
+        })?;
+        if !meta.is_dir() {
+            walk.file(path, &meta)?;
             continue;
         }
-        if path.is_dir() {
-            collect_dir(&path, files)?;
-        } else if CORPUS_ENDINGS.iter().any(|ending| name.ends_with(ending)) {
-            files.push(path);
+        let found = walk.found;
+        if walk.dir(path)? && walk.found == found {
+            return Err(DataError::Corpus(format!(
+                "{}: the folder has no corpus file (none named {}; hidden files and folders, such as \
+                 `.cache/`, are skipped): give the files, or a folder that holds them",
+                path.display(),
+                CORPUS_ENDINGS.join(", ")
+            )));
         }
     }
-    Ok(())
+    Ok(walk.listing)
+}
+
+/// A walk over files and folders that visits each (by its canonical path) once.
+#[derive(Default)]
+struct Walk {
+    listing: CorpusFiles,
+    /// The path each canonical path was first reached by.
+    seen: HashMap<PathBuf, PathBuf>,
+    /// Corpus files met, those reached twice included.
+    found: usize,
+}
+
+impl Walk {
+    /// Whether `path` is reached for the first time; a second time is recorded as skipped.
+    fn first_visit(&mut self, path: &Path, kind: &str) -> Result<bool, DataError> {
+        let real = std::fs::canonicalize(path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
+        if let Some(first) = self.seen.get(&real) {
+            self.listing.skipped.push(format!(
+                "{}: skipped, the same {kind} as {} (each is read once)",
+                path.display(),
+                first.display()
+            ));
+            return Ok(false);
+        }
+        self.seen.insert(real, path.to_path_buf());
+        Ok(true)
+    }
+
+    /// Adds a corpus file, once; a pipe or a device is an error.
+    fn file(&mut self, path: &Path, meta: &Metadata) -> Result<(), DataError> {
+        refuse_special(path, meta)?;
+        self.found += 1;
+        if self.first_visit(path, "file")? {
+            self.listing.files.push(path.to_path_buf());
+        }
+        Ok(())
+    }
+
+    /// Adds the corpus files of a folder, recursively; `false` when the folder was read before.
+    fn dir(&mut self, dir: &Path) -> Result<bool, DataError> {
+        if !self.first_visit(dir, "folder")? {
+            return Ok(false);
+        }
+        let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", dir.display()));
+        let mut entries: Vec<PathBuf> =
+            std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
+        entries.sort();
+        for path in entries {
+            let name = lowercase_name(&path);
+            if name.starts_with('.') {
+                continue;
+            }
+            let meta = std::fs::metadata(&path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
+            if meta.is_dir() {
+                self.dir(&path)?;
+            } else if CORPUS_ENDINGS.iter().any(|ending| name.ends_with(ending)) {
+                self.file(&path, &meta)?;
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Refuses what is not a regular file: a corpus is read more than once (checksummed for the token
+/// cache, then tokenised), which a pipe cannot be; `/dev/null` is an empty corpus.
+fn refuse_special(path: &Path, meta: &Metadata) -> Result<(), DataError> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if std::fs::canonicalize(path).is_ok_and(|real| real == Path::new("/dev/null")) {
+        "is the null device, which is always empty: there is no document to train on; give files or folders that \
+         hold the corpus (or no --data for the built-in corpus)"
+    } else if is_fifo(meta) {
+        "is a pipe (a FIFO, such as `<(...)` gives), not a file: a corpus is read more than once (checksummed for \
+         the token cache, then tokenised) and a pipe only once; write it to a file (`... > corpus.txt`) and give that"
+    } else {
+        "is a device or a socket, not a regular file: give files or folders that hold the corpus"
+    };
+    Err(DataError::Corpus(format!("{} {what}", path.display())))
+}
+
+#[cfg(unix)]
+fn is_fifo(meta: &Metadata) -> bool {
+    std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type())
+}
+
+#[cfg(not(unix))]
+fn is_fifo(_meta: &Metadata) -> bool {
+    false
 }
 
 fn lowercase_name(path: &Path) -> String {
@@ -98,33 +184,53 @@ fn open_raw(file: &Path) -> Result<BufReader<File>, DataError> {
     Ok(raw)
 }
 
-/// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name).
+/// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name), without
+/// a leading UTF-8 byte order mark (some editors write one; it is not part of the text).
 fn open(file: &Path) -> Result<Box<dyn BufRead>, DataError> {
     let raw = open_raw(file)?;
     let gzip = raw.buffer().starts_with(GZIP_MAGIC) || lowercase_name(file).ends_with(".gz");
-    Ok(if gzip { Box::new(BufReader::new(MultiGzDecoder::new(raw))) } else { Box::new(raw) })
+    let mut content: Box<dyn Read> = if gzip { Box::new(MultiGzDecoder::new(raw)) } else { Box::new(raw) };
+    let mut head = Vec::with_capacity(UTF8_BOM.len());
+    content
+        .by_ref()
+        .take(UTF8_BOM.len() as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
+    if head == UTF8_BOM {
+        head.clear();
+    }
+    Ok(Box::new(BufReader::new(Cursor::new(head).chain(content))))
 }
 
-/// The first line of `reader` that is not blank (within its first [`PEEK_BYTES`]).
-fn first_line(reader: impl BufRead) -> std::io::Result<Option<String>> {
-    let mut reader = reader.take(PEEK_BYTES);
-    let mut line = Vec::new();
+/// The first byte of `reader` that is not white space (consumed up to it), `None` when there is none.
+fn first_byte(reader: &mut dyn BufRead) -> std::io::Result<Option<u8>> {
     loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
             return Ok(None);
         }
-        if !line.trim_ascii().is_empty() {
-            return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+        let (len, found) = match buffer.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(at) => (at, Some(buffer[at])),
+            None => (buffer.len(), None),
+        };
+        reader.consume(len);
+        if found.is_some() {
+            return Ok(found);
         }
     }
 }
 
+/// Whether a name (its `.gz` stripped) says JSON: `.json` or `.jsonl`.
+fn named_json(name: &str) -> bool {
+    name.ends_with(".json") || name.ends_with(".jsonl")
+}
+
 /// What `file` holds, decided by its content: a `.bin` file holds tokens; a file that starts
-/// with `PAR1` is Parquet, whatever its name (a `.parquet` file that does not is refused); a file
-/// whose first non-empty line is a JSON object holds JSON lines (whatever its name, except that a
-/// `.txt` or `.md` file is refused with a hint: its name says text); a `.json` file starting with
-/// `[` is an array; other `.json` and `.jsonl` files are JSON lines; the rest is text.
+/// with `PAR1` is Parquet, whatever its name (a `.parquet` file that does not is refused). A `.txt`
+/// or `.md` file is text (refused with a hint when its first line is a JSON object). Any other
+/// file whose first character (white space and a UTF-8 byte order mark aside) is `{` holds JSON
+/// lines, `[` a JSON array (JSON lines for a `.jsonl` name); other `.json` and `.jsonl` files are
+/// JSON lines, the rest text. No size limit: a first record of any length decides the same.
 pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
     if is_token_file(file) {
         return Ok(FileFormat::Tokens);
@@ -148,10 +254,15 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
         )));
     }
     let name = name.strip_suffix(".gz").unwrap_or(&name);
-    let first = first_line(open(file)?).map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
-    let first = first.as_deref().unwrap_or_default();
-    if let Some(keys) = object_keys(first) {
-        if name.ends_with(".txt") || name.ends_with(".md") {
+    let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
+    let mut content = open(file)?;
+    let first = first_byte(&mut content).map_err(io)?;
+    if name.ends_with(".txt") || name.ends_with(".md") {
+        let mut line = Vec::new();
+        if first == Some(b'{') {
+            content.read_until(b'\n', &mut line).map_err(io)?;
+        }
+        if let Some(keys) = object_keys(&String::from_utf8_lossy(&line)) {
             return Err(DataError::Corpus(format!(
                 "{}: looks like JSON lines, not text: its first line is a JSON object (keys {}); name it .jsonl \
                  (.jsonl.gz when compressed) to train on one field of each line (`text`, or the one --text-field \
@@ -160,14 +271,13 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
                 show_names(&keys)
             )));
         }
-        return Ok(FileFormat::JsonLines);
+        return Ok(FileFormat::Text);
     }
-    Ok(if name.ends_with(".json") && first.trim_start().starts_with('[') {
-        FileFormat::JsonArray
-    } else if name.ends_with(".json") || name.ends_with(".jsonl") {
-        FileFormat::JsonLines
-    } else {
-        FileFormat::Text
+    Ok(match first {
+        Some(b'{') => FileFormat::JsonLines,
+        Some(b'[') if !name.ends_with(".jsonl") => FileFormat::JsonArray,
+        _ if named_json(name) => FileFormat::JsonLines,
+        _ => FileFormat::Text,
     })
 }
 
@@ -186,9 +296,19 @@ pub fn read_documents(
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let shown = file.display().to_string();
+    // A file read as JSON for its first character, not its name, may be text after all.
+    let by_content = |error: DataError| match error {
+        DataError::Corpus(message) if !named_json(lowercase_name(file).trim_end_matches(".gz")) => {
+            DataError::Corpus(format!(
+                "{message} (read as JSON because its first character is `{{` or `[`; if the file is text, name it \
+                 .txt)"
+            ))
+        }
+        other => other,
+    };
     match file_format(file)? {
-        FileFormat::JsonLines => read_json_lines(open(file)?, &shown, text_field, each),
-        FileFormat::JsonArray => read_json_array(open(file)?, &shown, text_field, each),
+        FileFormat::JsonLines => read_json_lines(open(file)?, &shown, text_field, each).map_err(by_content),
+        FileFormat::JsonArray => read_json_array(open(file)?, &shown, text_field, each).map_err(by_content),
         FileFormat::Text => read_paragraphs(open(file)?, &shown, each),
         FileFormat::Parquet => read_parquet(file, &shown, text_field, each),
         FileFormat::Tokens => Err(DataError::Corpus(format!(

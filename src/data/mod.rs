@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use batch::{LmBatch, LmBatcher};
-pub use corpus::{corpus_files, file_format, read_documents, FileFormat};
+pub use corpus::{corpus_files, file_format, read_documents, CorpusFiles, FileFormat};
 pub use json_lines::DEFAULT_TEXT_FIELD;
 pub use packed::{split_documents, PackedDataset, TokenWindow};
 pub use synthetic::builtin_documents;
@@ -78,25 +78,22 @@ pub(crate) const PATHS_SEPARATOR: &str = "\npaths: ";
 /// small enough to hold in memory.
 const ENCODE_BATCH_BYTES: usize = 8 << 20;
 
-/// Tokenises `source` into a cache under `cache_root`, reused when the sources (their paths, sizes
-/// and content checksums: every file is read once per call) and the tokenizer are unchanged.
-/// Pre-tokenised `.bin` files are mapped as they are ([`TokenCache::from_token_files`]).
-pub fn tokenize_corpus(
-    source: &CorpusSource,
-    tokenizer: &Tokenizer,
-    cache_root: &Path,
-) -> Result<TokenCache, DataError> {
-    let mut key = format!("tokenizer={}", tokenizer.describe());
-    let files = match source {
+/// The token cache's key of `source` and `tokenizer`, and the corpus files. The key holds first what
+/// decides the tokens, by content: the tokenizer ([`Tokenizer::identity`]: a `tokenizer.json` by its
+/// size and CRC-32), the built-in corpus's parameters, each file's size and CRC-32 (every file is
+/// read whole), the text field; then ([`PATHS_SEPARATOR`]) the files' canonical paths.
+fn corpus_key(source: &CorpusSource, tokenizer: &Tokenizer) -> Result<(String, CorpusFiles), DataError> {
+    let mut key = format!("tokenizer={}", tokenizer.identity());
+    let listing = match source {
         CorpusSource::Builtin { n_docs, seed } => {
             key.push_str(&format!(";builtin={n_docs}:{seed}"));
-            Vec::new()
+            CorpusFiles::default()
         }
         CorpusSource::Files { paths, text_field } => {
-            let files = corpus_files(paths)?;
-            refuse_mixed(&files)?;
+            let listing = corpus_files(paths)?;
+            refuse_mixed(&listing.files)?;
             let mut places = String::new();
-            for file in &files {
+            for file in &listing.files {
                 let unreadable = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
                 let (checksum, len) = crate::io::file_crc32(file).map_err(unreadable)?;
                 let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
@@ -106,11 +103,39 @@ pub fn tokenize_corpus(
             if text_field != DEFAULT_TEXT_FIELD {
                 key.push_str(&format!(";text_field={text_field}"));
             }
-            // The content comes first: see [`TokenCache::content_fingerprint`].
             key.push_str(&format!("{PATHS_SEPARATOR}{places}"));
-            files
+            listing
         }
     };
+    Ok((key, listing))
+}
+
+/// The fingerprint of a cache key's content part (not where the files are).
+pub(crate) fn key_fingerprint(key: &str) -> String {
+    let content = key.split(PATHS_SEPARATOR).next().unwrap_or_default();
+    format!("{:016x}", stable_hash(content))
+}
+
+/// The content fingerprint that [`tokenize_corpus`] would give `source`'s cache
+/// ([`TokenCache::content_fingerprint`]), without tokenising: every file is read (checksummed).
+/// Equal fingerprints mean the same tokens; a file changed in place (even to the same size) changes it.
+pub fn corpus_fingerprint(source: &CorpusSource, tokenizer: &Tokenizer) -> Result<String, DataError> {
+    Ok(key_fingerprint(&corpus_key(source, tokenizer)?.0))
+}
+
+/// Tokenises `source` into a cache under `cache_root`, reused when the content ([`corpus_key`]: the
+/// files' sizes and checksums, every file read once per call) and the tokenizer are unchanged.
+/// Pre-tokenised `.bin` files are mapped as they are ([`TokenCache::from_token_files`]). Files and
+/// folders reached twice are read once, each skipped one named in a warning on standard error.
+pub fn tokenize_corpus(
+    source: &CorpusSource,
+    tokenizer: &Tokenizer,
+    cache_root: &Path,
+) -> Result<TokenCache, DataError> {
+    let (key, CorpusFiles { files, skipped }) = corpus_key(source, tokenizer)?;
+    for line in &skipped {
+        crate::errln!("warning: {line}");
+    }
     if files.first().is_some_and(|file| is_token_file(file)) {
         return TokenCache::from_token_files(&files, &key, tokenizer.eot(), tokenizer.vocab_size());
     }
@@ -143,7 +168,14 @@ pub fn tokenize_corpus(
                 files.iter().try_for_each(|file| read_documents(file, text_field, &mut push))?
             }
         }
-        flush(&mut batch)
+        flush(&mut batch)?;
+        // A file rewritten while it was read would leave tokens under the old content's key.
+        if corpus_key(source, tokenizer)?.0 != key {
+            return Err(DataError::Corpus(
+                "a data file changed while it was being tokenised: run again once the data is written".into(),
+            ));
+        }
+        Ok(())
     })
 }
 
@@ -173,11 +205,12 @@ pub fn train_valid_datasets(
     let (train_docs, valid_docs) = split_documents(cache.n_docs(), valid_fraction, seed)?;
     let train = PackedDataset::new(cache.clone(), &train_docs, seq_len);
     let valid = PackedDataset::new(cache, &valid_docs, seq_len);
-    for (name, set) in [("training", &train), ("validation", &valid)] {
+    // The fraction moves documents between the splits: the advice fits the split that is short.
+    for (name, set, fraction) in [("training", &train, "smaller"), ("validation", &valid, "larger")] {
         if set.is_empty() {
             return Err(DataError::Split(format!(
                 "the {name} split has {} tokens, fewer than one sequence of {} + 1; use more data, a shorter \
-                 --seq-len or a larger --valid-fraction",
+                 --seq-len or a {fraction} --valid-fraction (now {valid_fraction})",
                 set.n_tokens(),
                 seq_len
             )));

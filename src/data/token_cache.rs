@@ -70,8 +70,7 @@ impl TokenCache {
     /// A hash of what the cache was built from, the tokenizer and the files' content, not where
     /// the files are: two runs trained on the same data have the same fingerprint.
     pub fn content_fingerprint(&self) -> String {
-        let content = self.meta.key.split(super::PATHS_SEPARATOR).next().unwrap_or_default();
-        format!("{:016x}", stable_hash(content))
+        super::key_fingerprint(&self.meta.key)
     }
 
     /// Opens the cache in `dir` if it was built for `key`; otherwise builds it with `fill`, which

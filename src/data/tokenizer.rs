@@ -18,6 +18,8 @@ pub enum Tokenizer {
         eot: u32,
         /// Where it was loaded from.
         path: String,
+        /// The loaded file's size and CRC-32 ([`Tokenizer::identity`]).
+        content: String,
     },
 }
 
@@ -50,12 +52,15 @@ impl Tokenizer {
 
     #[cfg(feature = "tokenizers")]
     fn load_hugging_face(path: &Path, shown: String) -> Result<Self, DataError> {
-        let inner = tokenizers::Tokenizer::from_file(path)
+        // Read once: the checksum is of the very bytes parsed.
+        let bytes = std::fs::read(path).map_err(|e| DataError::Tokenizer(format!("{shown}: {e}")))?;
+        let content = format!("{}:crc32={:08x}", bytes.len(), crc32fast::hash(&bytes));
+        let inner = tokenizers::Tokenizer::from_bytes(&bytes)
             .map_err(|e| DataError::Tokenizer(format!("{shown}: not a valid tokenizer.json: {e}")))?;
         let eot = EOT_NAMES.iter().find_map(|name| inner.token_to_id(name)).ok_or_else(|| {
             DataError::Tokenizer(format!("{shown}: has none of the end-of-text tokens {}", EOT_NAMES.join(" ")))
         })?;
-        Ok(Tokenizer::HuggingFace { inner: Box::new(inner), eot, path: shown })
+        Ok(Tokenizer::HuggingFace { inner: Box::new(inner), eot, path: shown, content })
     }
 
     #[cfg(not(feature = "tokenizers"))]
@@ -123,6 +128,16 @@ impl Tokenizer {
             Tokenizer::Byte => "byte".to_string(),
             #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { path, .. } => format!("tokenizer.json:{path}:{}", self.vocab_size()),
+        }
+    }
+
+    /// What decides the tokens, by content (keys the token cache and the data fingerprint): `byte`,
+    /// or a `tokenizer.json`'s size and CRC-32 and vocabulary size, wherever the file lies.
+    pub fn identity(&self) -> String {
+        match self {
+            Tokenizer::Byte => "byte".to_string(),
+            #[cfg(feature = "tokenizers")]
+            Tokenizer::HuggingFace { content, .. } => format!("tokenizer.json:{content}:{}", self.vocab_size()),
         }
     }
 

@@ -191,15 +191,27 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    /// Reads a TOML (`.toml`) or JSON file; missing fields take their defaults, unknown ones are errors.
+    /// Reads a TOML (`.toml`) or JSON (`.json`) file; a file of another name is read as whichever
+    /// of the two its content is (the error names both attempts). Missing fields take their
+    /// defaults, unknown ones are errors.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-        let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
-        let parsed = if is_toml {
-            toml::from_str(&text).map_err(|e| e.to_string())
-        } else {
-            serde_json::from_str(&text).map_err(|e| e.to_string())
+        let toml = || toml::from_str(&text).map_err(|e| e.to_string());
+        let json = || serde_json::from_str(&text).map_err(|e| e.to_string());
+        let extension = path.extension().map(|ext| ext.to_string_lossy().to_lowercase());
+        let parsed = match extension.as_deref() {
+            Some("toml") => toml(),
+            Some("json") => json(),
+            _ => toml().or_else(|as_toml| {
+                json().map_err(|as_json| {
+                    format!(
+                        "neither TOML nor JSON (read as TOML: {}; read as JSON: {as_json}); fix it, and name it \
+                         .toml or .json",
+                        as_toml.trim_end()
+                    )
+                })
+            }),
         };
         parsed.map_err(|message| Error::file(path, ConfigError::Invalid { what: "training config", message }))
     }

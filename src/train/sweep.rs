@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::run::{model_config, setting_changes, train, validation_data, validation_loss, Start, RESUME_MAY_CHANGE};
 use super::run_dir::{take_lock, LOCK_FILE};
 use super::TrainConfig;
-use crate::data::{corpus_files, Tokenizer};
+use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::io::{verify_sum, write_atomically};
 use crate::measure::{first_non_finite_loss, read_metrics};
 use crate::model::load_run_model;
@@ -153,6 +153,10 @@ pub struct SweepRecord {
     pub seeds: Vec<u64>,
     /// The outcome of each pair by its key (`<scheme>/seed-<seed>`).
     pub outcomes: BTreeMap<String, PairOutcome>,
+    /// The content fingerprint of the `--data` files and tokenizer ([`corpus_fingerprint`]); `None`
+    /// for the built-in corpus and in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
 }
 
 /// A sweep to run: the shared settings (`config.out` is the sweep's directory), schemes and seeds.
@@ -240,6 +244,12 @@ impl Sweep {
     /// same training settings (any settings while nothing is trained yet). Returns the outcomes
     /// recorded so far whose run directories still exist (a deleted one is trained again).
     pub fn check(&self) -> Result<BTreeMap<String, PairOutcome>, Error> {
+        self.checked().map(|(outcomes, _)| outcomes)
+    }
+
+    /// [`check`](Self::check), and the data's content fingerprint: a sweep under way refuses data
+    /// whose content changed (a file rewritten in place under the same name).
+    fn checked(&self) -> Result<(BTreeMap<String, PairOutcome>, Option<String>), Error> {
         if let Some(norm) = &self.config.norm {
             return Err(ConfigError::Conflict(format!(
                 "--norm {norm} (or `norm` in the config) does not apply to a sweep: list the schemes with --schemes"
@@ -252,10 +262,14 @@ impl Sweep {
             model_config(&config)?;
         }
         crate::parse_devices(&self.config.device)?;
-        Tokenizer::from_spec(&self.config.tokenizer)?;
-        if !self.config.data.is_empty() {
-            corpus_files(&self.config.data)?;
-        }
+        let tokenizer = Tokenizer::from_spec(&self.config.tokenizer)?;
+        let data = match &self.config.data[..] {
+            [] => None,
+            paths => {
+                let source = CorpusSource::Files { paths: paths.to_vec(), text_field: self.config.text_field.clone() };
+                Some(corpus_fingerprint(&source, &tokenizer)?)
+            }
+        };
         let out = &self.config.out;
         let record_path = out.join(SWEEP_FILE);
         if record_path.exists() {
@@ -292,9 +306,17 @@ impl Sweep {
                     ),
                 ));
             }
+            if started && record.data.is_some() && record.data != data {
+                return Err(Error::file(
+                    out,
+                    "holds a sweep trained on other data: the content of the --data files (or of the tokenizer) \
+                     changed since it began, so new pairs would not be comparable with those done; restore the \
+                     data, or give a new --out for a new sweep",
+                ));
+            }
             let mut outcomes = record.outcomes;
             outcomes.retain(|key, _| out.join(key).is_dir());
-            return Ok(outcomes);
+            return Ok((outcomes, data));
         }
         let empty = match std::fs::read_dir(out) {
             // The sweep's lock, and a record a killed sweep was writing, are the sweep's own.
@@ -311,7 +333,7 @@ impl Sweep {
                 format!("is not empty and holds no {SWEEP_FILE}: not a sweep directory; give a new or empty --out"),
             ));
         }
-        Ok(BTreeMap::new())
+        Ok((BTreeMap::new(), data))
     }
 
     /// Runs every pair not yet done and returns the record of the whole sweep. An error other
@@ -323,11 +345,13 @@ impl Sweep {
         std::fs::create_dir_all(out).map_err(|e| Error::file(out, e))?;
         // One sweep at a time in a directory; the outcomes are read again under the lock.
         let _lock = take_lock(&out.join(LOCK_FILE)).map_err(|e| Error::file(out, e))?;
+        let (outcomes, data) = self.checked()?;
         let mut record = SweepRecord {
             config: self.config.clone(),
             schemes: self.schemes.clone(),
             seeds: self.seeds.clone(),
-            outcomes: self.check()?,
+            outcomes,
+            data,
         };
         self.write_record(&record)?;
         let pairs = self.pairs();

@@ -241,7 +241,7 @@ fn a_downloaded_folder_reads_its_parquet_shards_and_not_the_hidden_files() {
     std::fs::copy(&fixture, metadata.join("000_00000.parquet")).unwrap();
     std::fs::write(metadata.join("000_00000.parquet.metadata"), "0123\n").unwrap();
     std::fs::copy(&fixture, root.join(".hidden.parquet")).unwrap();
-    assert_eq!(corpus_files(std::slice::from_ref(&root)).unwrap(), [shard]);
+    assert_eq!(corpus_files(std::slice::from_ref(&root)).unwrap().files, [shard]);
 
     let cache = tokenize_corpus(&CorpusSource::files(vec![root]), &Tokenizer::Byte, &dir.path().join("cache")).unwrap();
     let expected: Vec<String> = rows.into_iter().flatten().filter(|text| !text.is_empty()).collect();
