@@ -25,4 +25,6 @@ pub use plot::{Heatmap, LineChart, Series};
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report};
 #[cfg(feature = "train")]
-pub use sweep_report::{results_markdown, sweep_results, write_sweep_report, LossCurves, SchemeResult};
+pub use sweep_report::{
+    results_markdown, sweep_loss_curves, sweep_results, write_sweep_report, LossCurves, SchemeResult,
+};
