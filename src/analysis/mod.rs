@@ -15,7 +15,7 @@ mod sweep_report;
 mod trace_statistics;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
-pub use comparison::{unique_labels, write_comparison, ComparedRun, RunSummary};
+pub use comparison::{path_labels, unique_labels, write_comparison, ComparedRun, RunSummary};
 pub use figures::{
     angular_heatmap, variance_chart, write_comparison_figures, write_report_figures, write_tracking_figures,
 };
