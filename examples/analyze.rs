@@ -17,8 +17,8 @@ use std::sync::Arc;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use layernorm_scaling::analysis::{
-    analyze, choice_report, longest_choice_tokens, read_choice_items, unique_labels, write_comparison, AnalysisOptions,
-    ChoiceItem, ComparedRun, Report,
+    analyze, choice_report, longest_choice_tokens, path_labels, read_choice_items, unique_labels, write_comparison,
+    AnalysisOptions, ChoiceItem, ComparedRun, Report,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
 use layernorm_scaling::io::check_replaceable_dir;
@@ -37,7 +37,8 @@ struct Args {
     /// Hugging Face model directories (config.json, safetensors, tokenizer.json), analysed like runs.
     #[arg(long, num_args = 1..)]
     hf_dir: Vec<PathBuf>,
-    /// Legend labels of the runs (default: the run directories' names).
+    /// Legend labels of the runs (default: the shortest ends of their paths that differ, e.g.
+    /// `pre-ln/seed-1` and `lns/seed-1`).
     #[arg(long, num_args = 1..)]
     label: Vec<String>,
     /// Analyse the checkpoint of this epoch instead of the final model.
@@ -222,9 +223,7 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         out!("{}", report.summary(&run.title));
     } else {
         let names: Vec<String> = if args.label.is_empty() {
-            runs.iter()
-                .map(|r| r.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
-                .collect()
+            path_labels(&runs.iter().map(|r| r.dir.as_path()).collect::<Vec<_>>())
         } else {
             args.label.clone()
         };

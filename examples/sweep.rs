@@ -13,8 +13,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use layernorm_scaling::analysis::{analyze, write_sweep_report, AnalysisOptions, ComparedRun, LossCurves};
-use layernorm_scaling::measure::read_metrics;
+use layernorm_scaling::analysis::{analyze, sweep_loss_curves, write_sweep_report, AnalysisOptions, ComparedRun};
 use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{
     parse_schemes, parse_seeds, validation_data, PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
@@ -76,7 +75,7 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
         SweepEvent::Done { pair, outcome } => outln!("sweep: {} {}", pair.key(), describe(outcome)),
     })?;
     let report_dir = sweep.config.out.join("report");
-    let curves = loss_curves(&sweep, &record);
+    let curves = sweep_loss_curves(&sweep, &record);
     let diagnostics = if args.no_diagnostics { Vec::new() } else { diagnostics(&sweep, &record)? };
     let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics)
         .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;
@@ -91,23 +90,6 @@ fn describe(outcome: &PairOutcome) -> String {
         PairOutcome::Finished { valid_loss } => format!("finished: validation loss {valid_loss:.4}"),
         PairOutcome::Diverged { reason } => format!("diverged: {reason}"),
     }
-}
-
-/// Each scheme's loss curves, averaged over its seeds (diverged ones up to their last finite loss).
-fn loss_curves(sweep: &Sweep, record: &SweepRecord) -> Vec<(String, LossCurves)> {
-    sweep
-        .schemes
-        .iter()
-        .map(|scheme| {
-            let runs: Vec<_> = sweep
-                .pairs()
-                .into_iter()
-                .filter(|p| &p.scheme == scheme && record.outcomes.contains_key(&p.key()))
-                .filter_map(|p| read_metrics(&p.dir).ok())
-                .collect();
-            (scheme.to_string(), LossCurves::of(&runs))
-        })
-        .collect()
 }
 
 /// The diagnostics of each scheme's first finished seed whose model loads, on that run's

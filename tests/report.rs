@@ -291,11 +291,28 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(!report.join("multiple_choice_drop.png").exists(), "the old report was replaced whole");
 
+    // Two runs of a sweep, both `seed-1`, are labelled by scheme and seed.
+    let (pre_ln, lns) = (dir.path().join("sweep/pre-ln/seed-1"), dir.path().join("sweep/lns/seed-1"));
+    for (from, to) in [(&a, &pre_ln), (&b, &lns)] {
+        std::fs::create_dir_all(to).unwrap();
+        for file in ["model.json", "model.bpk", "model.bpk.sum"] {
+            std::fs::copy(from.join(file), to.join(file)).unwrap();
+        }
+    }
     let out = dir.path().join("comparison");
-    let output =
-        Command::new(&analyze).arg("--run").arg(&a).arg(&b).arg("--out").arg(&out).args(common).output().unwrap();
+    let output = Command::new(&analyze)
+        .arg("--run")
+        .arg(&pre_ln)
+        .arg(&lns)
+        .arg("--out")
+        .arg(&out)
+        .args(common)
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(std::fs::read_to_string(out.join("comparison.md")).unwrap().contains("| lns | 4 |"));
+    let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
+    assert!(md.contains("| pre-ln/seed-1 | 4 |") && md.contains("| lns/seed-1 | 4 |"), "{md}");
+    assert!(out.join("pre-ln/seed-1/summary.md").is_file() && out.join("lns/seed-1/summary.md").is_file());
     assert_png_not_blank(&out.join("variance.png"));
 
     // Bad input: a clear message, a non-zero exit, no panic, and no report directory written.

@@ -51,7 +51,17 @@ fn assert_figure(path: &Path) {
 fn a_sweep_trains_every_pair_once_and_reports_the_runs_own_numbers() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
-    let args = ["--schemes", "pre-ln,lns", "--seeds", "1,2"];
+    // Settings that serde_json without `float_roundtrip` reads back from sweep.json one ulp off.
+    let args = [
+        "--schemes",
+        "pre-ln,lns",
+        "--seeds",
+        "1,2",
+        "--lr",
+        "0.0020006666666666758",
+        "--valid-fraction",
+        "0.09090909090909091",
+    ];
     run(&mut sweep_command(&out, &args));
     for file in ["results.md", "results.csv", "results.json", "loss_vs_steps.png", "loss_vs_tokens.png"] {
         assert!(out.join("report").join(file).is_file(), "{file}");
@@ -97,12 +107,15 @@ fn a_sweep_trains_every_pair_once_and_reports_the_runs_own_numbers() {
     };
     assert_ne!(first_loss("pre-ln", 1), first_loss("pre-ln", 2));
 
-    // A rerun trains nothing and writes the same table.
+    // A rerun trains nothing and rewrites the record and the table byte for byte.
+    let files = |out: &Path| ["sweep.json", "report/results.csv"].map(|f| std::fs::read(out.join(f)).unwrap());
+    let before = files(&out);
     let output = run(&mut sweep_command(&out, &args));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(stdout.matches("already finished").count(), 4, "{stdout}");
     assert!(!stdout.contains("=== sweep"), "{stdout}");
     assert_eq!(results(&out), table);
+    assert!(files(&out) == before, "sweep.json and results.csv are unchanged");
 
     // Killed mid-sweep and run again, it gives the uninterrupted table.
     let killed = dir.path().join("killed");
@@ -202,13 +215,27 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
     let out = dir.path().join("sweep");
     run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
     std::fs::remove_dir_all(out.join("lns/seed-1")).unwrap();
+    // A damaged metrics.jsonl leaves its run out of the curves, with a warning naming it.
+    let metrics = out.join("pre-ln/seed-1/metrics.jsonl");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    std::fs::write(&metrics, format!("{{\"split\": \"tr\n{text}")).unwrap();
     let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("training lns seed 1") && stdout.contains("pre-ln/seed-1 already"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let warning = format!("warning: the loss curves leave out pre-ln/seed-1: {}: line 1", metrics.display());
+    assert!(stderr.contains(&warning), "{stderr}");
     // Both pairs shared one token cache.
     assert!(out.join(".token-cache").is_dir() && !out.join("lns/.token-cache").exists());
 
-    run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));
+    // So does a missing one.
+    std::fs::remove_file(out.join("lns/seed-1/metrics.jsonl")).unwrap();
+    let output = run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: the loss curves leave out lns/seed-1") && stderr.contains("cannot read"),
+        "{stderr}"
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
     assert_eq!(report["results"].as_array().unwrap().len(), 1);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use common::{cpu, quick, ParamValues};
-use layernorm_scaling::measure::read_metrics;
+use layernorm_scaling::measure::{read_metrics, read_tracking};
 use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::Error;
@@ -69,11 +69,12 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
     let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
     let mut config = quick(&whole, 20, 10);
     config.clip_grad_norm = Some(1.0);
+    config.track_every = Some(3);
     train(&config, Start::New).unwrap();
 
-    // The same run, interrupted after step 10: its directory as it was then.
+    // The same run, killed after step 10 (its logs may run past its last checkpoint).
     std::fs::create_dir_all(resumed.join("checkpoint")).unwrap();
-    for file in ["train.json", "model.json"] {
+    for file in ["train.json", "model.json", "metrics.jsonl", "tracking.jsonl"] {
         std::fs::copy(whole.join(file), resumed.join(file)).unwrap();
     }
     for kind in ["model", "optim", "scheduler"] {
@@ -94,6 +95,16 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
     assert_eq!(losses(&whole).len(), 10);
     assert_eq!(losses(&whole), losses(&resumed), "the same losses, to the last digit");
     assert_eq!(parameters(&whole), parameters(&resumed), "the same weights, bit for bit");
+
+    // The resume rewrites the rows before its checkpoint byte for byte.
+    let first_lines = |dir: &Path, file: &str, n: usize| -> Vec<String> {
+        std::fs::read_to_string(dir.join(file)).unwrap().lines().take(n).map(String::from).collect()
+    };
+    let kept = read_metrics(&whole).unwrap().iter().filter(|r| r.epoch == 1).count();
+    assert_eq!(first_lines(&resumed, "metrics.jsonl", kept), first_lines(&whole, "metrics.jsonl", kept));
+    let kept = read_tracking(&whole).unwrap().iter().filter(|r| r.step < 10).count();
+    assert_eq!(kept, 4, "steps 0, 3, 6 and 9");
+    assert_eq!(first_lines(&resumed, "tracking.jsonl", kept), first_lines(&whole, "tracking.jsonl", kept));
 }
 
 fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {

@@ -1,6 +1,6 @@
 //! Several reports side by side (e.g. Pre-LN against LNS): the curves overlaid and one table.
 
-use std::path::Path;
+use std::path::{Component, Path};
 
 use serde::Serialize;
 
@@ -10,7 +10,7 @@ use super::Report;
 /// One run of a comparison.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComparedRun {
-    /// Short label: the legend entry and the name of the run's sub-directory.
+    /// Short label: the legend entry and the run's sub-directory (from [`unique_labels`]).
     pub label: String,
     /// Title of the run's own report.
     pub title: String,
@@ -61,17 +61,59 @@ impl RunSummary {
     }
 }
 
-/// Makes `labels` unique and usable as directory names (`a`, `a` becomes `a`, `a-2`).
+/// Labels that tell runs apart by their directories: the shortest ends of their paths, in whole
+/// components, that differ between every two runs (`pre-ln/seed-1` and `lns/seed-1` for two
+/// runs of a sweep; `pre-ln` and `lns` for `runs/pre-ln` and `runs/lns`).
+pub fn path_labels(dirs: &[&Path]) -> Vec<String> {
+    let parts: Vec<Vec<String>> = dirs
+        .iter()
+        .map(|dir| {
+            let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+            let names = dir.components().filter_map(|c| match c {
+                Component::Normal(name) => Some(name.to_string_lossy().into_owned()),
+                _ => None,
+            });
+            names.collect()
+        })
+        .collect();
+    let ends = |n: usize| -> Vec<String> { parts.iter().map(|p| p[p.len().saturating_sub(n)..].join("/")).collect() };
+    let distinct = |labels: &[String]| labels.iter().enumerate().all(|(i, l)| !labels[..i].contains(l));
+    let longest = parts.iter().map(Vec::len).max().unwrap_or(0);
+    // The same directory twice never differs: its last name then, made unique by `unique_labels`.
+    ends((1..=longest).find(|&n| distinct(&ends(n))).unwrap_or(1))
+}
+
+/// Makes `labels` unique and usable as relative directory paths (`/` separates directories):
+/// other characters than ASCII letters, digits and `-_.` become `-`. A label that is taken, or
+/// that would hold or be held by a taken one's directory, gets a number on its first directory
+/// (`a`, `a`, `a/b` become `a`, `a-2`, `a-3/b`; a label of dots only becomes `run`).
 pub fn unique_labels(labels: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for label in labels {
-        let clean: String =
-            label.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' }).collect();
-        let clean = if clean.trim_matches('.').is_empty() { "run".to_string() } else { clean };
-        let mut candidate = clean.clone();
+        let names: Vec<String> = label
+            .split('/')
+            .filter(|name| !name.is_empty())
+            .map(|name| {
+                let clean: String = name
+                    .chars()
+                    .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' })
+                    .collect();
+                if clean.trim_matches('.').is_empty() {
+                    "run".to_string()
+                } else {
+                    clean
+                }
+            })
+            .collect();
+        let (first, rest) = match names.split_first() {
+            Some((first, rest)) => (first.clone(), rest.iter().map(|name| format!("/{name}")).collect()),
+            None => ("run".to_string(), String::new()),
+        };
+        let overlaps = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}/")) || b.starts_with(&format!("{a}/"));
+        let mut candidate = format!("{first}{rest}");
         let mut n = 2;
-        while out.contains(&candidate) {
-            candidate = format!("{clean}-{n}");
+        while out.iter().any(|taken| overlaps(taken, &candidate)) {
+            candidate = format!("{first}-{n}{rest}");
             n += 1;
         }
         out.push(candidate);
@@ -85,6 +127,9 @@ pub fn write_comparison(runs: &[ComparedRun], dir: &Path) -> std::io::Result<()>
     crate::io::write_dir_atomically(dir, "comparison.json", |tmp| {
         for run in runs {
             let sub = tmp.join(&run.label);
+            if let Some(parent) = sub.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
             std::fs::create_dir(&sub)?;
             run.report.write_into(&sub, &run.title)?;
         }
@@ -129,4 +174,30 @@ fn comparison_markdown(runs: &[ComparedRun], summaries: &[RunSummary], figures: 
         md.push_str(&format!("![{name}]({name})\n\n"));
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{path_labels, unique_labels};
+
+    fn labels(dirs: &[&str]) -> Vec<String> {
+        let dirs: Vec<&Path> = dirs.iter().map(Path::new).collect();
+        unique_labels(&path_labels(&dirs))
+    }
+
+    #[test]
+    fn runs_are_labelled_by_the_shortest_ends_of_their_paths_that_differ() {
+        assert_eq!(labels(&["runs/sweep/pre-ln/seed-1", "runs/sweep/lns/seed-1"]), ["pre-ln/seed-1", "lns/seed-1"]);
+        assert_eq!(labels(&["runs/pre-ln", "/tmp/lns/"]), ["pre-ln", "lns"]);
+        assert_eq!(labels(&["a/x/seed-1", "b/x/seed-1", "b/x/seed-2"]), ["a/x/seed-1", "b/x/seed-1", "b/x/seed-2"]);
+        assert_eq!(labels(&["runs/lns", "runs/lns"]), ["lns", "lns-2"]);
+    }
+
+    #[test]
+    fn labels_are_unique_directories_that_do_not_hold_each_other() {
+        let given = ["x y", "x y", "a/b", "a", "../..", "", "lns/seed-1"].map(String::from);
+        assert_eq!(unique_labels(&given), ["x-y", "x-y-2", "a/b", "a-2", "run/run", "run-2", "lns/seed-1"]);
+    }
 }

@@ -15,7 +15,7 @@ mod sweep_report;
 mod trace_statistics;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
-pub use comparison::{unique_labels, write_comparison, ComparedRun, RunSummary};
+pub use comparison::{path_labels, unique_labels, write_comparison, ComparedRun, RunSummary};
 pub use figures::{
     angular_heatmap, variance_chart, write_comparison_figures, write_report_figures, write_tracking_figures,
 };
@@ -27,4 +27,6 @@ pub use plot::{Heatmap, LineChart, Series};
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report};
 #[cfg(feature = "train")]
-pub use sweep_report::{results_markdown, sweep_results, write_sweep_report, LossCurves, SchemeResult};
+pub use sweep_report::{
+    results_markdown, sweep_loss_curves, sweep_results, write_sweep_report, LossCurves, SchemeResult,
+};

@@ -25,6 +25,22 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+impl Series {
+    /// The points that can be drawn: both coordinates finite.
+    fn finite_points(&self) -> Vec<(f64, f64)> {
+        self.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect()
+    }
+
+    /// The legend entry: the label, marked `(no data)` when the series has no point to draw.
+    pub fn legend_label(&self) -> String {
+        if self.finite_points().is_empty() {
+            format!("{} (no data)", self.label)
+        } else {
+            self.label.clone()
+        }
+    }
+}
+
 /// A line chart with a title, axis labels and a legend.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LineChart {
@@ -194,12 +210,11 @@ impl LineChart {
         let n = self.series.len();
         for (i, series) in self.series.iter().enumerate() {
             let colour = series_colour(i, n);
-            let finite: Vec<(f64, f64)> =
-                series.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
+            let finite = series.finite_points();
             chart
                 .draw_series(LineSeries::new(finite.clone(), colour.stroke_width(2)))
                 .map_err(plot_error)?
-                .label(&series.label)
+                .label(series.legend_label())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(3)));
             chart.draw_series(finite.into_iter().map(|p| Circle::new(p, 3, colour.filled()))).map_err(plot_error)?;
         }
@@ -321,5 +336,13 @@ mod tests {
         assert_eq!(super::axis_number(123456.0), "1.23e5");
         assert_eq!(super::axis_number(0.0), "0");
         assert_eq!(super::axis_number(-3.0), "-3");
+    }
+
+    #[test]
+    fn a_series_with_nothing_to_draw_is_marked_in_the_legend() {
+        let series = |points: Vec<(f64, f64)>| super::Series { label: "lns train".into(), points };
+        assert_eq!(series(vec![]).legend_label(), "lns train (no data)");
+        assert_eq!(series(vec![(1.0, f64::NAN), (f64::INFINITY, 2.0)]).legend_label(), "lns train (no data)");
+        assert_eq!(series(vec![(1.0, f64::NAN), (2.0, 5.5)]).legend_label(), "lns train");
     }
 }

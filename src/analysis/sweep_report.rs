@@ -10,8 +10,9 @@ use serde::Serialize;
 
 use super::comparison::{write_comparison, ComparedRun};
 use super::plot::LineChart;
-use crate::measure::MetricRow;
-use crate::train::{PairOutcome, SweepRecord};
+use crate::measure::{read_metrics, MetricRow};
+use crate::norm::NormScheme;
+use crate::train::{PairOutcome, Sweep, SweepRecord};
 
 /// One scheme's row of the table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -177,6 +178,25 @@ impl LossCurves {
         };
         Self { train: curve("train"), valid: curve("valid") }
     }
+}
+
+/// Each scheme's loss curves from the runs of its pairs that `record` holds, averaged over seeds
+/// (diverged ones up to their last finite loss). A run whose `metrics.jsonl` cannot be read is
+/// left out with a warning naming the file; a scheme left with no run is marked `(no data)` in
+/// the figures' legend.
+pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> Vec<(String, LossCurves)> {
+    let pairs = sweep.pairs();
+    let curves = |scheme: &NormScheme| {
+        let mut runs = Vec::new();
+        for pair in pairs.iter().filter(|p| &p.scheme == scheme && record.outcomes.contains_key(&p.key())) {
+            match read_metrics(&pair.dir) {
+                Ok(rows) => runs.push(rows),
+                Err(e) => crate::errln!("warning: the loss curves leave out {}: {e}", pair.key()),
+            }
+        }
+        LossCurves::of(&runs)
+    };
+    sweep.schemes.iter().map(|scheme| (scheme.to_string(), curves(scheme))).collect()
 }
 
 /// Writes the overlaid loss curves against steps and against tokens (`tokens_per_step` each).

@@ -699,3 +699,20 @@ fn diverged(config: &TrainConfig, dir: &RunDir, reason: String) -> Error {
     };
     Error::Diverged(format!("{reason}; {kept}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_read_back_from_train_json_are_unchanged() {
+        // Values that serde_json without `float_roundtrip` reads back one ulp off.
+        let config =
+            TrainConfig { lr: 0.00020412414523193154, valid_fraction: 0.09090909090909091, ..Default::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        let saved = TrainConfig::from_file(&path).unwrap();
+        assert_eq!(resume_changes(&saved, &config), (Vec::new(), Vec::new()));
+    }
+}

@@ -438,3 +438,44 @@ fn final_valid_loss(config: &TrainConfig) -> Result<f64, Error> {
     let (model, _) = load_run_model(&config.out, None, &devices[0])?;
     validation_loss(config, &model, &validation_data(config)?, devices.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::tests::random_floats;
+
+    #[test]
+    fn a_sweep_record_reads_back_bit_identical_and_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        // Values that serde_json without `float_roundtrip` reads back one ulp off.
+        let config = TrainConfig {
+            lr: 0.00020412414523193154,
+            valid_fraction: 0.09090909090909091,
+            device: "flex".into(),
+            out: dir.path().to_path_buf(),
+            ..TrainConfig::default()
+        };
+        let losses = random_floats(400);
+        let sweep = Sweep { config, schemes: vec!["lns".parse().unwrap()], seeds: (1..=losses.len() as u64).collect() };
+        let mut outcomes = BTreeMap::new();
+        for (pair, &valid_loss) in sweep.pairs().iter().zip(&losses) {
+            std::fs::create_dir_all(&pair.dir).unwrap();
+            outcomes.insert(pair.key(), PairOutcome::Finished { valid_loss });
+        }
+        let record = SweepRecord {
+            config: sweep.config.clone(),
+            schemes: sweep.schemes.clone(),
+            seeds: sweep.seeds.clone(),
+            outcomes: outcomes.clone(),
+        };
+        sweep.write_record(&record).unwrap();
+        let written = std::fs::read(dir.path().join(SWEEP_FILE)).unwrap();
+
+        // The same settings are not "other training settings", and every loss reads back exactly.
+        let read = sweep.check().unwrap();
+        assert_eq!(read, outcomes, "every loss to the last bit");
+        // Written again from what was read, the record is the same bytes.
+        sweep.write_record(&SweepRecord { outcomes: read, ..record }).unwrap();
+        assert_eq!(std::fs::read(dir.path().join(SWEEP_FILE)).unwrap(), written);
+    }
+}
