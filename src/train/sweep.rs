@@ -414,7 +414,14 @@ fn shared(config: &TrainConfig) -> TrainConfig {
 /// finite, or its final validation loss is not below its first training loss (the model ends no
 /// better than its initial weights).
 fn finished_outcome(config: &TrainConfig, valid_loss: f64) -> PairOutcome {
-    let rows = read_metrics(&config.out).unwrap_or_default();
+    let rows = read_metrics(&config.out).unwrap_or_else(|e| {
+        crate::errln!(
+            "warning: {}: cannot check the training loss for divergence ({e}); the outcome rests on the final \
+             validation loss alone",
+            config.out.display()
+        );
+        Vec::new()
+    });
     let reason = if !valid_loss.is_finite() {
         format!("the validation loss is {valid_loss}")
     } else if let Some(row) = first_non_finite_loss(&rows) {
