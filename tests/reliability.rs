@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{cpu, example, quick, ParamValues};
+use common::{example, quick, snapshot, weights};
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig};
@@ -18,29 +18,6 @@ fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
     let err = train(config, start).unwrap_err();
     assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
     err
-}
-
-/// Every file below `dir` with its bytes, to check that nothing changed.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        for entry in std::fs::read_dir(&path).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if entry.file_name() != ".lock" {
-                files.push((path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
-/// The final model's parameter values (the `.bpk` bytes also hold per-process parameter ids).
-fn weights(out: &Path) -> Vec<(String, Vec<f32>)> {
-    ParamValues::of(&load_run_model(out, None, &cpu()).unwrap().0)
 }
 
 fn finished_run(dir: &Path) -> TrainConfig {

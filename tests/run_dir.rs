@@ -5,35 +5,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{cpu, example, quick, ParamValues};
+use common::{cpu, example, quick, snapshot, weights};
 use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
 use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, PREVIOUS_RUN};
-
-/// Every file below `dir` (but the lock) with its bytes.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        for entry in std::fs::read_dir(&path).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if entry.file_name() != ".lock" {
-                files.push((path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
-fn weights(out: &Path) -> Vec<(String, Vec<f32>)> {
-    ParamValues::of(&load_run_model(out, None, &cpu()).unwrap().0)
-}
 
 /// A finished 10-step run in `<dir>/run` with a report of its own in `analysis/`.
 fn finished_run(dir: &Path) -> TrainConfig {

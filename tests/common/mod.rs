@@ -140,3 +140,27 @@ pub fn example(name: &str) -> std::path::PathBuf {
     assert!(path.is_file(), "{} is not built; run the tests with cargo test", path.display());
     path
 }
+
+/// Every file below `dir` (but the lock) with its bytes, to check that nothing changed.
+pub fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if entry.file_name() != ".lock" {
+                files.push((path.strip_prefix(dir).unwrap().to_path_buf(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The parameter values of the final model of the run in `out` (the `.bpk` bytes also hold
+/// per-process parameter ids).
+pub fn weights(out: &std::path::Path) -> Vec<(String, Vec<f32>)> {
+    ParamValues::of(&layernorm_scaling::model::load_run_model(out, None, &cpu()).unwrap().0)
+}
