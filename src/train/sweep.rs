@@ -474,6 +474,7 @@ mod tests {
             schemes: sweep.schemes.clone(),
             seeds: sweep.seeds.clone(),
             outcomes: outcomes.clone(),
+            data: None,
         };
         sweep.write_record(&record).unwrap();
         let written = std::fs::read(dir.path().join(SWEEP_FILE)).unwrap();
