@@ -9,8 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
+use layernorm_scaling::console::write_result;
 use layernorm_scaling::model::{generate, load_model_dir, SamplingConfig};
-use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error};
+use layernorm_scaling::{cli, parse_device, ConfigError, Error};
 
 /// Generate text from a run directory of the train example.
 #[derive(Parser, Debug)]
@@ -73,7 +74,7 @@ fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     for sample in 0..args.samples {
         let config = SamplingConfig { seed: sampling.seed.wrapping_add(sample as u64), ..sampling.clone() };
         let text = tokenizer.decode(&generate(&model, &prompt, &config))?;
-        outln!("--- sample {}\n{}{}", sample + 1, args.prompt, text);
+        write_result(format_args!("--- sample {}\n{}{}", sample + 1, args.prompt, text))?;
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use layernorm_scaling::console::write_result;
 use layernorm_scaling::hf::{export_hf, load_hf_model};
 use layernorm_scaling::model::{load_run_model, retrofit, tokenizer_spec};
 use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
@@ -60,6 +61,7 @@ enum Command {
         norm: NormScheme,
     },
     /// Write a run of the train example as a Hugging Face directory.
+    #[command(allow_negative_numbers = true)]
     Export {
         /// Run directory (model.json + model.bpk).
         #[arg(long)]
@@ -115,13 +117,13 @@ fn run(args: Args) -> Result<(), Error> {
                 .expect("logits converted to f32");
             let rows: Vec<&[f32]> = logits.chunks(vocab as usize).collect();
             if json {
-                outln!("{}", serde_json::json!({"input_ids": ids, "logits": rows}));
+                write_result(format_args!("{}", serde_json::json!({"input_ids": ids, "logits": rows})))?;
             } else {
                 for (position, (id, row)) in ids.iter().zip(&rows).enumerate() {
                     let mut order: Vec<usize> = (0..row.len()).collect();
                     order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
                     let top: Vec<String> = order.iter().take(5).map(|&t| format!("{t}:{:.3}", row[t])).collect();
-                    outln!("position {position} (token {id}): top logits {}", top.join(" "));
+                    write_result(format_args!("position {position} (token {id}): top logits {}", top.join(" ")))?;
                 }
             }
             Ok(())

@@ -1,6 +1,8 @@
 //! Printing that never stops a program: a closed or full standard output (`train ... | head -3`)
 //! loses the lines written to it, never the training behind them. `println!` panics when a write
-//! fails; these macros drop what cannot be written.
+//! fails; these macros drop what cannot be written. A program's result on standard output (logits,
+//! samples) goes through [`write_result`] instead: a reader that closed the pipe is done with it,
+//! but any other failed write (a full disk) is an error.
 
 use std::io::Write;
 
@@ -32,4 +34,17 @@ pub fn write_out(text: std::fmt::Arguments) {
 /// Writes `text` to standard error, ignoring failures (use [`errln!`]).
 pub fn write_err(text: std::fmt::Arguments) {
     let _ = std::io::stderr().lock().write_fmt(text);
+}
+
+/// Writes a line of a program's result to standard output and flushes it. A closed pipe
+/// (`| head`) is not an error: the reader has what it wanted. Any other failure (a full disk
+/// under `> file`) is, so that a cut-short result never exits with success.
+pub fn write_result(text: std::fmt::Arguments) -> Result<(), crate::Error> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(format_args!("{text}\n")).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(crate::Error::file(std::path::Path::new("standard output"), format!("cannot write the result: {e}")))
+        }
+        _ => Ok(()),
+    }
 }

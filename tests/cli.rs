@@ -64,6 +64,32 @@ fn mistral_with_window(dir: &Path, window: usize) -> PathBuf {
 }
 
 #[test]
+fn a_result_that_cannot_be_written_is_an_error_not_a_success() {
+    // A full disk under `> file`: the logits or samples would be cut short.
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let model = fixture("llama_mha_untied");
+    let output = Command::new(example("generate"))
+        .arg("--hf-dir")
+        .arg(&model)
+        .args(["--prompt", "the cat", "--max-tokens", "4", "--samples", "1", "--device", "flex"])
+        .stdout(full())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write the result") && !stderr.contains("panicked"), "{stderr}");
+    let output = Command::new(example("hf"))
+        .args(["logits", "--json", "--tokens", "1,2,3", "--device", "flex", "--hf-dir"])
+        .arg(&model)
+        .stdout(full())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write the result"), "{stderr}");
+}
+
+#[test]
 fn a_closed_standard_output_changes_nothing_a_program_does() {
     let tmp = tempfile::tempdir().unwrap();
     let output =

@@ -203,3 +203,52 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     assert!(err.contains("is a sweep: give one of its runs"), "{err}");
     assert!(!dir.path().join("new").exists());
 }
+
+#[test]
+fn a_replacement_killed_after_its_first_checkpoint_keeps_the_old_run_until_it_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert!(train_example(&out, &[], None).status.success());
+    let old_model = std::fs::read(out.join("model.bpk")).unwrap();
+    // Killed when the new run checkpoints for the third time: its first checkpoint is complete.
+    let new_run = ["--seed", "7", "--steps", "20"];
+    assert!(!train_example(&out, &[&new_run[..], &["--overwrite"]].concat(), Some("checkpoint:3")).status.success());
+    let err = load_run_model(&out, None, &cpu()).unwrap_err().to_string();
+    assert!(err.contains(".previous-run") && err.contains("--config"), "{err}");
+    // A resume with the old run's settings is refused, and deletes nothing.
+    let refused = train_example(&out, &["--resume"], None);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("seed: 7 -> 1"));
+    assert_eq!(std::fs::read(out.join(PREVIOUS_RUN).join("model.bpk")).unwrap(), old_model, "the old run is kept");
+    // A resume of the new run finishes it; then the old run goes.
+    let resumed = train_example(&out, &[&new_run[..], &["--resume"]].concat(), None);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(!out.join(PREVIOUS_RUN).exists());
+    assert!(verify_sum(&out.join("model.bpk")).is_ok());
+}
+
+#[test]
+fn a_final_model_that_fails_its_checksum_is_never_trained_over_from_step_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
+    std::fs::write(config.out.join("model.bpk.sum"), "crc32 00000000 bytes 1\n").unwrap();
+    let before = snapshot(&config.out);
+    let err = train(&TrainConfig { lr: 0.01, ..config.clone() }, Start::Resume).unwrap_err().to_string();
+    assert!(err.contains("does not match its checksum") && err.contains("move model.bpk"), "{err}");
+    assert_eq!(snapshot(&config.out), before, "nothing written");
+}
+
+#[test]
+fn sizes_that_would_overflow_or_exhaust_memory_are_refused_before_the_directory_is_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    for (config, expected) in [
+        (TrainConfig { eval_batches: usize::MAX, ..quick(&out, 10, 5) }, "eval_batches"),
+        (TrainConfig { builtin_docs: usize::MAX, ..quick(&out, 10, 5) }, "builtin_docs"),
+    ] {
+        let err = train(&config, Start::New).unwrap_err().to_string();
+        assert!(err.contains(expected), "{err}");
+        assert!(!out.exists(), "{expected}: nothing written");
+    }
+}

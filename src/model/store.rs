@@ -70,6 +70,9 @@ pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<
 /// or corrupt (checked against its `.sum`) is an error that says what to do.
 pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<(Llama, RunModelInfo), Error> {
     let file_error = |path: &Path, message: String| Error::file(path, message);
+    if let Some(state) = unfinished_start(dir).filter(|_| epoch.is_none()) {
+        return Err(file_error(&dir.join("model.bpk"), state));
+    }
     let info_path = dir.join("model.json");
     let text =
         std::fs::read_to_string(&info_path).map_err(|e| file_error(&info_path, format!("{e}; {}", not_a_run(dir))))?;
@@ -92,17 +95,6 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
         Some(epoch) => (dir.join("checkpoint").join(format!("model-{epoch}.bpk")), true),
     };
     let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
-    if epoch.is_none() && dir.join(".previous-run").is_dir() && !path.is_file() {
-        return Err(file_error(
-            &path,
-            format!(
-                "missing: an --overwrite is replacing this run (or was killed before its first checkpoint); the \
-                 replaced run is in {}. When no training is running, `train --resume --out {}` puts it back",
-                dir.join(".previous-run").display(),
-                dir.display()
-            ),
-        ));
-    }
     match (crate::io::verify_sum(&path), epoch) {
         (Ok(()), _) => {}
         (Err(SumError::Missing), None) => {
@@ -140,6 +132,36 @@ pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
     Ok((model, info))
 }
 
+/// The first folder directly inside `dir` that holds a run (`model.json`), by name.
+fn first_run_inside(dir: &Path) -> Option<std::path::PathBuf> {
+    let mut runs: Vec<_> =
+        std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).filter(|p| p.join("model.json").is_file()).collect();
+    runs.sort();
+    runs.into_iter().next()
+}
+
+/// Why a run directory without a final model has none when a training was replacing or starting
+/// it: an `--overwrite` under way or killed (the replaced run is in `.previous-run/`), or a start
+/// killed before its settings were written.
+fn unfinished_start(dir: &Path) -> Option<String> {
+    if dir.join("model.bpk").is_file() {
+        return None;
+    }
+    let (aside, d) = (dir.join(".previous-run"), dir.display());
+    if aside.is_dir() {
+        return Some(format!(
+            "missing: an --overwrite is replacing this run (or was killed); the run it replaces is in {}. If the new \
+             run has no checkpoint yet, the next training into {d} puts the old run back; if it has one, \
+             `train --config {d}/train.json --resume` finishes the new run and then deletes the old one",
+            aside.display()
+        ));
+    }
+    let started = dir.join("model.json").is_file() && !dir.join("train.json").exists();
+    started.then(|| {
+        format!("missing: the training into {d} was stopped before it started; train into it again, without --resume")
+    })
+}
+
 /// What a directory without `model.json` is, for an error: a sweep (`sweep.json`, the sweep
 /// example's; named here so that the model stays free of `train`), or something else.
 fn not_a_run(dir: &Path) -> String {
@@ -147,6 +169,8 @@ fn not_a_run(dir: &Path) -> String {
         format!("{} is a sweep: give one of its runs, {}/<scheme>/seed-<n>", dir.display(), dir.display())
     } else if !dir.is_dir() {
         format!("{} is not a folder", dir.display())
+    } else if let Some(run) = first_run_inside(dir) {
+        format!("{} holds runs: give one of them, e.g. {}", dir.display(), run.display())
     } else {
         format!("is {} a run directory of the train example?", dir.display())
     }

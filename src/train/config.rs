@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ConfigError, Error, NormScheme};
 
+/// The most documents the built-in corpus makes (each is generated and held in memory).
+pub const MAX_BUILTIN_DOCS: usize = 1_000_000;
+
 /// The optimiser.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -257,6 +260,20 @@ impl TrainConfig {
                 "`batch_size` ({}) x `grad_accum` ({}) x `seq_len` ({}) x `steps` ({}) is more tokens than any run can \
                  train; lower them",
                 self.batch_size, self.grad_accum, self.seq_len, self.steps
+            )));
+        }
+        if self.builtin_docs > MAX_BUILTIN_DOCS {
+            return Err(ConfigError::OutOfRange {
+                field: "builtin_docs",
+                value: self.builtin_docs as f64,
+                expected: "at most 1,000,000 documents (for a larger corpus, give --data)",
+            });
+        }
+        if (self.batch_size as u128) * (self.eval_batches as u128) > 1 << 40 {
+            return Err(ConfigError::Conflict(format!(
+                "`batch_size` ({}) x `eval_batches` ({}) is more sequences than any validation can hold; lower \
+                 --eval-batches",
+                self.batch_size, self.eval_batches
             )));
         }
         if self.text_field.is_empty() {

@@ -377,14 +377,15 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
     let config = config.resolved();
     let run_dir_error = |message: String| Error::RunDir { path: config.out.clone(), message };
     let dir = RunDir::open(&config.out)?;
-    // The checkpoints already on disk that the run keeps, the last one its start.
-    let existing =
+    // The checkpoints already on disk that the run keeps, the last one its start; and the
+    // checkpoint to write the final model from when every step is done.
+    let (existing, finish_at) =
         match start {
             Start::New if dir.holds_run() => return Err(run_dir_error(
                 "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
                     .into(),
             )),
-            Start::New | Start::Overwrite => Vec::new(),
+            Start::New | Start::Overwrite => (Vec::new(), None),
             Start::Resume => {
                 // Read under the lock, after an interrupted --overwrite was undone.
                 check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
@@ -394,20 +395,36 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
                 }
                 let kept = resume_checkpoints(&dir, &prepared.devices[0])?;
                 match kept.last() {
-                    Some(&epoch) if epoch >= config.epochs() => {
-                        return finish_from_checkpoint(&config, &dir, prepared, epoch)
+                    Some(&epoch) if epoch >= config.epochs() => (kept, Some(epoch)),
+                    Some(_) => (kept, None),
+                    None if dir.path().join("model.bpk").exists() => {
+                        return Err(run_dir_error(
+                            "has a final model.bpk that does not match its checksum and no complete checkpoint: \
+                             resuming would train the run again from step 0 over it. Check model.bpk (load it \
+                             with generate or analyze); to train again, move model.bpk and model.bpk.sum away"
+                                .into(),
+                        ))
                     }
-                    Some(_) => {}
-                    None => crate::outln!("the run has no complete checkpoint yet: starting it again from step 0"),
+                    None => {
+                        crate::outln!("the run has no complete checkpoint yet: starting it again from step 0");
+                        (kept, None)
+                    }
                 }
-                kept
             }
         };
-    if start == Start::Overwrite && dir.holds_run() {
-        dir.set_aside().map_err(|e| run_dir_error(format!("cannot set the old run aside: {e}")))?;
-    }
-    let result = run(&config, &dir, prepared, existing);
     if start == Start::Overwrite {
+        // An earlier replacement of this run, killed after its first checkpoint, is replaced in turn.
+        dir.finish_replacement().map_err(|e| run_dir_error(format!("cannot discard the replaced run: {e}")))?;
+        if dir.holds_run() {
+            dir.set_aside().map_err(|e| run_dir_error(format!("cannot set the old run aside: {e}")))?;
+        }
+    }
+    let result = match finish_at {
+        Some(epoch) => finish_from_checkpoint(&config, &dir, prepared, epoch),
+        None => run(&config, &dir, prepared, existing),
+    };
+    // After an --overwrite, or a resume of one that was killed after its first checkpoint.
+    if dir.path().join(super::run_dir::PREVIOUS_RUN).exists() {
         match dir.finish_replacement() {
             Ok(true) => crate::errln!("note: the new run has no checkpoint; the run it was replacing is restored"),
             Ok(false) => {}
@@ -525,7 +542,7 @@ fn run(config: &TrainConfig, dir: &RunDir, mut prepared: Prepared, existing: Vec
     // Validation runs on the main device with the global batch (batch_size per device), on a
     // fixed subset: the first `eval_batches` global batches.
     let global_batch = config.batch_size * devices.len();
-    let valid_windows = (global_batch * config.eval_batches).min(prepared.valid.len());
+    let valid_windows = global_batch.saturating_mul(config.eval_batches).min(prepared.valid.len());
     let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
     let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 

@@ -133,23 +133,31 @@ impl RunDir {
         }
     }
 
-    /// After a run that replaced another, or at the next start after a crash: discards the
-    /// replaced run when the new one has a complete checkpoint or final model, else removes the
-    /// new run's files and puts the old back; a set-aside that was cut short is undone. Returns
-    /// whether the old run was put back.
+    /// After a run that replaced another: discards the replaced run when the new one has a
+    /// complete checkpoint or final model, else removes the new run's files and puts the old back;
+    /// a set-aside that was cut short is undone. Returns whether the old run was put back.
     pub fn finish_replacement(&self) -> std::io::Result<bool> {
+        self.settle_replacement(true)
+    }
+
+    /// Settles what an `--overwrite` left (see [`finish_replacement`](Self::finish_replacement)).
+    /// With `discard` false, a replaced run whose replacement has a checkpoint but no final model is
+    /// left in `.previous-run/`: only a training that goes on with the new run (or replaces it)
+    /// discards it, never one that is refused.
+    fn settle_replacement(&self, discard: bool) -> std::io::Result<bool> {
         let discarded = self.path.join(DISCARDED_RUN);
         if discarded.exists() {
             std::fs::remove_dir_all(&discarded)?;
         }
-        let aside = self.path.join(PREVIOUS_RUN);
-        if !aside.exists() {
+        if !self.path.join(PREVIOUS_RUN).exists() {
             return Ok(false);
         }
         if self.set_aside_done() {
-            let replaced = verify_sum(&self.path.join("model.bpk")).is_ok() || !self.checkpoints().0.is_empty();
-            if replaced {
-                self.discard_set_aside()?;
+            let finished = verify_sum(&self.path.join("model.bpk")).is_ok();
+            if finished || !self.checkpoints().0.is_empty() {
+                if finished || discard {
+                    self.discard_set_aside()?;
+                }
                 return Ok(false);
             }
             self.remove_run_entries()?;
@@ -197,7 +205,7 @@ impl RunDir {
     }
 
     fn recover_replacement(&self) -> std::io::Result<()> {
-        if self.finish_replacement()? {
+        if self.settle_replacement(false)? {
             crate::errln!(
                 "note: an earlier --overwrite of {} stopped before its first checkpoint; the run it was replacing is restored",
                 self.path.display()

@@ -49,6 +49,7 @@ impl RunCheckpointing {
 
 impl CheckpointingStrategy for RunCheckpointing {
     fn checkpointing(&mut self, epoch: usize, store: &EventStoreClient) -> Vec<CheckpointingAction> {
+        crate::io::crash_point(&format!("checkpoint:{epoch}"));
         if !self.sound(epoch, store) {
             return Vec::new();
         }
