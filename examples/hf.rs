@@ -16,8 +16,9 @@ use std::process::ExitCode;
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use layernorm_scaling::console::write_result;
+use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, load_hf_model};
-use layernorm_scaling::model::{load_run_model, retrofit, tokenizer_spec};
+use layernorm_scaling::model::{check_tokenizer_identity, load_run_model, retrofit, tokenizer_spec};
 use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
 
 /// Hugging Face model directories: logits, retrofit, export.
@@ -153,6 +154,7 @@ fn run(args: Args) -> Result<(), Error> {
             let (model, info) = load_run_model(&checkpoint, epoch, &device)?;
             // A tokenizer that cannot be found is an error, not an export without it.
             let spec = tokenizer_spec(Some(&info.tokenizer), tokenizer.as_deref())?;
+            check_tokenizer_identity(&Tokenizer::from_spec(&spec)?, &spec, info.tokenizer_identity.as_deref())?;
             let tokenizer = (spec != "byte").then(|| PathBuf::from(spec));
             export_hf(&model, &info.model, &out, tokenizer.as_deref())?;
             outln!("{} ({}) exported to {}", checkpoint.display(), info.model.norm_scheme, out.display());

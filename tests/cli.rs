@@ -270,7 +270,15 @@ fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
     std::fs::create_dir_all(tmp.path().join("trained/tok")).unwrap();
     std::fs::copy(tokenizer(), tmp.path().join("trained/tok/tokenizer.json")).unwrap();
     let config = LlamaConfig::tiny();
-    let info = RunModelInfo { model: config.clone(), tokenizer: "tok/tokenizer.json".into(), steps: 0, data: None };
+    let identity =
+        layernorm_scaling::data::Tokenizer::from_spec(&tokenizer().display().to_string()).unwrap().identity();
+    let info = RunModelInfo {
+        model: config.clone(),
+        tokenizer: "tok/tokenizer.json".into(),
+        steps: 0,
+        data: None,
+        tokenizer_identity: Some(identity),
+    };
     save_run_model(&run, &config.init(&cpu()).unwrap(), &info).unwrap();
     let text = tmp.path().join("eval.txt");
     std::fs::write(&text, (0..20).map(|i| format!("the cat sat on the mat {i}\n\n")).collect::<String>()).unwrap();
@@ -323,6 +331,27 @@ fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
         .output()
         .unwrap();
     assert_refused(&output, &parts, "hf export");
+    assert!(!tmp.path().join("exported").exists());
+
+    // Another tokenizer (the same file with one byte more) is refused by every program that loads the run.
+    let other = tmp.path().join("other.json");
+    let mut bytes = std::fs::read(&tokenizer).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&other, bytes).unwrap();
+    let wrong = [OsStr::new("--tokenizer"), other.as_os_str()];
+    let parts = ["other.json", "is not the tokenizer the model was trained with"];
+    assert_refused(&generate(tmp.path(), &wrong), &parts, "generate with another tokenizer");
+    std::fs::remove_dir_all(tmp.path().join("report")).unwrap();
+    assert_refused(&analyze(tmp.path(), &wrong), &parts, "analyze with another tokenizer");
+    let output = Command::new(example("hf"))
+        .args(["export", "--device", "flex", "--checkpoint"])
+        .arg(&run)
+        .arg("--out")
+        .arg(tmp.path().join("exported"))
+        .args(wrong)
+        .output()
+        .unwrap();
+    assert_refused(&output, &parts, "hf export with another tokenizer");
     assert!(!tmp.path().join("exported").exists());
 }
 

@@ -52,6 +52,11 @@ pub struct RunModelInfo {
     /// of its token cache (a resume must train on the same data).
     #[serde(default)]
     pub data: Option<String>,
+    /// What decides the tokens ([`Tokenizer::identity`](crate::data::Tokenizer::identity): `byte`,
+    /// or a `tokenizer.json`'s size and CRC-32): a program that loads the model with another
+    /// tokenizer is refused. `None` in runs of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_identity: Option<String>,
 }
 
 /// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
@@ -193,6 +198,8 @@ pub struct LoadedModel {
     /// The tokenizer spec (`byte` or a `tokenizer.json` path); `None` for a Hugging Face
     /// directory without a `tokenizer.json`.
     pub tokenizer: Option<String>,
+    /// The identity of the tokenizer a run trained with ([`RunModelInfo::tokenizer_identity`]).
+    pub tokenizer_identity: Option<String>,
 }
 
 impl LoadedModel {
@@ -202,8 +209,30 @@ impl LoadedModel {
     pub fn tokenizer(&self, given: Option<&Path>) -> Result<crate::data::Tokenizer, Error> {
         let spec = tokenizer_spec(self.tokenizer.as_deref(), given)?;
         let tokenizer = crate::data::Tokenizer::from_spec(&spec)?;
+        check_tokenizer_identity(&tokenizer, &spec, self.tokenizer_identity.as_deref())?;
         tokenizer.check_fits(self.config.vocab_size).map_err(|e| Error::file(&spec, e))?;
         Ok(tokenizer)
+    }
+}
+
+/// An error unless `tokenizer` (loaded from `spec`) is the one a run `recorded` it trained with
+/// (by content; runs that recorded none are not checked).
+#[cfg(feature = "data")]
+pub fn check_tokenizer_identity(
+    tokenizer: &crate::data::Tokenizer,
+    spec: &str,
+    recorded: Option<&str>,
+) -> Result<(), Error> {
+    match recorded {
+        Some(recorded) if recorded != tokenizer.identity() => Err(Error::file(
+            spec,
+            format!(
+                "is not the tokenizer the model was trained with (it is {}, the run's was {recorded}); give the \
+                 run's own tokenizer with --tokenizer PATH",
+                tokenizer.identity()
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -249,7 +278,7 @@ fn hf_error(dir: &Path, error: crate::hf::HfError) -> Error {
 fn load_hf_dir(dir: &Path, device: &Device) -> Result<LoadedModel, Error> {
     let hf = crate::hf::load_hf_model(dir, device).map_err(|e| hf_error(dir, e))?;
     let tokenizer = hf.tokenizer.map(|path| path.display().to_string());
-    Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer })
+    Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer, tokenizer_identity: None })
 }
 
 #[cfg(not(feature = "hf"))]
@@ -309,5 +338,10 @@ pub fn load_model_dir(dir: &Path, epoch: Option<usize>, device: &Device) -> Resu
             ),
         });
     }
-    Ok(LoadedModel { model, config: info.model, tokenizer: Some(info.tokenizer) })
+    Ok(LoadedModel {
+        model,
+        config: info.model,
+        tokenizer: Some(info.tokenizer),
+        tokenizer_identity: info.tokenizer_identity,
+    })
 }

@@ -491,6 +491,7 @@ fn finish(
         tokenizer: config.tokenizer.clone(),
         steps: config.steps,
         data: Some(prepared.data.clone()),
+        tokenizer_identity: Some(prepared.tokenizer.identity()),
     };
     save_run_model(&config.out, &model, &info)?;
     let valid_loss = validation_loss(config, &model, &prepared.valid, prepared.devices.len())?;
@@ -663,6 +664,7 @@ fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(
         tokenizer: config.tokenizer.clone(),
         steps: 0,
         data: Some(prepared.data.clone()),
+        tokenizer_identity: Some(prepared.tokenizer.identity()),
     };
     let write = |name: &str, json: serde_json::Result<String>| {
         let written =
