@@ -734,3 +734,109 @@ fn json_is_decided_by_its_first_character_at_any_size_and_a_byte_order_mark_is_n
     std::fs::write(&txt, &lines).unwrap();
     assert!(documents_of(&txt).unwrap_err().to_string().contains("looks like JSON lines"));
 }
+
+/// Builds (or opens) the cache at `path` of three documents; true when it was built.
+fn open_or_build_counted(path: &std::path::Path) -> (TokenCache, bool) {
+    let mut built = false;
+    let cache = TokenCache::open_or_build(path, "k", 0, |writer| {
+        built = true;
+        [&[1u32, 2, 3][..], &[4, 5], &[6, 7, 8, 9, 10, 11]].iter().try_for_each(|doc| writer.push(doc))
+    })
+    .unwrap();
+    (cache, built)
+}
+
+fn windows_of(cache: TokenCache) -> Vec<Vec<u32>> {
+    let set = PackedDataset::new(Arc::new(cache), &[0, 1, 2], 3);
+    (0..set.len()).map(|i| set.get(i).unwrap().tokens).collect()
+}
+
+/// Overwrites `bytes.len()` bytes of `path` at `at`, keeping its size.
+fn overwrite(path: &std::path::Path, at: usize, bytes: &[u8]) {
+    let mut content = std::fs::read(path).unwrap();
+    content[at..at + bytes.len()].copy_from_slice(bytes);
+    std::fs::write(path, content).unwrap();
+}
+
+#[test]
+fn a_token_cache_with_damaged_offsets_is_rebuilt_never_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cache");
+    let (cache, built) = open_or_build_counted(&path);
+    assert!(built);
+    let before = windows_of(cache);
+    assert!(!open_or_build_counted(&path).1, "a sound cache is reused");
+
+    // 8 bytes of offsets.bin overwritten (the second offset): once made `train` panic in packing.
+    overwrite(&path.join("offsets.bin"), 8, &[0xff; 8]);
+    let err = TokenCache::open(&path).unwrap_err().to_string();
+    assert!(err.contains("offsets.bin") && err.contains("corrupt"), "{err}");
+    let (cache, built) = open_or_build_counted(&path);
+    assert!(built, "the damaged cache is rebuilt");
+    assert_eq!(windows_of(cache), before);
+    assert!(TokenCache::open(&path).is_ok(), "the rebuilt cache is sound");
+
+    // Offsets out of order with a checksum that matches them (written over): the offsets are checked too.
+    overwrite(&path.join("offsets.bin"), 8, &20u64.to_le_bytes());
+    layernorm_scaling::io::write_sum(&path.join("offsets.bin")).unwrap();
+    let err = TokenCache::open(&path).unwrap_err().to_string();
+    assert!(err.contains("offsets.bin") && err.contains("do not rise"), "{err}");
+    let (cache, built) = open_or_build_counted(&path);
+    assert!(built);
+    assert_eq!(windows_of(cache), before);
+
+    // A cache of an earlier version (no checksums) is rebuilt with them.
+    for file in ["tokens.bin", "offsets.bin", "meta.json"] {
+        std::fs::remove_file(path.join(format!("{file}.sum"))).unwrap();
+    }
+    let err = TokenCache::open(&path).unwrap_err().to_string();
+    assert!(err.contains("earlier version"), "{err}");
+    let (cache, built) = open_or_build_counted(&path);
+    assert!(built);
+    assert_eq!(windows_of(cache), before);
+    let mut left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    left.sort();
+    assert_eq!(left, vec![std::ffi::OsString::from("cache")], "no building or old folder remains");
+}
+
+#[test]
+fn a_token_cache_with_damaged_tokens_is_rebuilt_never_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cache");
+    let before = windows_of(open_or_build_counted(&path).0);
+
+    // Bytes flipped in place, the size unchanged.
+    let tokens = path.join("tokens.bin");
+    let mut content = std::fs::read(&tokens).unwrap();
+    for byte in &mut content[4..12] {
+        *byte ^= 0x5a;
+    }
+    std::fs::write(&tokens, content).unwrap();
+    let err = TokenCache::open(&path).unwrap_err().to_string();
+    assert!(err.contains("tokens.bin") && err.contains("corrupt"), "{err}");
+    let (cache, built) = open_or_build_counted(&path);
+    assert!(built, "the damaged cache is rebuilt");
+    assert_eq!(windows_of(cache), before);
+
+    // An id above the recorded largest, its checksum written over to match: the ids are checked too.
+    overwrite(&tokens, 0, &1000u32.to_le_bytes());
+    layernorm_scaling::io::write_sum(&tokens).unwrap();
+    let err = TokenCache::open(&path).unwrap_err().to_string();
+    assert!(err.contains("tokens.bin") && err.contains("id 1000"), "{err}");
+    let (cache, built) = open_or_build_counted(&path);
+    assert!(built);
+    assert_eq!(windows_of(cache), before);
+
+    // Through the corpus path as `train --data` takes it: same documents, whatever was damaged.
+    let file = dir.path().join("corpus.txt");
+    std::fs::write(&file, "alpha beta\n\ngamma delta\n").unwrap();
+    let source = CorpusSource::files(vec![file]);
+    let root = dir.path().join("root");
+    let cache = tokenize_corpus(&source, &Tokenizer::Byte, &root).unwrap();
+    let cache_dir = cache.dir().to_path_buf();
+    drop(cache);
+    overwrite(&cache_dir.join("offsets.bin"), 8, &[0xff; 8]);
+    overwrite(&cache_dir.join("tokens.bin"), 0, &[0xff; 4]);
+    let again = tokenize_corpus(&source, &Tokenizer::Byte, &root).unwrap();
+    assert_eq!(cached_texts(&again), ["alpha beta", "gamma delta"]);
+}

@@ -3,8 +3,9 @@
 //!
 //! A cache is a folder with `tokens.bin` (u32 little-endian; every document is followed by the
 //! end-of-text id), `offsets.bin` (u64 little-endian; `n_docs + 1` token offsets of the document
-//! starts) and `meta.json`. It is built in a temporary folder and renamed into place, so an
-//! interrupted build never leaves a cache that loads.
+//! starts) and `meta.json`, each with a checksum (`<file>.sum`: CRC-32 and length) checked when
+//! the cache is opened. It is built in a temporary folder and renamed into place, so an
+//! interrupted build never leaves a cache that loads; a cache damaged since is rebuilt.
 //!
 //! Pre-tokenised corpora (nanoGPT's and llm.c's `.bin` files) need no cache: their files are
 //! mapped as they are ([`TokenCache::from_token_files`]).
@@ -75,25 +76,35 @@ impl TokenCache {
 
     /// Opens the cache in `dir` if it was built for `key`; otherwise builds it with `fill`, which
     /// pushes every document into the writer.
+    ///
+    /// A cache that fails [`open`](Self::open)'s checks (a file overwritten, cut short or missing,
+    /// offsets out of order, a cache of an earlier version without checksums) is never used: one
+    /// warning line names it and the problem, and it is replaced by a new build.
+    ///
+    /// Several processes may share a cache folder: each builds in a folder of its own, opens its
+    /// build there (the tokens are mapped, so they stay readable whatever becomes of the folder),
+    /// then swaps it in for `dir`; a process that finds another's build already in place keeps its
+    /// own mapping (the same key gives the same tokens).
     pub fn open_or_build(
         dir: &Path,
         key: &str,
         eot: u32,
         fill: impl FnOnce(&mut CacheWriter) -> Result<(), DataError>,
     ) -> Result<Self, DataError> {
-        if let Ok(cache) = Self::open(dir) {
-            if cache.meta.key == key && cache.meta.max_token.is_some() {
-                return Ok(cache);
+        if dir.exists() {
+            match Self::open(dir) {
+                Ok(cache) if cache.meta.key == key => return Ok(cache),
+                // Another key under the same folder name (a hash collision): rebuilt for this one.
+                Ok(_) => {}
+                Err(e) => crate::errln!("warning: {e}; rebuilding the cache (tokenising the data again)"),
             }
         }
         let io = |e: std::io::Error| DataError::Cache(format!("{}: {e}", dir.display()));
         let parent = dir.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(io)?;
-        let tmp = parent.join(format!(
-            ".{}.building{}",
-            dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-            std::process::id()
-        ));
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = parent.join(format!(".{name}.building{}", std::process::id()));
+        let old = parent.join(format!(".{name}.old{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(io)?;
         let result = (|| {
@@ -108,35 +119,86 @@ impl TokenCache {
             let file = writer.tokens.into_inner().map_err(|e| io(e.into_error()))?;
             file.sync_all().map_err(io)?;
             let offsets: Vec<u8> = writer.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
-            std::fs::write(tmp.join("offsets.bin"), offsets).map_err(io)?;
+            crate::io::write_atomically(&tmp.join("offsets.bin"), &offsets).map_err(io)?;
             let meta = CacheMeta { key: key.to_string(), n_docs, n_tokens, max_token: Some(writer.max_token) };
             let json = serde_json::to_string_pretty(&meta).map_err(|e| DataError::Cache(e.to_string()))?;
-            std::fs::write(tmp.join("meta.json"), json).map_err(io)?;
-            let _ = std::fs::remove_dir_all(dir);
-            std::fs::rename(&tmp, dir).map_err(io)
+            crate::io::write_atomically(&tmp.join("meta.json"), json.as_bytes()).map_err(io)?;
+            // The checksums, once every file is complete: `open` checks the files against them.
+            for file in CACHE_FILES {
+                crate::io::write_sum(&tmp.join(file)).map_err(io)?;
+            }
+            // Opened (mapped) before the swap, so that no other process's swap can take it away.
+            let mut cache = Self::open(&tmp)?;
+            cache.dir = dir.to_path_buf();
+            if std::fs::rename(dir, &old).is_ok() {
+                let _ = std::fs::remove_dir_all(&old);
+            }
+            if let Err(e) = std::fs::rename(&tmp, dir) {
+                // Another process swapped its build in first: the same key, the same tokens.
+                if !dir.is_dir() {
+                    return Err(io(e));
+                }
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
+            Ok(cache)
         })();
         if result.is_err() {
             let _ = std::fs::remove_dir_all(&tmp);
         }
-        result?;
-        Self::open(dir)
+        result
     }
 
-    /// Opens a cache folder.
+    /// Opens a cache folder, checking it first: each file against the checksum written when it
+    /// was built (`<file>.sum`, [`crate::io::verify_sum`]), the offsets in order from 0 to the
+    /// token count, every token id at most the recorded largest. A cache that fails is an error
+    /// naming the folder and the problem (a cache of an earlier version, without checksums, too).
     pub fn open(dir: &Path) -> Result<Self, DataError> {
         let bad = |what: String| DataError::Cache(format!("{}: {what}", dir.display()));
+        for file in CACHE_FILES {
+            match crate::io::verify_sum(&dir.join(file)) {
+                Ok(()) => {}
+                Err(crate::io::SumError::NoSum) if !dir.join("meta.json.sum").exists() => {
+                    return Err(bad("written by an earlier version, without checksums".into()))
+                }
+                Err(e) => return Err(bad(format!("{file}: {e}"))),
+            }
+        }
         let meta: CacheMeta = serde_json::from_str(
             &std::fs::read_to_string(dir.join("meta.json")).map_err(|e| bad(format!("meta.json: {e}")))?,
         )
         .map_err(|e| bad(format!("meta.json: {e}")))?;
+        let Some(max_token) = meta.max_token else {
+            return Err(bad("written by an earlier version (meta.json has no max_token)".into()));
+        };
         let raw = std::fs::read(dir.join("offsets.bin")).map_err(|e| bad(format!("offsets.bin: {e}")))?;
+        if !raw.len().is_multiple_of(8) {
+            return Err(bad(format!("offsets.bin: {} bytes, not a whole number of 8-byte offsets", raw.len())));
+        }
         let offsets: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
         let tokens = TokenFile::open_cache(&dir.join("tokens.bin")).map_err(|e| bad(format!("tokens.bin: {e}")))?;
-        if offsets.len() != meta.n_docs + 1
+        if offsets.len() != meta.n_docs + 1 || tokens.n_tokens() != meta.n_tokens {
+            return Err(bad(format!(
+                "meta.json says {} documents and {} tokens, but offsets.bin has {} offsets and tokens.bin {} tokens",
+                meta.n_docs,
+                meta.n_tokens,
+                offsets.len(),
+                tokens.n_tokens()
+            )));
+        }
+        // Every document holds at least its end-of-text token.
+        if offsets.first() != Some(&0)
             || offsets.last() != Some(&meta.n_tokens)
-            || tokens.n_tokens() != meta.n_tokens
+            || offsets.windows(2).any(|pair| pair[0] >= pair[1])
         {
-            return Err(bad("the cache is inconsistent; delete the folder to rebuild it".into()));
+            return Err(bad(format!(
+                "offsets.bin: the document offsets do not rise from 0 to the {} tokens",
+                meta.n_tokens
+            )));
+        }
+        if let Some((position, id)) = tokens.tokens().enumerate().find(|&(_, id)| id > max_token) {
+            return Err(bad(format!(
+                "tokens.bin: token {position} is id {id}, above the largest recorded in meta.json ({max_token})"
+            )));
         }
         Ok(Self { files: vec![tokens], firsts: vec![0], offsets, meta, dir: dir.to_path_buf() })
     }
@@ -234,6 +296,9 @@ impl TokenCache {
         }
     }
 }
+
+/// A cache's files, each with a `.sum` ([`crate::io::write_sum`]) beside it.
+const CACHE_FILES: [&str; 3] = ["tokens.bin", "offsets.bin", "meta.json"];
 
 /// A stable 64-bit FNV-1a hash, for cache folder names.
 pub fn stable_hash(text: &str) -> u64 {
