@@ -162,8 +162,9 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
 }
 
 /// An error unless `config` trains what the run in `dir` trained: the same settings (but those
-/// a resume may change, announced), the same model config and the same data content.
-fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<(), String> {
+/// a resume may change, returned as `field: saved -> now`), the same model config and the same
+/// data content.
+fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<Vec<String>, String> {
     let saved = TrainConfig::from_file(dir.path().join("train.json")).map_err(|e| format!("nothing to resume: {e}"))?;
     let info_path = dir.path().join("model.json");
     let info: RunModelInfo = std::fs::read_to_string(&info_path)
@@ -190,10 +191,7 @@ fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Resu
             dir.path().display()
         ));
     }
-    for change in allowed {
-        crate::outln!("resuming with a changed setting: {change}");
-    }
-    Ok(())
+    Ok(allowed)
 }
 
 /// Everything checked and prepared before the run directory is touched.
@@ -388,10 +386,13 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
             Start::New | Start::Overwrite => (Vec::new(), None),
             Start::Resume => {
                 // Read under the lock, after an interrupted --overwrite was undone.
-                check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
+                let changes = check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
                 // Finished, with or without its checkpoints (deleted to free the disk, say).
                 if crate::io::verify_sum(&dir.path().join("model.bpk")).is_ok() {
                     return Err(finished(&config));
+                }
+                for change in changes {
+                    crate::outln!("resuming with a changed setting: {change}");
                 }
                 let kept = resume_checkpoints(&dir, &prepared.devices[0])?;
                 match kept.last() {
