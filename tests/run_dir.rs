@@ -218,7 +218,8 @@ fn a_replacement_killed_after_its_first_checkpoint_keeps_the_old_run_until_it_go
     // A resume with the old run's settings is refused, and deletes nothing.
     let refused = train_example(&out, &["--resume"], None);
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("seed: 7 -> 1"));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("seed: 7 -> 1") && stderr.contains("train.json --resume"), "{stderr}");
     assert_eq!(std::fs::read(out.join(PREVIOUS_RUN).join("model.bpk")).unwrap(), old_model, "the old run is kept");
     // A resume of the new run finishes it; then the old run goes.
     let resumed = train_example(&out, &[&new_run[..], &["--resume"]].concat(), None);
@@ -235,7 +236,14 @@ fn a_final_model_that_fails_its_checksum_is_never_trained_over_from_step_0() {
     std::fs::write(config.out.join("model.bpk.sum"), "crc32 00000000 bytes 1\n").unwrap();
     let before = snapshot(&config.out);
     let err = train(&TrainConfig { lr: 0.01, ..config.clone() }, Start::Resume).unwrap_err().to_string();
-    assert!(err.contains("does not match its checksum") && err.contains("move model.bpk"), "{err}");
+    assert!(err.contains("does not verify") && err.contains("--overwrite"), "{err}");
+    assert_eq!(snapshot(&config.out), before, "nothing written");
+    // The final model and its checksum deleted: the metrics still say the run reached its end.
+    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    std::fs::remove_file(config.out.join("model.bpk.sum")).unwrap();
+    let before = snapshot(&config.out);
+    let err = train(&config, Start::Resume).unwrap_err().to_string();
+    assert!(err.contains("resuming would train it again from step 0"), "{err}");
     assert_eq!(snapshot(&config.out), before, "nothing written");
 }
 

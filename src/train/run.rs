@@ -184,11 +184,23 @@ fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Resu
         refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
     }
     if !refused.is_empty() {
+        let advice = if dir.path().join(super::run_dir::PREVIOUS_RUN).exists() {
+            format!(
+                "this run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
+                 --resume` finishes it",
+                dir.path().join(super::run_dir::PREVIOUS_RUN).display(),
+                dir.path().display()
+            )
+        } else {
+            format!(
+                "Resume with the run's own settings and data, or start a new run from this one with --init-from {} \
+                 --out NEW_DIR",
+                dir.path().display()
+            )
+        };
         return Err(format!(
-            "resuming must keep what is trained, but these differ from the run's: {}. Resume with the run's own \
-             settings and data, or start a new run from this one with --init-from {} --out NEW_DIR",
-            refused.join("; "),
-            dir.path().display()
+            "resuming must keep what is trained, but these differ from the run's: {}. {advice}",
+            refused.join("; ")
         ));
     }
     Ok(allowed)
@@ -398,11 +410,12 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
                 match kept.last() {
                     Some(&epoch) if epoch >= config.epochs() => (kept, Some(epoch)),
                     Some(_) => (kept, None),
-                    None if dir.path().join("model.bpk").exists() => {
+                    None if reached_the_end(&dir, &config) => {
                         return Err(run_dir_error(
-                            "has a final model.bpk that does not match its checksum and no complete checkpoint: \
-                             resuming would train the run again from step 0 over it. Check model.bpk (load it \
-                             with generate or analyze); to train again, move model.bpk and model.bpk.sum away"
+                            "finished (its final model.bpk, or its checksum, or its metrics' last step is there) but \
+                             its final model does not verify and no checkpoint is complete: resuming would train \
+                             it again from step 0 over its model and history. Check model.bpk (load it with \
+                             generate); to train again, use --overwrite or a new --out"
                                 .into(),
                         ))
                     }
@@ -436,6 +449,15 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
         }
     }
     result
+}
+
+/// Whether the run in `dir` got to its end: its final model or that model's checksum is there
+/// (written only when a run finishes), or its metrics record a training loss at its last step.
+fn reached_the_end(dir: &RunDir, config: &TrainConfig) -> bool {
+    let path = dir.path();
+    path.join("model.bpk").exists()
+        || path.join("model.bpk.sum").exists()
+        || read_metrics(path).is_ok_and(|rows| rows.iter().any(|r| r.is_train_loss() && r.step >= config.steps))
 }
 
 /// The error of resuming a finished run (its final model verifies).
