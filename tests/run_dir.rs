@@ -13,6 +13,15 @@ use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
 use layernorm_scaling::model::load_run_model;
 use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, PREVIOUS_RUN};
 
+/// Resumes `config`'s run, which must be refused with an error holding each of `parts`, and
+/// leave every file of the run as it was.
+fn refused_untouched(config: &TrainConfig, parts: &[&str]) {
+    let before = snapshot(&config.out);
+    let err = train(config, Start::Resume).unwrap_err().to_string();
+    assert!(parts.iter().all(|part| err.contains(part)), "{err} should mention {parts:?}");
+    assert_eq!(snapshot(&config.out), before, "nothing written");
+}
+
 /// A finished 10-step run in `<dir>/run` with a report of its own in `analysis/`.
 fn finished_run(dir: &Path) -> TrainConfig {
     let config = quick(&dir.join("run"), 10, 5);
@@ -33,15 +42,9 @@ fn a_finished_run_stays_finished_without_its_checkpoints() {
             std::fs::write(sum.path(), "crc32 00000000 bytes 1\n").unwrap();
         }
     }
-    let before = snapshot(&config.out);
-    let err = train(&lower_lr, Start::Resume).unwrap_err().to_string();
-    assert!(err.contains("the run is finished (10 steps)") && err.contains("--init-from"), "{err}");
-    assert_eq!(snapshot(&config.out), before, "nothing written");
+    refused_untouched(&lower_lr, &["the run is finished (10 steps)", "--init-from"]);
     std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
-    let before = snapshot(&config.out);
-    let err = train(&lower_lr, Start::Resume).unwrap_err().to_string();
-    assert!(err.contains("the run is finished (10 steps)"), "{err}");
-    assert_eq!(snapshot(&config.out), before, "nothing written");
+    refused_untouched(&lower_lr, &["the run is finished (10 steps)"]);
 }
 
 #[test]
@@ -234,17 +237,11 @@ fn a_final_model_that_fails_its_checksum_is_never_trained_over_from_step_0() {
     let config = finished_run(dir.path());
     std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
     std::fs::write(config.out.join("model.bpk.sum"), "crc32 00000000 bytes 1\n").unwrap();
-    let before = snapshot(&config.out);
-    let err = train(&TrainConfig { lr: 0.01, ..config.clone() }, Start::Resume).unwrap_err().to_string();
-    assert!(err.contains("does not verify") && err.contains("--overwrite"), "{err}");
-    assert_eq!(snapshot(&config.out), before, "nothing written");
+    refused_untouched(&TrainConfig { lr: 0.01, ..config.clone() }, &["does not verify", "--overwrite"]);
     // The final model and its checksum deleted: the metrics still say the run reached its end.
     std::fs::remove_file(config.out.join("model.bpk")).unwrap();
     std::fs::remove_file(config.out.join("model.bpk.sum")).unwrap();
-    let before = snapshot(&config.out);
-    let err = train(&config, Start::Resume).unwrap_err().to_string();
-    assert!(err.contains("resuming would train it again from step 0"), "{err}");
-    assert_eq!(snapshot(&config.out), before, "nothing written");
+    refused_untouched(&config, &["resuming would train it again from step 0"]);
 }
 
 #[test]
