@@ -39,6 +39,10 @@ struct Args {
     /// JSON records of `scripts/torch_bench.py` to compare with (a ratio table).
     #[arg(long, num_args = 1..)]
     compare: Vec<PathBuf>,
+    /// Also print where a step's time goes: each fused op (forward and backward), the optimiser
+    /// and the rest (CPU devices; a GPU queues work, so its wall-clock split says little).
+    #[arg(long)]
+    breakdown: bool,
     /// Compare the records of an earlier run (its `--json` file) instead of measuring again.
     #[arg(long, requires = "compare")]
     records: Option<PathBuf>,
@@ -133,6 +137,9 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         let reason = failures.into_iter().next().unwrap_or_else(|| "no device to measure".into());
         return Err(Error::Training(format!("nothing could be measured: {reason}")));
     }
+    if args.breakdown {
+        print_breakdowns(&records);
+    }
     if let Some(path) = &args.json {
         write_json(path, &records)?;
         outln!("wrote {}", path.display());
@@ -176,6 +183,17 @@ fn print_record(r: &StepBenchmark) {
         r.tflops,
         mfu
     );
+}
+
+/// Each record's time per step by part, with its share of the step.
+fn print_breakdowns(records: &[StepBenchmark]) {
+    for r in records {
+        let total: f64 = r.breakdown.iter().map(|(_, ms)| ms).sum();
+        outln!("\nwhere a step goes on {} {} (mean of the timed steps):", r.device, r.dtype);
+        for (part, ms) in &r.breakdown {
+            outln!("  {part:<50} {ms:>9.1} ms {:>5.1}%", 100.0 * ms / total.max(f64::MIN_POSITIVE));
+        }
+    }
 }
 
 /// An error unless a file can be written at `path` (its folder exists or can be made).

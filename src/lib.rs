@@ -12,6 +12,8 @@
 //!   `RmsNorm`/`LayerNorm`), [`DynamicTanhScaling`] (DyT), [`depth_scale`], and every scheme of
 //!   the paper, plus Peri-LN, in [`NormScheme`].
 //! - [`model`]: a LLaMA decoder ([`Llama`], [`LlamaConfig`]) with the paper's presets.
+//! - [`fused`]: attention, RMSNorm, SwiGLU and RoPE as single autodiff nodes with backward
+//!   passes of their own (flex kernels on the CPU).
 //! - [`device`]: a device string (`flex`, `wgpu`, `cuda:0`, ...) to a Burn device.
 
 #[cfg(feature = "analysis")]
@@ -23,6 +25,7 @@ pub mod console;
 pub mod data;
 pub mod device;
 mod error;
+pub mod fused;
 #[cfg(feature = "hf")]
 pub mod hf;
 pub mod io;

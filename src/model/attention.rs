@@ -10,6 +10,8 @@ use burn::tensor::{Bool, Device, Tensor};
 use super::init::normal_linear;
 use super::kv_cache::LayerKv;
 use super::rope::RopeTables;
+use crate::fused;
+use crate::fused::reference::repeat_kv;
 
 /// Sizes and init of an [`Attention`] layer: projections `N(0, std)`, q and k with `q_k_std`,
 /// v with `v_std`, o with `o_std`.
@@ -74,55 +76,52 @@ impl AttentionConfig {
 impl Attention {
     /// Attends over the positions in `x` and, if given, those already in `cache` (which is then
     /// extended with `x`'s keys and values). `rope` holds the angles of `x`'s positions.
+    ///
+    /// Without earlier positions (training, and the first chunk of decoding) this is
+    /// [`fused::causal_attention`]; after them, Burn's attention with a mask.
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {
         let [batch, seq, _] = x.dims();
-        let heads = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]).swap_dims(1, 2);
-        let query = rope.apply(heads(self.q_proj.forward(x.clone()), self.n_heads)); // [b, h, s, hd]
-        let mut key = rope.apply(heads(self.k_proj.forward(x.clone()), self.n_kv_heads)); // [b, kv, s, hd]
-        let mut value = heads(self.v_proj.forward(x), self.n_kv_heads);
-
-        let mut past = 0;
-        if let Some(cache) = cache {
-            if let Some(previous) = cache.take() {
-                past = previous.key.dims()[2];
-                key = Tensor::cat(vec![previous.key, key], 2);
-                value = Tensor::cat(vec![previous.value, value], 2);
+        let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]); // [b, s, n, hd]
+        let query = rope.apply_seq_major(split(self.q_proj.forward(x.clone()), self.n_heads));
+        let key = rope.apply_seq_major(split(self.k_proj.forward(x.clone()), self.n_kv_heads));
+        let value = split(self.v_proj.forward(x), self.n_kv_heads);
+        let context = match cache {
+            Some(cache) if cache.is_some() => self.attend_after_cached(query, key, value, cache),
+            cache => {
+                if let Some(cache) = cache {
+                    *cache = Some(LayerKv { key: key.clone().swap_dims(1, 2), value: value.clone().swap_dims(1, 2) });
+                }
+                fused::causal_attention(query, key, value)
             }
-            *cache = Some(LayerKv { key: key.clone(), value: value.clone() });
-        }
-
-        let key = self.repeat_kv(key);
-        let value = self.repeat_kv(value);
-        let device = query.device();
-        let total = past + seq;
-        // Query i (absolute position past + i) may see keys 0..=past + i.
-        let (mask, is_causal) = match (past, seq) {
-            (0, _) => (None, true),
-            (_, 1) => (None, false),
-            _ => {
-                let future = Tensor::<2, Bool>::tril_mask([seq, total], past as i64, &device);
-                (Some(future.unsqueeze::<4>().expand([batch, self.n_heads, seq, total])), false)
-            }
-        };
-        let options = AttentionModuleOptions { scale: None, softcap: None, is_causal };
-        let context = attention(query, key, value, mask, None, options); // [b, h, s, hd]
-        let context = context.swap_dims(1, 2).reshape([batch, seq, self.n_heads * self.head_dim]);
-        self.o_proj.forward(context)
+        }; // [b, s, h, hd]
+        self.o_proj.forward(context.reshape([batch, seq, self.n_heads * self.head_dim]))
     }
 
-    /// Repeats each key/value head for the query heads of its group:
-    /// `[b, n_kv_heads, s, hd] -> [b, n_heads, s, hd]`.
-    fn repeat_kv(&self, x: Tensor<4>) -> Tensor<4> {
-        let groups = self.n_heads / self.n_kv_heads;
-        if groups == 1 {
-            return x;
-        }
-        let [batch, kv_heads, seq, head_dim] = x.dims();
-        x.unsqueeze_dim::<5>(2).expand([batch, kv_heads, groups, seq, head_dim]).reshape([
-            batch,
-            kv_heads * groups,
-            seq,
-            head_dim,
-        ])
+    /// Attention of new positions (`query: [b, s, h, hd]`, `key`, `value: [b, s, kv, hd]`) over
+    /// the cached ones and themselves; the cache is extended. Returns `[b, s, h, hd]`.
+    fn attend_after_cached(
+        &self,
+        query: Tensor<4>,
+        key: Tensor<4>,
+        value: Tensor<4>,
+        cache: &mut Option<LayerKv>,
+    ) -> Tensor<4> {
+        let [batch, seq, _, _] = query.dims();
+        let previous = cache.take().expect("a cache with earlier positions");
+        let past = previous.key.dims()[2];
+        let key = Tensor::cat(vec![previous.key, key.swap_dims(1, 2)], 2); // [b, kv, past + s, hd]
+        let value = Tensor::cat(vec![previous.value, value.swap_dims(1, 2)], 2);
+        *cache = Some(LayerKv { key: key.clone(), value: value.clone() });
+        let device = query.device();
+        let total = past + seq;
+        // Query i (absolute position past + i) may see keys 0..=past + i; one query sees them all.
+        let mask = (seq > 1).then(|| {
+            let future = Tensor::<2, Bool>::tril_mask([seq, total], past as i64, &device);
+            future.unsqueeze::<4>().expand([batch, self.n_heads, seq, total])
+        });
+        let options = AttentionModuleOptions { scale: None, softcap: None, is_causal: false };
+        let (key, value) = (repeat_kv(key, self.n_heads), repeat_kv(value, self.n_heads));
+        let context = attention(query.swap_dims(1, 2), key, value, mask, None, options); // [b, h, s, hd]
+        context.swap_dims(1, 2)
     }
 }

@@ -3,10 +3,10 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::activation::silu;
 use burn::tensor::{Device, Tensor};
 
 use super::init::normal_linear;
+use crate::fused;
 
 /// SwiGLU feed-forward. Shapes: `[batch, seq, d_model] -> [batch, seq, d_model]`.
 #[derive(Module, Debug)]
@@ -47,9 +47,9 @@ impl FeedForwardConfig {
 }
 
 impl FeedForward {
-    /// Applies the network.
+    /// Applies the network; the gating is [`fused::swiglu`].
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let gate = silu(self.gate_proj.forward(x.clone())); // [.., d_ff]
-        self.down_proj.forward(gate * self.up_proj.forward(x))
+        let gate = self.gate_proj.forward(x.clone()); // [.., d_ff]
+        self.down_proj.forward(fused::swiglu(gate, self.up_proj.forward(x)))
     }
 }

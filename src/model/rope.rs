@@ -7,7 +7,7 @@
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
-use crate::ConfigError;
+use crate::{fused, ConfigError};
 
 /// A change of the rotary frequencies for longer contexts, as Hugging Face's `rope_scaling`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -145,17 +145,24 @@ impl RotaryEmbedding {
 }
 
 impl RopeTables {
+    /// Rotates queries or keys in the projections' layout ([`fused::rope`]).
+    /// Shapes: `[batch, seq, heads, head_dim] -> same`.
+    pub fn apply_seq_major(&self, x: Tensor<4>) -> Tensor<4> {
+        fused::rope(x, self.cos.clone(), self.sin.clone())
+    }
+
     /// Rotates queries or keys. Shapes: `[batch, heads, seq, head_dim] -> same`.
     pub fn apply(&self, x: Tensor<4>) -> Tensor<4> {
-        let [_, _, _, head_dim] = x.dims();
-        let half = head_dim / 2;
-        let dtype = x.dtype();
-        let cos = self.cos.clone().cast(dtype).unsqueeze::<4>(); // [1, 1, seq, head_dim]
-        let sin = self.sin.clone().cast(dtype).unsqueeze::<4>();
-        // rotate_half(x) = [-x2, x1] where x = [x1, x2]
-        let x1 = x.clone().narrow(3, 0, half);
-        let x2 = x.clone().narrow(3, half, half);
-        let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
-        x * cos + rotated * sin
+        self.apply_seq_major(x.swap_dims(1, 2)).swap_dims(1, 2)
+    }
+
+    /// `cos` of the angles, `[seq, head_dim]`.
+    pub fn cos(&self) -> Tensor<2> {
+        self.cos.clone()
+    }
+
+    /// `sin` of the angles, `[seq, head_dim]`.
+    pub fn sin(&self) -> Tensor<2> {
+        self.sin.clone()
     }
 }

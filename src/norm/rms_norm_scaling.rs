@@ -3,10 +3,10 @@
 use burn::config::Config;
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::{Initializer, RmsNorm};
-use burn::tensor::{DType, Device, Tensor};
+use burn::tensor::{Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
-use crate::ConfigError;
+use crate::{fused, ConfigError};
 
 /// Configuration of [`RmsNormScaling`].
 #[derive(Config, Debug)]
@@ -78,14 +78,14 @@ impl RmsNormScaling {
 
     /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
     ///
-    /// The mean square is accumulated in f32 whatever the input's precision.
+    /// The mean square is accumulated in f32 whatever the input's precision. One fused op
+    /// ([`fused::rms_norm`]) with its own backward, which keeps the inverse RMS of each row.
+    ///
+    /// # Panics
+    ///
+    /// If the last dimension of `x` is not `d_model`, as Burn's `RmsNorm`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let dtype = x.dtype();
-        let mean_square = x.clone().cast(DType::F32).square().mean_dim(D - 1); // [..., 1]
-        let rms = (mean_square + self.epsilon).sqrt().cast(dtype);
-        // Folding the factor into gamma costs d_model multiplications instead of a pass over x.
-        let gamma = self.gamma.val() * self.scale();
-        (x / rms) * gamma.unsqueeze()
+        fused::rms_norm(x, self.gamma.val(), self.epsilon, self.scale())
     }
 }
 

@@ -13,6 +13,8 @@ use super::run::{check_step_memory, model_config, optimizer};
 use super::step::{StepSettings, TrainingModel};
 use super::TrainConfig;
 use crate::data::LmBatch;
+use crate::fused;
+use crate::fused::profile::OpKind;
 use crate::seed::splitmix64;
 use crate::{set_precision, Error, Precision};
 
@@ -52,6 +54,11 @@ pub struct StepBenchmark {
     pub threads: Option<usize>,
     /// The processor's model name, where the operating system tells it.
     pub cpu: Option<String>,
+    /// Where a step's time goes, in mean milliseconds per step: each fused op (forward and
+    /// backward), the optimiser, and the rest (matmuls, embedding, loss, element-wise ops).
+    /// Wall-clock figures: meaningful on CPU devices only (a GPU queues work and returns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breakdown: Vec<(String, f64)>,
 }
 
 /// Times `iters` training steps of the model `config` describes (`model`, `layers`, `norm`,
@@ -87,17 +94,24 @@ pub fn benchmark_step(
         targets: tokens.clone().narrow(1, 1, seq),
     };
     let mut times = Vec::with_capacity(iters);
+    let mut optimiser_ms = 0.0;
     for iteration in 0..warmup + iters {
+        if iteration == warmup {
+            fused::profile::start();
+        }
         let start = Instant::now();
         let current = model.take().expect("the model is put back after every step");
         let output = current.step(batch_of(&tokens));
+        let optimiser_start = Instant::now();
         let next = current.optimize(&mut optim, config.lr.into(), output.grads);
         device.sync().map_err(|e| Error::Training(format!("the device failed: {e:?}")))?;
         model = Some(next);
         if iteration >= warmup {
+            optimiser_ms += optimiser_start.elapsed().as_secs_f64() * 1e3;
             times.push(start.elapsed().as_secs_f64() * 1e3);
         }
     }
+    let breakdown = breakdown(&times, fused::profile::stop(), optimiser_ms);
     times.sort_by(f64::total_cmp);
     let step_ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     let tokens_per_second = (batch * seq) as f64 / (step_ms / 1e3);
@@ -119,7 +133,21 @@ pub fn benchmark_step(
         mfu: config.peak_tflops.map(|peak| tflops / peak),
         threads: Some(compute_threads()),
         cpu: cpu_model(),
+        breakdown,
     })
+}
+
+/// Mean milliseconds per step of each fused op, the optimiser and the rest, from the step times
+/// (ms), the fused ops' totals (s) and the optimiser's total (ms).
+fn breakdown(times: &[f64], fused_seconds: Vec<(OpKind, f64)>, optimiser_ms: f64) -> Vec<(String, f64)> {
+    let steps = times.len().max(1) as f64;
+    let mut parts: Vec<(String, f64)> =
+        fused_seconds.into_iter().map(|(kind, seconds)| (kind.name().to_string(), seconds * 1e3 / steps)).collect();
+    parts.push(("optimiser".into(), optimiser_ms / steps));
+    let accounted: f64 = parts.iter().map(|(_, ms)| ms).sum();
+    let step = times.iter().sum::<f64>() / steps;
+    parts.push(("the rest (matmuls, embedding, loss, element-wise)".into(), (step - accounted).max(0.0)));
+    parts
 }
 
 /// The threads CPU backends compute with: `RAYON_NUM_THREADS` when set, else one per core.

@@ -1,0 +1,151 @@
+//! The fused ops under autodiff: each records one node whose backward is the backend's
+//! [`FusedKernels`] backward, keeping only what that backward needs.
+#![cfg(feature = "autodiff")]
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::Autodiff;
+
+use super::kernels::{FusedKernels, FusedOps};
+use super::profile::{timed, OpKind};
+
+/// Keeps x, gamma, the inverse RMS of each row and the scale.
+#[derive(Debug)]
+struct RmsNormBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for RmsNormBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, f64);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_x, node_gamma] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (x, gamma, inv_rms, scale) = ops.state;
+        let (grad_x, grad_gamma) = timed(OpKind::Norm, || B::rms_norm_backward(x, gamma, inv_rms, grad, scale));
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, grad_x);
+        }
+        if let Some(node) = node_gamma {
+            grads.register::<B>(node.id, grad_gamma);
+        }
+    }
+}
+
+/// Keeps gate and up.
+#[derive(Debug)]
+struct SwigluBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for SwigluBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_gate, node_up] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (gate, up) = ops.state;
+        let (grad_gate, grad_up) = timed(OpKind::Swiglu, || B::swiglu_backward(gate, up, grad));
+        if let Some(node) = node_gate {
+            grads.register::<B>(node.id, grad_gate);
+        }
+        if let Some(node) = node_up {
+            grads.register::<B>(node.id, grad_up);
+        }
+    }
+}
+
+/// Keeps the tables; the gradient is the rotation by minus the angle.
+#[derive(Debug)]
+struct RopeBackward;
+
+impl<B: FusedKernels> Backward<B, 1> for RopeBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_x] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (cos, sin) = ops.state;
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, timed(OpKind::Rope, || B::rope_forward(grad, cos, B::float_neg(sin))));
+        }
+    }
+}
+
+/// Keeps q, k, v, the output and each row's log-sum-exp: never the `S x S` probabilities.
+#[derive(Debug)]
+struct AttentionBackward;
+
+impl<B: FusedKernels> Backward<B, 3> for AttentionBackward {
+    #[allow(clippy::type_complexity)]
+    type State = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, f64);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_q, node_k, node_v] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (q, k, v, output, lse, scale) = ops.state;
+        let (grad_q, grad_k, grad_v) =
+            timed(OpKind::Attention, || B::attention_backward(q, k, v, output, lse, grad, scale));
+        for (node, grad) in [(node_q, grad_q), (node_k, grad_k), (node_v, grad_v)] {
+            if let Some(node) = node {
+                grads.register::<B>(node.id, grad);
+            }
+        }
+    }
+}
+
+impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
+    fn fused_rms_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, epsilon: f64, scale: f64) -> FloatTensor<Self> {
+        match RmsNormBackward.prepare::<C>([x.node(), gamma.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (x, gamma) = (x.into_primitive(), gamma.into_primitive());
+                let (y, inv_rms) =
+                    timed(OpKind::Norm, || B::rms_norm_forward(x.clone(), gamma.clone(), epsilon, scale));
+                prep.finish((x, gamma, inv_rms, scale), y)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::rms_norm_forward(x.into_primitive(), gamma.into_primitive(), epsilon, scale).0)
+            }
+        }
+    }
+
+    fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        match SwigluBackward.prepare::<C>([gate.node(), up.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (gate, up) = (gate.into_primitive(), up.into_primitive());
+                let output = timed(OpKind::Swiglu, || B::swiglu_forward(gate.clone(), up.clone()));
+                prep.finish((gate, up), output)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::swiglu_forward(gate.into_primitive(), up.into_primitive())),
+        }
+    }
+
+    fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
+        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
+        match RopeBackward.prepare::<C>([x.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let output = timed(OpKind::Rope, || B::rope_forward(x.into_primitive(), cos.clone(), sin.clone()));
+                prep.finish((cos, sin), output)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::rope_forward(x.into_primitive(), cos, sin)),
+        }
+    }
+
+    fn fused_causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        match AttentionBackward.prepare::<C>([q.node(), k.node(), v.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (q, k, v) = (q.into_primitive(), k.into_primitive(), v.into_primitive());
+                let (output, lse) =
+                    timed(OpKind::Attention, || B::attention_forward(q.clone(), k.clone(), v.clone(), scale));
+                prep.finish((q, k, v, output.clone(), lse, scale), output)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::attention_forward(q.into_primitive(), k.into_primitive(), v.into_primitive(), scale).0)
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Causal attention, flash style, on f32 tensors in the projections' layout
+//! (`q: [b, s, h, hd]`, `k, v: [b, s, kv, hd]`).
+//!
+//! The forward runs one task per (sequence, query head), over blocks of [`BLOCK`] query rows: the
+//! scores of a block against the keys it may see, its softmax, the block's output. Only the
+//! output and each row's log-sum-exp are kept. The backward runs one task per (sequence, key/value
+//! head), over the query heads of its group and their blocks, recomputing each block's
+//! probabilities from the log-sum-exp; a task sums its key and value gradients in a fixed order.
+//! The block products are gemm calls on strided views: no input is copied or transposed.
+
+use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
+
+use super::exp::exp;
+
+/// Query rows per block: a block's scores take `BLOCK x seq` values.
+const BLOCK: usize = 64;
+
+/// The sizes of one attention call.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Shape {
+    pub batch: usize,
+    pub seq: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+impl Shape {
+    /// From the shapes of `q: [b, s, h, hd]` and `k: [b, s, kv, hd]`.
+    pub fn of(q: &burn::backend::Shape, k: &burn::backend::Shape) -> Self {
+        Shape { batch: q[0], seq: q[1], heads: q[2], kv_heads: k[2], head_dim: q[3] }
+    }
+}
+
+/// What the forward kept, all in the layouts above; `lse: [b, h, s]`.
+pub(super) struct Saved<'a> {
+    pub q: &'a [f32],
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub output: &'a [f32],
+    pub lse: &'a [f32],
+}
+
+/// `c[m x n] (row stride ldc) = (c if accumulate) + alpha * a b`, `a: m x k` and `b: k x n` given
+/// by their row and column strides.
+#[allow(clippy::too_many_arguments)]
+fn matmul(
+    (m, n, k): (usize, usize, usize),
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+    (a, a_rs, a_cs): (&[f32], usize, usize),
+    (b, b_rs, b_cs): (&[f32], usize, usize),
+    alpha: f32,
+) {
+    let last = |rows: usize, cols: usize, rs: usize, cs: usize| (rows - 1) * rs + (cols - 1) * cs;
+    assert!(m > 0 && n > 0 && k > 0);
+    assert!(last(m, n, ldc, 1) < c.len() && last(m, k, a_rs, a_cs) < a.len() && last(k, n, b_rs, b_cs) < b.len());
+    // SAFETY: the asserts above keep every element gemm reads or writes inside its slice, and `c`
+    // is borrowed mutably, so it aliases neither input.
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            ldc as isize,
+            accumulate,
+            a.as_ptr(),
+            a_cs as isize,
+            a_rs as isize,
+            b.as_ptr(),
+            b_cs as isize,
+            b_rs as isize,
+            if accumulate { 1.0 } else { 0.0 },
+            alpha,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        );
+    }
+}
+
+/// A sum in a fixed order (eight running sums, then the rest), which the compiler vectorises.
+fn sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = values.chunks_exact(8);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += v;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest
+}
+
+/// `sum(a * b)` in a fixed order, as [`sum`].
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let rest: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(a, b)| a * b).sum();
+    for (a, b) in a_chunks.zip(b_chunks) {
+        for ((lane, &a), &b) in lanes.iter_mut().zip(a).zip(b) {
+            *lane += a * b;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest
+}
+
+/// `-> (output: [b, s, h, hd], lse: [b, h, s])`.
+pub(super) fn forward(shape: &Shape, q: &[f32], k: &[f32], v: &[f32], scale: f32) -> (Vec<f32>, Vec<f32>) {
+    let Shape { batch, seq, heads, kv_heads, head_dim: d } = *shape;
+    let (q_rs, kv_rs) = (heads * d, kv_heads * d);
+    let per_head: Vec<(Vec<f32>, Vec<f32>)> = (0..batch * heads)
+        .into_par_iter()
+        .map(|task| {
+            let (b, h) = (task / heads, task % heads);
+            let kv = h / (heads / kv_heads);
+            let q = &q[(b * seq * heads + h) * d..];
+            let (k, v) = (&k[(b * seq * kv_heads + kv) * d..], &v[(b * seq * kv_heads + kv) * d..]);
+            let mut output = vec![0.0f32; seq * d];
+            let mut lse = vec![0.0f32; seq];
+            let mut scores = vec![0.0f32; BLOCK.min(seq) * seq];
+            for start in (0..seq).step_by(BLOCK) {
+                let (rows, keys) = ((seq - start).min(BLOCK), (start + BLOCK).min(seq));
+                let scores = &mut scores[..rows * keys];
+                matmul((rows, keys, d), scores, keys, false, (&q[start * q_rs..], q_rs, 1), (k, 1, kv_rs), scale);
+                for (r, row) in scores.chunks_mut(keys).enumerate() {
+                    let (seen, future) = row.split_at_mut(start + r + 1);
+                    let max = seen.iter().fold(f32::NEG_INFINITY, |max, &s| max.max(s));
+                    seen.iter_mut().for_each(|s| *s = exp(*s - max));
+                    let total = sum(seen);
+                    seen.iter_mut().for_each(|p| *p /= total);
+                    future.fill(0.0);
+                    lse[start + r] = max + total.ln();
+                }
+                matmul((rows, d, keys), &mut output[start * d..], d, false, (scores, keys, 1), (v, kv_rs, 1), 1.0);
+            }
+            (output, lse)
+        })
+        .collect();
+    let mut output = vec![0.0f32; batch * seq * heads * d];
+    let mut lse = Vec::with_capacity(batch * heads * seq);
+    for (task, (head_output, head_lse)) in per_head.into_iter().enumerate() {
+        let (b, h) = (task / heads, task % heads);
+        for (i, row) in head_output.chunks(d).enumerate() {
+            let at = ((b * seq + i) * heads + h) * d;
+            output[at..at + d].copy_from_slice(row);
+        }
+        lse.extend_from_slice(&head_lse);
+    }
+    (output, lse)
+}
+
+/// `-> (grad q: [b, s, h, hd], grad k, grad v: [b, s, kv, hd])` from the output's gradient `grad`.
+pub(super) fn backward(shape: &Shape, saved: &Saved, grad: &[f32], scale: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let Shape { batch, seq, heads, kv_heads, head_dim: d } = *shape;
+    let groups = heads / kv_heads;
+    let (q_rs, kv_rs) = (heads * d, kv_heads * d);
+    let per_kv_head: Vec<(Vec<f32>, Vec<f32>, Vec<f32>)> = (0..batch * kv_heads)
+        .into_par_iter()
+        .map(|task| {
+            let (b, kv) = (task / kv_heads, task % kv_heads);
+            let k = &saved.k[(b * seq * kv_heads + kv) * d..];
+            let v = &saved.v[(b * seq * kv_heads + kv) * d..];
+            let (mut grad_q, mut grad_k, mut grad_v) =
+                (vec![0.0f32; groups * seq * d], vec![0.0f32; seq * d], vec![0.0f32; seq * d]);
+            let mut probs = vec![0.0f32; BLOCK.min(seq) * seq];
+            let mut grad_scores = vec![0.0f32; BLOCK.min(seq) * seq];
+            for group in 0..groups {
+                let h = kv * groups + group;
+                let at = (b * seq * heads + h) * d;
+                let (q, output, grad) = (&saved.q[at..], &saved.output[at..], &grad[at..]);
+                let lse = &saved.lse[(b * heads + h) * seq..][..seq];
+                let grad_q = &mut grad_q[group * seq * d..][..seq * d];
+                for start in (0..seq).step_by(BLOCK) {
+                    let (rows, keys) = ((seq - start).min(BLOCK), (start + BLOCK).min(seq));
+                    let (probs, grad_scores) = (&mut probs[..rows * keys], &mut grad_scores[..rows * keys]);
+                    let (q_block, grad_block) = ((&q[start * q_rs..], q_rs, 1), (&grad[start * q_rs..], q_rs, 1));
+                    matmul((rows, keys, d), probs, keys, false, q_block, (k, 1, kv_rs), scale);
+                    for (r, row) in probs.chunks_mut(keys).enumerate() {
+                        let (seen, future) = row.split_at_mut(start + r + 1);
+                        let lse = lse[start + r];
+                        seen.iter_mut().for_each(|s| *s = exp(*s - lse));
+                        future.fill(0.0);
+                    }
+                    // dV += P^T dO
+                    matmul((keys, d, rows), &mut grad_v, d, true, (probs, 1, keys), grad_block, 1.0);
+                    // dP = dO V^T, then dS = scale * P (dP - rowsum(dO O))
+                    matmul((rows, keys, d), grad_scores, keys, false, grad_block, (v, 1, kv_rs), 1.0);
+                    for (r, (ds, p)) in grad_scores.chunks_mut(keys).zip(probs.chunks(keys)).enumerate() {
+                        let i = (start + r) * q_rs;
+                        let delta = dot(&grad[i..i + d], &output[i..i + d]);
+                        ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - delta));
+                    }
+                    // dQ = dS K, dK += dS^T Q
+                    matmul(
+                        (rows, d, keys),
+                        &mut grad_q[start * d..],
+                        d,
+                        false,
+                        (grad_scores, keys, 1),
+                        (k, kv_rs, 1),
+                        1.0,
+                    );
+                    matmul((keys, d, rows), &mut grad_k, d, true, (grad_scores, 1, keys), q_block, 1.0);
+                }
+            }
+            (grad_q, grad_k, grad_v)
+        })
+        .collect();
+    let mut grad_q = vec![0.0f32; batch * seq * heads * d];
+    let mut grad_k = vec![0.0f32; batch * seq * kv_heads * d];
+    let mut grad_v = vec![0.0f32; batch * seq * kv_heads * d];
+    for (task, (task_q, task_k, task_v)) in per_kv_head.into_iter().enumerate() {
+        let (b, kv) = (task / kv_heads, task % kv_heads);
+        for i in 0..seq {
+            let at = ((b * seq + i) * kv_heads + kv) * d;
+            grad_k[at..at + d].copy_from_slice(&task_k[i * d..(i + 1) * d]);
+            grad_v[at..at + d].copy_from_slice(&task_v[i * d..(i + 1) * d]);
+            for group in 0..groups {
+                let at = ((b * seq + i) * heads + kv * groups + group) * d;
+                let from = (group * seq + i) * d;
+                grad_q[at..at + d].copy_from_slice(&task_q[from..from + d]);
+            }
+        }
+    }
+    (grad_q, grad_k, grad_v)
+}

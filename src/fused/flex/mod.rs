@@ -1,0 +1,124 @@
+//! Flex's own kernels for the fused ops, on f32 tensors; other dtypes take the portable bodies.
+//!
+//! Work is split into pieces of a fixed size (rows, or one head of one sequence), never by the
+//! number of threads, and every sum over pieces runs in piece order: the results are the same
+//! bit for bit on any number of threads.
+
+mod attention;
+mod elementwise;
+mod exp;
+mod rms_norm;
+
+use std::borrow::Cow;
+
+use burn::backend::flex::FlexTensor;
+use burn::backend::{DType, Flex, Shape, TensorData, TensorMetadata};
+
+use super::kernels::FusedKernels;
+use super::portable;
+
+/// The values of an f32 tensor in row-major order, borrowed when it is stored that way.
+fn values(t: &FlexTensor) -> Cow<'_, [f32]> {
+    match t.as_slice::<f32>() {
+        Some(values) => Cow::Borrowed(values),
+        None => Cow::Owned(t.to_contiguous().into_data().try_into_vec::<f32>().expect("an f32 tensor")),
+    }
+}
+
+/// An f32 tensor of `shape` holding `values`.
+fn tensor(values: Vec<f32>, shape: impl Into<Shape>) -> FlexTensor {
+    FlexTensor::from_data(TensorData::new(values, shape.into()))
+}
+
+fn all_f32(tensors: &[&FlexTensor]) -> bool {
+    tensors.iter().all(|t| t.dtype() == DType::F32)
+}
+
+impl FusedKernels for Flex {
+    fn rms_norm_forward(x: FlexTensor, gamma: FlexTensor, epsilon: f64, scale: f64) -> (FlexTensor, FlexTensor) {
+        if !all_f32(&[&x, &gamma]) {
+            return portable::rms_norm_forward::<Flex>(x, gamma, epsilon, scale);
+        }
+        let shape = x.shape();
+        let (y, inv_rms) = rms_norm::forward(&values(&x), &values(&gamma), epsilon, scale);
+        let mut stats_shape = shape.clone();
+        let last = stats_shape.num_dims() - 1;
+        stats_shape[last] = 1;
+        (tensor(y, shape), tensor(inv_rms, stats_shape))
+    }
+
+    fn rms_norm_backward(
+        x: FlexTensor,
+        gamma: FlexTensor,
+        inv_rms: FlexTensor,
+        grad: FlexTensor,
+        scale: f64,
+    ) -> (FlexTensor, FlexTensor) {
+        if !all_f32(&[&x, &gamma, &inv_rms, &grad]) {
+            return portable::rms_norm_backward::<Flex>(x, gamma, inv_rms, grad, scale);
+        }
+        let (shape, gamma_shape) = (x.shape(), gamma.shape());
+        let (grad_x, grad_gamma) =
+            rms_norm::backward(&values(&x), &values(&gamma), &values(&inv_rms), &values(&grad), scale);
+        (tensor(grad_x, shape), tensor(grad_gamma, gamma_shape))
+    }
+
+    fn swiglu_forward(gate: FlexTensor, up: FlexTensor) -> FlexTensor {
+        if !all_f32(&[&gate, &up]) {
+            return portable::swiglu_forward::<Flex>(gate, up);
+        }
+        let shape = gate.shape();
+        tensor(elementwise::swiglu(&values(&gate), &values(&up)), shape)
+    }
+
+    fn swiglu_backward(gate: FlexTensor, up: FlexTensor, grad: FlexTensor) -> (FlexTensor, FlexTensor) {
+        if !all_f32(&[&gate, &up, &grad]) {
+            return portable::swiglu_backward::<Flex>(gate, up, grad);
+        }
+        let shape = gate.shape();
+        let (grad_gate, grad_up) = elementwise::swiglu_backward(&values(&gate), &values(&up), &values(&grad));
+        (tensor(grad_gate, shape.clone()), tensor(grad_up, shape))
+    }
+
+    fn rope_forward(x: FlexTensor, cos: FlexTensor, sin: FlexTensor) -> FlexTensor {
+        if !all_f32(&[&x, &cos, &sin]) {
+            return portable::rope_forward::<Flex>(x, cos, sin);
+        }
+        let shape = x.shape();
+        let (heads, head_dim) = (shape[2], shape[3]);
+        tensor(elementwise::rope(&values(&x), &values(&cos), &values(&sin), heads, head_dim), shape)
+    }
+
+    fn attention_forward(q: FlexTensor, k: FlexTensor, v: FlexTensor, scale: f64) -> (FlexTensor, FlexTensor) {
+        if !all_f32(&[&q, &k, &v]) {
+            return portable::attention_forward::<Flex>(q, k, v, scale);
+        }
+        let shape = attention::Shape::of(&q.shape(), &k.shape());
+        let (output, lse) = attention::forward(&shape, &values(&q), &values(&k), &values(&v), scale as f32);
+        (tensor(output, q.shape()), tensor(lse, [shape.batch, shape.heads, shape.seq, 1]))
+    }
+
+    fn attention_backward(
+        q: FlexTensor,
+        k: FlexTensor,
+        v: FlexTensor,
+        output: FlexTensor,
+        lse: FlexTensor,
+        grad: FlexTensor,
+        scale: f64,
+    ) -> (FlexTensor, FlexTensor, FlexTensor) {
+        if !all_f32(&[&q, &k, &v, &output, &lse, &grad]) {
+            return portable::attention_backward::<Flex>(q, k, v, output, lse, grad, scale);
+        }
+        let shape = attention::Shape::of(&q.shape(), &k.shape());
+        let inputs = attention::Saved {
+            q: &values(&q),
+            k: &values(&k),
+            v: &values(&v),
+            output: &values(&output),
+            lse: &values(&lse),
+        };
+        let (grad_q, grad_k, grad_v) = attention::backward(&shape, &inputs, &values(&grad), scale as f32);
+        (tensor(grad_q, q.shape()), tensor(grad_k, k.shape()), tensor(grad_v, v.shape()))
+    }
+}

@@ -1,0 +1,157 @@
+//! The two traits behind the fused ops.
+//!
+//! - [`FusedOps`] is the Burn backend extension the tensor-level functions call through
+//!   `Dispatch`: the forward of each op, one method each.
+//! - [`FusedKernels`] holds, per backend, each op's forward with what its backward needs and the
+//!   backward itself. Its default bodies are portable (Burn's backend ops); flex overrides them
+//!   with its own kernels. The autodiff backend's [`FusedOps`] uses these to record one node per op.
+// Burn deprecates ndarray for flex; the crate keeps it as a second CPU backend for the tests.
+#![allow(deprecated)]
+
+use burn::backend::backend_extension;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::Backend;
+
+use super::portable;
+
+/// The fused ops as a Burn backend extension: what `Dispatch` routes to each backend.
+/// Shapes as the tensor-level functions of [`fused`](super).
+#[backend_extension(
+    Flex: cfg(feature = "flex"),
+    NdArray: cfg(feature = "ndarray"),
+    Cube: cfg(any(feature = "wgpu", feature = "cuda")),
+    LibTorch: cfg(feature = "tch"),
+    Autodiff: cfg(feature = "autodiff")
+)]
+pub trait FusedOps: Backend {
+    /// `x / sqrt(mean(x^2) + epsilon) * gamma * scale` over the last dimension.
+    fn fused_rms_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, epsilon: f64, scale: f64) -> FloatTensor<Self>;
+    /// `silu(gate) * up`.
+    fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// `x * cos + rotate_half(x) * sin`, `x: [b, s, h, hd]`, tables `[s, hd]`.
+    fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// Causal attention, `q: [b, s, h, hd]`, `k, v: [b, s, kv, hd]` -> `[b, s, h, hd]`.
+    fn fused_causal_attention(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> FloatTensor<Self>;
+}
+
+/// Forward (with what the backward needs) and backward of each fused op on one backend.
+/// Shapes: `rows` is the product of all dimensions but the last.
+pub trait FusedKernels: Backend {
+    /// RMSNorm forward -> `(y: x's shape, inverse RMS: [..., 1] in f32)`.
+    fn rms_norm_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        portable::rms_norm_forward::<Self>(x, gamma, epsilon, scale)
+    }
+
+    /// RMSNorm backward -> `(grad x, grad gamma: [d])`.
+    fn rms_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        inv_rms: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        portable::rms_norm_backward::<Self>(x, gamma, inv_rms, grad, scale)
+    }
+
+    /// `silu(gate) * up`.
+    fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        portable::swiglu_forward::<Self>(gate, up)
+    }
+
+    /// SwiGLU backward -> `(grad gate, grad up)`.
+    fn swiglu_backward(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        portable::swiglu_backward::<Self>(gate, up, grad)
+    }
+
+    /// RoPE on `x: [b, s, h, hd]`; its backward is `rope_forward(grad, cos, -sin)`.
+    fn rope_forward(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
+        portable::rope_forward::<Self>(x, cos, sin)
+    }
+
+    /// Causal attention forward -> `(output: [b, s, h, hd], log-sum-exp of each row: [b, h, s, 1] in f32)`.
+    fn attention_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        portable::attention_forward::<Self>(q, k, v, scale)
+    }
+
+    /// Causal attention backward -> `(grad q, grad k, grad v)`, the probabilities recomputed from
+    /// the log-sum-exp.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        output: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        portable::attention_backward::<Self>(q, k, v, output, lse, grad, scale)
+    }
+}
+
+/// [`FusedOps`] of a backend without autodiff: each kernel's forward, its saved values dropped.
+macro_rules! fused_ops_from_kernels {
+    ($backend:ty) => {
+        impl FusedOps for $backend {
+            fn fused_rms_norm(
+                x: FloatTensor<Self>,
+                gamma: FloatTensor<Self>,
+                epsilon: f64,
+                scale: f64,
+            ) -> FloatTensor<Self> {
+                Self::rms_norm_forward(x, gamma, epsilon, scale).0
+            }
+            fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+                Self::swiglu_forward(gate, up)
+            }
+            fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
+                Self::rope_forward(x, cos, sin)
+            }
+            fn fused_causal_attention(
+                q: FloatTensor<Self>,
+                k: FloatTensor<Self>,
+                v: FloatTensor<Self>,
+                scale: f64,
+            ) -> FloatTensor<Self> {
+                Self::attention_forward(q, k, v, scale).0
+            }
+        }
+    };
+}
+
+#[cfg(feature = "flex")]
+fused_ops_from_kernels!(burn::backend::Flex);
+
+#[cfg(feature = "ndarray")]
+impl FusedKernels for burn::backend::NdArray {}
+#[cfg(feature = "ndarray")]
+fused_ops_from_kernels!(burn::backend::NdArray);
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+impl FusedKernels for burn::backend::Cube {}
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fused_ops_from_kernels!(burn::backend::Cube);
+
+#[cfg(feature = "tch")]
+impl FusedKernels for burn::backend::LibTorch {}
+#[cfg(feature = "tch")]
+fused_ops_from_kernels!(burn::backend::LibTorch);

@@ -1,0 +1,196 @@
+//! Fused transformer ops with backward passes of their own: causal attention (flash style),
+//! RMSNorm with the LNS factor, SwiGLU and RoPE.
+//!
+//! Under autodiff, Burn 0.22 builds each of these from many small ops, every one a full pass over
+//! its input and many a tensor kept for the backward pass (attention keeps the `S x S` scores, on
+//! every backend). Each op here is one node of the autodiff graph with a hand-written backward:
+//!
+//! | op | keeps for backward | backward |
+//! |---|---|---|
+//! | [`causal_attention`] | q, k, v, the output, each row's log-sum-exp | recomputes the probabilities block by block |
+//! | [`rms_norm`] | x, gamma, each row's inverse RMS | closed form |
+//! | [`swiglu`] | gate, up | closed form |
+//! | [`rope`] | nothing but the tables | the rotation by minus the angle |
+//!
+//! On flex (f32) each op runs a hand-written kernel, parallel over rows or heads, with a
+//! vectorised `exp`; sums run in a fixed order whatever the number of threads, so training stays
+//! bit-for-bit reproducible. Every other backend (ndarray, wgpu, CUDA, LibTorch, and flex in
+//! bf16) runs a portable body written in Burn's backend ops, with the same short graph.
+//!
+//! The decomposed ops (Burn's own, as the model used before) stay available as the reference the
+//! tests compare against: [`OpPath::Reference`], chosen for the whole process with
+//! [`set_default_path`] or the environment variable `LAYERNORM_SCALING_OPS=reference`, or for one
+//! thread with [`with_path`].
+
+mod autodiff;
+#[cfg(feature = "flex")]
+mod flex;
+mod kernels;
+mod portable;
+pub mod profile;
+pub(crate) mod reference;
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use burn::backend::Dispatch;
+use burn::tensor::Tensor;
+
+pub use kernels::{FusedKernels, FusedOps};
+pub use reference::{causal_attention_reference, rms_norm_reference, rope_reference, swiglu_reference};
+
+/// Which implementation the model's attention, norms, SwiGLU and RoPE use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpPath {
+    /// One autodiff node per op, with its own backward (flex kernels on flex). The default.
+    #[default]
+    Fused,
+    /// Burn's decomposed ops: the reference the fused ops are tested against.
+    Reference,
+}
+
+impl OpPath {
+    /// The path named by `LAYERNORM_SCALING_OPS` (`fused` or `reference`); `None` when unset.
+    ///
+    /// Another value is an error that names the variable and the accepted values.
+    pub fn from_env() -> Result<Option<OpPath>, crate::ConfigError> {
+        match std::env::var(ENV_VAR) {
+            Err(_) => Ok(None),
+            Ok(value) => match value.trim() {
+                "" => Ok(None),
+                "fused" => Ok(Some(OpPath::Fused)),
+                "reference" => Ok(Some(OpPath::Reference)),
+                other => Err(crate::ConfigError::Unknown {
+                    what: "LAYERNORM_SCALING_OPS value",
+                    name: other.to_string(),
+                    expected: "fused, reference".into(),
+                }),
+            },
+        }
+    }
+}
+
+/// The environment variable that sets the process's default [`OpPath`].
+pub const ENV_VAR: &str = "LAYERNORM_SCALING_OPS";
+
+const UNSET: u8 = 0;
+const FUSED: u8 = 1;
+const REFERENCE: u8 = 2;
+
+static DEFAULT_PATH: AtomicU8 = AtomicU8::new(UNSET);
+
+thread_local! {
+    static THREAD_PATH: Cell<Option<OpPath>> = const { Cell::new(None) };
+}
+
+/// Sets the path for the whole process (every thread without a [`with_path`] of its own).
+pub fn set_default_path(path: OpPath) {
+    DEFAULT_PATH.store(if path == OpPath::Fused { FUSED } else { REFERENCE }, Ordering::Relaxed);
+}
+
+/// Runs `f` with `path` on this thread, then restores the thread's previous choice.
+pub fn with_path<R>(path: OpPath, f: impl FnOnce() -> R) -> R {
+    let previous = THREAD_PATH.with(|cell| cell.replace(Some(path)));
+    struct Restore(Option<OpPath>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            THREAD_PATH.with(|cell| cell.set(self.0));
+        }
+    }
+    let _restore = Restore(previous);
+    f()
+}
+
+/// The path in effect on this thread: [`with_path`]'s, else [`set_default_path`]'s, else
+/// `LAYERNORM_SCALING_OPS`'s (an invalid value counts as unset; the programs check it at start
+/// with [`OpPath::from_env`]), else [`OpPath::Fused`].
+pub fn current_path() -> OpPath {
+    if let Some(path) = THREAD_PATH.with(Cell::get) {
+        return path;
+    }
+    match DEFAULT_PATH.load(Ordering::Relaxed) {
+        FUSED => OpPath::Fused,
+        REFERENCE => OpPath::Reference,
+        _ => {
+            let path = OpPath::from_env().ok().flatten().unwrap_or_default();
+            set_default_path(path);
+            path
+        }
+    }
+}
+
+/// RMS normalisation with a constant factor: `x / sqrt(mean(x^2) + epsilon) * gamma * scale`
+/// over the last dimension. Shapes: `x: [..., d]`, `gamma: [d]` -> `[..., d]`.
+///
+/// LNS passes `scale = 1/sqrt(layer)`. The mean square is accumulated in f32.
+pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, scale: f64) -> Tensor<D> {
+    let [d] = gamma.dims();
+    assert_eq!(x.dims()[D - 1], d, "rms_norm: the input's last dimension must match gamma's size");
+    match current_path() {
+        OpPath::Reference => rms_norm_reference(x, gamma, epsilon, scale),
+        OpPath::Fused => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_rms_norm(
+            x.into_dispatch(),
+            gamma.into_dispatch(),
+            epsilon,
+            scale,
+        )),
+    }
+}
+
+/// SwiGLU's gating: `silu(gate) * up`. Shapes: `[..., d_ff]` each -> `[..., d_ff]`.
+pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
+    assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up must have the same shape");
+    match current_path() {
+        OpPath::Reference => swiglu_reference(gate, up),
+        OpPath::Fused => {
+            Tensor::from_dispatch(<Dispatch as FusedOps>::fused_swiglu(gate.into_dispatch(), up.into_dispatch()))
+        }
+    }
+}
+
+/// Rotary position embedding, "rotate-half" pairing (dimension `i` with `i + head_dim/2`):
+/// `x * cos + rotate_half(x) * sin`. Shapes: `x: [batch, seq, heads, head_dim]`,
+/// `cos, sin: [seq, head_dim]` (both halves holding the same angles) -> `x`'s shape.
+pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
+    let [_, seq, _, head_dim] = x.dims();
+    assert_eq!(cos.dims(), [seq, head_dim], "rope: the tables must be [seq, head_dim]");
+    assert_eq!(sin.dims(), [seq, head_dim], "rope: the tables must be [seq, head_dim]");
+    assert!(head_dim % 2 == 0, "rope: head_dim must be even");
+    let dtype = x.dtype();
+    let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));
+    match current_path() {
+        OpPath::Reference => rope_reference(x, cos, sin),
+        OpPath::Fused => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_rope(
+            x.into_dispatch(),
+            cos.into_dispatch(),
+            sin.into_dispatch(),
+        )),
+    }
+}
+
+/// Causal self-attention with grouped-query heads, scaled by `1/sqrt(head_dim)`: query `i` sees
+/// keys `0..=i`. Shapes: `q: [batch, seq, heads, head_dim]`, `k, v: [batch, seq, kv_heads,
+/// head_dim]` with `heads` a multiple of `kv_heads` -> `[batch, seq, heads, head_dim]`.
+///
+/// The layout is the projections' own (`[batch, seq, heads * head_dim]` reshaped), so neither the
+/// inputs nor the output are transposed in memory.
+pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    let [batch, seq, heads, head_dim] = q.dims();
+    let [k_batch, k_seq, kv_heads, k_dim] = k.dims();
+    assert_eq!(k.dims(), v.dims(), "causal_attention: keys and values must have the same shape");
+    assert!(
+        k_batch == batch && k_seq == seq && k_dim == head_dim && kv_heads > 0 && heads % kv_heads == 0,
+        "causal_attention: keys [{k_batch}, {k_seq}, {kv_heads}, {k_dim}] do not fit queries \
+         [{batch}, {seq}, {heads}, {head_dim}]"
+    );
+    let scale = 1.0 / (head_dim as f64).sqrt();
+    match current_path() {
+        OpPath::Reference => causal_attention_reference(q, k, v),
+        OpPath::Fused => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_causal_attention(
+            q.into_dispatch(),
+            k.into_dispatch(),
+            v.into_dispatch(),
+            scale,
+        )),
+    }
+}

@@ -1,0 +1,195 @@
+//! The fused ops' portable bodies, in Burn's backend ops: every backend without kernels of its
+//! own runs these (ndarray, wgpu, CUDA, LibTorch, flex in bf16). Statistics (mean squares,
+//! log-sum-exp, softmax) are computed in f32 whatever the input's precision.
+
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, DType, Scalar, Shape, TensorData, TensorMetadata};
+
+fn f32_of<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+    cast::<B>(x, DType::F32)
+}
+
+fn cast<B: Backend>(x: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
+    if x.dtype() == dtype {
+        x
+    } else {
+        B::float_cast(x, dtype.into())
+    }
+}
+
+fn scalar(value: f64) -> Scalar {
+    Scalar::from(value)
+}
+
+/// `gamma: [d]` reshaped to broadcast over `rank` dimensions: `[1, ..., 1, d]`.
+fn row_vector<B: Backend>(gamma: FloatTensor<B>, rank: usize) -> FloatTensor<B> {
+    let d = gamma.shape().num_elements();
+    let mut dims = vec![1; rank];
+    dims[rank - 1] = d;
+    B::float_reshape(gamma, Shape::from(dims))
+}
+
+/// See [`FusedKernels::rms_norm_forward`](super::FusedKernels::rms_norm_forward).
+pub fn rms_norm_forward<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    epsilon: f64,
+    scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let (dtype, rank) = (x.dtype(), x.shape().num_dims());
+    let x32 = f32_of::<B>(x.clone());
+    let mean_square = B::float_mean_dim(B::float_mul(x32.clone(), x32), rank - 1); // [..., 1]
+    let inv_rms = B::float_recip(B::float_sqrt(B::float_add_scalar(mean_square, scalar(epsilon))));
+    let gamma = row_vector::<B>(B::float_mul_scalar(gamma, scalar(scale)), rank);
+    let y = B::float_mul(B::float_mul(x, cast::<B>(inv_rms.clone(), dtype)), cast::<B>(gamma, dtype));
+    (y, inv_rms)
+}
+
+/// See [`FusedKernels::rms_norm_backward`](super::FusedKernels::rms_norm_backward):
+/// with `g = gamma * scale` and `r` the inverse RMS,
+/// `dx = r * (dy g - x r^2 mean(dy g x))`, `dgamma = scale * sum_rows(dy x r)`.
+pub fn rms_norm_backward<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    inv_rms: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let (dtype, gamma_dtype) = (x.dtype(), gamma.dtype());
+    let shape = x.shape();
+    let rank = shape.num_dims();
+    let d = shape[rank - 1];
+    let (x, grad) = (f32_of::<B>(x), f32_of::<B>(grad));
+    let g = row_vector::<B>(B::float_mul_scalar(f32_of::<B>(gamma), scalar(scale)), rank);
+    let grad_g = B::float_mul(grad.clone(), g);
+    let dot = B::float_mean_dim(B::float_mul(grad_g.clone(), x.clone()), rank - 1); // [..., 1]
+    let r2 = B::float_mul(inv_rms.clone(), inv_rms.clone());
+    let correction = B::float_mul(x.clone(), B::float_mul(r2, dot));
+    let dx = B::float_mul(B::float_sub(grad_g, correction), inv_rms.clone());
+    let normalised = B::float_mul(x, inv_rms);
+    let rows = shape.num_elements() / d;
+    let per_row = B::float_reshape(B::float_mul(grad, normalised), Shape::from([rows, d]));
+    let dgamma = B::float_mul_scalar(B::float_reshape(B::float_sum_dim(per_row, 0), Shape::from([d])), scalar(scale));
+    (cast::<B>(dx, dtype), cast::<B>(dgamma, gamma_dtype))
+}
+
+/// `silu(gate) * up`.
+pub fn swiglu_forward<B: Backend>(gate: FloatTensor<B>, up: FloatTensor<B>) -> FloatTensor<B> {
+    let silu = B::float_mul(gate.clone(), B::sigmoid(gate));
+    B::float_mul(silu, up)
+}
+
+/// `d up = dy silu(gate)`, `d gate = dy up s (1 + gate (1 - s))` with `s = sigmoid(gate)`.
+pub fn swiglu_backward<B: Backend>(
+    gate: FloatTensor<B>,
+    up: FloatTensor<B>,
+    grad: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let s = B::sigmoid(gate.clone());
+    let silu = B::float_mul(gate.clone(), s.clone());
+    let grad_up = B::float_mul(grad.clone(), silu.clone());
+    // s (1 + gate (1 - s)) = s + silu - silu s
+    let dsilu = B::float_sub(B::float_add(s.clone(), silu.clone()), B::float_mul(silu, s));
+    let grad_gate = B::float_mul(B::float_mul(grad, up), dsilu);
+    (grad_gate, grad_up)
+}
+
+/// `x * cos + rotate_half(x) * sin` on `x: [b, s, h, hd]`, where `rotate_half([x1, x2]) = [-x2, x1]`
+/// is the halves swapped (a flip of a `[2, hd/2]` view) times the signs `[-1, 1]`.
+pub fn rope_forward<B: Backend>(x: FloatTensor<B>, cos: FloatTensor<B>, sin: FloatTensor<B>) -> FloatTensor<B> {
+    let shape = x.shape();
+    let [batch, seq, heads, head_dim] = [shape[0], shape[1], shape[2], shape[3]];
+    let half = head_dim / 2;
+    let table = |t: FloatTensor<B>| B::float_reshape(t, Shape::from([1, seq, 1, head_dim]));
+    let halves = B::float_reshape(x.clone(), Shape::from([batch, seq, heads, 2, half]));
+    let swapped = B::float_flip(halves, &[3]);
+    let signs = B::float_from_data(TensorData::new(vec![-1.0f32, 1.0], [1, 1, 1, 2, 1]), &x.device());
+    let signs = cast::<B>(signs, x.dtype());
+    let rotated = B::float_reshape(B::float_mul(swapped, signs), shape);
+    B::float_add(B::float_mul(x, table(cos)), B::float_mul(rotated, table(sin)))
+}
+
+/// `[b, s, n, hd] -> [b, h, s, hd]`: head-major, each of the `n` heads repeated for the
+/// `heads / n` query heads of its group.
+fn head_major<B: Backend>(x: FloatTensor<B>, heads: usize) -> FloatTensor<B> {
+    let x = B::float_swap_dims(x, 1, 2);
+    let shape = x.shape();
+    let [batch, n, seq, head_dim] = [shape[0], shape[1], shape[2], shape[3]];
+    let groups = heads / n;
+    if groups == 1 {
+        return x;
+    }
+    let x = B::float_reshape(x, Shape::from([batch, n, 1, seq, head_dim]));
+    let x = B::float_expand(x, Shape::from([batch, n, groups, seq, head_dim]));
+    B::float_reshape(x, Shape::from([batch, heads, seq, head_dim]))
+}
+
+/// The inverse of [`head_major`] for gradients: `[b, h, s, hd] -> [b, s, n, hd]`, the gradients
+/// of a group's query heads summed into their shared head.
+fn seq_major_summed<B: Backend>(x: FloatTensor<B>, n: usize) -> FloatTensor<B> {
+    let shape = x.shape();
+    let [batch, heads, seq, head_dim] = [shape[0], shape[1], shape[2], shape[3]];
+    let x = if heads == n {
+        x
+    } else {
+        let grouped = B::float_reshape(x, Shape::from([batch, n, heads / n, seq, head_dim]));
+        B::float_reshape(B::float_sum_dim(grouped, 2), Shape::from([batch, n, seq, head_dim]))
+    };
+    B::float_swap_dims(x, 1, 2)
+}
+
+/// `scale * q k^T` plus the causal mask (`-inf` above the diagonal), in f32: `[b, h, s, s]`.
+fn masked_scores<B: Backend>(q: FloatTensor<B>, k: FloatTensor<B>, scale: f64) -> FloatTensor<B> {
+    let seq = q.shape()[2];
+    let device = q.device();
+    let scores = B::float_mul_scalar(f32_of::<B>(B::float_matmul(q, B::float_swap_dims(k, 2, 3))), scalar(scale));
+    let mask: Vec<f32> = (0..seq * seq).map(|i| if i % seq > i / seq { f32::NEG_INFINITY } else { 0.0 }).collect();
+    let mask = B::float_from_data(TensorData::new(mask, [1, 1, seq, seq]), &device);
+    B::float_add(scores, mask)
+}
+
+/// See [`FusedKernels::attention_forward`](super::FusedKernels::attention_forward).
+pub fn attention_forward<B: Backend>(
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let dtype = q.dtype();
+    let heads = q.shape()[2];
+    let (q, k, v) = (head_major::<B>(q, heads), head_major::<B>(k, heads), head_major::<B>(v, heads));
+    let scores = masked_scores::<B>(q, k, scale); // [b, h, s, s]
+    let max = B::float_max_dim(scores.clone(), 3); // [b, h, s, 1]
+    let exp = B::float_exp(B::float_sub(scores, max.clone()));
+    let sum = B::float_sum_dim(exp.clone(), 3);
+    let lse = B::float_add(max, B::float_log(sum.clone()));
+    let probs = cast::<B>(B::float_div(exp, sum), dtype);
+    let output = B::float_swap_dims(B::float_matmul(probs, v), 1, 2); // [b, s, h, hd]
+    (output, lse)
+}
+
+/// See [`FusedKernels::attention_backward`](super::FusedKernels::attention_backward):
+/// `P = exp(scores - lse)`, `dV = P^T dO`, `dS = P (dO V^T - rowsum(dO O))`, `dQ = scale dS K`,
+/// `dK = scale dS^T Q`.
+pub fn attention_backward<B: Backend>(
+    q: FloatTensor<B>,
+    k: FloatTensor<B>,
+    v: FloatTensor<B>,
+    output: FloatTensor<B>,
+    lse: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let dtype = q.dtype();
+    let (heads, kv_heads) = (q.shape()[2], k.shape()[2]);
+    let (q, k, v) = (head_major::<B>(q, heads), head_major::<B>(k, heads), head_major::<B>(v, heads));
+    let (output, grad) = (head_major::<B>(output, heads), head_major::<B>(grad, heads));
+    let probs = B::float_exp(B::float_sub(masked_scores::<B>(q.clone(), k.clone(), scale), lse)); // f32
+    let delta = B::float_sum_dim(B::float_mul(f32_of::<B>(grad.clone()), f32_of::<B>(output)), 3); // [b, h, s, 1]
+    let grad_v = B::float_matmul(B::float_swap_dims(cast::<B>(probs.clone(), dtype), 2, 3), grad.clone());
+    let grad_probs = f32_of::<B>(B::float_matmul(grad, B::float_swap_dims(v, 2, 3)));
+    let grad_scores = cast::<B>(B::float_mul(probs, B::float_sub(grad_probs, delta)), dtype);
+    let grad_q = B::float_mul_scalar(B::float_matmul(grad_scores.clone(), k), scalar(scale));
+    let grad_k = B::float_mul_scalar(B::float_matmul(B::float_swap_dims(grad_scores, 2, 3), q), scalar(scale));
+    (B::float_swap_dims(grad_q, 1, 2), seq_major_summed::<B>(grad_k, kv_heads), seq_major_summed::<B>(grad_v, kv_heads))
+}

@@ -1,0 +1,64 @@
+//! Time spent in each fused op, forward and backward, for `bench --breakdown`.
+//!
+//! Off unless [`start`]ed: then each fused op's kernel call under autodiff is timed with the wall
+//! clock. That is the op's time on the CPU backends, which compute when called; a GPU backend
+//! only queues the work, so its figures say little.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+/// The op kinds timed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// [`causal_attention`](super::causal_attention).
+    Attention,
+    /// [`rms_norm`](super::rms_norm).
+    Norm,
+    /// [`swiglu`](super::swiglu).
+    Swiglu,
+    /// [`rope`](super::rope).
+    Rope,
+}
+
+impl OpKind {
+    /// Every kind, in report order.
+    pub const ALL: [OpKind; 4] = [OpKind::Attention, OpKind::Norm, OpKind::Swiglu, OpKind::Rope];
+
+    /// The kind's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Attention => "attention",
+            OpKind::Norm => "RMSNorm",
+            OpKind::Swiglu => "SwiGLU",
+            OpKind::Rope => "RoPE",
+        }
+    }
+}
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static NANOS: [AtomicU64; 4] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Starts timing (from zero).
+pub fn start() {
+    for total in &NANOS {
+        total.store(0, Ordering::Relaxed);
+    }
+    ENABLED.store(true, Ordering::Relaxed);
+}
+
+/// Stops timing and returns the seconds spent in each kind since [`start`].
+pub fn stop() -> Vec<(OpKind, f64)> {
+    ENABLED.store(false, Ordering::Relaxed);
+    OpKind::ALL.iter().map(|&kind| (kind, NANOS[kind as usize].swap(0, Ordering::Relaxed) as f64 * 1e-9)).collect()
+}
+
+/// Runs `f`, adding its wall time to `kind` while timing is on.
+pub(super) fn timed<R>(kind: OpKind, f: impl FnOnce() -> R) -> R {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return f();
+    }
+    let start = Instant::now();
+    let result = f();
+    NANOS[kind as usize].fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    result
+}

@@ -1,0 +1,56 @@
+//! The decomposed ops, built from Burn's tensor ops as the model used them before the fused ops:
+//! the reference every fused op is tested against ([`OpPath::Reference`](super::OpPath)).
+
+use burn::tensor::activation::silu;
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{DType, Tensor};
+
+/// [`rms_norm`](super::rms_norm) from Burn's ops: `x / rms * (gamma * scale)`.
+pub fn rms_norm_reference<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, scale: f64) -> Tensor<D> {
+    let dtype = x.dtype();
+    let mean_square = x.clone().cast(DType::F32).square().mean_dim(D - 1); // [..., 1]
+    let rms = (mean_square + epsilon).sqrt().cast(dtype);
+    // Folding the factor into gamma costs d multiplications instead of a pass over x.
+    (x / rms) * (gamma * scale).unsqueeze()
+}
+
+/// [`swiglu`](super::swiglu) from Burn's ops.
+pub fn swiglu_reference<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
+    silu(gate) * up
+}
+
+/// [`rope`](super::rope) from Burn's ops, on `x: [batch, seq, heads, head_dim]` with tables
+/// `[seq, head_dim]` already in `x`'s dtype.
+pub fn rope_reference(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
+    let [_, seq, _, head_dim] = x.dims();
+    let half = head_dim / 2;
+    let cos = cos.reshape([1, seq, 1, head_dim]);
+    let sin = sin.reshape([1, seq, 1, head_dim]);
+    // rotate_half(x) = [-x2, x1] where x = [x1, x2]
+    let x1 = x.clone().narrow(3, 0, half);
+    let x2 = x.clone().narrow(3, half, half);
+    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    x * cos + rotated * sin
+}
+
+/// [`causal_attention`](super::causal_attention) from Burn's `attention` (which, under autodiff,
+/// keeps the `S x S` probabilities), the key and value heads repeated for their query groups.
+pub fn causal_attention_reference(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    let heads = q.dims()[2];
+    let head_major = |t: Tensor<4>| repeat_kv(t.swap_dims(1, 2), heads); // [b, h, s, hd]
+    let options = AttentionModuleOptions { scale: None, softcap: None, is_causal: true };
+    let context = attention(head_major(q), head_major(k), head_major(v), None, None, options);
+    context.swap_dims(1, 2)
+}
+
+/// Repeats each key/value head for the query heads of its group:
+/// `[b, kv_heads, s, hd] -> [b, heads, s, hd]`.
+pub(crate) fn repeat_kv(x: Tensor<4>, heads: usize) -> Tensor<4> {
+    let [batch, kv_heads, seq, head_dim] = x.dims();
+    let groups = heads / kv_heads;
+    if groups == 1 {
+        return x;
+    }
+    x.unsqueeze_dim::<5>(2).expand([batch, kv_heads, groups, seq, head_dim]).reshape([batch, heads, seq, head_dim])
+}

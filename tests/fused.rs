@@ -1,0 +1,229 @@
+//! The fused ops against Burn's decomposed ops (the reference path), on every compiled backend:
+//! the forward and the gradient of every input, on shapes that stress them; bit-identical results
+//! on any number of threads; and a few training steps of the model on both paths.
+
+mod common;
+
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::{DType, Device, Tensor, TensorData};
+use common::{all_backends, cpu, random_tokens, values};
+use layernorm_scaling::fused::{self, with_path, OpPath};
+use layernorm_scaling::model::RotaryEmbedding;
+use layernorm_scaling::LlamaConfig;
+
+/// Reproducible values in about `[-2, 2]`, the same on every backend.
+fn seeded<const D: usize>(shape: [usize; D], seed: u64, device: &Device) -> Tensor<D> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1);
+    let n = shape.iter().product();
+    let data: Vec<f32> = (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect();
+    Tensor::from_data(TensorData::new(data, shape), device)
+}
+
+/// Asserts `|a - b| <= tol * (1 + |b|)` element-wise, naming the worst element.
+fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths differ");
+    let (worst, at) = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs() / (1.0 + b.abs()))
+        .enumerate()
+        .fold((0.0f32, 0), |(worst, at), (i, e)| if e > worst || e.is_nan() { (e, i) } else { (worst, at) });
+    assert!(worst <= tol, "{what}: element {at} differs: {} vs {} (relative {worst}, tolerance {tol})", a[at], b[at]);
+}
+
+/// Runs `op` on `inputs` (made trainable) on both paths: returns, per path, the output and the
+/// gradient of every input for the upstream gradient `weights` (the loss is `sum(out * weights)`).
+fn both_paths<const D: usize, const O: usize>(
+    inputs: &[Tensor<D>],
+    weights: &Tensor<O>,
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) -> [(Vec<f32>, Vec<Vec<f32>>); 2] {
+    [OpPath::Fused, OpPath::Reference].map(|path| {
+        with_path(path, || {
+            let tracked: Vec<Tensor<D>> = inputs.iter().map(|t| t.clone().autodiff().require_grad()).collect();
+            let output = op(tracked.clone());
+            let grads = (output.clone() * weights.clone().autodiff()).sum().backward();
+            let grads = tracked.iter().map(|t| values(&t.grad(&grads).expect("every input gets a gradient"))).collect();
+            (values(&output), grads)
+        })
+    })
+}
+
+/// Compares both paths' outputs and gradients.
+fn check<const D: usize, const O: usize>(
+    what: &str,
+    inputs: &[Tensor<D>],
+    weights: &Tensor<O>,
+    tol: f32,
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
+    let [(fused_out, fused_grads), (reference_out, reference_grads)] = both_paths(inputs, weights, op);
+    assert_close(&format!("{what}: output"), &fused_out, &reference_out, tol);
+    for (i, (fused, reference)) in fused_grads.iter().zip(&reference_grads).enumerate() {
+        assert_close(&format!("{what}: gradient of input {i}"), fused, reference, tol);
+    }
+}
+
+/// f32 tolerance: 1e-5 on the CPU backends; the software Vulkan adapter's `exp` and reductions
+/// differ from the CPU's by more.
+fn tolerance(backend: &str) -> f32 {
+    if backend == "wgpu-cpu" {
+        1e-4
+    } else {
+        1e-5
+    }
+}
+
+#[test]
+fn rms_norm_matches_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for (shape, layer) in [([2, 5, 7], 3usize), ([1, 1, 64], 1), ([3, 33, 40], 12)] {
+            let x = seeded(shape, 1, &device);
+            let gamma = seeded([shape[2]], 2, &device).reshape([1, 1, shape[2]]) + 1.0;
+            let weights = seeded(shape, 3, &device);
+            let scale = 1.0 / (layer as f64).sqrt();
+            check(&format!("{backend} rms_norm {shape:?}"), &[x, gamma], &weights, tolerance(backend), |t| {
+                let gamma = t[1].clone().reshape([shape[2]]);
+                fused::rms_norm(t[0].clone(), gamma, 1e-6, scale)
+            });
+        }
+    }
+}
+
+#[test]
+fn swiglu_matches_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for shape in [[3, 5, 11], [1, 1, 1], [2, 64, 176]] {
+            let (gate, up) = (seeded(shape, 4, &device) * 3.0, seeded(shape, 5, &device));
+            let weights = seeded(shape, 6, &device);
+            check(&format!("{backend} swiglu {shape:?}"), &[gate, up], &weights, tolerance(backend), |t| {
+                fused::swiglu(t[0].clone(), t[1].clone())
+            });
+        }
+    }
+}
+
+#[test]
+fn rope_matches_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for shape in [[2, 5, 3, 8], [1, 1, 1, 2], [2, 70, 4, 16]] {
+            let tables = RotaryEmbedding::new(shape[3], 10_000.0).tables(3, shape[1], &device);
+            let x = seeded(shape, 7, &device);
+            let weights = seeded(shape, 8, &device);
+            check(&format!("{backend} rope {shape:?}"), &[x], &weights, tolerance(backend), |t| {
+                fused::rope(t[0].clone(), tables.cos(), tables.sin())
+            });
+        }
+    }
+}
+
+/// `(batch, seq, heads, kv_heads, head_dim)`: one position, grouped-query heads, a batch of one,
+/// odd head sizes, and sequences that span several blocks of query rows.
+const ATTENTION_SHAPES: [(usize, usize, usize, usize, usize); 6] =
+    [(2, 7, 4, 2, 8), (1, 1, 2, 2, 4), (1, 150, 2, 1, 16), (2, 64, 3, 3, 5), (1, 129, 6, 2, 12), (3, 20, 1, 1, 32)];
+
+#[test]
+fn causal_attention_matches_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for (batch, seq, heads, kv_heads, head_dim) in ATTENTION_SHAPES {
+            let q = seeded([batch, seq, heads, head_dim], 9, &device);
+            let k = seeded([batch, seq, kv_heads, head_dim], 10, &device);
+            let v = seeded([batch, seq, kv_heads, head_dim], 11, &device);
+            let weights = seeded([batch, seq, heads, head_dim], 12, &device);
+            let what = format!("{backend} attention b{batch} s{seq} h{heads} kv{kv_heads} d{head_dim}");
+            let [(fused_out, fused_grads), (reference_out, reference_grads)] =
+                both_paths(&[q, k, v], &weights, |t| fused::causal_attention(t[0].clone(), t[1].clone(), t[2].clone()));
+            assert_close(&format!("{what}: output"), &fused_out, &reference_out, tolerance(backend));
+            for (name, fused, reference) in
+                [("q", 0, 0), ("k", 1, 1), ("v", 2, 2)].map(|(name, a, b)| (name, &fused_grads[a], &reference_grads[b]))
+            {
+                assert_close(&format!("{what}: gradient of {name}"), fused, reference, tolerance(backend));
+            }
+        }
+    }
+}
+
+#[test]
+fn bf16_inputs_take_the_portable_bodies_within_bf16_precision() {
+    let device = cpu();
+    let x = seeded([2, 9, 16], 13, &device).cast(DType::BF16);
+    let gamma = seeded([1, 1, 16], 14, &device).cast(DType::BF16) + 1.0;
+    let weights = seeded([2, 9, 16], 15, &device).cast(DType::BF16);
+    check("bf16 rms_norm", &[x.clone(), gamma], &weights, 2e-2, |t| {
+        fused::rms_norm(t[0].clone(), t[1].clone().reshape([16]), 1e-6, 0.5)
+    });
+    check("bf16 swiglu", &[x.clone(), x.clone() * 0.5], &weights, 2e-2, |t| fused::swiglu(t[0].clone(), t[1].clone()));
+    let q = seeded([2, 9, 2, 8], 16, &device).cast(DType::BF16);
+    let weights = seeded([2, 9, 2, 8], 17, &device).cast(DType::BF16);
+    check("bf16 attention", &[q.clone(), q.clone() * 0.7, q * -0.3], &weights, 3e-2, |t| {
+        fused::causal_attention(t[0].clone(), t[1].clone(), t[2].clone())
+    });
+}
+
+/// The flex kernels split work into pieces of a fixed size and add their sums in piece order.
+#[test]
+fn flex_kernels_give_the_same_bits_on_any_number_of_threads() {
+    let device = cpu();
+    let run = || {
+        let q = seeded([2, 150, 4, 16], 18, &device).autodiff().require_grad();
+        let k = seeded([2, 150, 2, 16], 19, &device).autodiff().require_grad();
+        let v = seeded([2, 150, 2, 16], 20, &device).autodiff().require_grad();
+        let gamma = seeded([64], 21, &device).autodiff().require_grad();
+        let attention = fused::causal_attention(q.clone(), k.clone(), v.clone()).reshape([2, 150, 64]);
+        let normed = fused::rms_norm(attention, gamma.clone(), 1e-6, 0.5);
+        let out = fused::swiglu(normed.clone(), normed);
+        let grads = (out.clone() * out.clone()).sum().backward();
+        let mut all = values(&out);
+        for t in [&q, &k, &v] {
+            all.extend(values(&t.grad(&grads).unwrap()));
+        }
+        all.extend(values(&gamma.grad(&grads).unwrap()));
+        all
+    };
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| with_path(OpPath::Fused, run))
+    };
+    let one = on(1);
+    for threads in [2, 3, 8] {
+        let many = on(threads);
+        assert!(
+            one.iter().zip(&many).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{threads} threads give other bits than one"
+        );
+    }
+}
+
+#[test]
+fn training_steps_on_both_paths_give_the_same_losses() {
+    let device = cpu().autodiff();
+    let config = LlamaConfig::tiny().with_n_kv_heads(Some(2));
+    let tokens = random_tokens(4, 48, 256, 22, &device);
+    let targets = random_tokens(4, 48, 256, 23, &device);
+    let losses = |path: OpPath| {
+        with_path(path, || {
+            device.seed(24);
+            let mut model = config.init(&device).unwrap();
+            let mut optim = AdamWConfig::new().init();
+            (0..6)
+                .map(|_| {
+                    let loss = model.next_token_loss(tokens.clone(), targets.clone());
+                    let value = values(&loss)[0];
+                    let grads = GradientsParams::from_grads(loss.backward(), &model);
+                    model = optim.step(3e-3, model.clone(), grads);
+                    value
+                })
+                .collect::<Vec<f32>>()
+        })
+    };
+    let (fused, reference) = (losses(OpPath::Fused), losses(OpPath::Reference));
+    assert!(fused[5] < fused[0] - 0.05, "the loss falls: {fused:?}");
+    assert_close("losses", &fused, &reference, 1e-4);
+}
