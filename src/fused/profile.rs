@@ -52,7 +52,8 @@ pub fn stop() -> Vec<(OpKind, f64)> {
     OpKind::ALL.iter().map(|&kind| (kind, NANOS[kind as usize].swap(0, Ordering::Relaxed) as f64 * 1e-9)).collect()
 }
 
-/// Runs `f`, adding its wall time to `kind` while timing is on.
+/// Runs `f`, adding its wall time to `kind` while timing is on (the ops are timed under autodiff).
+#[cfg_attr(not(feature = "autodiff"), allow(dead_code))]
 pub(super) fn timed<R>(kind: OpKind, f: impl FnOnce() -> R) -> R {
     if !ENABLED.load(Ordering::Relaxed) {
         return f();

@@ -97,6 +97,19 @@ fn sum(values: &[f32]) -> f32 {
     lanes.iter().sum::<f32>() + rest
 }
 
+/// The largest value (NaN if any is NaN, so that a NaN score spreads as in the reference).
+fn max(values: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = values.chunks_exact(8);
+    let rest = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| if v > m || v.is_nan() { v } else { m });
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = if v > *lane || v.is_nan() { v } else { *lane };
+        }
+    }
+    lanes.iter().fold(rest, |m, &v| if v > m || v.is_nan() { v } else { m })
+}
+
 /// `sum(a * b)` in a fixed order, as [`sum`].
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
@@ -130,10 +143,11 @@ pub(super) fn forward(shape: &Shape, q: &[f32], k: &[f32], v: &[f32], scale: f32
                 matmul((rows, keys, d), scores, keys, false, (&q[start * q_rs..], q_rs, 1), (k, 1, kv_rs), scale);
                 for (r, row) in scores.chunks_mut(keys).enumerate() {
                     let (seen, future) = row.split_at_mut(start + r + 1);
-                    let max = seen.iter().fold(f32::NEG_INFINITY, |max, &s| max.max(s));
+                    let max = max(seen);
                     seen.iter_mut().for_each(|s| *s = exp(*s - max));
                     let total = sum(seen);
-                    seen.iter_mut().for_each(|p| *p /= total);
+                    let inverse = 1.0 / total;
+                    seen.iter_mut().for_each(|p| *p *= inverse);
                     future.fill(0.0);
                     lse[start + r] = max + total.ln();
                 }
