@@ -59,15 +59,26 @@ pub fn show_defaults<T: Serialize>(command: Command, defaults: &T) -> Command {
 }
 
 /// The parsed command line of `command`. `--help` and `--version` print and exit 0; a bad
-/// command line prints clap's message and exits 1, as every other bad input of the examples.
+/// command line prints clap's message and exits 1, as every other bad input of the examples, and
+/// so does a bad `LAYERNORM_SCALING_OPS` (the [`fused`](crate::fused) ops' path).
 pub fn matches(command: Command) -> ArgMatches {
-    command.try_get_matches().unwrap_or_else(|error| {
+    let matches = command.try_get_matches().unwrap_or_else(|error| {
         if error.use_stderr() {
             let _ = error.print();
             std::process::exit(1);
         }
         error.exit()
-    })
+    });
+    if crate::fused::OpPath::from_env().is_err() {
+        let value = std::env::var(crate::fused::ENV_VAR).unwrap_or_default();
+        crate::errln!(
+            "error: {}={value:?} names no path for the fused ops; set it to `fused` (the default) or `reference`, \
+             or unset it",
+            crate::fused::ENV_VAR
+        );
+        std::process::exit(1);
+    }
+    matches
 }
 
 /// `base` with every option of `T` given on the command line applied (an option not given

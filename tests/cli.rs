@@ -1,5 +1,5 @@
 //! The command lines of the examples: a closed standard output, sizes out of range, negative
-//! numbers, a bad `BURN_DEVICE`, output folders, Hugging Face configs that cannot be written, a
+//! numbers, a bad `BURN_DEVICE` or `LAYERNORM_SCALING_OPS`, output folders, Hugging Face configs that cannot be written, a
 //! tokenizer path that is not found, and a Mistral sliding window. Every bad input is an error
 //! that says what to do, with exit code 1 and no panic.
 
@@ -207,6 +207,20 @@ fn a_bad_burn_device_is_named_as_the_variable() {
     let output = Command::new(example("curse")).args(["--device", "flx"]).env_remove("BURN_DEVICE").output().unwrap();
     assert_refused(&output, &["unknown device `flx`"], "curse --device flx");
     assert!(!String::from_utf8_lossy(&output.stderr).contains("BURN_DEVICE"));
+}
+
+#[test]
+fn a_bad_ops_path_is_named_as_the_variable_and_the_reference_path_runs() {
+    let output = Command::new(example("curse")).args(["--layers", "2"]).env("LAYERNORM_SCALING_OPS", "refrence").output().unwrap();
+    assert_refused(&output, &["LAYERNORM_SCALING_OPS=\"refrence\"", "`reference`"], "curse");
+    let run = |path: &str| {
+        let output = Command::new(example("curse")).args(["--layers", "2"]).env("LAYERNORM_SCALING_OPS", path).output().unwrap();
+        assert_succeeded(&output, &format!("curse with LAYERNORM_SCALING_OPS={path}"));
+        String::from_utf8_lossy(&output.stdout).lines().filter(|l| l.contains(": x")).map(String::from).collect::<Vec<_>>()
+    };
+    let (fused, reference) = (run("fused"), run("reference"));
+    assert_eq!(fused.len(), 2, "two growth figures: {fused:?}");
+    assert_eq!(fused, reference, "both paths print the same growth figures");
 }
 
 #[test]
