@@ -211,12 +211,21 @@ fn a_bad_burn_device_is_named_as_the_variable() {
 
 #[test]
 fn a_bad_ops_path_is_named_as_the_variable_and_the_reference_path_runs() {
-    let output = Command::new(example("curse")).args(["--layers", "2"]).env("LAYERNORM_SCALING_OPS", "refrence").output().unwrap();
+    let output = Command::new(example("curse"))
+        .args(["--layers", "2"])
+        .env("LAYERNORM_SCALING_OPS", "refrence")
+        .output()
+        .unwrap();
     assert_refused(&output, &["LAYERNORM_SCALING_OPS=\"refrence\"", "`reference`"], "curse");
     let run = |path: &str| {
-        let output = Command::new(example("curse")).args(["--layers", "2"]).env("LAYERNORM_SCALING_OPS", path).output().unwrap();
+        let output =
+            Command::new(example("curse")).args(["--layers", "2"]).env("LAYERNORM_SCALING_OPS", path).output().unwrap();
         assert_succeeded(&output, &format!("curse with LAYERNORM_SCALING_OPS={path}"));
-        String::from_utf8_lossy(&output.stdout).lines().filter(|l| l.contains(": x")).map(String::from).collect::<Vec<_>>()
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|l| l.contains(": x"))
+            .map(String::from)
+            .collect::<Vec<_>>()
     };
     let (fused, reference) = (run("fused"), run("reference"));
     assert_eq!(fused.len(), 2, "two growth figures: {fused:?}");

@@ -1,4 +1,4 @@
-//! The fused ops against Burn's decomposed ops (the reference path), on every compiled backend:
+//! The fused ops (attention, RMSNorm, LayerNorm, SwiGLU, RoPE) against Burn's decomposed ops (the reference path), on every compiled backend:
 //! the forward and the gradient of every input, on shapes that stress them; bit-identical results
 //! on any number of threads; and a few training steps of the model on both paths.
 
@@ -98,6 +98,23 @@ fn rms_norm_matches_the_reference_on_every_backend() {
 }
 
 #[test]
+fn layer_norm_matches_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for shape in [[2, 5, 7], [1, 1, 64], [3, 33, 40]] {
+            let d = shape[2];
+            // A row offset far from zero checks the mean's subtraction.
+            let x = seeded(shape, 25, &device) + 3.0;
+            let gamma = seeded([1, 1, d], 26, &device) + 1.0;
+            let beta = seeded([1, 1, d], 27, &device);
+            let weights = seeded(shape, 28, &device);
+            check(&format!("{backend} layer_norm {shape:?}"), &[x, gamma, beta], &weights, tolerance(backend), |t| {
+                fused::layer_norm(t[0].clone(), t[1].clone().reshape([d]), t[2].clone().reshape([d]), 1e-5)
+            });
+        }
+    }
+}
+
+#[test]
 fn swiglu_matches_the_reference_on_every_backend() {
     for (backend, device) in all_backends() {
         for shape in [[3, 5, 11], [1, 1, 1], [2, 64, 176]] {
@@ -158,6 +175,10 @@ fn bf16_inputs_take_the_portable_bodies_within_bf16_precision() {
     let weights = seeded([2, 9, 16], 15, &device).cast(DType::BF16);
     check("bf16 rms_norm", &[x.clone(), gamma], &weights, 2e-2, |t| {
         fused::rms_norm(t[0].clone(), t[1].clone().reshape([16]), 1e-6, 0.5)
+    });
+    check("bf16 layer_norm", &[x.clone(), x.clone().narrow(0, 0, 1).narrow(1, 0, 1)], &weights, 2e-2, |t| {
+        let gamma = t[1].clone().reshape([16]);
+        fused::layer_norm(t[0].clone(), gamma.clone(), gamma * 0.5, 1e-5)
     });
     check("bf16 swiglu", &[x.clone(), x.clone() * 0.5], &weights, 2e-2, |t| fused::swiglu(t[0].clone(), t[1].clone()));
     let q = seeded([2, 9, 2, 8], 16, &device).cast(DType::BF16);

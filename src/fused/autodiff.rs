@@ -33,6 +33,27 @@ impl<B: FusedKernels> Backward<B, 2> for RmsNormBackward {
     }
 }
 
+/// Keeps x, gamma, and each row's mean and inverse standard deviation.
+#[derive(Debug)]
+struct LayerNormBackward;
+
+impl<B: FusedKernels> Backward<B, 3> for LayerNormBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_x, node_gamma, node_beta] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (x, gamma, mean, inv_std) = ops.state;
+        let (grad_x, grad_gamma, grad_beta) =
+            timed(OpKind::Norm, || B::layer_norm_backward(x, gamma, mean, inv_std, grad));
+        for (node, grad) in [(node_x, grad_x), (node_gamma, grad_gamma), (node_beta, grad_beta)] {
+            if let Some(node) = node {
+                grads.register::<B>(node.id, grad);
+            }
+        }
+    }
+}
+
 /// Keeps gate and up.
 #[derive(Debug)]
 struct SwigluBackward;
@@ -105,6 +126,25 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(B::rms_norm_forward(x.into_primitive(), gamma.into_primitive(), epsilon, scale).0)
             }
+        }
+    }
+
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self> {
+        match LayerNormBackward.prepare::<C>([x.node(), gamma.node(), beta.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (x, gamma, beta) = (x.into_primitive(), gamma.into_primitive(), beta.into_primitive());
+                let (y, mean, inv_std) =
+                    timed(OpKind::Norm, || B::layer_norm_forward(x.clone(), gamma.clone(), beta, epsilon));
+                prep.finish((x, gamma, mean, inv_std), y)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(
+                B::layer_norm_forward(x.into_primitive(), gamma.into_primitive(), beta.into_primitive(), epsilon).0,
+            ),
         }
     }
 

@@ -26,6 +26,13 @@ use super::portable;
 pub trait FusedOps: Backend {
     /// `x / sqrt(mean(x^2) + epsilon) * gamma * scale` over the last dimension.
     fn fused_rms_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, epsilon: f64, scale: f64) -> FloatTensor<Self>;
+    /// `(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last dimension.
+    fn fused_layer_norm(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> FloatTensor<Self>;
     /// `silu(gate) * up`.
     fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self>;
     /// `x * cos + rotate_half(x) * sin`, `x: [b, s, h, hd]`, tables `[s, hd]`.
@@ -61,6 +68,27 @@ pub trait FusedKernels: Backend {
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         portable::rms_norm_backward::<Self>(x, gamma, inv_rms, grad, scale)
+    }
+
+    /// LayerNorm forward -> `(y: x's shape, mean, inverse standard deviation: [..., 1] in f32)`.
+    fn layer_norm_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        portable::layer_norm_forward::<Self>(x, gamma, beta, epsilon)
+    }
+
+    /// LayerNorm backward -> `(grad x, grad gamma: [d], grad beta: [d])`.
+    fn layer_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        inv_std: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        portable::layer_norm_backward::<Self>(x, gamma, mean, inv_std, grad)
     }
 
     /// `silu(gate) * up`.
@@ -119,6 +147,14 @@ macro_rules! fused_ops_from_kernels {
                 scale: f64,
             ) -> FloatTensor<Self> {
                 Self::rms_norm_forward(x, gamma, epsilon, scale).0
+            }
+            fn fused_layer_norm(
+                x: FloatTensor<Self>,
+                gamma: FloatTensor<Self>,
+                beta: FloatTensor<Self>,
+                epsilon: f64,
+            ) -> FloatTensor<Self> {
+                Self::layer_norm_forward(x, gamma, beta, epsilon).0
             }
             fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
                 Self::swiglu_forward(gate, up)

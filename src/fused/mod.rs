@@ -1,5 +1,5 @@
 //! Fused transformer ops with backward passes of their own: causal attention (flash style),
-//! RMSNorm with the LNS factor, SwiGLU and RoPE.
+//! RMSNorm and LayerNorm (with the LNS factor), SwiGLU and RoPE.
 //!
 //! Under autodiff, Burn 0.22 builds each of these from many small ops, every one a full pass over
 //! its input and many a tensor kept for the backward pass (attention keeps the `S x S` scores, on
@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | [`causal_attention`] | q, k, v, the output, each row's log-sum-exp | recomputes the probabilities block by block |
 //! | [`rms_norm`] | x, gamma, each row's inverse RMS | closed form |
+//! | [`layer_norm`] | x, gamma, each row's mean and inverse standard deviation | closed form |
 //! | [`swiglu`] | gate, up | closed form |
 //! | [`rope`] | nothing but the tables | the rotation by minus the angle |
 //!
@@ -37,7 +38,9 @@ use burn::backend::Dispatch;
 use burn::tensor::Tensor;
 
 pub use kernels::{FusedKernels, FusedOps};
-pub use reference::{causal_attention_reference, rms_norm_reference, rope_reference, swiglu_reference};
+pub use reference::{
+    causal_attention_reference, layer_norm_reference, rms_norm_reference, rope_reference, swiglu_reference,
+};
 
 /// Which implementation the model's attention, norms, SwiGLU and RoPE use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -133,6 +136,25 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, sc
             gamma.into_dispatch(),
             epsilon,
             scale,
+        )),
+    }
+}
+
+/// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + epsilon) * gamma + beta`
+/// (biased variance). Shapes: `x: [..., d]`, `gamma, beta: [d]` -> `[..., d]`. Statistics in f32.
+///
+/// LNS folds its factor into `gamma` and `beta` before the call.
+pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Tensor<1>, epsilon: f64) -> Tensor<D> {
+    let [d] = gamma.dims();
+    assert_eq!(x.dims()[D - 1], d, "layer_norm: the input's last dimension must match gamma's size");
+    assert_eq!(beta.dims(), [d], "layer_norm: beta must have gamma's size");
+    match current_path() {
+        OpPath::Reference => layer_norm_reference(x, gamma, beta, epsilon),
+        OpPath::Fused => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_layer_norm(
+            x.into_dispatch(),
+            gamma.into_dispatch(),
+            beta.into_dispatch(),
+            epsilon,
         )),
     }
 }

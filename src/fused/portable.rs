@@ -73,6 +73,55 @@ pub fn rms_norm_backward<B: Backend>(
     (cast::<B>(dx, dtype), cast::<B>(dgamma, gamma_dtype))
 }
 
+/// See [`FusedKernels::layer_norm_forward`](super::FusedKernels::layer_norm_forward).
+pub fn layer_norm_forward<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    beta: FloatTensor<B>,
+    epsilon: f64,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let (dtype, rank) = (x.dtype(), x.shape().num_dims());
+    let x = f32_of::<B>(x);
+    let mean = B::float_mean_dim(x.clone(), rank - 1); // [..., 1]
+    let centred = B::float_sub(x, mean.clone());
+    let variance = B::float_mean_dim(B::float_mul(centred.clone(), centred.clone()), rank - 1);
+    let inv_std = B::float_recip(B::float_sqrt(B::float_add_scalar(variance, scalar(epsilon))));
+    let normalised = B::float_mul(centred, inv_std.clone());
+    let (gamma, beta) = (row_vector::<B>(f32_of::<B>(gamma), rank), row_vector::<B>(f32_of::<B>(beta), rank));
+    let y = B::float_add(B::float_mul(normalised, gamma), beta);
+    (cast::<B>(y, dtype), mean, inv_std)
+}
+
+/// See [`FusedKernels::layer_norm_backward`](super::FusedKernels::layer_norm_backward): with
+/// `n = (x - mean) r` and `dn = dy gamma`, `dx = r (dn - mean(dn) - n mean(dn n))`,
+/// `dgamma = sum_rows(dy n)`, `dbeta = sum_rows(dy)`.
+pub fn layer_norm_backward<B: Backend>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    mean: FloatTensor<B>,
+    inv_std: FloatTensor<B>,
+    grad: FloatTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let (dtype, gamma_dtype) = (x.dtype(), gamma.dtype());
+    let shape = x.shape();
+    let rank = shape.num_dims();
+    let d = shape[rank - 1];
+    let (x, grad) = (f32_of::<B>(x), f32_of::<B>(grad));
+    let normalised = B::float_mul(B::float_sub(x, mean), inv_std.clone());
+    let grad_n = B::float_mul(grad.clone(), row_vector::<B>(f32_of::<B>(gamma), rank));
+    let mean_grad_n = B::float_mean_dim(grad_n.clone(), rank - 1);
+    let mean_grad_n_n = B::float_mean_dim(B::float_mul(grad_n.clone(), normalised.clone()), rank - 1);
+    let inner = B::float_sub(B::float_sub(grad_n, mean_grad_n), B::float_mul(normalised.clone(), mean_grad_n_n));
+    let dx = B::float_mul(inner, inv_std);
+    let rows = shape.num_elements() / d;
+    let sum_rows = |t: FloatTensor<B>| {
+        B::float_reshape(B::float_sum_dim(B::float_reshape(t, Shape::from([rows, d])), 0), Shape::from([d]))
+    };
+    let dgamma = sum_rows(B::float_mul(grad.clone(), normalised));
+    let dbeta = sum_rows(grad);
+    (cast::<B>(dx, dtype), cast::<B>(dgamma, gamma_dtype), cast::<B>(dbeta, gamma_dtype))
+}
+
 /// `silu(gate) * up`.
 pub fn swiglu_forward<B: Backend>(gate: FloatTensor<B>, up: FloatTensor<B>) -> FloatTensor<B> {
     let silu = B::float_mul(gate.clone(), B::sigmoid(gate));

@@ -2,7 +2,7 @@
 //! the reference every fused op is tested against ([`OpPath::Reference`](super::OpPath)).
 
 use burn::tensor::activation::silu;
-use burn::tensor::module::attention;
+use burn::tensor::module::{attention, layer_norm};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, Tensor};
 
@@ -13,6 +13,22 @@ pub fn rms_norm_reference<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilo
     let rms = (mean_square + epsilon).sqrt().cast(dtype);
     // Folding the factor into gamma costs d multiplications instead of a pass over x.
     (x / rms) * (gamma * scale).unsqueeze()
+}
+
+/// [`layer_norm`](super::layer_norm) from Burn's `layer_norm`, in f32 for half-precision inputs.
+pub fn layer_norm_reference<const D: usize>(
+    x: Tensor<D>,
+    gamma: Tensor<1>,
+    beta: Tensor<1>,
+    epsilon: f64,
+) -> Tensor<D> {
+    let dtype = x.dtype();
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        let (gamma, beta) = (gamma.cast(DType::F32), beta.cast(DType::F32));
+        layer_norm(x.cast(DType::F32), gamma, Some(beta), epsilon).cast(dtype)
+    } else {
+        layer_norm(x, gamma, Some(beta), epsilon)
+    }
 }
 
 /// [`swiglu`](super::swiglu) from Burn's ops.

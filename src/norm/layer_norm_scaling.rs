@@ -3,11 +3,10 @@
 use burn::config::Config;
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::Initializer;
-use burn::tensor::module::layer_norm;
-use burn::tensor::{DType, Device, Tensor};
+use burn::tensor::{Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
-use crate::ConfigError;
+use crate::{fused, ConfigError};
 
 /// Configuration of [`LayerNormScaling`].
 #[derive(Config, Debug)]
@@ -72,19 +71,22 @@ impl LayerNormScaling {
 
     /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
     ///
-    /// Half-precision inputs are normalised in f32 and cast back.
+    /// Half-precision inputs are normalised in f32 and cast back. One fused op
+    /// ([`fused::layer_norm`]) with its own backward, which keeps each row's mean and inverse
+    /// standard deviation.
+    ///
+    /// # Panics
+    ///
+    /// If the last dimension of `x` is not `d_model`, as Burn's `LayerNorm`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         // s * (norm(x) * gamma + beta) = norm(x) * (s * gamma) + s * beta
         let scale = self.scale();
         let gamma = self.gamma.val() * scale;
-        let beta = self.beta.as_ref().map(|b| b.val() * scale);
-        let dtype = x.dtype();
-        if matches!(dtype, DType::F16 | DType::BF16) {
-            let beta = beta.map(|b| b.cast(DType::F32));
-            layer_norm(x.cast(DType::F32), gamma.cast(DType::F32), beta, self.epsilon).cast(dtype)
-        } else {
-            layer_norm(x, gamma, beta, self.epsilon)
-        }
+        let beta = match &self.beta {
+            Some(beta) => beta.val() * scale,
+            None => gamma.zeros_like(),
+        };
+        fused::layer_norm(x, gamma, beta, self.epsilon)
     }
 }
 

@@ -7,6 +7,7 @@
 mod attention;
 mod elementwise;
 mod exp;
+mod layer_norm;
 mod rms_norm;
 
 use std::borrow::Cow;
@@ -30,6 +31,14 @@ fn tensor(values: Vec<f32>, shape: impl Into<Shape>) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape.into()))
 }
 
+/// `[..., d] -> [..., 1]`: one statistic per row.
+fn row_stats_shape(shape: &Shape) -> Shape {
+    let mut stats = shape.clone();
+    let last = stats.num_dims() - 1;
+    stats[last] = 1;
+    stats
+}
+
 fn all_f32(tensors: &[&FlexTensor]) -> bool {
     tensors.iter().all(|t| t.dtype() == DType::F32)
 }
@@ -41,9 +50,7 @@ impl FusedKernels for Flex {
         }
         let shape = x.shape();
         let (y, inv_rms) = rms_norm::forward(&values(&x), &values(&gamma), epsilon, scale);
-        let mut stats_shape = shape.clone();
-        let last = stats_shape.num_dims() - 1;
-        stats_shape[last] = 1;
+        let stats_shape = row_stats_shape(&shape);
         (tensor(y, shape), tensor(inv_rms, stats_shape))
     }
 
@@ -61,6 +68,37 @@ impl FusedKernels for Flex {
         let (grad_x, grad_gamma) =
             rms_norm::backward(&values(&x), &values(&gamma), &values(&inv_rms), &values(&grad), scale);
         (tensor(grad_x, shape), tensor(grad_gamma, gamma_shape))
+    }
+
+    fn layer_norm_forward(
+        x: FlexTensor,
+        gamma: FlexTensor,
+        beta: FlexTensor,
+        epsilon: f64,
+    ) -> (FlexTensor, FlexTensor, FlexTensor) {
+        if !all_f32(&[&x, &gamma, &beta]) {
+            return portable::layer_norm_forward::<Flex>(x, gamma, beta, epsilon);
+        }
+        let shape = x.shape();
+        let (y, mean, inv_std) = layer_norm::forward(&values(&x), &values(&gamma), &values(&beta), epsilon);
+        let stats_shape = row_stats_shape(&shape);
+        (tensor(y, shape), tensor(mean, stats_shape.clone()), tensor(inv_std, stats_shape))
+    }
+
+    fn layer_norm_backward(
+        x: FlexTensor,
+        gamma: FlexTensor,
+        mean: FlexTensor,
+        inv_std: FlexTensor,
+        grad: FlexTensor,
+    ) -> (FlexTensor, FlexTensor, FlexTensor) {
+        if !all_f32(&[&x, &gamma, &mean, &inv_std, &grad]) {
+            return portable::layer_norm_backward::<Flex>(x, gamma, mean, inv_std, grad);
+        }
+        let (shape, gamma_shape) = (x.shape(), gamma.shape());
+        let (grad_x, grad_gamma, grad_beta) =
+            layer_norm::backward(&values(&x), &values(&gamma), &values(&mean), &values(&inv_std), &values(&grad));
+        (tensor(grad_x, shape), tensor(grad_gamma, gamma_shape.clone()), tensor(grad_beta, gamma_shape))
     }
 
     fn swiglu_forward(gate: FlexTensor, up: FlexTensor) -> FlexTensor {
