@@ -74,7 +74,11 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     let model = model_config(config)?;
     let theirs = args.compare.iter().map(read_records).collect::<Result<Vec<_>, _>>()?.concat();
     if let Some(path) = &args.records {
-        compare(&read_records(path)?, &theirs);
+        let records = read_records(path)?;
+        if args.breakdown {
+            print_breakdowns(&records);
+        }
+        compare(&records, &theirs);
         return Ok(());
     }
     // Output paths are checked before minutes of measuring.
@@ -96,14 +100,15 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     }
     let dtypes: Vec<bool> = if dtype_given { vec![config.bf16] } else { vec![false, true] };
     outln!(
-        "training step of {} layers x d_model {} ({} parameters, {}), batch {} x seq {}; median of {} steps",
+        "training step of {} layers x d_model {} ({} parameters, {}), batch {} x seq {}; median of {} steps; {:?} ops",
         model.n_layers,
         model.d_model,
         model.num_params(),
         model.norm_scheme,
         config.batch_size,
         config.seq_len,
-        args.iters
+        args.iters,
+        layernorm_scaling::fused::current_path()
     );
     outln!(
         "{:<10} {:<5} {:>10} {:>11} {:>10} {:>8} {:>7}",
@@ -185,11 +190,16 @@ fn print_record(r: &StepBenchmark) {
     );
 }
 
-/// Each record's time per step by part, with its share of the step.
+/// Each record's median step by part, with its share of the step.
 fn print_breakdowns(records: &[StepBenchmark]) {
     for r in records {
+        let ops = r.ops.as_deref().unwrap_or("unknown");
+        if r.breakdown.is_empty() {
+            outln!("\nno breakdown for {} {}: only the fused ops time themselves (ops: {ops})", r.device, r.dtype);
+            continue;
+        }
         let total: f64 = r.breakdown.iter().map(|(_, ms)| ms).sum();
-        outln!("\nwhere a step goes on {} {} (mean of the timed steps):", r.device, r.dtype);
+        outln!("\nwhere the median step went on {} {} ({ops} ops, {:.1} ms):", r.device, r.dtype, r.step_ms);
         for (part, ms) in &r.breakdown {
             outln!("  {part:<50} {ms:>9.1} ms {:>5.1}%", 100.0 * ms / total.max(f64::MIN_POSITIVE));
         }

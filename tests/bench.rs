@@ -94,3 +94,59 @@ fn a_bf16_step_draws_token_ids_inside_the_vocabulary() {
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.lines().any(|l| l.starts_with("flex") && l.contains("bf16") && !l.contains("skipped")), "{stdout}");
 }
+
+#[test]
+fn the_breakdown_splits_the_median_step_and_says_when_there_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = ["--model", "tiny", "--seq-len", "32", "--batch-size", "2", "--iters", "3", "--warmup-iters", "1"];
+    let run = |ops: &str, json: &std::path::Path| {
+        let output = Command::new(example("bench"))
+            .args(small)
+            .args(["--device", "flex", "--bf16", "false", "--breakdown", "--json"])
+            .arg(json)
+            .env("LAYERNORM_SCALING_OPS", ops)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+        let records: Vec<StepBenchmark> = serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+        (stdout, records.into_iter().next().unwrap())
+    };
+    let (stdout, fused) = run("fused", &dir.path().join("fused.json"));
+    assert_eq!(fused.ops.as_deref(), Some("fused"));
+    let names: Vec<&str> = fused.breakdown.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names[..5], ["attention", "RMSNorm", "SwiGLU", "RoPE", "optimiser"], "{stdout}");
+    // The parts are the median step's own: they add up to its time.
+    let total: f64 = fused.breakdown.iter().map(|(_, ms)| ms).sum();
+    assert!((total - fused.step_ms).abs() <= 1e-6 * fused.step_ms, "{total} vs {}", fused.step_ms);
+    assert!(fused.breakdown.iter().take(4).all(|(_, ms)| *ms > 0.0), "every fused op ran: {stdout}");
+    assert!(stdout.contains("where the median step went on flex f32 (fused ops"), "{stdout}");
+
+    let (stdout, reference) = run("reference", &dir.path().join("reference.json"));
+    assert_eq!((reference.ops.as_deref(), reference.breakdown.len()), (Some("reference"), 0));
+    assert!(
+        stdout.contains("no breakdown for flex f32: only the fused ops time themselves (ops: reference)"),
+        "{stdout}"
+    );
+
+    // Records read back print their breakdown too; a `null` breakdown reads as none.
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("fused.json")).unwrap()).unwrap();
+    value[0]["breakdown"] = serde_json::Value::Null;
+    std::fs::write(dir.path().join("null.json"), value.to_string()).unwrap();
+    for (records, expected) in [("fused.json", "where the median step went"), ("null.json", "no breakdown")] {
+        let output = Command::new(example("bench"))
+            .args(["--breakdown", "--records"])
+            .arg(dir.path().join(records))
+            .arg("--compare")
+            .arg(dir.path().join("fused.json"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains(expected),
+            "{records}: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

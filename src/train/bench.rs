@@ -15,6 +15,7 @@ use super::TrainConfig;
 use crate::data::LmBatch;
 use crate::fused;
 use crate::fused::profile::OpKind;
+use crate::fused::OpPath;
 use crate::seed::splitmix64;
 use crate::{set_precision, Error, Precision};
 
@@ -54,11 +55,21 @@ pub struct StepBenchmark {
     pub threads: Option<usize>,
     /// The processor's model name, where the operating system tells it.
     pub cpu: Option<String>,
-    /// Where a step's time goes, in mean milliseconds per step: each fused op (forward and
-    /// backward), the optimiser, and the rest (matmuls, embedding, loss, element-wise ops).
-    /// Wall-clock figures: meaningful on CPU devices only (a GPU queues work and returns).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The path of the transformer ops: `fused` or `reference` (`LAYERNORM_SCALING_OPS`); none
+    /// in PyTorch's records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<String>,
+    /// Where the median step's time went, in milliseconds: each fused op (forward and backward),
+    /// the optimiser, and the rest (matmuls, embedding, loss, element-wise ops). Empty on the
+    /// reference path, whose ops are Burn's. Wall-clock figures: meaningful on CPU devices only
+    /// (a GPU queues work and returns).
+    #[serde(default, deserialize_with = "null_as_empty", skip_serializing_if = "Vec::is_empty")]
     pub breakdown: Vec<(String, f64)>,
+}
+
+/// A missing or `null` breakdown is an empty one.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<(String, f64)>, D::Error> {
+    Ok(Option::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// Times `iters` training steps of the model `config` describes (`model`, `layers`, `norm`,
@@ -93,12 +104,11 @@ pub fn benchmark_step(
         inputs: tokens.clone().narrow(1, 0, seq),
         targets: tokens.clone().narrow(1, 1, seq),
     };
-    let mut times = Vec::with_capacity(iters);
-    let mut optimiser_ms = 0.0;
+    let ops = fused::current_path();
+    // Per timed step: its wall time (ms) and, on the fused path, where it went.
+    let mut steps: Vec<(f64, Vec<(String, f64)>)> = Vec::with_capacity(iters);
     for iteration in 0..warmup + iters {
-        if iteration == warmup {
-            fused::profile::start();
-        }
+        fused::profile::start();
         let start = Instant::now();
         let current = model.take().expect("the model is put back after every step");
         let output = current.step(batch_of(&tokens));
@@ -106,14 +116,26 @@ pub fn benchmark_step(
         let next = current.optimize(&mut optim, config.lr.into(), output.grads);
         device.sync().map_err(|e| Error::Training(format!("the device failed: {e:?}")))?;
         model = Some(next);
+        let optimiser_ms = optimiser_start.elapsed().as_secs_f64() * 1e3;
+        let step_ms = start.elapsed().as_secs_f64() * 1e3;
+        let fused_seconds = fused::profile::stop();
         if iteration >= warmup {
-            optimiser_ms += optimiser_start.elapsed().as_secs_f64() * 1e3;
-            times.push(start.elapsed().as_secs_f64() * 1e3);
+            let parts = match ops {
+                OpPath::Fused => breakdown(step_ms, fused_seconds, optimiser_ms),
+                OpPath::Reference => Vec::new(),
+            };
+            steps.push((step_ms, parts));
         }
     }
-    let breakdown = breakdown(&times, fused::profile::stop(), optimiser_ms);
-    times.sort_by(f64::total_cmp);
+    // The median step, and where its own time went.
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (times, breakdown): (Vec<f64>, Vec<_>) = steps.into_iter().unzip();
+    let breakdown = breakdown.into_iter().nth(times.len() / 2).unwrap_or_default();
     let step_ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+    let ops = match ops {
+        OpPath::Fused => "fused",
+        OpPath::Reference => "reference",
+    };
     let tokens_per_second = (batch * seq) as f64 / (step_ms / 1e3);
     let tflops = flops_per_token(&model_config, seq) * tokens_per_second / 1e12;
     Ok(StepBenchmark {
@@ -133,20 +155,19 @@ pub fn benchmark_step(
         mfu: config.peak_tflops.map(|peak| tflops / peak),
         threads: Some(compute_threads()),
         cpu: cpu_model(),
+        ops: Some(ops.into()),
         breakdown,
     })
 }
 
-/// Mean milliseconds per step of each fused op, the optimiser and the rest, from the step times
-/// (ms), the fused ops' totals (s) and the optimiser's total (ms).
-fn breakdown(times: &[f64], fused_seconds: Vec<(OpKind, f64)>, optimiser_ms: f64) -> Vec<(String, f64)> {
-    let steps = times.len().max(1) as f64;
+/// Milliseconds of one step spent in each fused op, the optimiser and the rest, from the step's
+/// time (ms), the fused ops' times (s) and the optimiser's (ms).
+fn breakdown(step_ms: f64, fused_seconds: Vec<(OpKind, f64)>, optimiser_ms: f64) -> Vec<(String, f64)> {
     let mut parts: Vec<(String, f64)> =
-        fused_seconds.into_iter().map(|(kind, seconds)| (kind.name().to_string(), seconds * 1e3 / steps)).collect();
-    parts.push(("optimiser".into(), optimiser_ms / steps));
+        fused_seconds.into_iter().map(|(kind, seconds)| (kind.name().to_string(), seconds * 1e3)).collect();
+    parts.push(("optimiser".into(), optimiser_ms));
     let accounted: f64 = parts.iter().map(|(_, ms)| ms).sum();
-    let step = times.iter().sum::<f64>() / steps;
-    parts.push(("the rest (matmuls, embedding, loss, element-wise)".into(), (step - accounted).max(0.0)));
+    parts.push(("the rest (matmuls, embedding, loss, element-wise)".into(), (step_ms - accounted).max(0.0)));
     parts
 }
 
