@@ -343,6 +343,21 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     }
 }
 
+/// With lr 1 the loss of the tiny model turns infinite at step 3 while its gradient (taken in
+/// closed form) stays finite: the run stops there instead of training on to the end.
+#[test]
+fn an_infinite_training_loss_stops_the_run_where_it_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let config = TrainConfig { lr: 1.0, warmup: Some(0), ..quick(&out, 30, 5) };
+    let err = expect_error(&config, Start::New, "diverged").to_string();
+    let rows = read_metrics(&out).unwrap();
+    let first = rows.iter().find(|r| r.is_train_loss() && !r.value.is_finite()).expect("a non-finite loss was logged");
+    assert!(err.contains(&format!("at step {}", first.step)), "the error names the step: {err}");
+    let last = rows.iter().filter(|r| r.is_train_loss()).map(|r| r.step).max().unwrap();
+    assert!(last <= first.step + 3, "training went on from step {} to {last}: {err}", first.step);
+}
+
 /// The last value of each epoch's log of `metric` (the epoch's aggregate), and its batch values.
 fn epoch_log(out: &Path, split: &str, epoch: usize, metric: &str) -> (Vec<(f64, usize)>, Option<f64>) {
     let rows = read_metrics(out).unwrap();

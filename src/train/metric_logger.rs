@@ -32,18 +32,22 @@ pub struct RunMetricLogger {
     steps_per_epoch: usize,
     micro_batches: usize,
     failure: LogFailure,
+    /// The run's divergence slot: set at the first non-finite training loss, for the training
+    /// step to stop the run (the loss's gradient, taken in closed form, can stay finite).
+    diverged: Arc<Mutex<Option<String>>>,
 }
 
 impl RunMetricLogger {
     /// Opens the log of the run in `dir`, keeping the values of epochs up to `start_epoch` (those
     /// of a resumed run's checkpoint; a killed run may have logged later ones) and dropping the
-    /// rest. `micro_batches` batches make one of the `steps_per_epoch` optimiser steps.
+    /// rest. `micro_batches` batches make one of the `steps_per_epoch` optimiser steps. A
+    /// non-finite training loss sets `diverged`.
     pub fn open(
         dir: &Path,
         start_epoch: usize,
-        steps_per_epoch: usize,
-        micro_batches: usize,
+        (steps_per_epoch, micro_batches): (usize, usize),
         failure: LogFailure,
+        diverged: Arc<Mutex<Option<String>>>,
     ) -> std::io::Result<Self> {
         let path = dir.join(METRICS_FILE);
         let kept: Vec<MetricRow> = match std::fs::read_to_string(&path) {
@@ -61,6 +65,7 @@ impl RunMetricLogger {
             steps_per_epoch,
             micro_batches: micro_batches.max(1),
             failure,
+            diverged,
         };
         for row in kept {
             logger.remember(&row);
@@ -126,6 +131,15 @@ impl MetricLogger for RunMetricLogger {
             }
             let Ok(value) = NumericEntry::deserialize(&entry.serialized_entry.serialized) else { continue };
             let row = self.row(&metric, value, epoch, &split);
+            if row.is_train_loss() && !row.value.is_finite() {
+                let mut diverged = self.diverged.lock().unwrap_or_else(|e| e.into_inner());
+                diverged.get_or_insert_with(|| {
+                    format!(
+                        "the training loss is {} at step {}: the loss diverged (try a lower --lr or --clip-grad-norm)",
+                        row.value, row.step
+                    )
+                });
+            }
             self.remember(&row);
             rows.push(row);
         }

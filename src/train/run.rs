@@ -572,8 +572,14 @@ fn run(config: &TrainConfig, dir: &RunDir, mut prepared: Prepared, existing: Vec
 
     let failure = Arc::new(Mutex::new(None));
     let log_failure = Arc::new(Mutex::new(None));
-    let logger = RunMetricLogger::open(&out, start_epoch, steps_per_epoch, micro_batches, log_failure.clone())
-        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS_FILE}: {e}") })?;
+    let logger = RunMetricLogger::open(
+        &out,
+        start_epoch,
+        (steps_per_epoch, micro_batches),
+        log_failure.clone(),
+        failure.clone(),
+    )
+    .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS_FILE}: {e}") })?;
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
     let keeper = CheckpointKeeper::new(&checkpoint_dir, existing.clone());
@@ -654,8 +660,8 @@ fn run(config: &TrainConfig, dir: &RunDir, mut prepared: Prepared, existing: Vec
     }
     if let Some(row) = crate::measure::first_non_finite_loss(&rows) {
         let reason = format!(
-            "the training loss is {} at step {}: the loss diverged (try a lower --lr or --clip-grad-norm)",
-            row.value, row.step
+            "the training loss is not finite at step {}: the loss diverged (try a lower --lr or --clip-grad-norm)",
+            row.step
         );
         return Err(diverged(config, dir, reason));
     }

@@ -133,6 +133,14 @@ impl TrainStep for TrainingModel {
     /// Clips the accumulated (and, on several devices, summed) gradients to the global norm, records the norm, and refuses to apply
     /// non-finite gradients (the run stops with the weights of the last good step).
     fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
+        // A non-finite training loss (seen by the metric logger) stops the run, weights untouched.
+        let failed = self.settings.failure.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(reason) = failed {
+            if let Some(interrupter) = &self.settings.interrupter {
+                interrupter.stop(Some(&reason));
+            }
+            return self;
+        }
         let norm = global_grad_norm(&grads, &self);
         let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         if !norm.is_finite() {
