@@ -1,4 +1,4 @@
-//! The fused ops (attention, RMSNorm, LayerNorm, SwiGLU, RoPE) against Burn's decomposed ops (the reference path), on every compiled backend:
+//! The fused ops (attention, RMSNorm, LayerNorm, SwiGLU, RoPE, the loss) against Burn's decomposed ops (the reference path), on every compiled backend:
 //! the forward and the gradient of every input, on shapes that stress them; bit-identical results
 //! on any number of threads; and a few training steps of the model on both paths.
 
@@ -110,6 +110,33 @@ fn layer_norm_matches_the_reference_on_every_backend() {
             check(&format!("{backend} layer_norm {shape:?}"), &[x, gamma, beta], &weights, tolerance(backend), |t| {
                 fused::layer_norm(t[0].clone(), t[1].clone().reshape([d]), t[2].clone().reshape([d]), 1e-5)
             });
+        }
+    }
+}
+
+#[test]
+fn the_loss_and_its_gradient_match_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for (tokens, vocab) in [(1, 2), (7, 37), (64, 256), (5, 1000)] {
+            let logits = seeded([tokens, vocab], 29, &device) * 4.0;
+            let ids: Vec<i64> = (0..tokens).map(|i| ((i * 7919 + 3) % vocab) as i64).collect();
+            let targets = Tensor::<1, burn::tensor::Int>::from_data(TensorData::new(ids, [tokens]), &device);
+            let results = [OpPath::Fused, OpPath::Reference]
+                .map(|path| with_path(path, || fused::cross_entropy_with_gradient(logits.clone(), targets.clone())));
+            let [(fused_value, fused_grad), (reference_value, reference_grad)] = results;
+            let what = format!("{backend} cross-entropy {tokens} x {vocab}");
+            assert_close(
+                &format!("{what}: loss"),
+                &values(&fused_value),
+                &values(&reference_value),
+                tolerance(backend),
+            );
+            assert_close(
+                &format!("{what}: gradient"),
+                &values(&fused_grad),
+                &values(&reference_grad),
+                tolerance(backend),
+            );
         }
     }
 }

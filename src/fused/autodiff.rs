@@ -6,7 +6,7 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::Autodiff;
 
 use super::kernels::{FusedKernels, FusedOps};
@@ -114,6 +114,24 @@ impl<B: FusedKernels> Backward<B, 3> for AttentionBackward {
     }
 }
 
+/// A node without parents: what a constant is under autodiff.
+#[derive(Debug)]
+struct Constant;
+
+impl<B: FusedKernels> Backward<B, 0> for Constant {
+    type State = ();
+
+    fn backward(self, _ops: Ops<(), 0>, _grads: &mut Gradients, _checkpointer: &mut Checkpointer) {}
+}
+
+/// `tensor` as an autodiff constant.
+fn constant<B: FusedKernels, C: CheckpointStrategy>(tensor: FloatTensor<B>) -> FloatTensor<Autodiff<B, C>> {
+    match Constant.prepare::<C>([]).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => prep.finish((), tensor),
+        OpsKind::UnTracked(prep) => prep.finish(tensor),
+    }
+}
+
 impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
     fn fused_rms_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, epsilon: f64, scale: f64) -> FloatTensor<Self> {
         match RmsNormBackward.prepare::<C>([x.node(), gamma.node()]).compute_bound().stateful() {
@@ -168,6 +186,15 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             }
             OpsKind::UnTracked(prep) => prep.finish(B::rope_forward(x.into_primitive(), cos, sin)),
         }
+    }
+
+    /// Constants: the loss's gradient is taken apart ([`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy)).
+    fn fused_cross_entropy(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (value, grad) = B::cross_entropy(logits.into_primitive(), targets);
+        (constant::<B, C>(value), constant::<B, C>(grad))
     }
 
     fn fused_causal_attention(

@@ -9,7 +9,7 @@
 #![allow(deprecated)]
 
 use burn::backend::backend_extension;
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::Backend;
 
 use super::portable;
@@ -37,6 +37,12 @@ pub trait FusedOps: Backend {
     fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self>;
     /// `x * cos + rotate_half(x) * sin`, `x: [b, s, h, hd]`, tables `[s, hd]`.
     fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// The mean cross-entropy of `logits: [tokens, vocab]` against `targets: [tokens]` and its
+    /// gradient, both constants: `(loss: [1], (softmax(logits) - onehot(targets)) / tokens)`.
+    fn fused_cross_entropy(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
     /// Causal attention, `q: [b, s, h, hd]`, `k, v: [b, s, kv, hd]` -> `[b, s, h, hd]`.
     fn fused_causal_attention(
         q: FloatTensor<Self>,
@@ -110,6 +116,11 @@ pub trait FusedKernels: Backend {
         portable::rope_forward::<Self>(x, cos, sin)
     }
 
+    /// See [`FusedOps::fused_cross_entropy`].
+    fn cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        portable::cross_entropy::<Self>(logits, targets)
+    }
+
     /// Causal attention forward -> `(output: [b, s, h, hd], log-sum-exp of each row: [b, h, s, 1] in f32)`.
     fn attention_forward(
         q: FloatTensor<Self>,
@@ -161,6 +172,12 @@ macro_rules! fused_ops_from_kernels {
             }
             fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
                 Self::rope_forward(x, cos, sin)
+            }
+            fn fused_cross_entropy(
+                logits: FloatTensor<Self>,
+                targets: IntTensor<Self>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                Self::cross_entropy(logits, targets)
             }
             fn fused_causal_attention(
                 q: FloatTensor<Self>,

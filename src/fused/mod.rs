@@ -35,11 +35,12 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use burn::backend::Dispatch;
-use burn::tensor::Tensor;
+use burn::tensor::{Int, Tensor};
 
 pub use kernels::{FusedKernels, FusedOps};
 pub use reference::{
-    causal_attention_reference, layer_norm_reference, rms_norm_reference, rope_reference, swiglu_reference,
+    causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference, rms_norm_reference,
+    rope_reference, swiglu_reference,
 };
 
 /// Which implementation the model's attention, norms, SwiGLU and RoPE use.
@@ -156,6 +157,22 @@ pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Tensor<1
             beta.into_dispatch(),
             epsilon,
         )),
+    }
+}
+
+/// The mean cross-entropy of `logits: [tokens, vocab]` against `targets: [tokens]` -> `[1]`, and
+/// its gradient `(softmax(logits) - onehot(targets)) / tokens`: both constants (no autodiff), for
+/// [`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy). On flex one parallel pass.
+pub fn cross_entropy_with_gradient(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
+    let [tokens, _] = logits.dims();
+    assert_eq!(targets.dims(), [tokens], "cross_entropy: one target per row of logits");
+    match current_path() {
+        OpPath::Reference => cross_entropy_with_gradient_reference(logits, targets),
+        OpPath::Fused => {
+            let (value, grad) =
+                <Dispatch as FusedOps>::fused_cross_entropy(logits.into_dispatch(), targets.into_dispatch());
+            (Tensor::from_dispatch(value), Tensor::from_dispatch(grad))
+        }
     }
 }
 

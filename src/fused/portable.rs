@@ -2,8 +2,9 @@
 //! own runs these (ndarray, wgpu, CUDA, LibTorch, flex in bf16). Statistics (mean squares,
 //! log-sum-exp, softmax) are computed in f32 whatever the input's precision.
 
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, DType, Scalar, Shape, TensorData, TensorMetadata};
+use burn::tensor::IndexingUpdateOp;
 
 fn f32_of<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     cast::<B>(x, DType::F32)
@@ -156,6 +157,23 @@ pub fn rope_forward<B: Backend>(x: FloatTensor<B>, cos: FloatTensor<B>, sin: Flo
     let signs = cast::<B>(signs, x.dtype());
     let rotated = B::float_reshape(B::float_mul(swapped, signs), shape);
     B::float_add(B::float_mul(x, table(cos)), B::float_mul(rotated, table(sin)))
+}
+
+/// See [`FusedOps::fused_cross_entropy`](super::FusedOps::fused_cross_entropy): one softmax,
+/// the picked probabilities' mean `-log`, and the softmax with 1 taken from each target, over tokens.
+pub fn cross_entropy<B: Backend>(logits: FloatTensor<B>, targets: IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>) {
+    let shape = logits.shape();
+    let tokens = shape[0];
+    let (dtype, device) = (logits.dtype(), logits.device());
+    let max = B::float_max_dim(logits.clone(), 1);
+    let exp = B::float_exp(B::float_sub(logits, max));
+    let probs = B::float_div(exp.clone(), B::float_sum_dim(exp, 1));
+    let targets = B::int_reshape(targets, Shape::from([tokens, 1]));
+    let picked = B::float_gather(1, probs.clone(), targets.clone());
+    let value = B::float_mean(B::float_neg(B::float_log(picked)));
+    let minus_one = B::float_full(Shape::from([tokens, 1]), scalar(-1.0), &device, dtype.into());
+    let grad = B::float_scatter(1, probs, targets, minus_one, IndexingUpdateOp::Add);
+    (value, B::float_mul_scalar(grad, scalar(1.0 / tokens as f64)))
 }
 
 /// `[b, s, n, hd] -> [b, h, s, hd]`: head-major, each of the `n` heads repeated for the

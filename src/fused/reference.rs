@@ -1,10 +1,10 @@
 //! The decomposed ops, built from Burn's tensor ops as the model used them before the fused ops:
 //! the reference every fused op is tested against ([`OpPath::Reference`](super::OpPath)).
 
-use burn::tensor::activation::silu;
+use burn::tensor::activation::{silu, softmax};
 use burn::tensor::module::{attention, layer_norm};
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, IndexingUpdateOp, Int, Tensor};
 
 /// [`rms_norm`](super::rms_norm) from Burn's ops: `x / rms * (gamma * scale)`.
 pub fn rms_norm_reference<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, scale: f64) -> Tensor<D> {
@@ -29,6 +29,18 @@ pub fn layer_norm_reference<const D: usize>(
     } else {
         layer_norm(x, gamma, Some(beta), epsilon)
     }
+}
+
+/// [`cross_entropy_with_gradient`](super::cross_entropy_with_gradient) from Burn's ops.
+pub fn cross_entropy_with_gradient_reference(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
+    let [tokens, _] = logits.dims();
+    let targets = targets.reshape([tokens, 1]);
+    let probs = softmax(logits, 1);
+    let picked = probs.clone().gather(1, targets.clone()); // [tokens, 1]
+    let value = picked.log().neg().mean();
+    let minus_one = Tensor::full([tokens, 1], -1.0, &targets.device());
+    let grad = probs.scatter(1, targets, minus_one, IndexingUpdateOp::Add) / tokens as f64;
+    (value, grad)
 }
 
 /// [`swiglu`](super::swiglu) from Burn's ops.

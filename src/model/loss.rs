@@ -8,8 +8,9 @@
 //! further and takes the LM head in: the surrogate is over the hidden states and the head weight,
 //! so the logits are never kept for the backward pass.
 
-use burn::tensor::activation::softmax;
-use burn::tensor::{IndexingUpdateOp, Int, Tensor};
+use burn::tensor::{Int, Tensor};
+
+use crate::fused;
 
 /// Mean cross-entropy of `logits: [batch, seq, vocab]` against `targets: [batch, seq]` -> `[1]`.
 ///
@@ -42,14 +43,7 @@ pub fn lm_head_cross_entropy(hidden: Tensor<2>, weight: Tensor<2>, targets: Tens
 /// The mean cross-entropy of constant `logits: [tokens, vocab]` against `targets: [tokens]`, and
 /// its gradient `(softmax(logits) - onehot(targets)) / tokens` (both without autodiff).
 fn closed_form(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
-    let [tokens, _] = logits.dims();
-    let targets = targets.without_autodiff().reshape([tokens, 1]);
-    let probs = softmax(logits, 1);
-    let picked = probs.clone().gather(1, targets.clone()); // [tokens, 1]
-    let value = picked.log().neg().mean();
-    let minus_one = Tensor::full([tokens, 1], -1.0, &targets.device());
-    let grad = probs.scatter(1, targets, minus_one, IndexingUpdateOp::Add) / tokens as f64;
-    (value, grad)
+    fused::cross_entropy_with_gradient(logits, targets.without_autodiff())
 }
 
 /// `value` carrying the gradient of `surrogate`: `value + (surrogate - surrogate.detach())`,

@@ -5,14 +5,17 @@
 //! bit for bit on any number of threads.
 
 mod attention;
+mod cross_entropy;
 mod elementwise;
 mod exp;
+mod lanes;
 mod layer_norm;
 mod rms_norm;
 
 use std::borrow::Cow;
 
 use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::IntTensor;
 use burn::backend::{DType, Flex, Shape, TensorData, TensorMetadata};
 
 use super::kernels::FusedKernels;
@@ -125,6 +128,18 @@ impl FusedKernels for Flex {
         let shape = x.shape();
         let (heads, head_dim) = (shape[2], shape[3]);
         tensor(elementwise::rope(&values(&x), &values(&cos), &values(&sin), heads, head_dim), shape)
+    }
+
+    fn cross_entropy(logits: FlexTensor, targets: IntTensor<Flex>) -> (FlexTensor, FlexTensor) {
+        if !all_f32(&[&logits]) {
+            return portable::cross_entropy::<Flex>(logits, targets);
+        }
+        // A negative id becomes one no vocabulary holds, which the kernel refuses.
+        let ids = targets.into_data().convert::<i64>().try_into_vec::<i64>().expect("integer targets");
+        let ids: Vec<usize> = ids.into_iter().map(|id| usize::try_from(id).unwrap_or(usize::MAX)).collect();
+        let shape = logits.shape();
+        let (value, grad) = cross_entropy::cross_entropy(&values(&logits), &ids, shape[1]);
+        (tensor(vec![value], [1]), tensor(grad, shape))
     }
 
     fn attention_forward(q: FlexTensor, k: FlexTensor, v: FlexTensor, scale: f64) -> (FlexTensor, FlexTensor) {

@@ -1,0 +1,41 @@
+//! Reductions over a row in a fixed order (eight running lanes, then the rest), which the
+//! compiler vectorises and which give the same bits on any number of threads.
+
+/// A sum in a fixed order (eight running sums, then the rest), which the compiler vectorises.
+pub(super) fn sum(values: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let chunks = values.chunks_exact(8);
+    let rest: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += v;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest
+}
+
+/// The largest value (NaN if any is NaN, so that a NaN score spreads as in the reference).
+pub(super) fn max(values: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = values.chunks_exact(8);
+    let rest = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| if v > m || v.is_nan() { v } else { m });
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = if v > *lane || v.is_nan() { v } else { *lane };
+        }
+    }
+    lanes.iter().fold(rest, |m, &v| if v > m || v.is_nan() { v } else { m })
+}
+
+/// `sum(a * b)` in a fixed order, as [`sum`].
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+    let rest: f32 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(a, b)| a * b).sum();
+    for (a, b) in a_chunks.zip(b_chunks) {
+        for ((lane, &a), &b) in lanes.iter_mut().zip(a).zip(b) {
+            *lane += a * b;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest
+}
