@@ -24,11 +24,12 @@ pub(super) fn cross_entropy(logits: &[f32], targets: &[usize], vocab: usize) -> 
             let max = max(logits);
             grad.iter_mut().zip(logits).for_each(|(g, &l)| *g = exp(l - max));
             let total = sum(grad);
-            let picked = grad[target] / total;
             let scale = 1.0 / (total * tokens);
             grad.iter_mut().for_each(|g| *g *= scale);
             grad[target] -= 1.0 / tokens;
-            -picked.ln()
+            // -log softmax(row)[target] as log-sum-exp minus the target's logit: finite however
+            // small the target's probability (where exp underflows).
+            max + total.ln() - logits[target]
         })
         .collect();
     (sum(&losses) / tokens, grad)
