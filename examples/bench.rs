@@ -100,7 +100,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     }
     let dtypes: Vec<bool> = if dtype_given { vec![config.bf16] } else { vec![false, true] };
     outln!(
-        "training step of {} layers x d_model {} ({} parameters, {}), batch {} x seq {}; median of {} steps; {:?} ops",
+        "training step of {} layers x d_model {} ({} parameters, {}), batch {} x seq {}; median of {} steps; {} ops",
         model.n_layers,
         model.d_model,
         model.num_params(),
@@ -108,7 +108,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         config.batch_size,
         config.seq_len,
         args.iters,
-        layernorm_scaling::fused::current_path()
+        layernorm_scaling::fused::current_path().name()
     );
     outln!(
         "{:<10} {:<5} {:>10} {:>11} {:>10} {:>8} {:>7}",

@@ -62,14 +62,23 @@ impl OpPath {
             Err(_) => Ok(None),
             Ok(value) => match value.trim() {
                 "" => Ok(None),
-                "fused" => Ok(Some(OpPath::Fused)),
-                "reference" => Ok(Some(OpPath::Reference)),
-                other => Err(crate::ConfigError::Unknown {
-                    what: "LAYERNORM_SCALING_OPS value",
-                    name: other.to_string(),
-                    expected: "fused, reference".into(),
-                }),
+                name => match [OpPath::Fused, OpPath::Reference].into_iter().find(|path| path.name() == name) {
+                    Some(path) => Ok(Some(path)),
+                    None => Err(crate::ConfigError::Unknown {
+                        what: "LAYERNORM_SCALING_OPS value",
+                        name: name.to_string(),
+                        expected: "fused, reference".into(),
+                    }),
+                },
             },
+        }
+    }
+
+    /// The path's name, as `LAYERNORM_SCALING_OPS` and the bench's records write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpPath::Fused => "fused",
+            OpPath::Reference => "reference",
         }
     }
 }

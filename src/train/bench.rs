@@ -132,10 +132,6 @@ pub fn benchmark_step(
     let (times, breakdown): (Vec<f64>, Vec<_>) = steps.into_iter().unzip();
     let breakdown = breakdown.into_iter().nth(times.len() / 2).unwrap_or_default();
     let step_ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
-    let ops = match ops {
-        OpPath::Fused => "fused",
-        OpPath::Reference => "reference",
-    };
     let tokens_per_second = (batch * seq) as f64 / (step_ms / 1e3);
     let tflops = flops_per_token(&model_config, seq) * tokens_per_second / 1e12;
     Ok(StepBenchmark {
@@ -155,7 +151,7 @@ pub fn benchmark_step(
         mfu: config.peak_tflops.map(|peak| tflops / peak),
         threads: Some(compute_threads()),
         cpu: cpu_model(),
-        ops: Some(ops.into()),
+        ops: Some(ops.name().into()),
         breakdown,
     })
 }

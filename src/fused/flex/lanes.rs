@@ -1,5 +1,6 @@
-//! Reductions over a row in a fixed order (eight running lanes, then the rest), which the
-//! compiler vectorises and which give the same bits on any number of threads.
+//! Reductions in a fixed order, which give the same bits on any number of threads: over a row
+//! (eight running lanes, then the rest, which the compiler vectorises), and over the per-task
+//! partial sums of a parallel loop (in task order).
 
 /// A sum in a fixed order (eight running sums, then the rest), which the compiler vectorises.
 pub(super) fn sum(values: &[f32]) -> f32 {
@@ -38,4 +39,13 @@ pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     lanes.iter().sum::<f32>() + rest
+}
+
+/// The element-wise sum of `partials` (each `d` values, one per task), added in task order.
+pub(super) fn sum_in_order<'a>(partials: impl IntoIterator<Item = &'a [f32]>, d: usize) -> Vec<f32> {
+    let mut total = vec![0.0f32; d];
+    for partial in partials {
+        total.iter_mut().zip(partial).for_each(|(total, p)| *total += p);
+    }
+    total
 }

@@ -2,6 +2,8 @@
 
 use rayon::prelude::*;
 
+use super::lanes::sum_in_order;
+
 /// Rows handed to one task.
 const ROWS_PER_TASK: usize = 32;
 
@@ -66,10 +68,7 @@ pub(super) fn backward(
             (grad_gamma, grad_beta)
         })
         .collect();
-    let (mut grad_gamma, mut grad_beta) = (vec![0.0f32; d], vec![0.0f32; d]);
-    for (partial_gamma, partial_beta) in &partials {
-        grad_gamma.iter_mut().zip(partial_gamma).for_each(|(total, p)| *total += p);
-        grad_beta.iter_mut().zip(partial_beta).for_each(|(total, p)| *total += p);
-    }
+    let grad_gamma = sum_in_order(partials.iter().map(|(gamma, _)| gamma.as_slice()), d);
+    let grad_beta = sum_in_order(partials.iter().map(|(_, beta)| beta.as_slice()), d);
     (grad_x, grad_gamma, grad_beta)
 }

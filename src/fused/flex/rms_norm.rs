@@ -2,6 +2,8 @@
 
 use rayon::prelude::*;
 
+use super::lanes::sum_in_order;
+
 /// Rows handed to one task.
 const ROWS_PER_TASK: usize = 32;
 
@@ -52,12 +54,7 @@ pub(super) fn backward(x: &[f32], gamma: &[f32], inv_rms: &[f32], grad: &[f32], 
             partial
         })
         .collect();
-    let mut grad_gamma = vec![0.0f32; d];
-    for partial in &partials {
-        for (total, p) in grad_gamma.iter_mut().zip(partial) {
-            *total += p;
-        }
-    }
+    let mut grad_gamma = sum_in_order(partials.iter().map(Vec::as_slice), d);
     for total in &mut grad_gamma {
         *total *= scale as f32;
     }
