@@ -1,4 +1,4 @@
-//! The fused ops (attention, RMSNorm, LayerNorm, SwiGLU, RoPE, the loss) against Burn's decomposed ops (the reference path), on every compiled backend:
+//! The fused ops (attention, RMSNorm, LayerNorm, SwiGLU, RoPE, the loss, the LM head with the loss) against Burn's decomposed ops (the reference path), on every compiled backend:
 //! the forward and the gradient of every input, on shapes that stress them; bit-identical results
 //! on any number of threads; and a few training steps of the model on both paths.
 
@@ -8,7 +8,7 @@ use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use common::{all_backends, cpu, random_tokens, values};
 use layernorm_scaling::fused::{self, with_path, OpPath};
-use layernorm_scaling::model::RotaryEmbedding;
+use layernorm_scaling::model::{lm_head_cross_entropy, RotaryEmbedding};
 use layernorm_scaling::LlamaConfig;
 
 /// Reproducible values in about `[-2, 2]`, the same on every backend.
@@ -142,6 +142,42 @@ fn the_loss_and_its_gradient_match_the_reference_on_every_backend() {
 }
 
 #[test]
+fn the_lm_head_and_loss_match_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for (tokens, d_model, vocab) in [(1, 3, 2), (7, 5, 37), (5, 8, 1000)] {
+            let (hidden, targets) = (seeded([tokens, d_model], 30, &device), lm_head_targets(tokens, vocab, &device));
+            // A head of its own, and a tied embedding (the transpose of a `[vocab, d_model]` table).
+            let head = seeded([d_model, vocab], 31, &device);
+            let tied = seeded([vocab, d_model], 32, &device).transpose();
+            for (kind, weight) in [("head", head), ("tied", tied)] {
+                let [fused, reference] = [OpPath::Fused, OpPath::Reference].map(|path| {
+                    with_path(path, || {
+                        let (value, grad_hidden, grad_weight) = fused::lm_head_cross_entropy_with_gradients(
+                            hidden.clone(),
+                            weight.clone(),
+                            targets.clone(),
+                        );
+                        [values(&value), values(&grad_hidden), values(&grad_weight)]
+                    })
+                });
+                let what = format!("{backend} LM head ({kind}) {tokens} x {d_model} x {vocab}");
+                for (part, (fused, reference)) in
+                    ["loss", "grad hidden", "grad weight"].iter().zip(fused.iter().zip(&reference))
+                {
+                    assert_close(&format!("{what}: {part}"), fused, reference, tolerance(backend));
+                }
+            }
+        }
+    }
+}
+
+/// Target ids `[tokens]` spread over the vocabulary.
+fn lm_head_targets(tokens: usize, vocab: usize, device: &Device) -> Tensor<1, burn::tensor::Int> {
+    let ids: Vec<i64> = (0..tokens).map(|i| ((i * 7919 + 3) % vocab) as i64).collect();
+    Tensor::from_data(TensorData::new(ids, [tokens]), device)
+}
+
+#[test]
 fn swiglu_matches_the_reference_on_every_backend() {
     for (backend, device) in all_backends() {
         for shape in [[3, 5, 11], [1, 1, 1], [2, 64, 176]] {
@@ -227,12 +263,19 @@ fn flex_kernels_give_the_same_bits_on_any_number_of_threads() {
         let attention = fused::causal_attention(q.clone(), k.clone(), v.clone()).reshape([2, 150, 64]);
         let normed = fused::rms_norm(attention, gamma.clone(), 1e-6, 0.5);
         let out = fused::swiglu(normed.clone(), normed);
-        let grads = (out.clone() * out.clone()).sum().backward();
+        // An LM head large enough for gemm to spread its products over threads.
+        let head = seeded([64, 3000], 22, &device).autodiff().require_grad();
+        let ids: Vec<i64> = (0..300).map(|i| (i * 7919 % 3000) as i64).collect();
+        let targets = Tensor::<1, burn::tensor::Int>::from_data(TensorData::new(ids, [300]), &device);
+        let loss = lm_head_cross_entropy(out.clone().reshape([300, 64]), head.clone(), targets);
+        let grads = ((out.clone() * out.clone()).sum() + loss.clone()).backward();
         let mut all = values(&out);
+        all.extend(values(&loss));
         for t in [&q, &k, &v] {
             all.extend(values(&t.grad(&grads).unwrap()));
         }
         all.extend(values(&gamma.grad(&grads).unwrap()));
+        all.extend(values(&head.grad(&grads).unwrap()));
         all
     };
     let on = |threads: usize| {

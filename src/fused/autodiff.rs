@@ -197,6 +197,17 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         (constant::<B, C>(value), constant::<B, C>(grad))
     }
 
+    /// Constants, as [`fused_cross_entropy`](FusedOps::fused_cross_entropy).
+    fn fused_lm_head_cross_entropy(
+        hidden: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let (value, grad_hidden, grad_weight) =
+            B::lm_head_cross_entropy(hidden.into_primitive(), weight.into_primitive(), targets);
+        (constant::<B, C>(value), constant::<B, C>(grad_hidden), constant::<B, C>(grad_weight))
+    }
+
     fn fused_causal_attention(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,

@@ -43,6 +43,15 @@ pub trait FusedOps: Backend {
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
+    /// The LM head and the loss: the mean cross-entropy of `hidden @ weight` (`hidden: [tokens,
+    /// d_model]`, `weight: [d_model, vocab]`) against `targets: [tokens]` and its gradients, all
+    /// constants: `(loss: [1], grad_hidden: [tokens, d_model], grad_weight: [d_model, vocab])`.
+    /// The logits are made a block of rows at a time.
+    fn fused_lm_head_cross_entropy(
+        hidden: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
     /// Causal attention, `q: [b, s, h, hd]`, `k, v: [b, s, kv, hd]` -> `[b, s, h, hd]`.
     fn fused_causal_attention(
         q: FloatTensor<Self>,
@@ -121,6 +130,15 @@ pub trait FusedKernels: Backend {
         portable::cross_entropy::<Self>(logits, targets)
     }
 
+    /// See [`FusedOps::fused_lm_head_cross_entropy`].
+    fn lm_head_cross_entropy(
+        hidden: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        portable::lm_head_cross_entropy::<Self>(hidden, weight, targets)
+    }
+
     /// Causal attention forward -> `(output: [b, s, h, hd], log-sum-exp of each row: [b, h, s, 1] in f32)`.
     fn attention_forward(
         q: FloatTensor<Self>,
@@ -178,6 +196,13 @@ macro_rules! fused_ops_from_kernels {
                 targets: IntTensor<Self>,
             ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 Self::cross_entropy(logits, targets)
+            }
+            fn fused_lm_head_cross_entropy(
+                hidden: FloatTensor<Self>,
+                weight: FloatTensor<Self>,
+                targets: IntTensor<Self>,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+                Self::lm_head_cross_entropy(hidden, weight, targets)
             }
             fn fused_causal_attention(
                 q: FloatTensor<Self>,

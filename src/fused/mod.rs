@@ -39,8 +39,8 @@ use burn::tensor::{Int, Tensor};
 
 pub use kernels::{FusedKernels, FusedOps};
 pub use reference::{
-    causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference, rms_norm_reference,
-    rope_reference, swiglu_reference,
+    causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
+    lm_head_cross_entropy_with_gradients_reference, rms_norm_reference, rope_reference, swiglu_reference,
 };
 
 /// Which implementation the model's attention, norms, SwiGLU and RoPE use.
@@ -181,6 +181,34 @@ pub fn cross_entropy_with_gradient(logits: Tensor<2>, targets: Tensor<1, Int>) -
             let (value, grad) =
                 <Dispatch as FusedOps>::fused_cross_entropy(logits.into_dispatch(), targets.into_dispatch());
             (Tensor::from_dispatch(value), Tensor::from_dispatch(grad))
+        }
+    }
+}
+
+/// The LM head and the loss: the mean cross-entropy of the logits `hidden @ weight`
+/// (`hidden: [tokens, d_model]`, `weight: [d_model, vocab]`) against `targets: [tokens]` -> `([1],
+/// grad_hidden: [tokens, d_model], grad_weight: [d_model, vocab])`, all constants (no autodiff),
+/// for [`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy). The logits are made a block
+/// of rows at a time (32 MiB of them), so the whole `[tokens, vocab]` tensor never exists; on flex
+/// each block is a gemm into one reused buffer.
+pub fn lm_head_cross_entropy_with_gradients(
+    hidden: Tensor<2>,
+    weight: Tensor<2>,
+    targets: Tensor<1, Int>,
+) -> (Tensor<1>, Tensor<2>, Tensor<2>) {
+    let ([tokens, d_model], [weight_rows, _]) = (hidden.dims(), weight.dims());
+    assert_eq!(weight_rows, d_model, "lm_head_cross_entropy: weight must be [d_model, vocab]");
+    assert_eq!(targets.dims(), [tokens], "lm_head_cross_entropy: one target per row of hidden");
+    assert!(tokens > 0, "lm_head_cross_entropy: no tokens");
+    match current_path() {
+        OpPath::Reference => lm_head_cross_entropy_with_gradients_reference(hidden, weight, targets),
+        OpPath::Fused => {
+            let (value, grad_hidden, grad_weight) = <Dispatch as FusedOps>::fused_lm_head_cross_entropy(
+                hidden.into_dispatch(),
+                weight.into_dispatch(),
+                targets.into_dispatch(),
+            );
+            (Tensor::from_dispatch(value), Tensor::from_dispatch(grad_hidden), Tensor::from_dispatch(grad_weight))
         }
     }
 }

@@ -3,8 +3,10 @@
 //! log-sum-exp, softmax) are computed in f32 whatever the input's precision.
 
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{Backend, DType, Scalar, Shape, TensorData, TensorMetadata};
+use burn::backend::{Backend, DType, Scalar, Shape, Slice, TensorData, TensorMetadata};
 use burn::tensor::IndexingUpdateOp;
+
+use super::kernels::FusedKernels;
 
 fn f32_of<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     cast::<B>(x, DType::F32)
@@ -259,4 +261,96 @@ pub fn attention_backward<B: Backend>(
     let grad_q = B::float_mul_scalar(B::float_matmul(grad_scores.clone(), k), scalar(scale));
     let grad_k = B::float_mul_scalar(B::float_matmul(B::float_swap_dims(grad_scores, 2, 3), q), scalar(scale));
     (B::float_swap_dims(grad_q, 1, 2), seq_major_summed::<B>(grad_k, kv_heads), seq_major_summed::<B>(grad_v, kv_heads))
+}
+
+/// Logits the LM head makes at once: 32 MiB of f32.
+const LM_HEAD_BLOCK_VALUES: usize = 1 << 23;
+
+/// Rows of logits per block of the LM head, for a vocabulary of `vocab` (at least one).
+pub(super) fn lm_head_block_rows(vocab: usize) -> usize {
+    (LM_HEAD_BLOCK_VALUES / vocab.max(1)).max(1)
+}
+
+/// See [`FusedKernels::lm_head_cross_entropy`](super::FusedKernels::lm_head_cross_entropy): per
+/// block of rows, the logits, the backend's [`cross_entropy`](super::FusedKernels::cross_entropy)
+/// (rescaled from the block's mean to the whole mean) and the block's part of both gradients.
+pub fn lm_head_cross_entropy<B: FusedKernels>(
+    hidden: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    targets: IntTensor<B>,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let block = lm_head_block_rows(weight.shape()[1]);
+    lm_head_cross_entropy_in_blocks::<B>(hidden, weight, targets, block)
+}
+
+/// [`lm_head_cross_entropy`] over blocks of `block` rows.
+fn lm_head_cross_entropy_in_blocks<B: FusedKernels>(
+    hidden: FloatTensor<B>,
+    weight: FloatTensor<B>,
+    targets: IntTensor<B>,
+    block: usize,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let (tokens, d_model) = (hidden.shape()[0], hidden.shape()[1]);
+    let weight_t = B::float_transpose(weight.clone());
+    let (mut value, mut grad_hidden, mut grad_weight) = (None, Vec::new(), None);
+    for start in (0..tokens).step_by(block) {
+        let end = (start + block).min(tokens);
+        let share = scalar((end - start) as f64 / tokens as f64);
+        let h = B::float_slice(hidden.clone(), &[Slice::from(start..end), Slice::from(0..d_model)]);
+        let logits = B::float_matmul(h.clone(), weight.clone());
+        let (block_value, grad) = B::cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
+        let grad = B::float_mul_scalar(grad, share);
+        let block_value = B::float_mul_scalar(block_value, share);
+        value = Some(match value {
+            None => block_value,
+            Some(total) => B::float_add(total, block_value),
+        });
+        grad_hidden.push(B::float_matmul(grad.clone(), weight_t.clone()));
+        let block_grad_weight = B::float_matmul(B::float_transpose(h), grad);
+        grad_weight = Some(match grad_weight {
+            None => block_grad_weight,
+            Some(total) => B::float_add(total, block_grad_weight),
+        });
+    }
+    let none = "lm_head_cross_entropy: no tokens";
+    (value.expect(none), B::float_cat(grad_hidden, 0), grad_weight.expect(none))
+}
+
+#[cfg(all(test, feature = "flex"))]
+mod tests {
+    use burn::backend::flex::FlexTensor;
+    use burn::backend::Flex;
+
+    use super::*;
+
+    fn tensor(values: Vec<f32>, shape: [usize; 2]) -> FlexTensor {
+        FlexTensor::from_data(TensorData::new(values, shape))
+    }
+
+    fn values(t: FlexTensor) -> Vec<f32> {
+        t.into_data().convert::<f32>().try_into_vec::<f32>().unwrap()
+    }
+
+    #[test]
+    fn the_lm_head_in_blocks_adds_up_to_the_whole() {
+        let (tokens, d, vocab) = (13, 6, 11);
+        let value = |i: usize, salt: usize| (((i * 7919 + salt) % 101) as f32 / 50.0 - 1.0) * 1.5;
+        let hidden = tensor((0..tokens * d).map(|i| value(i, 3)).collect(), [tokens, d]);
+        let weight = tensor((0..d * vocab).map(|i| value(i, 17)).collect(), [d, vocab]);
+        let ids: Vec<i64> = (0..tokens as i64).map(|t| (t * 5 + 2) % vocab as i64).collect();
+        let targets = FlexTensor::from_data(TensorData::new(ids, [tokens]));
+        let run = |block| {
+            let (value, grad_hidden, grad_weight) =
+                lm_head_cross_entropy_in_blocks::<Flex>(hidden.clone(), weight.clone(), targets.clone(), block);
+            [values(value), values(grad_hidden), values(grad_weight)]
+        };
+        let whole = run(tokens);
+        for block in [1, 4, 12] {
+            for (part, (ours, expected)) in run(block).iter().zip(&whole).enumerate() {
+                for (a, b) in ours.iter().zip(expected) {
+                    assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "block {block}, part {part}: {a} vs {b}");
+                }
+            }
+        }
+    }
 }

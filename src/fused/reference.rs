@@ -43,6 +43,17 @@ pub fn cross_entropy_with_gradient_reference(logits: Tensor<2>, targets: Tensor<
     (value, grad)
 }
 
+/// [`lm_head_cross_entropy_with_gradients`](super::lm_head_cross_entropy_with_gradients) from
+/// Burn's ops: the whole `[tokens, vocab]` logits, then both gradient products.
+pub fn lm_head_cross_entropy_with_gradients_reference(
+    hidden: Tensor<2>,
+    weight: Tensor<2>,
+    targets: Tensor<1, Int>,
+) -> (Tensor<1>, Tensor<2>, Tensor<2>) {
+    let (value, grad_logits) = cross_entropy_with_gradient_reference(hidden.clone().matmul(weight.clone()), targets);
+    (value, grad_logits.clone().matmul(weight.transpose()), hidden.transpose().matmul(grad_logits))
+}
+
 /// [`swiglu`](super::swiglu) from Burn's ops.
 pub fn swiglu_reference<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
     silu(gate) * up

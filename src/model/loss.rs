@@ -27,16 +27,16 @@ pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
 
 /// Mean cross-entropy of the LM head `hidden @ weight` (`hidden: [tokens, d_model]`,
 /// `weight: [d_model, vocab]`) against `targets: [tokens]` -> `[1]`: [`cross_entropy`] of the
-/// logits, with the head's two gradient products taken at once, so the backward pass holds no
-/// `[tokens, vocab]` tensor.
+/// logits, with the head's two gradient products taken at once
+/// ([`fused::lm_head_cross_entropy_with_gradients`]): the backward pass holds no `[tokens, vocab]`
+/// tensor, and the forward makes the logits a block of rows at a time.
 pub fn lm_head_cross_entropy(hidden: Tensor<2>, weight: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
     let (h, w) = (hidden.clone().without_autodiff(), weight.clone().without_autodiff());
-    let (value, grad_logits) = closed_form(h.clone().matmul(w.clone()), targets); // [tokens, vocab]
     if !tracked(&hidden) && !tracked(&weight) {
-        return autodiff_like(value, &hidden);
+        return autodiff_like(closed_form(h.matmul(w), targets).0, &hidden);
     }
-    let grad_hidden = grad_logits.clone().matmul(w.transpose()); // [tokens, d_model]
-    let grad_weight = h.transpose().matmul(grad_logits); // [d_model, vocab]
+    let (value, grad_hidden, grad_weight) =
+        fused::lm_head_cross_entropy_with_gradients(h, w, targets.without_autodiff());
     with_gradient(value, (hidden * grad_hidden).sum() + (weight * grad_weight).sum())
 }
 

@@ -8,10 +8,10 @@
 //! probabilities from the log-sum-exp; a task sums its key and value gradients in a fixed order.
 //! The block products are gemm calls on strided views: no input is copied or transposed.
 
-use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
 use super::exp::exp;
+use super::gemm::matmul;
 use super::lanes::{dot, max, sum};
 
 /// Query rows per block: a block's scores take `BLOCK x seq` values.
@@ -41,48 +41,6 @@ pub(super) struct Saved<'a> {
     pub v: &'a [f32],
     pub output: &'a [f32],
     pub lse: &'a [f32],
-}
-
-/// `c[m x n] (row stride ldc) = (c if accumulate) + alpha * a b`, `a: m x k` and `b: k x n` given
-/// by their row and column strides.
-#[allow(clippy::too_many_arguments)]
-fn matmul(
-    (m, n, k): (usize, usize, usize),
-    c: &mut [f32],
-    ldc: usize,
-    accumulate: bool,
-    (a, a_rs, a_cs): (&[f32], usize, usize),
-    (b, b_rs, b_cs): (&[f32], usize, usize),
-    alpha: f32,
-) {
-    let last = |rows: usize, cols: usize, rs: usize, cs: usize| (rows - 1) * rs + (cols - 1) * cs;
-    assert!(m > 0 && n > 0 && k > 0);
-    assert!(last(m, n, ldc, 1) < c.len() && last(m, k, a_rs, a_cs) < a.len() && last(k, n, b_rs, b_cs) < b.len());
-    // SAFETY: the asserts above keep every element gemm reads or writes inside its slice, and `c`
-    // is borrowed mutably, so it aliases neither input.
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            1,
-            ldc as isize,
-            accumulate,
-            a.as_ptr(),
-            a_cs as isize,
-            a_rs as isize,
-            b.as_ptr(),
-            b_cs as isize,
-            b_rs as isize,
-            if accumulate { 1.0 } else { 0.0 },
-            alpha,
-            false,
-            false,
-            false,
-            Parallelism::None,
-        );
-    }
 }
 
 /// `-> (output: [b, s, h, hd], lse: [b, h, s])`.

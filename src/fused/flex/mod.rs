@@ -8,8 +8,10 @@ mod attention;
 mod cross_entropy;
 mod elementwise;
 mod exp;
+mod gemm;
 mod lanes;
 mod layer_norm;
+mod lm_head;
 mod rms_norm;
 
 use std::borrow::Cow;
@@ -32,6 +34,36 @@ fn values(t: &FlexTensor) -> Cow<'_, [f32]> {
 /// An f32 tensor of `shape` holding `values`.
 fn tensor(values: Vec<f32>, shape: impl Into<Shape>) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape.into()))
+}
+
+/// Token ids as indices; a negative id becomes one no vocabulary holds, which the kernels refuse.
+fn token_ids(targets: IntTensor<Flex>) -> Vec<usize> {
+    let ids = targets.into_data().convert::<i64>().try_into_vec::<i64>().expect("integer targets");
+    ids.into_iter().map(|id| usize::try_from(id).unwrap_or(usize::MAX)).collect()
+}
+
+/// A 2-d f32 tensor as a gemm operand: its storage with its strides when they are non-negative
+/// (row-major, or a transpose such as the tied embedding's), a row-major copy otherwise.
+enum MatrixView<'a> {
+    Strided(&'a [f32], usize, usize),
+    Copied(Vec<f32>, usize),
+}
+
+impl MatrixView<'_> {
+    fn view(&self) -> gemm::View<'_> {
+        match self {
+            MatrixView::Strided(values, rs, cs) => (values, *rs, *cs),
+            MatrixView::Copied(values, cols) => (values, *cols, 1),
+        }
+    }
+}
+
+fn matrix_view(t: &FlexTensor) -> MatrixView<'_> {
+    let strides = t.layout().strides();
+    match (usize::try_from(strides[0]), usize::try_from(strides[1])) {
+        (Ok(rs), Ok(cs)) => MatrixView::Strided(&t.storage::<f32>()[t.layout().start_offset()..], rs, cs),
+        _ => MatrixView::Copied(values(t).into_owned(), t.shape()[1]),
+    }
 }
 
 /// `[..., d] -> [..., 1]`: one statistic per row.
@@ -134,12 +166,28 @@ impl FusedKernels for Flex {
         if !all_f32(&[&logits]) {
             return portable::cross_entropy::<Flex>(logits, targets);
         }
-        // A negative id becomes one no vocabulary holds, which the kernel refuses.
-        let ids = targets.into_data().convert::<i64>().try_into_vec::<i64>().expect("integer targets");
-        let ids: Vec<usize> = ids.into_iter().map(|id| usize::try_from(id).unwrap_or(usize::MAX)).collect();
+        let ids = token_ids(targets);
         let shape = logits.shape();
         let (value, grad) = cross_entropy::cross_entropy(&values(&logits), &ids, shape[1]);
         (tensor(vec![value], [1]), tensor(grad, shape))
+    }
+
+    fn lm_head_cross_entropy(
+        hidden: FlexTensor,
+        weight: FlexTensor,
+        targets: IntTensor<Flex>,
+    ) -> (FlexTensor, FlexTensor, FlexTensor) {
+        if !all_f32(&[&hidden, &weight]) {
+            return portable::lm_head_cross_entropy::<Flex>(hidden, weight, targets);
+        }
+        let (hidden_shape, weight_shape) = (hidden.shape(), weight.shape());
+        let sizes = lm_head::Sizes { tokens: hidden_shape[0], d_model: hidden_shape[1], vocab: weight_shape[1] };
+        let weight = matrix_view(&weight);
+        let ids = token_ids(targets);
+        let block = portable::lm_head_block_rows(sizes.vocab);
+        let (value, grad_hidden, grad_weight) =
+            lm_head::lm_head_cross_entropy(sizes, &values(&hidden), weight.view(), &ids, block);
+        (tensor(vec![value], [1]), tensor(grad_hidden, hidden_shape), tensor(grad_weight, weight_shape))
     }
 
     fn attention_forward(q: FlexTensor, k: FlexTensor, v: FlexTensor, scale: f64) -> (FlexTensor, FlexTensor) {
