@@ -115,7 +115,11 @@ fn the_breakdown_splits_the_median_step_and_says_when_there_is_none() {
     let (stdout, fused) = run("fused", &dir.path().join("fused.json"));
     assert_eq!(fused.ops.as_deref(), Some("fused"));
     let names: Vec<&str> = fused.breakdown.iter().map(|(name, _)| name.as_str()).collect();
-    assert_eq!(names[..5], ["attention", "RMSNorm", "SwiGLU", "RoPE", "optimiser"], "{stdout}");
+    assert_eq!(
+        names[..6],
+        ["attention", "RMSNorm", "SwiGLU", "RoPE", "linear layers (matmuls)", "optimiser"],
+        "{stdout}"
+    );
     // The parts are the median step's own: they add up to its time.
     let total: f64 = fused.breakdown.iter().map(|(_, ms)| ms).sum();
     assert!((total - fused.step_ms).abs() <= 1e-6 * fused.step_ms, "{total} vs {}", fused.step_ms);

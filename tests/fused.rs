@@ -1,4 +1,4 @@
-//! The fused ops (attention, RMSNorm, LayerNorm, SwiGLU, RoPE, the loss, the LM head with the loss) against Burn's decomposed ops (the reference path), on every compiled backend:
+//! The fused ops (attention, RMSNorm, LayerNorm, SwiGLU, RoPE, linear layers, the loss, the LM head with the loss) against Burn's decomposed ops (the reference path), on every compiled backend:
 //! the forward and the gradient of every input, on shapes that stress them; bit-identical results
 //! on any number of threads; and a few training steps of the model on both paths.
 
@@ -178,6 +178,21 @@ fn lm_head_targets(tokens: usize, vocab: usize, device: &Device) -> Tensor<1, bu
 }
 
 #[test]
+fn linear_matches_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        // Batch dimensions folded into rows; a single row; odd widths.
+        for (shape, d_out) in [([2, 5, 7], 3), ([1, 1, 1], 1), ([3, 33, 40], 96)] {
+            let x = seeded(shape, 33, &device);
+            let weight = seeded([1, shape[2], d_out], 34, &device);
+            let weights = seeded([shape[0], shape[1], d_out], 35, &device);
+            check(&format!("{backend} linear {shape:?} x {d_out}"), &[x, weight], &weights, tolerance(backend), |t| {
+                fused::linear(t[0].clone(), t[1].clone().reshape([shape[2], d_out]))
+            });
+        }
+    }
+}
+
+#[test]
 fn swiglu_matches_the_reference_on_every_backend() {
     for (backend, device) in all_backends() {
         for shape in [[3, 5, 11], [1, 1, 1], [2, 64, 176]] {
@@ -262,7 +277,8 @@ fn flex_kernels_give_the_same_bits_on_any_number_of_threads() {
         let gamma = seeded([64], 21, &device).autodiff().require_grad();
         let attention = fused::causal_attention(q.clone(), k.clone(), v.clone()).reshape([2, 150, 64]);
         let normed = fused::rms_norm(attention, gamma.clone(), 1e-6, 0.5);
-        let out = fused::swiglu(normed.clone(), normed);
+        let projection = seeded([64, 64], 23, &device).autodiff().require_grad();
+        let out = fused::linear(fused::swiglu(normed.clone(), normed), projection.clone());
         // An LM head large enough for gemm to spread its products over threads.
         let head = seeded([64, 3000], 22, &device).autodiff().require_grad();
         let ids: Vec<i64> = (0..300).map(|i| (i * 7919 % 3000) as i64).collect();
@@ -276,6 +292,7 @@ fn flex_kernels_give_the_same_bits_on_any_number_of_threads() {
         }
         all.extend(values(&gamma.grad(&grads).unwrap()));
         all.extend(values(&head.grad(&grads).unwrap()));
+        all.extend(values(&projection.grad(&grads).unwrap()));
         all
     };
     let on = |threads: usize| {

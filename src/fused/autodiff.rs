@@ -54,6 +54,27 @@ impl<B: FusedKernels> Backward<B, 3> for LayerNormBackward {
     }
 }
 
+/// Keeps x and the weight.
+#[derive(Debug)]
+struct LinearBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for LinearBackward {
+    type State = (FloatTensor<B>, FloatTensor<B>);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_x, node_weight] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (x, weight) = ops.state;
+        let (grad_x, grad_weight) = timed(OpKind::Linear, || B::linear_backward(x, weight, grad));
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, grad_x);
+        }
+        if let Some(node) = node_weight {
+            grads.register::<B>(node.id, grad_weight);
+        }
+    }
+}
+
 /// Keeps gate and up.
 #[derive(Debug)]
 struct SwigluBackward;
@@ -163,6 +184,17 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => prep.finish(
                 B::layer_norm_forward(x.into_primitive(), gamma.into_primitive(), beta.into_primitive(), epsilon).0,
             ),
+        }
+    }
+
+    fn fused_linear(x: FloatTensor<Self>, weight: FloatTensor<Self>) -> FloatTensor<Self> {
+        match LinearBackward.prepare::<C>([x.node(), weight.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (x, weight) = (x.into_primitive(), weight.into_primitive());
+                let output = timed(OpKind::Linear, || B::linear_forward(x.clone(), weight.clone()));
+                prep.finish((x, weight), output)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::linear_forward(x.into_primitive(), weight.into_primitive())),
         }
     }
 

@@ -37,6 +37,9 @@ pub trait FusedOps: Backend {
     fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self>;
     /// `x * cos + rotate_half(x) * sin`, `x: [b, s, h, hd]`, tables `[s, hd]`.
     fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// `x @ weight`, `x: [rows, d_in]`, `weight: [d_in, d_out]` -> `[rows, d_out]`: a linear
+    /// layer without bias, its product one matrix product however many batch dimensions it had.
+    fn fused_linear(x: FloatTensor<Self>, weight: FloatTensor<Self>) -> FloatTensor<Self>;
     /// The mean cross-entropy of `logits: [tokens, vocab]` against `targets: [tokens]` and its
     /// gradient, both constants: `(loss: [1], (softmax(logits) - onehot(targets)) / tokens)`.
     fn fused_cross_entropy(
@@ -125,6 +128,22 @@ pub trait FusedKernels: Backend {
         portable::rope_forward::<Self>(x, cos, sin)
     }
 
+    /// See [`FusedOps::fused_linear`].
+    fn linear_forward(x: FloatTensor<Self>, weight: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::float_matmul(x, weight)
+    }
+
+    /// `(grad @ weight^T, x^T @ grad)`: the gradients of [`linear_forward`](Self::linear_forward)'s
+    /// `x` and `weight`.
+    fn linear_backward(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let grad_x = Self::float_matmul(grad.clone(), Self::float_transpose(weight));
+        (grad_x, Self::float_matmul(Self::float_transpose(x), grad))
+    }
+
     /// See [`FusedOps::fused_cross_entropy`].
     fn cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> (FloatTensor<Self>, FloatTensor<Self>) {
         portable::cross_entropy::<Self>(logits, targets)
@@ -190,6 +209,9 @@ macro_rules! fused_ops_from_kernels {
             }
             fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
                 Self::rope_forward(x, cos, sin)
+            }
+            fn fused_linear(x: FloatTensor<Self>, weight: FloatTensor<Self>) -> FloatTensor<Self> {
+                Self::linear_forward(x, weight)
             }
             fn fused_cross_entropy(
                 logits: FloatTensor<Self>,

@@ -213,6 +213,29 @@ pub fn lm_head_cross_entropy_with_gradients(
     }
 }
 
+/// A linear layer without bias: `x @ weight`, `x: [..., d_in]`, `weight: [d_in, d_out]` ->
+/// `[..., d_out]`. The leading dimensions are folded into rows, so the forward and both gradients
+/// are one matrix product each (on flex, gemm into a fresh buffer).
+pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
+    let dims = x.dims();
+    let [d_in, d_out] = weight.dims();
+    assert_eq!(dims[D - 1], d_in, "linear: the input's last dimension must match the weight's rows");
+    match current_path() {
+        OpPath::Reference => burn::tensor::module::linear(x, weight, None),
+        OpPath::Fused => {
+            let rows = dims[..D - 1].iter().product();
+            let x = x.reshape([rows, d_in]);
+            let output = Tensor::<2>::from_dispatch(<Dispatch as FusedOps>::fused_linear(
+                x.into_dispatch(),
+                weight.into_dispatch(),
+            ));
+            let mut out_dims = dims;
+            out_dims[D - 1] = d_out;
+            output.reshape(out_dims)
+        }
+    }
+}
+
 /// SwiGLU's gating: `silu(gate) * up`. Shapes: `[..., d_ff]` each -> `[..., d_ff]`.
 pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
     assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up must have the same shape");

@@ -18,11 +18,13 @@ pub enum OpKind {
     Swiglu,
     /// [`rope`](super::rope).
     Rope,
+    /// [`linear`](super::linear): the linear layers' matrix products.
+    Linear,
 }
 
 impl OpKind {
     /// Every kind, in report order.
-    pub const ALL: [OpKind; 4] = [OpKind::Attention, OpKind::Norm, OpKind::Swiglu, OpKind::Rope];
+    pub const ALL: [OpKind; 5] = [OpKind::Attention, OpKind::Norm, OpKind::Swiglu, OpKind::Rope, OpKind::Linear];
 
     /// The kind's name in reports.
     pub fn name(self) -> &'static str {
@@ -31,12 +33,13 @@ impl OpKind {
             OpKind::Norm => "RMSNorm",
             OpKind::Swiglu => "SwiGLU",
             OpKind::Rope => "RoPE",
+            OpKind::Linear => "linear layers (matmuls)",
         }
     }
 }
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
-static NANOS: [AtomicU64; 4] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+static NANOS: [AtomicU64; OpKind::ALL.len()] = [const { AtomicU64::new(0) }; OpKind::ALL.len()];
 
 /// Starts timing (from zero).
 pub fn start() {

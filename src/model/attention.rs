@@ -9,6 +9,7 @@ use burn::tensor::{Bool, Device, Tensor};
 
 use super::init::normal_linear;
 use super::kv_cache::LayerKv;
+use super::projection::project;
 use super::rope::RopeTables;
 use crate::fused;
 use crate::fused::reference::repeat_kv;
@@ -82,9 +83,9 @@ impl Attention {
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {
         let [batch, seq, _] = x.dims();
         let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]); // [b, s, n, hd]
-        let query = rope.apply_seq_major(split(self.q_proj.forward(x.clone()), self.n_heads));
-        let key = rope.apply_seq_major(split(self.k_proj.forward(x.clone()), self.n_kv_heads));
-        let value = split(self.v_proj.forward(x), self.n_kv_heads);
+        let query = rope.apply_seq_major(split(project(&self.q_proj, x.clone()), self.n_heads));
+        let key = rope.apply_seq_major(split(project(&self.k_proj, x.clone()), self.n_kv_heads));
+        let value = split(project(&self.v_proj, x), self.n_kv_heads);
         let context = match cache {
             Some(cache) if cache.is_some() => self.attend_after_cached(query, key, value, cache),
             cache => {
@@ -94,7 +95,7 @@ impl Attention {
                 fused::causal_attention(query, key, value)
             }
         }; // [b, s, h, hd]
-        self.o_proj.forward(context.reshape([batch, seq, self.n_heads * self.head_dim]))
+        project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]))
     }
 
     /// Attention of new positions (`query: [b, s, h, hd]`, `key`, `value: [b, s, kv, hd]`) over

@@ -6,6 +6,7 @@ use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
 
 use super::init::normal_linear;
+use super::projection::project;
 use crate::fused;
 
 /// SwiGLU feed-forward. Shapes: `[batch, seq, d_model] -> [batch, seq, d_model]`.
@@ -49,7 +50,7 @@ impl FeedForwardConfig {
 impl FeedForward {
     /// Applies the network; the gating is [`fused::swiglu`].
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let gate = self.gate_proj.forward(x.clone()); // [.., d_ff]
-        self.down_proj.forward(fused::swiglu(gate, self.up_proj.forward(x)))
+        let gate = project(&self.gate_proj, x.clone()); // [.., d_ff]
+        project(&self.down_proj, fused::swiglu(gate, project(&self.up_proj, x)))
     }
 }

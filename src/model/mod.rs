@@ -10,6 +10,7 @@ mod kv_cache;
 mod llama;
 mod loss;
 mod presets;
+mod projection;
 mod retrofit;
 mod rope;
 mod sampling;

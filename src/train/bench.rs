@@ -60,7 +60,7 @@ pub struct StepBenchmark {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops: Option<String>,
     /// Where the median step's time went, in milliseconds: each fused op (forward and backward),
-    /// the optimiser, and the rest (matmuls, embedding, loss, element-wise ops). Empty on the
+    /// the optimiser, and the rest (the LM head and loss, embedding, element-wise ops). Empty on the
     /// reference path, whose ops are Burn's. Wall-clock figures: meaningful on CPU devices only
     /// (a GPU queues work and returns).
     #[serde(default, deserialize_with = "null_as_empty", skip_serializing_if = "Vec::is_empty")]
@@ -163,7 +163,7 @@ fn breakdown(step_ms: f64, fused_seconds: Vec<(OpKind, f64)>, optimiser_ms: f64)
         fused_seconds.into_iter().map(|(kind, seconds)| (kind.name().to_string(), seconds * 1e3)).collect();
     parts.push(("optimiser".into(), optimiser_ms));
     let accounted: f64 = parts.iter().map(|(_, ms)| ms).sum();
-    parts.push(("the rest (matmuls, embedding, loss, element-wise)".into(), (step_ms - accounted).max(0.0)));
+    parts.push(("the rest (LM head and loss, embedding, element-wise)".into(), (step_ms - accounted).max(0.0)));
     parts
 }
 

@@ -3,6 +3,7 @@
 use rayon::prelude::*;
 
 use super::exp::sigmoid;
+use super::simd::wide;
 
 /// Elements handed to one task.
 const ELEMENTS_PER_TASK: usize = 1 << 14;
@@ -13,9 +14,14 @@ pub(super) fn swiglu(gate: &[f32], up: &[f32]) -> Vec<f32> {
     out.par_chunks_mut(ELEMENTS_PER_TASK)
         .zip(gate.par_chunks(ELEMENTS_PER_TASK).zip(up.par_chunks(ELEMENTS_PER_TASK)))
         .for_each(|(out, (gate, up))| {
-            for ((out, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-                *out = g * sigmoid(g) * u;
-            }
+            wide(
+                #[inline(always)]
+                || {
+                    for ((out, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+                        *out = g * sigmoid(g) * u;
+                    }
+                },
+            )
         });
     out
 }
@@ -30,13 +36,18 @@ pub(super) fn swiglu_backward(gate: &[f32], up: &[f32], grad: &[f32]) -> (Vec<f3
         .zip(gate.par_chunks(ELEMENTS_PER_TASK).zip(up.par_chunks(ELEMENTS_PER_TASK)))
         .zip(grad.par_chunks(ELEMENTS_PER_TASK))
         .for_each(|(((grad_gate, grad_up), (gate, up)), grad)| {
-            for ((((dg, du), &g), &u), &dy) in grad_gate.iter_mut().zip(grad_up.iter_mut()).zip(gate).zip(up).zip(grad)
-            {
-                let s = sigmoid(g);
-                let silu = g * s;
-                *du = dy * silu;
-                *dg = dy * u * (s + silu - silu * s);
-            }
+            wide(
+                #[inline(always)]
+                || {
+                    let pairs = grad_gate.iter_mut().zip(grad_up.iter_mut());
+                    for ((((dg, du), &g), &u), &dy) in pairs.zip(gate).zip(up).zip(grad) {
+                        let s = sigmoid(g);
+                        let silu = g * s;
+                        *du = dy * silu;
+                        *dg = dy * u * (s + silu - silu * s);
+                    }
+                },
+            )
         });
     (grad_gate, grad_up)
 }

@@ -13,10 +13,12 @@ mod lanes;
 mod layer_norm;
 mod lm_head;
 mod rms_norm;
+mod simd;
 
 use std::borrow::Cow;
 
 use burn::backend::flex::FlexTensor;
+use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::IntTensor;
 use burn::backend::{DType, Flex, Shape, TensorData, TensorMetadata};
 
@@ -170,6 +172,38 @@ impl FusedKernels for Flex {
         let shape = logits.shape();
         let (value, grad) = cross_entropy::cross_entropy(&values(&logits), &ids, shape[1]);
         (tensor(vec![value], [1]), tensor(grad, shape))
+    }
+
+    fn linear_forward(x: FlexTensor, weight: FlexTensor) -> FlexTensor {
+        if !all_f32(&[&x, &weight]) {
+            return Flex::float_matmul(x, weight);
+        }
+        let ([rows, d_in], d_out) = ([x.shape()[0], x.shape()[1]], weight.shape()[1]);
+        let mut output = vec![0.0f32; rows * d_out];
+        gemm::matmul_parallel(
+            (rows, d_out, d_in),
+            &mut output,
+            d_out,
+            false,
+            (&values(&x), d_in, 1),
+            matrix_view(&weight).view(),
+        );
+        tensor(output, [rows, d_out])
+    }
+
+    fn linear_backward(x: FlexTensor, weight: FlexTensor, grad: FlexTensor) -> (FlexTensor, FlexTensor) {
+        if !all_f32(&[&x, &weight, &grad]) {
+            let grad_x = Flex::float_matmul(grad.clone(), Flex::float_transpose(weight));
+            return (grad_x, Flex::float_matmul(Flex::float_transpose(x), grad));
+        }
+        let ([rows, d_in], d_out) = ([x.shape()[0], x.shape()[1]], weight.shape()[1]);
+        let (x, grad, weight) = (values(&x), values(&grad), matrix_view(&weight));
+        let (w, w_rs, w_cs) = weight.view();
+        let mut grad_x = vec![0.0f32; rows * d_in];
+        gemm::matmul_parallel((rows, d_in, d_out), &mut grad_x, d_in, false, (&grad, d_out, 1), (w, w_cs, w_rs));
+        let mut grad_weight = vec![0.0f32; d_in * d_out];
+        gemm::matmul_parallel((d_in, d_out, rows), &mut grad_weight, d_out, false, (&x, 1, d_in), (&grad, d_out, 1));
+        (tensor(grad_x, [rows, d_in]), tensor(grad_weight, [d_in, d_out]))
     }
 
     fn lm_head_cross_entropy(
