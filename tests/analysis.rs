@@ -95,11 +95,13 @@ fn pruning_an_identity_block_costs_nothing_and_other_drops_skip_exactly_that_lay
     let mut calls = 0;
     let (original, drops) = pruning_drops(&model, &valid, 4, 3, &[], &mut |_, _| calls += 1).unwrap();
     assert_eq!((drops.len(), calls), (4, 5));
-    assert!(drops[2].abs() < 1e-4 * original, "dP(3) = {}", drops[2]);
+    // The identity block costs nothing to the last bit; any other block costs something (how much
+    // depends on the unseeded init, which tests running beside this one draw from too).
+    assert!(drops[2].abs() < 1e-9 * original, "dP(3) = {}", drops[2]);
     for layer in [1, 2, 4] {
         let expected = mean_loss(&model, &valid, 4, 3, &[layer]).unwrap().exp() - original;
         assert!((drops[layer - 1] - expected).abs() < 1e-9);
-        assert!(drops[layer - 1].abs() > 1e-4 * original, "removing layer {layer} changes the model");
+        assert!(drops[layer - 1].abs() > 1e-6 * original, "removing layer {layer} changes the model");
     }
     // A chosen subset is measured in the order given; a layer the model lacks is an error.
     let (_, some) = pruning_drops(&model, &valid, 4, 3, &[4, 1], &mut |_, _| {}).unwrap();
