@@ -226,3 +226,24 @@ fn norm_kinds_serialise_as_kebab_case_and_dyt_copies_its_weights() {
     let err = rms.with_weights_of(&trained).unwrap_err();
     assert!(err.to_string().contains("DyT") && err.to_string().contains("RMSNorm"), "{err}");
 }
+
+/// Like Burn's norms, a wrong feature width stops at the norm with both sizes named, instead of
+/// broadcasting `[2, 3, 1]` to `[2, 3, 64]` or failing deep inside a multiply.
+#[test]
+fn every_norm_checks_the_last_dimension_of_its_input() {
+    let device = cpu();
+    for kind in NormKind::ALL {
+        for width in [1, 63] {
+            let norm = kind.init(64, 1e-5, 0.5, 2, &device).unwrap();
+            let x = Tensor::<3>::ones([2, 3, width], &device);
+            let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| norm.forward(x)))
+                .expect_err(&format!("{} accepted a last dimension of {width}", kind.name()));
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            assert!(message.contains("expected 64") && message.contains(&format!("got {width}")), "{message}");
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use burn::config::Config;
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::Initializer;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
 use crate::ConfigError;
@@ -83,7 +83,13 @@ impl DynamicTanhScaling {
     }
 
     /// Applies DyT element-wise. Shapes: `[..., d_model] -> [..., d_model]`.
+    ///
+    /// # Panics
+    ///
+    /// If the last dimension of `x` is not `d_model` (the message names both sizes).
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let [d_model] = self.gamma.shape().dims();
+        assert_shape!(x, [.., d_model]);
         // s * (gamma * t + beta) = t * (s * gamma) + s * beta: d_model multiplications, not a pass over x.
         let scale = self.scale();
         let alpha = self.alpha.val().unsqueeze::<D>(); // [1, ..., 1]

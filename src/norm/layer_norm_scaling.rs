@@ -3,7 +3,7 @@
 use burn::config::Config;
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::Initializer;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
 use crate::{fused, ConfigError};
@@ -77,8 +77,10 @@ impl LayerNormScaling {
     ///
     /// # Panics
     ///
-    /// If the last dimension of `x` is not `d_model`, as Burn's `LayerNorm`.
+    /// If the last dimension of `x` is not `d_model`, as Burn's `LayerNorm` (the message names both sizes).
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let [d_model] = self.gamma.shape().dims();
+        assert_shape!(x, [.., d_model]);
         // s * (norm(x) * gamma + beta) = norm(x) * (s * gamma) + s * beta
         let scale = self.scale();
         let gamma = self.gamma.val() * scale;

@@ -3,7 +3,7 @@
 use burn::config::Config;
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::{Initializer, RmsNorm};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
 use crate::{fused, ConfigError};
@@ -83,8 +83,10 @@ impl RmsNormScaling {
     ///
     /// # Panics
     ///
-    /// If the last dimension of `x` is not `d_model`, as Burn's `RmsNorm`.
+    /// If the last dimension of `x` is not `d_model`, as Burn's `RmsNorm` (the message names both sizes).
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let [d_model] = self.gamma.shape().dims();
+        assert_shape!(x, [.., d_model]);
         fused::rms_norm(x, self.gamma.val(), self.epsilon, self.scale())
     }
 }
