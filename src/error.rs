@@ -45,6 +45,13 @@ pub enum Error {
         /// What to do about it.
         advice: String,
     },
+    /// A Burn record (a module saved with `save_file`, or loaded with `try_load_file`) that
+    /// cannot be read, written, or applied to the module.
+    #[error(
+        "a model record could not be read, written or applied: {0}; check the path, and that the file is a \
+             complete record of a module of the same shape"
+    )]
+    Record(#[from] burn::store::RecordError),
     /// The loss or gradients became non-finite; the message names the checkpoint kept.
     #[error("training stopped: {0}")]
     Diverged(String),
@@ -113,7 +120,12 @@ pub enum ConfigError {
         expected: String,
     },
     /// A device this build has no backend for.
-    #[error("device `{device}` needs the `{feature}` cargo feature, which this build does not include (compiled in: {compiled}); rebuild with `--features {feature}`")]
+    #[error(
+        "device `{device}` needs the `{feature}` cargo feature of layernorm-scaling, which this build does not \
+         include (compiled in: {compiled}); rebuild with `--features {feature}`, or, in a project that depends on \
+         this crate, add `features = [\"{feature}\"]` to its `layernorm-scaling` dependency (the feature on `burn` \
+         alone does not reach this crate)"
+    )]
     NotCompiled {
         /// The device string.
         device: String,

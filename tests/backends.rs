@@ -69,7 +69,9 @@ fn device_strings_select_compiled_backends_or_name_the_missing_feature() {
     }
     if !cfg!(feature = "tch") {
         let err = parse_device("tch-cuda:0").unwrap_err().to_string();
-        assert!(err.contains("`tch` cargo feature"), "{err}");
+        assert!(err.contains("`tch` cargo feature of layernorm-scaling"), "{err}");
+        // A dependent project learns where the feature goes, not only the command-line flag.
+        assert!(err.contains("features = [\"tch\"]") && err.contains("`layernorm-scaling` dependency"), "{err}");
     }
     if !cfg!(feature = "ndarray") {
         assert!(parse_device("ndarray").unwrap_err().to_string().contains("--features ndarray"));

@@ -45,7 +45,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn every_fixture_matches_the_transformers_logits() {
     for name in FIXTURES {
-        let loaded = load_hf_model(&fixture(name), &cpu()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let loaded = load_hf_model(fixture(name), &cpu()).unwrap_or_else(|e| panic!("{name}: {e}"));
         let (ids, expected) = reference(name);
         let expected: Vec<f32> = expected.concat();
         let got = logits(&loaded.model, &ids);
@@ -60,16 +60,16 @@ fn every_fixture_matches_the_transformers_logits() {
 
 #[test]
 fn the_configs_map_onto_the_model() {
-    let llama3 = read_hf_config(&fixture("llama3_rope_scaling")).unwrap();
+    let llama3 = read_hf_config(fixture("llama3_rope_scaling")).unwrap();
     assert_eq!((llama3.n_layers, llama3.d_model, llama3.kv_heads(), llama3.rope_theta), (3, 64, 2, 500_000.0));
     assert!(
         matches!(llama3.rope_scaling, Some(RopeScaling::Llama3 { factor, original_max_position_embeddings: 64, .. }) if factor == 8.0)
     );
-    let qwen = read_hf_config(&fixture("qwen2_bias")).unwrap();
+    let qwen = read_hf_config(fixture("qwen2_bias")).unwrap();
     assert!(qwen.qkv_bias && qwen.tie_embeddings);
-    let tied = load_hf_model(&fixture("llama_gqa_tied"), &cpu()).unwrap();
+    let tied = load_hf_model(fixture("llama_gqa_tied"), &cpu()).unwrap();
     assert!(tied.model.lm_head.is_none() && tied.config.norm_eps == 1e-5);
-    let mistral = read_hf_config(&fixture("mistral")).unwrap();
+    let mistral = read_hf_config(fixture("mistral")).unwrap();
     assert_eq!(mistral.kv_heads(), 1);
 
     // transformers 5 writes rope_theta and the scaling into `rope_parameters`: same model.
@@ -86,7 +86,7 @@ fn the_configs_map_onto_the_model() {
 
 #[test]
 fn the_directory_tokenizer_encodes_as_transformers() {
-    let loaded = load_hf_model(&fixture("llama_mha_untied"), &cpu()).unwrap();
+    let loaded = load_hf_model(fixture("llama_mha_untied"), &cpu()).unwrap();
     let tokenizer = loaded.tokenizer().unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("llama_mha_untied").join("reference.json")).unwrap())
@@ -96,7 +96,7 @@ fn the_directory_tokenizer_encodes_as_transformers() {
     // transformers adds <s> (id 1) in front; our encode leaves special tokens out.
     assert_eq!(expected[0], 1);
     assert_eq!(ids, expected[1..]);
-    assert!(load_hf_model(&fixture("qwen2_bias"), &cpu())
+    assert!(load_hf_model(fixture("qwen2_bias"), &cpu())
         .unwrap()
         .tokenizer()
         .unwrap_err()
@@ -106,7 +106,7 @@ fn the_directory_tokenizer_encodes_as_transformers() {
 
 #[test]
 fn retrofit_keeps_every_weight_and_changes_only_the_scheme() {
-    let loaded = load_hf_model(&fixture("llama_mha_untied"), &cpu()).unwrap();
+    let loaded = load_hf_model(fixture("llama_mha_untied"), &cpu()).unwrap();
     let before = ParamValues::of(&loaded.model);
     let (ids, _) = reference("llama_mha_untied");
     let pre_ln = logits(&loaded.model, &ids);
@@ -129,7 +129,7 @@ fn retrofit_keeps_every_weight_and_changes_only_the_scheme() {
 fn export_round_trips_in_the_crate_with_lns_restored() {
     let dir = tempfile::tempdir().unwrap();
     for name in FIXTURES {
-        let loaded = load_hf_model(&fixture(name), &cpu()).unwrap();
+        let loaded = load_hf_model(fixture(name), &cpu()).unwrap();
         let (ids, _) = reference(name);
         let (lns, config) = retrofit(loaded.model, &loaded.config, NormScheme::default()).unwrap();
         let out = dir.path().join(name);
@@ -151,12 +151,12 @@ fn export_round_trips_in_the_crate_with_lns_restored() {
         assert!(max_diff(&stored, &expected) < 1e-6, "{name}: layer 2's input norm holds gamma / sqrt(2)");
     }
     // An occupied directory is refused and left alone.
-    let loaded = load_hf_model(&fixture("mistral"), &cpu()).unwrap();
-    let err = export_hf(&loaded.model, &loaded.config, &dir.path().join("mistral"), None).unwrap_err().to_string();
+    let loaded = load_hf_model(fixture("mistral"), &cpu()).unwrap();
+    let err = export_hf(&loaded.model, &loaded.config, dir.path().join("mistral"), None).unwrap_err().to_string();
     assert!(err.contains("not empty"), "{err}");
     // Schemes transformers cannot express are refused before anything is written.
     let (post, config) = retrofit(loaded.model, &loaded.config, NormScheme::PostLn).unwrap();
-    let err = export_hf(&post, &config, &dir.path().join("post"), None).unwrap_err().to_string();
+    let err = export_hf(&post, &config, dir.path().join("post"), None).unwrap_err().to_string();
     assert!(err.contains("Post-LN") && !dir.path().join("post").exists(), "{err}");
 }
 
@@ -336,7 +336,7 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let exported = load_hf_model(&tmp.path().join("exported"), &cpu()).unwrap();
+    let exported = load_hf_model(tmp.path().join("exported"), &cpu()).unwrap();
     assert_eq!(exported.config.norm_scheme, NormScheme::default());
     let (ids, _) = reference("llama_mha_untied");
     assert!(max_diff(&logits(&exported.model, &ids), &logits(&trained, &ids)) <= 1e-5);

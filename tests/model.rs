@@ -210,3 +210,41 @@ fn tied_embeddings_share_the_embedding_matrix() {
     let expected = hidden.matmul(model.embed_tokens.weight.val().transpose().unsqueeze());
     assert!(max_abs_diff(&trace.logits, &expected) < 1e-5);
 }
+
+/// The library surface a Burn user expects: paths as `AsRef<Path>` (a `&str` works), and `?` on
+/// Burn's own record errors inside a function returning the crate's `Error`.
+#[test]
+fn paths_take_as_ref_and_record_errors_convert_with_question_mark() {
+    use layernorm_scaling::model::{load_run_model, save_run_model, RunModelInfo};
+    use layernorm_scaling::Error;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = LlamaConfig::new(32, 64, 2, 2).with_vocab_size(16);
+    let model = config.init(&cpu()).unwrap();
+    let info = RunModelInfo {
+        model: config.clone(),
+        tokenizer: "byte".into(),
+        steps: 3,
+        data: None,
+        tokenizer_identity: None,
+    };
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    save_run_model(run.to_str().unwrap(), &model, &info).unwrap();
+    let (loaded, loaded_info) = load_run_model(run.to_string_lossy().into_owned(), None, &cpu()).unwrap();
+    assert_eq!(loaded_info.steps, 3);
+    let tokens = random_tokens(1, 5, 16, 1, &cpu());
+    assert!(max_abs_diff(&model.forward(tokens.clone()), &loaded.forward(tokens)) == 0.0);
+
+    let load_missing = || -> Result<(), Error> {
+        let fresh = config.init(&cpu())?;
+        fresh.try_load_file(dir.path().join("missing.bpk"))?;
+        Ok(())
+    };
+    match load_missing() {
+        Err(Error::Record(error)) => assert!(!error.to_string().is_empty()),
+        other => panic!("expected Error::Record, got {:?}", other.map(|_| ())),
+    }
+    let message = load_missing().unwrap_err().to_string();
+    assert!(message.contains("model record") && message.contains("check the path"), "{message}");
+}

@@ -49,7 +49,7 @@ fn every_scheme_and_norm_kind_trains_with_finite_loss_and_gradients() {
     let inputs = tokens.clone().narrow(1, 0, 16);
     let targets = tokens.narrow(1, 1, 16);
     for kind in NormKind::ALL {
-        for scheme in NormScheme::all() {
+        for scheme in NormScheme::with_every_position() {
             let model = tiny(scheme.clone()).with_norm_kind(kind).init(&device).unwrap();
             let loss = cross_entropy(model.forward(inputs.clone()), targets.clone());
             let value = values(&loss)[0];
@@ -225,7 +225,7 @@ fn gates_and_sandwich_norms_have_their_shapes_and_inits() {
 
 #[test]
 fn schemes_parse_print_and_serialise_round_trip() {
-    for scheme in NormScheme::all() {
+    for scheme in NormScheme::with_every_position() {
         let text = scheme.to_string();
         assert_eq!(text.parse::<NormScheme>().unwrap(), scheme, "{text}");
         let json = serde_json::to_string(&scheme).unwrap();
@@ -257,7 +257,7 @@ fn schemes_parse_print_and_serialise_round_trip() {
 
 #[test]
 fn peri_ln_and_dyt_parse_print_and_serialise() {
-    assert!(NormScheme::all().contains(&NormScheme::PeriLn));
+    assert!(NormScheme::with_every_position().contains(&NormScheme::PeriLn));
     for text in ["peri-ln", "Peri_LN", "periln"] {
         assert_eq!(text.parse::<NormScheme>().unwrap(), NormScheme::PeriLn, "{text}");
     }
@@ -437,4 +437,40 @@ fn hugging_face_export_refuses_peri_ln_and_dyt_by_name() {
     }
     let err = hf_config_json(&tiny(NormScheme::PreLn).with_norm_kind(NormKind::Dyt)).unwrap_err().to_string();
     assert!(err.contains("DyT") && err.contains("RMSNorm"), "{err}");
+}
+
+/// The scheme table is the one source: the docs' table, the error's list and every row's names
+/// come from it, and each name and alias parses to its row's scheme.
+#[test]
+fn the_scheme_table_drives_parsing_display_and_the_docs() {
+    use layernorm_scaling::norm::{scheme_names, schemes_markdown, SchemeArgument, SCHEMES};
+
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schemes.md")).unwrap();
+    let table = schemes_markdown();
+    assert!(docs.contains(&table), "docs/schemes.md must hold the table `schemes_markdown()` writes:\n{table}");
+
+    assert_eq!(NormScheme::defaults().len(), SCHEMES.len());
+    for (info, scheme) in SCHEMES.iter().zip(NormScheme::defaults()) {
+        assert_eq!(scheme.info().name, info.name);
+        for name in std::iter::once(&info.name).chain(info.aliases) {
+            assert_eq!(name.parse::<NormScheme>().unwrap(), scheme, "{name}");
+            assert_eq!(name.to_uppercase().replace('-', "_").parse::<NormScheme>().unwrap(), scheme, "{name}");
+        }
+        match info.argument {
+            SchemeArgument::None => {
+                let err = format!("{}:1", info.name).parse::<NormScheme>().unwrap_err().to_string();
+                assert!(err.contains("unknown normalisation scheme"), "{err}");
+            }
+            SchemeArgument::Number { default, .. } => {
+                assert_eq!(format!("{}:{default}", info.name).parse::<NormScheme>().unwrap(), scheme);
+                assert!(format!("{}:x", info.name).parse::<NormScheme>().is_err());
+            }
+            SchemeArgument::Position => assert!(format!("{}:nowhere", info.name).parse::<NormScheme>().is_err()),
+        }
+    }
+    let err = "lsn".parse::<NormScheme>().unwrap_err().to_string();
+    assert!(err.ends_with(&scheme_names()), "{err}");
+    assert!(scheme_names().starts_with("pre-ln, lns[:after-norm|before-norm|"), "{}", scheme_names());
+    // `with_every_position` adds LNS's four other positions to one of each scheme.
+    assert_eq!(NormScheme::with_every_position().len(), SCHEMES.len() + 4);
 }

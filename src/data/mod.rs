@@ -123,7 +123,7 @@ pub fn corpus_fingerprint(source: &CorpusSource, tokenizer: &Tokenizer) -> Resul
     Ok(key_fingerprint(&corpus_key(source, tokenizer)?.0))
 }
 
-/// Tokenises `source` into a cache under `cache_root`, reused when the content ([`corpus_key`]: the
+/// Tokenises `source` into a cache under `cache_root`, reused when the content (its key: the
 /// files' sizes and checksums, every file read once per call) and the tokenizer are unchanged.
 /// Pre-tokenised `.bin` files are mapped as they are ([`TokenCache::from_token_files`]). Files and
 /// folders reached twice are read once, each skipped one named in a warning on standard error.

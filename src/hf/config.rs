@@ -150,7 +150,8 @@ impl RopeParams {
 }
 
 /// Reads `dir/config.json`.
-pub fn read_hf_config(dir: &Path) -> Result<LlamaConfig, HfError> {
+pub fn read_hf_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, HfError> {
+    let dir = dir.as_ref();
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(|e| HfError::file(&path, e))?;
     let json: Value = serde_json::from_str(&text).map_err(|e| HfError::file(&path, format!("not valid JSON: {e}")))?;

@@ -18,7 +18,13 @@ use crate::{Llama, LlamaConfig};
 /// A model a LLaMA checkpoint cannot express (a LayerNorm or DyT norm; Post-LN, DeepNorm, Mix-LN,
 /// Sandwich-LN, Peri-LN, LayerScale, SkipInit, LNS before the norm) is refused with an error
 /// naming its scheme; such a model is saved in the crate's own format instead.
-pub fn export_hf(model: &Llama, config: &LlamaConfig, dir: &Path, tokenizer: Option<&Path>) -> Result<(), HfError> {
+pub fn export_hf(
+    model: &Llama,
+    config: &LlamaConfig,
+    dir: impl AsRef<Path>,
+    tokenizer: Option<&Path>,
+) -> Result<(), HfError> {
+    let dir = dir.as_ref();
     if model.n_layers() != config.n_layers || model.lm_head.is_none() != config.tie_embeddings {
         return Err(HfError::Unsupported("the model was not built from this config".into()));
     }

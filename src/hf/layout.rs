@@ -61,7 +61,7 @@ impl NameMap {
 /// the norm weights and the `o_proj`/`down_proj` weights (exact: RMSNorm and both projections are
 /// linear in those weights), and loading divides them out again.
 ///
-/// Schemes with no such counterpart are refused ([`check_exportable_plan`]).
+/// Schemes with no such counterpart are refused.
 pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
     let plan = block.plan();
     check_exportable_plan(plan)?;

@@ -84,9 +84,10 @@ fn layer_index(key: &str) -> Option<usize> {
 /// Loads `dir` onto `device`: every tensor is checked against `config.json` (name, shape, type)
 /// and converted to f32; tensors the architecture does not use are an error.
 ///
-/// The weights go in through burn-store: [`NameMap`] renames them, its PyTorch adapter turns
+/// The weights go in through burn-store: a name map renames them, its PyTorch adapter turns
 /// `[out, in]` weights around, and the depth factors an exported LNS model holds are divided out.
-pub fn load_hf_model(dir: &Path, device: &Device) -> Result<HfModel, HfError> {
+pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, HfError> {
+    let dir = dir.as_ref();
     let config = read_hf_config(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
     check_sizes(&config, &checkpoint)?;

@@ -9,7 +9,7 @@ use super::block::{Block, BlockShape};
 use super::llama::Llama;
 use super::rope::{RopeScaling, RotaryEmbedding};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
-use crate::norm::{check_alpha_init, NormKind, NormScheme, DYT_ALPHA_INIT};
+use crate::norm::{check_alpha_init, BranchGate, NormKind, NormScheme, DYT_ALPHA_INIT};
 use crate::{ConfigError, Error};
 
 /// A LLaMA decoder: embeddings, `n_layers` blocks, a final norm (never depth-scaled) and an LM head.
@@ -173,9 +173,10 @@ impl LlamaConfig {
         let norms_per_block = self.norm_scheme.norms_per_block() as f64;
         // The final norm, and Peri-LN's embedding norm.
         let model_norms = if self.norm_scheme.embedding_norm() { 2.0 } else { 1.0 };
-        let gates = match self.norm_scheme {
-            NormScheme::LayerScale { .. } => 2.0 * d,
-            NormScheme::SkipInit { .. } => 2.0,
+        // Two gates a block (attention, feed-forward), as the layer plan says; the same in every layer.
+        let gates = match self.norm_scheme.plan(1, self.n_layers.max(1), self.init_std).map(|plan| plan.gate) {
+            Ok(BranchGate::PerChannel { .. }) => 2.0 * d,
+            Ok(BranchGate::Scalar { .. }) => 2.0,
             _ => 0.0,
         };
         let block = attention + feed_forward + norms_per_block * norm + gates;

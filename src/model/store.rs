@@ -60,7 +60,8 @@ pub struct RunModelInfo {
 }
 
 /// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
-pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<(), Error> {
+pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo) -> Result<(), Error> {
+    let dir = dir.as_ref();
     let path = dir.join("model.bpk");
     let error = |e: String| Error::file(&path, format!("cannot write it: {e}"));
     // burn-pack writes through a scratch file, synced and renamed into place; the sum follows.
@@ -73,7 +74,12 @@ pub fn save_run_model(dir: &Path, model: &Llama, info: &RunModelInfo) -> Result<
 /// Loads the model of a run directory (`model.json` + `model.bpk`), or of one of its epoch
 /// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`. A file that is missing, cut short
 /// or corrupt (checked against its `.sum`) is an error that says what to do.
-pub fn load_run_model(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<(Llama, RunModelInfo), Error> {
+pub fn load_run_model(
+    dir: impl AsRef<Path>,
+    epoch: Option<usize>,
+    device: &Device,
+) -> Result<(Llama, RunModelInfo), Error> {
+    let dir = dir.as_ref();
     let file_error = |path: &Path, message: String| Error::file(path, message);
     if let Some(state) = unfinished_start(dir).filter(|_| epoch.is_none()) {
         return Err(file_error(&dir.join("model.bpk"), state));
@@ -287,7 +293,8 @@ fn load_hf_dir(dir: &Path, _device: &Device) -> Result<LoadedModel, Error> {
 }
 
 /// The config of the model in `dir`, a run directory or a Hugging Face directory, without its weights.
-pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, Error> {
+pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error> {
+    let dir = dir.as_ref();
     if is_hf_dir(dir) {
         #[cfg(feature = "hf")]
         return crate::hf::read_hf_config(dir).map_err(|e| hf_error(dir, e));
@@ -314,7 +321,8 @@ pub fn read_model_dir_config(dir: &Path) -> Result<LlamaConfig, Error> {
 
 /// Loads the model of a run directory (the final model, or the checkpoint of `epoch`) or of a
 /// Hugging Face model directory onto `device`; a run's model with non-finite weights is an error.
-pub fn load_model_dir(dir: &Path, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
+pub fn load_model_dir(dir: impl AsRef<Path>, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
+    let dir = dir.as_ref();
     if !dir.is_dir() {
         return Err(Error::file(
             dir,

@@ -15,4 +15,7 @@ pub use dynamic_tanh::{DynamicTanhScaling, DynamicTanhScalingConfig, DYT_ALPHA_I
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
-pub use scheme::{scheme_as_string, BranchGate, LayerInit, LayerPlan, LnsPosition, NormScheme, Placement};
+pub use scheme::{
+    scheme_as_string, scheme_names, schemes_markdown, BranchGate, LayerInit, LayerPlan, LnsPosition, NormScheme,
+    Placement, SchemeArgument, SchemeInfo, SCHEMES,
+};

@@ -5,21 +5,10 @@
 //! executes the plan. Notation: `N` a norm, `F` a sub-layer (attention or feed-forward),
 //! `l` the 1-based layer, `L` the number of layers, `sigma` the base init std (0.02).
 //!
-//! | scheme | block | init |
-//! |---|---|---|
-//! | Pre-LN | `x + F(N(x))` | all `N(0, sigma)` |
-//! | LNS (after norm) | `x + F(N(x) / sqrt(l))` | plain |
-//! | LNS before norm | `x + F(N(x / sqrt(l)))` | plain |
-//! | LNS after sub-layer | `x + F(N(x)) / sqrt(l)` (attention and FFN, or only one of them) | plain |
-//! | Post-LN | `N(x + F(x))` | plain |
-//! | DeepNorm | `N(alpha x + F(x))`, `alpha = (2L)^(1/4)` | v, o, FFN: `sigma * (8L)^(-1/4)` |
-//! | Mix-LN | Post-LN for layers `l <= round(f L)`, Pre-LN after | plain |
-//! | Scaled Init | Pre-LN | o, down: `sigma / sqrt(2L)` |
-//! | Depth-Scaled Init | Pre-LN | o, down: `sigma / sqrt(2l)` |
-//! | LayerScale | `x + diag(lambda) F(N(x))`, `lambda` learnable per channel | plain |
-//! | SkipInit | `x + a F(N(x))`, `a` a learnable scalar | plain |
-//! | Sandwich-LN | `x + N2(F(N1(x)))` | plain |
-//! | Peri-LN | `x + N2(F(N1(x)))`, and block 1's input is `Ne(embedding)` | plain |
+//! The table of schemes, [`SCHEMES`], holds each one's name, aliases, argument and the formulas
+//! shown in the docs; parsing, display, the lists and the help text are derived from it.
+//! [`NormScheme::plan`] holds what each scheme does to a layer. `docs/schemes.md` shows the table
+//! ([`schemes_markdown`] writes it; a test keeps the two equal).
 //!
 //! Every model also has a final norm before the LM head, never depth-scaled. `N` is any
 //! [`NormKind`](super::NormKind) (RMSNorm, LayerNorm or DyT); each carries the LNS factor, so
@@ -61,16 +50,37 @@ pub enum LnsPosition {
 }
 
 impl LnsPosition {
-    const ALL: [(LnsPosition, &'static str); 5] = [
-        (LnsPosition::AfterNorm, "after-norm"),
-        (LnsPosition::BeforeNorm, "before-norm"),
-        (LnsPosition::AfterSublayer, "after-sublayer"),
-        (LnsPosition::AfterAttention, "after-attention"),
-        (LnsPosition::AfterFfn, "after-ffn"),
+    /// Every position: its name after `lns:`, its title and its block, as the docs show them.
+    const ALL: [(LnsPosition, &'static str, &'static str, &'static str); 5] = [
+        (LnsPosition::AfterNorm, "after-norm", "LayerNorm Scaling (the paper)", "`x + F(N(x) / sqrt(l))`"),
+        (
+            LnsPosition::BeforeNorm,
+            "before-norm",
+            "LNS before the norm",
+            "`x + F(N(x / sqrt(l)))` (RMSNorm and LayerNorm are scale invariant: Pre-LN up to eps)",
+        ),
+        (LnsPosition::AfterSublayer, "after-sublayer", "LNS on the sub-layer output", "`x + F(N(x)) / sqrt(l)`"),
+        (
+            LnsPosition::AfterAttention,
+            "after-attention",
+            "LNS on the attention output only",
+            "`x + Attn(N(x)) / sqrt(l)`, the feed-forward as Pre-LN",
+        ),
+        (
+            LnsPosition::AfterFfn,
+            "after-ffn",
+            "LNS on the feed-forward output only",
+            "`x + FFN(N(x)) / sqrt(l)`, attention as Pre-LN",
+        ),
     ];
 
-    fn name(self) -> &'static str {
-        Self::ALL.iter().find(|(p, _)| *p == self).map(|(_, n)| *n).unwrap_or("after-norm")
+    /// The position's name after `lns:`.
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|row| row.0 == self).map_or("after-norm", |row| row.1)
+    }
+
+    fn from_name(name: &str) -> Option<LnsPosition> {
+        Self::ALL.iter().find(|row| row.1 == name).map(|row| row.0)
     }
 }
 
@@ -124,14 +134,21 @@ pub enum NormScheme {
     PeriLn,
 }
 
+/// Mix-LN's default fraction of Post-LN layers.
+const POST_LN_FRACTION: f64 = 0.25;
+/// LayerScale's default initial `lambda` (CaiT, up to 18 layers).
+const LAYER_SCALE_INIT: f64 = 0.1;
+/// SkipInit's default initial scalar (the paper's runs).
+const SKIP_INIT: f64 = 0.001;
+
 fn default_post_ln_fraction() -> f64 {
-    0.25
+    POST_LN_FRACTION
 }
 fn default_layer_scale_init() -> f64 {
-    0.1
+    LAYER_SCALE_INIT
 }
 fn default_skip_init() -> f64 {
-    0.001
+    SKIP_INIT
 }
 
 impl Default for NormScheme {
@@ -314,45 +331,268 @@ impl NormScheme {
         }
         Ok(plan)
     }
+}
 
-    /// Every scheme with its default parameters, one per variant (and every LNS position).
-    pub fn all() -> Vec<NormScheme> {
-        let mut all = vec![NormScheme::PreLn];
-        all.extend(LnsPosition::ALL.iter().map(|(position, _)| NormScheme::Lns { position: *position }));
-        all.extend([
-            NormScheme::PostLn,
-            NormScheme::DeepNorm,
-            NormScheme::MixLn { post_ln_fraction: default_post_ln_fraction() },
-            NormScheme::ScaledInit,
-            NormScheme::DepthScaledInit,
-            NormScheme::LayerScale { init: default_layer_scale_init() },
-            NormScheme::SkipInit { init: default_skip_init() },
-            NormScheme::SandwichLn,
-            NormScheme::PeriLn,
-        ]);
-        all
+/// What may follow a scheme's name after a colon.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SchemeArgument {
+    /// Nothing.
+    None,
+    /// Where LNS applies its factor: an [`LnsPosition`] name (default `after-norm`).
+    Position,
+    /// A number.
+    Number {
+        /// Its name in the help text (`FRACTION`, `INIT`).
+        name: &'static str,
+        /// Its value when none is given.
+        default: f64,
+    },
+}
+
+/// The argument of one scheme value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ArgumentValue {
+    None,
+    Position(LnsPosition),
+    Number(f64),
+}
+
+/// One row of the scheme table: a scheme's names, argument and the formulas the docs show.
+/// What it does to a layer is in [`NormScheme::plan`].
+#[derive(Clone, Copy, Debug)]
+pub struct SchemeInfo {
+    /// The name that [`Display`](fmt::Display) writes and [`FromStr`] reads (`pre-ln`).
+    pub name: &'static str,
+    /// Other names [`FromStr`] accepts (`pre`, `preln`).
+    pub aliases: &'static [&'static str],
+    /// What may follow the name after a colon.
+    pub argument: SchemeArgument,
+    /// The scheme's name in prose (`Pre-LN`).
+    pub title: &'static str,
+    /// Its block, as a formula.
+    pub block: &'static str,
+    /// Its init, where it differs from `N(0, sigma)` everywhere (`plain`).
+    pub init: &'static str,
+    build: fn(ArgumentValue) -> NormScheme,
+}
+
+/// A number argument, or the default where the argument is not a number.
+fn number(argument: ArgumentValue, default: f64) -> f64 {
+    match argument {
+        ArgumentValue::Number(x) => x,
+        _ => default,
     }
 }
 
-const SCHEME_NAMES: &str = "pre-ln, lns[:after-norm|before-norm|after-sublayer|after-attention|after-ffn], \
-post-ln, deepnorm, mix-ln[:FRACTION], scaled-init, depth-scaled-init, layer-scale[:INIT], skip-init[:INIT], sandwich-ln, peri-ln";
+/// Every scheme, in the order the lists, the help text and the docs show them.
+pub const SCHEMES: [SchemeInfo; 11] = [
+    SchemeInfo {
+        name: "pre-ln",
+        aliases: &["pre", "preln"],
+        argument: SchemeArgument::None,
+        title: "Pre-LN",
+        block: "`x + F(N(x))`",
+        init: "all `N(0, sigma)`",
+        build: |_| NormScheme::PreLn,
+    },
+    SchemeInfo {
+        name: "lns",
+        aliases: &["layernorm-scaling"],
+        argument: SchemeArgument::Position,
+        title: "LayerNorm Scaling",
+        block: "see the positions",
+        init: "plain",
+        build: |argument| NormScheme::Lns {
+            position: match argument {
+                ArgumentValue::Position(position) => position,
+                _ => LnsPosition::AfterNorm,
+            },
+        },
+    },
+    SchemeInfo {
+        name: "post-ln",
+        aliases: &["post", "postln"],
+        argument: SchemeArgument::None,
+        title: "Post-LN",
+        block: "`N(x + F(x))`",
+        init: "plain",
+        build: |_| NormScheme::PostLn,
+    },
+    SchemeInfo {
+        name: "deepnorm",
+        aliases: &["deep-norm"],
+        argument: SchemeArgument::None,
+        title: "DeepNorm",
+        block: "`N(alpha x + F(x))`, `alpha = (2L)^(1/4)`",
+        init: "v, o, FFN: `sigma (8L)^(-1/4)`",
+        build: |_| NormScheme::DeepNorm,
+    },
+    SchemeInfo {
+        name: "mix-ln",
+        aliases: &["mixln"],
+        argument: SchemeArgument::Number { name: "FRACTION", default: POST_LN_FRACTION },
+        title: "Mix-LN",
+        block: "Post-LN for the first `round(FRACTION L)` layers, then Pre-LN",
+        init: "plain",
+        build: |argument| NormScheme::MixLn { post_ln_fraction: number(argument, POST_LN_FRACTION) },
+    },
+    SchemeInfo {
+        name: "scaled-init",
+        aliases: &[],
+        argument: SchemeArgument::None,
+        title: "Scaled Init",
+        block: "Pre-LN",
+        init: "o, down: `sigma / sqrt(2L)`",
+        build: |_| NormScheme::ScaledInit,
+    },
+    SchemeInfo {
+        name: "depth-scaled-init",
+        aliases: &[],
+        argument: SchemeArgument::None,
+        title: "Depth-Scaled Init",
+        block: "Pre-LN",
+        init: "o, down: `sigma / sqrt(2l)`",
+        build: |_| NormScheme::DepthScaledInit,
+    },
+    SchemeInfo {
+        name: "layer-scale",
+        aliases: &["layerscale"],
+        argument: SchemeArgument::Number { name: "INIT", default: LAYER_SCALE_INIT },
+        title: "LayerScale",
+        block: "`x + diag(lambda) F(N(x))`, `lambda` learnable per channel, starting at INIT",
+        init: "plain",
+        build: |argument| NormScheme::LayerScale { init: number(argument, LAYER_SCALE_INIT) },
+    },
+    SchemeInfo {
+        name: "skip-init",
+        aliases: &["skipinit"],
+        argument: SchemeArgument::Number { name: "INIT", default: SKIP_INIT },
+        title: "SkipInit",
+        block: "`x + a F(N(x))`, scalar `a` learnable, starting at INIT",
+        init: "plain",
+        build: |argument| NormScheme::SkipInit { init: number(argument, SKIP_INIT) },
+    },
+    SchemeInfo {
+        name: "sandwich-ln",
+        aliases: &["sandwich"],
+        argument: SchemeArgument::None,
+        title: "Sandwich-LN",
+        block: "`x + N2(F(N1(x)))`; block 1 takes the raw embedding",
+        init: "plain",
+        build: |_| NormScheme::SandwichLn,
+    },
+    SchemeInfo {
+        name: "peri-ln",
+        aliases: &["periln", "peri"],
+        argument: SchemeArgument::None,
+        title: "Peri-LN",
+        block: "`x + N2(F(N1(x)))`; block 1 takes `Ne(embedding)`",
+        init: "plain",
+        build: |_| NormScheme::PeriLn,
+    },
+];
+
+impl NormScheme {
+    /// This scheme's row of [`SCHEMES`]. The one match over variants outside [`plan`](Self::plan).
+    pub fn info(&self) -> &'static SchemeInfo {
+        let name = match self {
+            NormScheme::PreLn => "pre-ln",
+            NormScheme::Lns { .. } => "lns",
+            NormScheme::PostLn => "post-ln",
+            NormScheme::DeepNorm => "deepnorm",
+            NormScheme::MixLn { .. } => "mix-ln",
+            NormScheme::ScaledInit => "scaled-init",
+            NormScheme::DepthScaledInit => "depth-scaled-init",
+            NormScheme::LayerScale { .. } => "layer-scale",
+            NormScheme::SkipInit { .. } => "skip-init",
+            NormScheme::SandwichLn => "sandwich-ln",
+            NormScheme::PeriLn => "peri-ln",
+        };
+        SCHEMES.iter().find(|info| info.name == name).expect("every variant has a row in SCHEMES")
+    }
+
+    fn argument(&self) -> ArgumentValue {
+        match *self {
+            NormScheme::Lns { position } => ArgumentValue::Position(position),
+            NormScheme::MixLn { post_ln_fraction } => ArgumentValue::Number(post_ln_fraction),
+            NormScheme::LayerScale { init } | NormScheme::SkipInit { init } => ArgumentValue::Number(init),
+            _ => ArgumentValue::None,
+        }
+    }
+
+    /// One scheme per row of [`SCHEMES`], with its default argument (LNS after the norm): what a
+    /// sweep over `all` trains.
+    pub fn defaults() -> Vec<NormScheme> {
+        SCHEMES.iter().map(|info| (info.build)(ArgumentValue::None)).collect()
+    }
+
+    /// [`defaults`](Self::defaults) and LNS at each of its other positions: every distinct block
+    /// formula, for tests that must cover them all.
+    pub fn with_every_position() -> Vec<NormScheme> {
+        let mut all = Self::defaults();
+        let at = all.iter().position(|scheme| matches!(scheme, NormScheme::Lns { .. })).map_or(0, |i| i + 1);
+        let others = LnsPosition::ALL.iter().skip(1).map(|row| NormScheme::Lns { position: row.0 });
+        all.splice(at..at, others);
+        all
+    }
+
+    /// Renamed [`with_every_position`](Self::with_every_position).
+    #[deprecated(note = "use `NormScheme::with_every_position` (or `defaults` for one per scheme)")]
+    pub fn all() -> Vec<NormScheme> {
+        Self::with_every_position()
+    }
+
+    /// Renamed [`defaults`](Self::defaults).
+    #[deprecated(note = "use `NormScheme::defaults`")]
+    pub fn every() -> Vec<NormScheme> {
+        Self::defaults()
+    }
+}
+
+/// Every scheme string, as errors and `--help` list them: `pre-ln, lns[:after-norm|...], ...,
+/// mix-ln[:FRACTION], ...`.
+pub fn scheme_names() -> String {
+    let positions = LnsPosition::ALL.iter().map(|row| row.1).collect::<Vec<_>>().join("|");
+    let shown = |info: &SchemeInfo| match info.argument {
+        SchemeArgument::None => info.name.to_string(),
+        SchemeArgument::Position => format!("{}[:{positions}]", info.name),
+        SchemeArgument::Number { name, .. } => format!("{}[:{name}]", info.name),
+    };
+    SCHEMES.iter().map(shown).collect::<Vec<_>>().join(", ")
+}
+
+/// The schemes as the Markdown table of `docs/schemes.md`: string, scheme, block, init.
+pub fn schemes_markdown() -> String {
+    let mut table = String::from("| string | scheme | block | init |\n|---|---|---|---|\n");
+    for info in &SCHEMES {
+        match info.argument {
+            SchemeArgument::Position => {
+                for (i, (_, name, title, block)) in LnsPosition::ALL.iter().enumerate() {
+                    let string = if i == 0 { "`lns` (default)".to_string() } else { format!("`lns:{name}`") };
+                    table += &format!("| {string} | {title} | {block} | {} |\n", info.init);
+                }
+            }
+            SchemeArgument::Number { default, .. } => {
+                let string = format!("`{}[:{}]`", info.name, short_number(default));
+                table += &format!("| {string} | {} | {} | {} |\n", info.title, info.block, info.init);
+            }
+            SchemeArgument::None => {
+                table += &format!("| `{}` | {} | {} | {} |\n", info.name, info.title, info.block, info.init);
+            }
+        }
+    }
+    table
+}
 
 impl fmt::Display for NormScheme {
-    /// The string form that [`FromStr`] parses back.
+    /// The string form that [`FromStr`] parses back: the name, and the argument unless it is LNS's
+    /// default position.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NormScheme::PreLn => write!(f, "pre-ln"),
-            NormScheme::Lns { position: LnsPosition::AfterNorm } => write!(f, "lns"),
-            NormScheme::Lns { position } => write!(f, "lns:{}", position.name()),
-            NormScheme::PostLn => write!(f, "post-ln"),
-            NormScheme::DeepNorm => write!(f, "deepnorm"),
-            NormScheme::MixLn { post_ln_fraction } => write!(f, "mix-ln:{}", short_number(*post_ln_fraction)),
-            NormScheme::ScaledInit => write!(f, "scaled-init"),
-            NormScheme::DepthScaledInit => write!(f, "depth-scaled-init"),
-            NormScheme::LayerScale { init } => write!(f, "layer-scale:{}", short_number(*init)),
-            NormScheme::SkipInit { init } => write!(f, "skip-init:{}", short_number(*init)),
-            NormScheme::SandwichLn => write!(f, "sandwich-ln"),
-            NormScheme::PeriLn => write!(f, "peri-ln"),
+        let name = self.info().name;
+        match self.argument() {
+            ArgumentValue::None | ArgumentValue::Position(LnsPosition::AfterNorm) => write!(f, "{name}"),
+            ArgumentValue::Position(position) => write!(f, "{name}:{}", position.name()),
+            ArgumentValue::Number(x) => write!(f, "{name}:{}", short_number(x)),
         }
     }
 }
@@ -369,50 +609,23 @@ impl FromStr for NormScheme {
 
     /// Parses `name[:argument]`, e.g. `lns`, `lns:after-ffn`, `mix-ln:0.25`, `layer-scale:1e-4`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let unknown = || ConfigError::Unknown {
-            what: "normalisation scheme",
-            name: text.to_string(),
-            expected: SCHEME_NAMES.to_string(),
-        };
+        let unknown =
+            || ConfigError::Unknown { what: "normalisation scheme", name: text.to_string(), expected: scheme_names() };
         let lower = text.trim().to_ascii_lowercase().replace('_', "-");
-        let (name, arg) = match lower.split_once(':') {
-            Some((name, arg)) => (name, Some(arg)),
+        let (name, argument) = match lower.split_once(':') {
+            Some((name, argument)) => (name, Some(argument)),
             None => (lower.as_str(), None),
         };
-        let number = |default: f64| -> Result<f64, ConfigError> {
-            arg.map_or(Ok(default), |a| a.parse::<f64>().map_err(|_| unknown()))
-        };
-        let scheme = match name {
-            "pre-ln" | "pre" | "preln" => NormScheme::PreLn,
-            "lns" | "layernorm-scaling" => {
-                let position = match arg {
-                    None => LnsPosition::AfterNorm,
-                    Some(a) => LnsPosition::ALL.iter().find(|(_, n)| *n == a).map(|(p, _)| *p).ok_or_else(unknown)?,
-                };
-                NormScheme::Lns { position }
+        let info = SCHEMES.iter().find(|info| info.name == name || info.aliases.contains(&name)).ok_or_else(unknown)?;
+        let value = match (info.argument, argument) {
+            (_, None) => ArgumentValue::None,
+            (SchemeArgument::None, Some(_)) => return Err(unknown()),
+            (SchemeArgument::Position, Some(a)) => {
+                ArgumentValue::Position(LnsPosition::from_name(a).ok_or_else(unknown)?)
             }
-            "post-ln" | "post" | "postln" => NormScheme::PostLn,
-            "deepnorm" | "deep-norm" => NormScheme::DeepNorm,
-            "mix-ln" | "mixln" => NormScheme::MixLn { post_ln_fraction: number(default_post_ln_fraction())? },
-            "scaled-init" => NormScheme::ScaledInit,
-            "depth-scaled-init" => NormScheme::DepthScaledInit,
-            "layer-scale" | "layerscale" => NormScheme::LayerScale { init: number(default_layer_scale_init())? },
-            "skip-init" | "skipinit" => NormScheme::SkipInit { init: number(default_skip_init())? },
-            "sandwich-ln" | "sandwich" => NormScheme::SandwichLn,
-            "peri-ln" | "periln" | "peri" => NormScheme::PeriLn,
-            _ => return Err(unknown()),
+            (SchemeArgument::Number { .. }, Some(a)) => ArgumentValue::Number(a.parse().map_err(|_| unknown())?),
         };
-        if arg.is_some()
-            && !matches!(
-                scheme,
-                NormScheme::Lns { .. }
-                    | NormScheme::MixLn { .. }
-                    | NormScheme::LayerScale { .. }
-                    | NormScheme::SkipInit { .. }
-            )
-        {
-            return Err(unknown());
-        }
+        let scheme = (info.build)(value);
         scheme.validate()?;
         Ok(scheme)
     }
@@ -438,16 +651,5 @@ pub mod scheme_as_string {
         Option::<String>::deserialize(deserializer)?
             .map(|text| text.parse::<NormScheme>().map_err(serde::de::Error::custom))
             .transpose()
-    }
-}
-
-impl NormScheme {
-    /// One of every scheme, with its default argument (LNS at its paper position), in the order
-    /// of [`SCHEME_NAMES`]: what a sweep over `all` trains.
-    pub fn every() -> Vec<NormScheme> {
-        SCHEME_NAMES
-            .split(", ")
-            .map(|name| name.split('[').next().unwrap_or(name).parse().expect("every listed name parses"))
-            .collect()
     }
 }

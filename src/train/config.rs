@@ -38,10 +38,9 @@ pub struct TrainConfig {
     /// Number of layers, overriding the model's (unset: the model's own depth).
     #[arg(long)]
     pub layers: Option<usize>,
-    /// Normalisation scheme, overriding the model's: lns[:POSITION], pre-ln, post-ln, deepnorm,
-    /// mix-ln[:FRACTION], scaled-init, depth-scaled-init, layer-scale[:INIT], skip-init[:INIT], sandwich-ln,
-    /// peri-ln (the norm kind, rms-norm, layer-norm or dyt, is the model's `norm_kind`).
-    #[arg(long)]
+    /// Normalisation scheme, overriding the model's: one of [`scheme_names`](crate::norm::scheme_names)
+    /// (the norm kind, rms-norm, layer-norm or dyt, is the model's `norm_kind`).
+    #[arg(long, help = norm_help(), long_help = norm_help())]
     #[serde(with = "crate::norm::scheme_as_string")]
     pub norm: Option<NormScheme>,
     /// Device string (`auto`, `flex`, `wgpu`, `cuda:0`, ...), or a comma-separated list
@@ -375,4 +374,13 @@ impl TrainConfig {
     pub fn epochs(&self) -> usize {
         self.steps.div_ceil(self.eval_every())
     }
+}
+
+/// `--norm`'s help: the scheme strings, from the scheme table.
+fn norm_help() -> String {
+    format!(
+        "Normalisation scheme, overriding the model's: {} (the norm kind, rms-norm, layer-norm or dyt, is the \
+         model's `norm_kind`)",
+        crate::norm::scheme_names()
+    )
 }

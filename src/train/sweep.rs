@@ -40,7 +40,7 @@ pub fn parse_schemes(list: &str) -> Result<Vec<NormScheme>, ConfigError> {
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let expanded = match item.to_ascii_lowercase().as_str() {
             "table-1" | "table1" => table_1_schemes(),
-            "all" => NormScheme::every(),
+            "all" => NormScheme::defaults(),
             _ => vec![item.parse()?],
         };
         for scheme in expanded {
