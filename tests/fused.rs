@@ -335,3 +335,79 @@ fn training_steps_on_both_paths_give_the_same_losses() {
     assert!(fused[5] < fused[0] - 0.05, "the loss falls: {fused:?}");
     assert_close("losses", &fused, &reference, 1e-4);
 }
+
+/// Empty products and bad targets, as a hostile review found them: Burn's answer (an empty
+/// tensor, or zeros) on both paths, and panics that name the bad value.
+#[test]
+fn empty_products_and_bad_targets_behave_on_both_paths() {
+    let device = cpu();
+    for path in [OpPath::Fused, OpPath::Reference] {
+        with_path(path, || {
+            let zeros = |shape: [usize; 2]| Tensor::<2>::zeros(shape, &device);
+            assert_eq!(fused::linear(zeros([0, 5]), zeros([5, 3])).dims(), [0, 3], "{path:?}");
+            assert_eq!(fused::linear(zeros([2, 5]), zeros([5, 0])).dims(), [2, 0], "{path:?}");
+            let x = Tensor::<3>::zeros([2, 0, 5], &device);
+            assert_eq!(fused::linear(x, zeros([5, 3])).dims(), [2, 0, 3], "{path:?}");
+            // A sum over nothing is 0.
+            let out = fused::linear(Tensor::<2>::ones([2, 0], &device), zeros([0, 3]));
+            assert_eq!(values(&out), vec![0.0; 6], "{path:?}");
+
+            // d_model 0: every logit is 0, so the loss is ln(vocab).
+            let targets = lm_head_targets(4, 5, &device);
+            let (loss, grad_hidden, grad_weight) =
+                fused::lm_head_cross_entropy_with_gradients(zeros([4, 0]), zeros([0, 5]), targets);
+            assert!((values(&loss)[0] - 5f32.ln()).abs() < 1e-6, "{path:?}: {:?}", values(&loss));
+            assert_eq!((grad_hidden.dims(), grad_weight.dims()), ([4, 0], [0, 5]), "{path:?}");
+        });
+    }
+    let panic_message = |f: &dyn Fn()| {
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
+        panic.downcast_ref::<String>().cloned().or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+    };
+    let message = panic_message(&|| {
+        let hidden = Tensor::<2>::ones([2, 3], &device);
+        let _ = fused::lm_head_cross_entropy_with_gradients(
+            hidden,
+            Tensor::zeros([3, 0], &device),
+            lm_head_targets(2, 1, &device),
+        );
+    });
+    assert!(message.as_deref().is_some_and(|m| m.contains("vocabulary is empty")), "{message:?}");
+    let message = panic_message(&|| {
+        let targets = Tensor::from_data(TensorData::new(vec![0i64, -1], [2]), &device);
+        let _ = fused::lm_head_cross_entropy_with_gradients(
+            seeded([2, 3], 1, &device),
+            seeded([3, 5], 2, &device),
+            targets,
+        );
+    });
+    assert!(message.as_deref().is_some_and(|m| m.contains("target -1")), "{message:?}");
+}
+
+/// The reference loss is finite where the softmax of the target underflows, and takes bf16
+/// tensors made by a cast on an f32 device, as the fused path does.
+#[test]
+fn the_reference_loss_survives_large_logits_and_cast_bf16_inputs() {
+    let device = cpu();
+    let hidden = seeded([6, 8], 40, &device) * 300.0;
+    let (weight, targets) = (seeded([8, 50], 41, &device), lm_head_targets(6, 50, &device));
+    let [fused, reference] = [OpPath::Fused, OpPath::Reference].map(|path| {
+        with_path(path, || {
+            values(&fused::lm_head_cross_entropy_with_gradients(hidden.clone(), weight.clone(), targets.clone()).0)[0]
+        })
+    });
+    assert!(reference.is_finite() && (fused - reference).abs() <= 1e-4 * fused.abs(), "{fused} vs {reference}");
+
+    let (hidden, weight) =
+        (seeded([4, 8], 42, &device).cast(DType::BF16), seeded([8, 16], 43, &device).cast(DType::BF16));
+    let targets = lm_head_targets(4, 16, &device);
+    let [fused, reference] = [OpPath::Fused, OpPath::Reference].map(|path| {
+        with_path(path, || {
+            let (loss, grad_hidden, _) =
+                fused::lm_head_cross_entropy_with_gradients(hidden.clone(), weight.clone(), targets.clone());
+            (values(&loss.cast(DType::F32))[0], grad_hidden.dtype())
+        })
+    });
+    assert_eq!((fused.1, reference.1), (DType::BF16, DType::BF16));
+    assert!((fused.0 - reference.0).abs() < 3e-2 * fused.0.abs(), "{fused:?} vs {reference:?}");
+}

@@ -196,8 +196,9 @@ pub fn lm_head_cross_entropy_with_gradients(
     weight: Tensor<2>,
     targets: Tensor<1, Int>,
 ) -> (Tensor<1>, Tensor<2>, Tensor<2>) {
-    let ([tokens, d_model], [weight_rows, _]) = (hidden.dims(), weight.dims());
+    let ([tokens, d_model], [weight_rows, vocab]) = (hidden.dims(), weight.dims());
     assert_eq!(weight_rows, d_model, "lm_head_cross_entropy: weight must be [d_model, vocab]");
+    assert!(vocab > 0, "lm_head_cross_entropy: the vocabulary is empty (weight [{d_model}, 0])");
     assert_eq!(targets.dims(), [tokens], "lm_head_cross_entropy: one target per row of hidden");
     assert!(tokens > 0, "lm_head_cross_entropy: no tokens");
     match current_path() {
@@ -220,8 +221,11 @@ pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dims = x.dims();
     let [d_in, d_out] = weight.dims();
     assert_eq!(dims[D - 1], d_in, "linear: the input's last dimension must match the weight's rows");
+    let empty = dims.contains(&0) || d_out == 0;
     match current_path() {
+        // An empty product has nothing to fuse (and a reshape would read its 0 as "keep").
         OpPath::Reference => burn::tensor::module::linear(x, weight, None),
+        OpPath::Fused if empty => burn::tensor::module::linear(x, weight, None),
         OpPath::Fused => {
             let rows = dims[..D - 1].iter().product();
             let x = x.reshape([rows, d_in]);

@@ -167,15 +167,18 @@ pub fn cross_entropy<B: Backend>(logits: FloatTensor<B>, targets: IntTensor<B>) 
     let shape = logits.shape();
     let tokens = shape[0];
     let (dtype, device) = (logits.dtype(), logits.device());
-    let max = B::float_max_dim(logits.clone(), 1);
-    let exp = B::float_exp(B::float_sub(logits, max));
-    let probs = B::float_div(exp.clone(), B::float_sum_dim(exp, 1));
+    let logits = f32_of::<B>(logits);
+    let shifted = B::float_sub(logits.clone(), B::float_max_dim(logits, 1)); // [tokens, vocab], max 0
+    let exp = B::float_exp(shifted.clone());
+    let sum = B::float_sum_dim(exp.clone(), 1); // [tokens, 1]
+    let probs = B::float_div(exp, sum.clone());
     let targets = B::int_reshape(targets, Shape::from([tokens, 1]));
-    let picked = B::float_gather(1, probs.clone(), targets.clone());
-    let value = B::float_mean(B::float_neg(B::float_log(picked)));
-    let minus_one = B::float_full(Shape::from([tokens, 1]), scalar(-1.0), &device, dtype.into());
+    // -log p(target) = log(sum) - shifted[target]: finite where p(target) underflows to 0.
+    let picked = B::float_gather(1, shifted, targets.clone());
+    let value = B::float_mean(B::float_sub(B::float_log(sum), picked));
+    let minus_one = B::float_full(Shape::from([tokens, 1]), scalar(-1.0), &device, DType::F32.into());
     let grad = B::float_scatter(1, probs, targets, minus_one, IndexingUpdateOp::Add);
-    (value, B::float_mul_scalar(grad, scalar(1.0 / tokens as f64)))
+    (cast::<B>(value, dtype), cast::<B>(B::float_mul_scalar(grad, scalar(1.0 / tokens as f64)), dtype))
 }
 
 /// `[b, s, n, hd] -> [b, h, s, hd]`: head-major, each of the `n` heads repeated for the

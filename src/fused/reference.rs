@@ -1,7 +1,7 @@
 //! The decomposed ops, built from Burn's tensor ops as the model used them before the fused ops:
 //! the reference every fused op is tested against ([`OpPath::Reference`](super::OpPath)).
 
-use burn::tensor::activation::{silu, softmax};
+use burn::tensor::activation::{log_softmax, silu};
 use burn::tensor::module::{attention, layer_norm};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, IndexingUpdateOp, Int, Tensor};
@@ -35,10 +35,10 @@ pub fn layer_norm_reference<const D: usize>(
 pub fn cross_entropy_with_gradient_reference(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
     let [tokens, _] = logits.dims();
     let targets = targets.reshape([tokens, 1]);
-    let probs = softmax(logits, 1);
-    let picked = probs.clone().gather(1, targets.clone()); // [tokens, 1]
-    let value = picked.log().neg().mean();
-    let minus_one = Tensor::full([tokens, 1], -1.0, &targets.device());
+    let log_probs = log_softmax(logits, 1); // finite where softmax underflows to 0
+    let value = log_probs.clone().gather(1, targets.clone()).neg().mean(); // mean of [tokens, 1]
+    let probs = log_probs.exp();
+    let minus_one = Tensor::<2>::full([tokens, 1], -1.0, &targets.device()).cast(probs.dtype());
     let grad = probs.scatter(1, targets, minus_one, IndexingUpdateOp::Add) / tokens as f64;
     (value, grad)
 }

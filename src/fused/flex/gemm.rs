@@ -41,8 +41,17 @@ fn run(
     alpha: f32,
     parallelism: Parallelism,
 ) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        // A sum of nothing: zero, or `c` as it is when accumulating.
+        if !accumulate {
+            c.chunks_mut(ldc).take(m).for_each(|row| row[..n].fill(0.0));
+        }
+        return;
+    }
     let last = |rows: usize, cols: usize, rs: usize, cs: usize| (rows - 1) * rs + (cols - 1) * cs;
-    assert!(m > 0 && n > 0 && k > 0);
     assert!(last(m, n, ldc, 1) < c.len() && last(m, k, a_rs, a_cs) < a.len() && last(k, n, b_rs, b_cs) < b.len());
     // SAFETY: the asserts above keep every element gemm reads or writes inside its slice, and `c`
     // is borrowed mutably, so it aliases neither input.

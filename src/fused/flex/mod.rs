@@ -38,10 +38,12 @@ fn tensor(values: Vec<f32>, shape: impl Into<Shape>) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape.into()))
 }
 
-/// Token ids as indices; a negative id becomes one no vocabulary holds, which the kernels refuse.
+/// Token ids as indices. A negative id panics here, naming it; one past the vocabulary panics in
+/// the kernels, naming it and the vocabulary size.
 fn token_ids(targets: IntTensor<Flex>) -> Vec<usize> {
     let ids = targets.into_data().convert::<i64>().try_into_vec::<i64>().expect("integer targets");
-    ids.into_iter().map(|id| usize::try_from(id).unwrap_or(usize::MAX)).collect()
+    let index = |id: i64| usize::try_from(id).unwrap_or_else(|_| panic!("cross_entropy: target {id} is negative"));
+    ids.into_iter().map(index).collect()
 }
 
 /// A 2-d f32 tensor as a gemm operand: its storage with its strides when they are non-negative
