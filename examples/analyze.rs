@@ -23,7 +23,8 @@ use layernorm_scaling::analysis::{
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
-use layernorm_scaling::model::{first_non_finite_parameter, is_hf_dir, load_model_dir, Llama};
+use layernorm_scaling::model::{first_non_finite_parameter, Llama};
+use layernorm_scaling::run::{is_hf_dir, load_model_dir};
 use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.

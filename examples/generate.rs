@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::console::write_result;
-use layernorm_scaling::model::{generate, load_model_dir, SamplingConfig};
+use layernorm_scaling::model::{generate, SamplingConfig};
+use layernorm_scaling::run::load_model_dir;
 use layernorm_scaling::{cli, parse_device, ConfigError, Error};
 
 /// Generate text from a run directory of the train example.

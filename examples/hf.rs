@@ -18,7 +18,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use layernorm_scaling::console::write_result;
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, load_hf_model};
-use layernorm_scaling::model::{check_tokenizer_identity, load_run_model, retrofit, tokenizer_spec};
+use layernorm_scaling::model::retrofit;
+use layernorm_scaling::run::{check_tokenizer_identity, load_run_model, tokenizer_spec};
 use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
 
 /// Hugging Face model directories: logits, retrofit, export.

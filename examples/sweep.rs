@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::{analyze, sweep_loss_curves, write_sweep_report, AnalysisOptions, ComparedRun};
-use layernorm_scaling::model::load_run_model;
+use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{
     parse_schemes, parse_seeds, validation_data, PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
 };

@@ -54,6 +54,8 @@
 //! - [`model`]: a LLaMA decoder ([`Llama`], [`LlamaConfig`]) with the paper's presets.
 //! - [`fused`]: attention, RMSNorm, SwiGLU, RoPE, the linear layers and the LM head with its loss
 //!   as single autodiff nodes with backward passes of their own (flex kernels on the CPU).
+//! - [`run`]: a run directory on disk (its files, its model, its checkpoints) and loading a model
+//!   from a run or a Hugging Face directory.
 //! - [`device`]: a device string (`flex`, `wgpu`, `cuda:0`, ...) to a Burn device.
 //! - `data`, `train`, `analysis`, `hf`, `cli`: corpora, training on burn-train, diagnostics,
 //!   Hugging Face interop and command lines, each behind its feature.
@@ -103,6 +105,7 @@ pub mod measure;
 pub mod memory;
 pub mod model;
 pub mod norm;
+pub mod run;
 mod seed;
 #[cfg(feature = "train")]
 #[cfg_attr(docsrs, doc(cfg(feature = "train")))]

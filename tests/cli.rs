@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use common::{cpu, example};
 use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config};
-use layernorm_scaling::model::{save_run_model, RunModelInfo};
+use layernorm_scaling::run::{save_run_model, RunModelInfo};
 use layernorm_scaling::{LlamaConfig, NormKind, NormScheme};
 
 fn fixture(name: &str) -> PathBuf {

@@ -302,7 +302,7 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
 
 #[test]
 fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
-    use layernorm_scaling::model::load_run_model;
+    use layernorm_scaling::run::load_run_model;
     use layernorm_scaling::train::{train, Start, TrainConfig};
     let tmp = tempfile::tempdir().unwrap();
     let source = fixture("llama_mha_untied");

@@ -215,7 +215,7 @@ fn tied_embeddings_share_the_embedding_matrix() {
 /// Burn's own record errors inside a function returning the crate's `Error`.
 #[test]
 fn paths_take_as_ref_and_record_errors_convert_with_question_mark() {
-    use layernorm_scaling::model::{load_run_model, save_run_model, RunModelInfo};
+    use layernorm_scaling::run::{load_run_model, save_run_model, RunModelInfo};
     use layernorm_scaling::Error;
 
     let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use common::{example, quick, snapshot, weights};
 use layernorm_scaling::measure::read_metrics;
-use layernorm_scaling::model::load_run_model;
+use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig};
 use layernorm_scaling::Error;
 

@@ -10,8 +10,9 @@ use std::process::{Command, Output, Stdio};
 
 use common::{cpu, example, quick, snapshot, weights};
 use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
-use layernorm_scaling::model::load_run_model;
-use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, PREVIOUS_RUN};
+use layernorm_scaling::run::load_run_model;
+use layernorm_scaling::run::PREVIOUS_RUN;
+use layernorm_scaling::train::{train, RunDir, Start, TrainConfig};
 
 /// Resumes `config`'s run, which must be refused with an error holding each of `parts`, and
 /// leave every file of the run as it was.
@@ -201,9 +202,13 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     let sweep = dir.path().join("sweep");
     std::fs::create_dir(&sweep).unwrap();
     std::fs::write(sweep.join("sweep.json"), "{}").unwrap();
+    // A sweep's runs are two levels down (`<scheme>/seed-<n>`): the error names one of them.
+    let run_inside = sweep.join("lns").join("seed-1");
+    std::fs::create_dir_all(&run_inside).unwrap();
+    std::fs::copy(config.out.join("model.json"), run_inside.join("model.json")).unwrap();
     let from_sweep = TrainConfig { init_from: Some(sweep.clone()), ..quick(&dir.path().join("new"), 10, 5) };
     let err = train(&from_sweep, Start::New).unwrap_err().to_string();
-    assert!(err.contains("is a sweep: give one of its runs"), "{err}");
+    assert!(err.contains("holds runs: give one of them") && err.contains(&run_inside.display().to_string()), "{err}");
     assert!(!dir.path().join("new").exists());
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use common::{cpu, quick, ParamValues};
 use layernorm_scaling::measure::{read_metrics, read_tracking};
-use layernorm_scaling::model::load_run_model;
+use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::Error;
 

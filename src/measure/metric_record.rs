@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::Error;
 
 /// The file a run's metrics are appended to, in its run directory.
-pub const METRICS_FILE: &str = "metrics.jsonl";
+pub const METRICS_FILE: &str = crate::run::METRICS;
 
 /// One logged value of one metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::Error;
 
 /// The file a run's records are appended to.
-pub const TRACKING_FILE: &str = "tracking.jsonl";
+pub const TRACKING_FILE: &str = crate::run::TRACKING;
 
 /// What is recorded at one step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -14,7 +14,6 @@ mod projection;
 mod retrofit;
 mod rope;
 mod sampling;
-mod store;
 
 pub use attention::{Attention, AttentionConfig};
 pub use block::{Block, BlockOutput};
@@ -28,9 +27,3 @@ pub use presets::PRESETS;
 pub use retrofit::retrofit;
 pub use rope::{RopeScaling, RopeTables, RotaryEmbedding};
 pub use sampling::{generate, sample_from_logits, SamplingConfig};
-#[cfg(feature = "data")]
-pub use store::check_tokenizer_identity;
-pub use store::{
-    checkpoint_epochs, checkpoint_file, is_hf_dir, load_model_dir, load_run_model, read_model_dir_config,
-    save_run_model, tokenizer_spec, LoadedModel, RunModelInfo, CHECKPOINT_KINDS,
-};

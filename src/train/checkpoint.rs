@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use burn::train::checkpoint::{Checkpoint, Checkpointer, CheckpointerError, FileCheckpointer};
 
 use crate::io::{sum_path, verify_sum};
-use crate::model::{checkpoint_epochs, checkpoint_file, CHECKPOINT_KINDS};
+use crate::run::{checkpoint_epochs, checkpoint_file, CHECKPOINT_KINDS};
 
 /// Saves each epoch's record as `<dir>/<name>-<epoch>.bpk` with burn-train's
 /// [`FileCheckpointer`], then its checksum as `<name>-<epoch>.bpk.sum`: a checkpoint cut short by

@@ -11,5 +11,5 @@ pub fn write_metrics_csv(dir: &Path, rows: &[MetricRow]) -> std::io::Result<()> 
     for row in rows.iter().filter(|row| row.is_batch_value()) {
         csv.push_str(&format!("{},{},{},{},{},{}\n", row.split, row.epoch, row.batch, row.step, row.metric, row.value));
     }
-    crate::io::write_atomically(&dir.join("metrics.csv"), csv.as_bytes())
+    crate::io::write_atomically(&dir.join(crate::run::METRICS_CSV), csv.as_bytes())
 }

@@ -28,7 +28,7 @@ pub use metric_logger::{LogFailure, RunMetricLogger};
 pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
 pub use renderer::PlainRenderer;
 pub use run::{model_config, train, validation_data, Start, TrainReport};
-pub use run_dir::{RunDir, LOCK_FILE, PREVIOUS_RUN, RUN_ENTRIES};
+pub use run_dir::RunDir;
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;

@@ -34,11 +34,12 @@ use super::strategy::RunCheckpointing;
 use super::tracking::Tracker;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, LmBatcher, PackedDataset, Tokenizer};
 use crate::io::write_atomically;
-use crate::measure::{read_metrics, METRICS_FILE, TRACKING_FILE};
+use crate::measure::read_metrics;
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
-use crate::model::{
-    first_non_finite_parameter, load_model_dir, load_run_model, read_model_dir_config, save_run_model, Llama,
-    RunModelInfo,
+use crate::model::{first_non_finite_parameter, Llama};
+use crate::run::{
+    load_model_dir, load_run_model, read_model_dir_config, save_run_model, RunModelInfo, METRICS, MODEL, MODEL_INFO,
+    PREVIOUS_RUN, TRACKING, TRAIN_CONFIG,
 };
 use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig, Precision};
 
@@ -165,8 +166,8 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
 /// a resume may change, returned as `field: saved -> now`), the same model config and the same
 /// data content.
 fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<Vec<String>, String> {
-    let saved = TrainConfig::from_file(dir.path().join("train.json")).map_err(|e| format!("nothing to resume: {e}"))?;
-    let info_path = dir.path().join("model.json");
+    let saved = TrainConfig::from_file(dir.path().join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
+    let info_path = dir.path().join(MODEL_INFO);
     let info: RunModelInfo = std::fs::read_to_string(&info_path)
         .map_err(|e| e.to_string())
         .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
@@ -184,11 +185,11 @@ fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Resu
         refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
     }
     if !refused.is_empty() {
-        let advice = if dir.path().join(super::run_dir::PREVIOUS_RUN).exists() {
+        let advice = if dir.path().join(PREVIOUS_RUN).exists() {
             format!(
                 "this run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
                  --resume` finishes it",
-                dir.path().join(super::run_dir::PREVIOUS_RUN).display(),
+                dir.path().join(PREVIOUS_RUN).display(),
                 dir.path().display()
             )
         } else {
@@ -374,10 +375,7 @@ pub(crate) fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
 pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
     RunDir::check(&config.out)?;
     // (An interrupted --overwrite may have set the run's train.json aside: it is put back under the lock.)
-    if start == Start::Resume
-        && !config.out.join("train.json").is_file()
-        && !config.out.join(super::run_dir::PREVIOUS_RUN).exists()
-    {
+    if start == Start::Resume && !config.out.join(TRAIN_CONFIG).is_file() && !config.out.join(PREVIOUS_RUN).exists() {
         return Err(Error::RunDir {
             path: config.out.clone(),
             message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
@@ -400,7 +398,7 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
                 // Read under the lock, after an interrupted --overwrite was undone.
                 let changes = check_resume(&dir, &config, &prepared).map_err(run_dir_error)?;
                 // Finished, with or without its checkpoints (deleted to free the disk, say).
-                if crate::io::verify_sum(&dir.path().join("model.bpk")).is_ok() {
+                if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() {
                     return Err(finished(&config));
                 }
                 for change in changes {
@@ -438,14 +436,13 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
         None => run(&config, &dir, prepared, existing),
     };
     // After an --overwrite, or a resume of one that was killed after its first checkpoint.
-    if dir.path().join(super::run_dir::PREVIOUS_RUN).exists() {
+    if dir.path().join(PREVIOUS_RUN).exists() {
         match dir.finish_replacement() {
             Ok(true) => crate::errln!("note: the new run has no checkpoint; the run it was replacing is restored"),
             Ok(false) => {}
-            Err(e) => crate::errln!(
-                "warning: the replaced run is still in {}: {e}",
-                dir.path().join(super::run_dir::PREVIOUS_RUN).display()
-            ),
+            Err(e) => {
+                crate::errln!("warning: the replaced run is still in {}: {e}", dir.path().join(PREVIOUS_RUN).display())
+            }
         }
     }
     result
@@ -455,8 +452,8 @@ pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
 /// (written only when a run finishes), or its metrics record a training loss at its last step.
 fn reached_the_end(dir: &RunDir, config: &TrainConfig) -> bool {
     let path = dir.path();
-    path.join("model.bpk").exists()
-        || path.join("model.bpk.sum").exists()
+    path.join(MODEL).exists()
+        || crate::io::sum_path(&path.join(MODEL)).exists()
         || read_metrics(path).is_ok_and(|rows| rows.iter().any(|r| r.is_train_loss() && r.step >= config.steps))
 }
 
@@ -579,7 +576,7 @@ fn run(config: &TrainConfig, dir: &RunDir, mut prepared: Prepared, existing: Vec
         log_failure.clone(),
         failure.clone(),
     )
-    .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS_FILE}: {e}") })?;
+    .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS}: {e}") })?;
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
     let keeper = CheckpointKeeper::new(&checkpoint_dir, existing.clone());
@@ -653,8 +650,10 @@ fn run(config: &TrainConfig, dir: &RunDir, mut prepared: Prepared, existing: Vec
     // Every save is done (burn-train's checkpointer threads have ended): the last deletions.
     keeper.prune();
     let rows = read_metrics(&out)?;
-    write_metrics_csv(&out, &rows)
-        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write metrics.csv: {e}") })?;
+    write_metrics_csv(&out, &rows).map_err(|e| Error::RunDir {
+        path: out.clone(),
+        message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
+    })?;
     if let Some(reason) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
         return Err(diverged(config, dir, reason));
     }
@@ -701,9 +700,9 @@ fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(
         written.map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {name}: {e}") })
     };
     // `model.json` first: a directory holding only it is a start cut short, which a new run may use.
-    write("model.json", serde_json::to_string_pretty(&info))?;
+    write(MODEL_INFO, serde_json::to_string_pretty(&info))?;
     crate::io::crash_point("record:model.json");
-    write("train.json", serde_json::to_string_pretty(config))
+    write(TRAIN_CONFIG, serde_json::to_string_pretty(config))
 }
 
 /// The `track_every` recorder, probing with the first validation sequences (the same at every record).
@@ -718,10 +717,8 @@ fn tracker(
     };
     let n = prepared.valid.len().min(config.batch_size).min(8);
     let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
-    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step).map_err(|e| Error::RunDir {
-        path: out.to_path_buf(),
-        message: format!("cannot write {TRACKING_FILE}: {e}"),
-    })?;
+    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step)
+        .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?;
     Ok(Some(Arc::new(tracker)))
 }
 
@@ -758,7 +755,7 @@ mod tests {
         let config =
             TrainConfig { lr: 0.00020412414523193154, valid_fraction: 0.09090909090909091, ..Default::default() };
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("train.json");
+        let path = dir.path().join(TRAIN_CONFIG);
         std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
         let saved = TrainConfig::from_file(&path).unwrap();
         assert_eq!(resume_changes(&saved, &config), (Vec::new(), Vec::new()));

@@ -9,41 +9,12 @@ use std::path::{Path, PathBuf};
 use super::checkpoint::checkpoint_status;
 use super::config::TrainConfig;
 use crate::io::{crash_point, verify_sum, write_atomically};
+use crate::run::{CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG};
 use crate::Error;
-
-/// What a run writes into its directory, and nothing else: `(name, is a directory)`.
-/// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`;
-/// `analysis/` is the analyze example's report on the run's model (it goes with the model).
-pub const RUN_ENTRIES: [(&str, bool); 14] = [
-    ("checkpoint", true),
-    ("train", true),
-    ("valid", true),
-    ("train.json", false),
-    ("model.json", false),
-    ("model.bpk", false),
-    ("model.bpk.sum", false),
-    ("metrics.csv", false),
-    ("metrics.jsonl", false),
-    ("tracking.jsonl", false),
-    ("analysis", true),
-    (LOCK_FILE, false),
-    (PREVIOUS_RUN, true),
-    (DISCARDED_RUN, true),
-];
-
-/// The lock file: held (advisory lock) by the training that uses the directory, with its PID inside.
-pub const LOCK_FILE: &str = ".lock";
-
-/// Where `--overwrite` keeps the run it replaces until the new one has a checkpoint.
-pub const PREVIOUS_RUN: &str = ".previous-run";
 
 /// Written into `.previous-run/` once every entry of the replaced run is in it: from then on every
 /// run entry in the directory is the new run's. Without it the set-aside was cut short and is undone.
 const SET_ASIDE_DONE: &str = ".set-aside-done";
-
-/// `.previous-run/` renamed on its way out: a crash while deleting it never leaves part of the
-/// replaced run where it could be taken for the whole.
-const DISCARDED_RUN: &str = ".previous-run.discarded";
 
 /// A run directory held by this process for the life of a training.
 #[derive(Debug)]
@@ -97,12 +68,12 @@ impl RunDir {
 
     /// The `checkpoint/` directory.
     pub fn checkpoint_dir(&self) -> PathBuf {
-        self.path.join("checkpoint")
+        self.path.join(CHECKPOINTS)
     }
 
     /// Whether the directory holds (part of) a run.
     pub fn holds_run(&self) -> bool {
-        ["train.json", "model.bpk", "checkpoint"].iter().any(|name| self.path.join(name).exists())
+        [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| self.path.join(name).exists())
     }
 
     /// Moves the run in the directory into `.previous-run/`, to be discarded by
@@ -153,7 +124,7 @@ impl RunDir {
             return Ok(false);
         }
         if self.set_aside_done() {
-            let finished = verify_sum(&self.path.join("model.bpk")).is_ok();
+            let finished = verify_sum(&self.path.join(MODEL)).is_ok();
             if finished || !self.checkpoints().0.is_empty() {
                 if finished || discard {
                     self.discard_set_aside()?;
@@ -281,10 +252,10 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
         .collect();
     // A run's first file is `model.json`: a start killed before `train.json` leaves it alone. A
     // replacement under way, or killed, is sorted out under the lock ([`RunDir::open`]).
-    if entries.is_empty() || entries == ["model.json"] || entries.iter().any(|name| name == PREVIOUS_RUN) {
+    if entries.is_empty() || entries == [MODEL_INFO] || entries.iter().any(|name| name == PREVIOUS_RUN) {
         return Ok(());
     }
-    if !path.join("train.json").is_file() {
+    if !path.join(TRAIN_CONFIG).is_file() {
         let mut shown: Vec<&str> = entries.iter().map(String::as_str).take(3).collect();
         shown.sort_unstable();
         return Err(format!(
@@ -294,7 +265,7 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
             if entries.len() > 3 { ", ..." } else { "" }
         ));
     }
-    if let Err(e) = TrainConfig::from_file(path.join("train.json")) {
+    if let Err(e) = TrainConfig::from_file(path.join(TRAIN_CONFIG)) {
         return Err(format!(
             "holds a train.json that is not a training run's ({e}); choose another --out so that no file of yours \
              is overwritten"

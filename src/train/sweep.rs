@@ -13,13 +13,14 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::run::{model_config, setting_changes, train, validation_data, validation_loss, Start, RESUME_MAY_CHANGE};
-use super::run_dir::{take_lock, LOCK_FILE};
+use super::run_dir::take_lock;
 use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::io::{verify_sum, write_atomically};
 use crate::measure::{first_non_finite_loss, read_metrics};
-use crate::model::load_run_model;
 use crate::norm::NormScheme;
+use crate::run::load_run_model;
+use crate::run::{LOCK_FILE, MODEL, TRAIN_CONFIG};
 use crate::{ConfigError, Error};
 
 /// The file that marks a directory as a sweep and records its pairs.
@@ -295,7 +296,7 @@ impl Sweep {
                 .collect();
             let recorded = Sweep { config: self.config.clone(), schemes: record.schemes.clone(), seeds: record.seeds };
             let started =
-                !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| pair.dir.join("train.json").exists());
+                !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| pair.dir.join(TRAIN_CONFIG).exists());
             if !changed.is_empty() && started {
                 return Err(Error::file(
                     out,
@@ -362,9 +363,9 @@ impl Sweep {
                 continue;
             }
             let config = self.pair_config(pair);
-            let action = if verify_sum(&pair.dir.join("model.bpk")).is_ok() {
+            let action = if verify_sum(&pair.dir.join(MODEL)).is_ok() {
                 PairAction::Measure
-            } else if pair.dir.join("train.json").is_file() {
+            } else if pair.dir.join(TRAIN_CONFIG).is_file() {
                 PairAction::Resume
             } else {
                 PairAction::Train

@@ -162,5 +162,5 @@ pub fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
 /// The parameter values of the final model of the run in `out` (the `.bpk` bytes also hold
 /// per-process parameter ids).
 pub fn weights(out: &std::path::Path) -> Vec<(String, Vec<f32>)> {
-    ParamValues::of(&layernorm_scaling::model::load_run_model(out, None, &cpu()).unwrap().0)
+    ParamValues::of(&layernorm_scaling::run::load_run_model(out, None, &cpu()).unwrap().0)
 }

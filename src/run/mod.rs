@@ -1,0 +1,71 @@
+//! A run directory on disk, the one owner of its format: the names of its files, the model it
+//! holds ([`RunModelInfo`], [`save_run_model`], [`load_run_model`]) and its checkpoints; and
+//! loading a model from a directory of either kind, a run or Hugging Face's ([`load_model_dir`]).
+//!
+//! | entry | what |
+//! |---|---|
+//! | `train.json` | every setting of the training, resolved ([`TRAIN_CONFIG`]) |
+//! | `model.json` | the model's config, tokenizer and data ([`MODEL_INFO`], a [`RunModelInfo`]) |
+//! | `model.bpk`, `model.bpk.sum` | the final model and its checksum ([`MODEL`]) |
+//! | `checkpoint/` | `model-N.bpk`, `optim-N.bpk`, `scheduler-N.bpk` at checkpoint `N` ([`CHECKPOINTS`]) |
+//! | `metrics.jsonl`, `metrics.csv` | the metrics of every logged step and validation ([`METRICS`]) |
+//! | `tracking.jsonl` | the layer-wise variance and gradient norms over training ([`TRACKING`]) |
+//!
+//! The training's own life in the directory (its lock, `--overwrite`) is `train::RunDir`'s.
+
+mod model_dir;
+mod run_model;
+
+#[cfg(feature = "data")]
+pub use model_dir::check_tokenizer_identity;
+pub use model_dir::{is_hf_dir, load_model_dir, read_model_dir_config, tokenizer_spec, LoadedModel};
+pub use run_model::{
+    checkpoint_epochs, checkpoint_file, load_run_model, save_run_model, RunModelInfo, CHECKPOINT_KINDS,
+};
+
+/// Every setting of the training, resolved: `train.json`.
+pub const TRAIN_CONFIG: &str = "train.json";
+/// The model's description ([`RunModelInfo`]): `model.json`.
+pub const MODEL_INFO: &str = "model.json";
+/// The final model (with its checksum beside it): `model.bpk`.
+pub const MODEL: &str = "model.bpk";
+/// The checkpoint folder: `checkpoint`.
+pub const CHECKPOINTS: &str = "checkpoint";
+/// The metrics of every logged step and validation: `metrics.jsonl`.
+pub const METRICS: &str = "metrics.jsonl";
+/// The metrics as a table: `metrics.csv`.
+pub const METRICS_CSV: &str = "metrics.csv";
+/// The layer-wise variance and gradient norms over training: `tracking.jsonl`.
+pub const TRACKING: &str = "tracking.jsonl";
+/// The analyze example's report on the run's model.
+pub const ANALYSIS: &str = "analysis";
+
+/// What a run writes into its directory, and nothing else: `(name, is a directory)`.
+/// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`;
+/// `analysis/` is the analyze example's report on the run's model (it goes with the model).
+pub const RUN_ENTRIES: [(&str, bool); 14] = [
+    (CHECKPOINTS, true),
+    ("train", true),
+    ("valid", true),
+    (TRAIN_CONFIG, false),
+    (MODEL_INFO, false),
+    (MODEL, false),
+    ("model.bpk.sum", false),
+    (METRICS_CSV, false),
+    (METRICS, false),
+    (TRACKING, false),
+    (ANALYSIS, true),
+    (LOCK_FILE, false),
+    (PREVIOUS_RUN, true),
+    (DISCARDED_RUN, true),
+];
+
+/// The lock file: held (advisory lock) by the training that uses the directory, with its PID inside.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Where `--overwrite` keeps the run it replaces until the new one has a checkpoint.
+pub const PREVIOUS_RUN: &str = ".previous-run";
+
+/// `.previous-run/` renamed on its way out: a crash while deleting it never leaves part of the
+/// replaced run where it could be taken for the whole.
+pub(crate) const DISCARDED_RUN: &str = ".previous-run.discarded";

@@ -1,0 +1,171 @@
+//! A model from a directory of either kind: a run directory of the train example, or a Hugging
+//! Face model directory (`config.json`, safetensors).
+
+use std::path::Path;
+
+use burn::tensor::Device;
+
+use super::run_model::{load_run_model, not_a_run};
+use super::{RunModelInfo, MODEL_INFO};
+use crate::model::Llama;
+use crate::{Error, LlamaConfig};
+
+/// A model loaded from a directory of either kind, with its config and tokenizer spec.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The model.
+    pub model: Llama,
+    /// Its config.
+    pub config: LlamaConfig,
+    /// The tokenizer spec (`byte` or a `tokenizer.json` path); `None` for a Hugging Face
+    /// directory without a `tokenizer.json`.
+    pub tokenizer: Option<String>,
+    /// The identity of the tokenizer a run trained with ([`RunModelInfo::tokenizer_identity`]).
+    pub tokenizer_identity: Option<String>,
+}
+
+impl LoadedModel {
+    /// The model's tokenizer, or the one at `given` (a `--tokenizer` option) instead; an error
+    /// when there is none ([`tokenizer_spec`]) or it has more tokens than the model.
+    #[cfg(feature = "data")]
+    pub fn tokenizer(&self, given: Option<&Path>) -> Result<crate::data::Tokenizer, Error> {
+        let spec = tokenizer_spec(self.tokenizer.as_deref(), given)?;
+        let tokenizer = crate::data::Tokenizer::from_spec(&spec)?;
+        check_tokenizer_identity(&tokenizer, &spec, self.tokenizer_identity.as_deref())?;
+        tokenizer.check_fits(self.config.vocab_size).map_err(|e| Error::file(&spec, e))?;
+        Ok(tokenizer)
+    }
+}
+
+/// An error unless `tokenizer` (loaded from `spec`) is the one a run `recorded` it trained with
+/// (by content; runs that recorded none are not checked).
+#[cfg(feature = "data")]
+pub fn check_tokenizer_identity(
+    tokenizer: &crate::data::Tokenizer,
+    spec: &str,
+    recorded: Option<&str>,
+) -> Result<(), Error> {
+    match recorded {
+        Some(recorded) if recorded != tokenizer.identity() => Err(Error::file(
+            spec,
+            format!(
+                "is not the tokenizer the model was trained with (it is {}, the run's was {recorded}); give the \
+                 run's own tokenizer with --tokenizer PATH",
+                tokenizer.identity()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The tokenizer spec to load: `given` (a `--tokenizer` option), else the `recorded` one (`byte`
+/// or a `tokenizer.json` path). A recorded path is relative to the folder its training ran in:
+/// when it is not found from here, or nothing is recorded, the error names `--tokenizer`.
+pub fn tokenizer_spec(recorded: Option<&str>, given: Option<&Path>) -> Result<String, Error> {
+    if let Some(path) = given {
+        return Ok(path.display().to_string());
+    }
+    let Some(spec) = recorded else {
+        return Err(Error::Config(crate::ConfigError::Conflict(
+            "the model directory has no tokenizer.json; give one with --tokenizer PATH".into(),
+        )));
+    };
+    if spec == "byte" || Path::new(spec).is_file() {
+        return Ok(spec.to_string());
+    }
+    let advice = "give the tokenizer.json with --tokenizer PATH";
+    let message = if Path::new(spec).is_relative() {
+        let here = std::env::current_dir().map(|dir| format!(" from {}", dir.display())).unwrap_or_default();
+        format!(
+            "the model's tokenizer, a path relative to the folder its training ran in, is not found{here}; run \
+             from that folder, or {advice}"
+        )
+    } else {
+        format!("the model's tokenizer is not found (moved or deleted?); {advice}")
+    };
+    Err(Error::file(spec, message))
+}
+
+/// Whether `dir` is a Hugging Face model directory (`config.json`) rather than a run directory.
+pub fn is_hf_dir(dir: &Path) -> bool {
+    dir.join("config.json").is_file()
+}
+
+#[cfg(feature = "hf")]
+fn hf_error(dir: &Path, error: crate::hf::HfError) -> Error {
+    Error::file(dir, error)
+}
+
+#[cfg(feature = "hf")]
+fn load_hf_dir(dir: &Path, device: &Device) -> Result<LoadedModel, Error> {
+    let hf = crate::hf::load_hf_model(dir, device).map_err(|e| hf_error(dir, e))?;
+    let tokenizer = hf.tokenizer.map(|path| path.display().to_string());
+    Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer, tokenizer_identity: None })
+}
+
+#[cfg(not(feature = "hf"))]
+fn load_hf_dir(dir: &Path, _device: &Device) -> Result<LoadedModel, Error> {
+    Err(Error::file(dir, "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling"))
+}
+
+/// The config of the model in `dir`, a run directory or a Hugging Face directory, without its weights.
+pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error> {
+    let dir = dir.as_ref();
+    if is_hf_dir(dir) {
+        #[cfg(feature = "hf")]
+        return crate::hf::read_hf_config(dir).map_err(|e| hf_error(dir, e));
+        #[cfg(not(feature = "hf"))]
+        return Err(Error::file(
+            dir,
+            "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling",
+        ));
+    }
+    let path = dir.join(MODEL_INFO);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Error::file(
+            dir,
+            format!(
+                "{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json); {}",
+                not_a_run(dir)
+            ),
+        )
+    })?;
+    let info: RunModelInfo =
+        serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not a run description: {e}")))?;
+    Ok(info.model)
+}
+
+/// Loads the model of a run directory (the final model, or the checkpoint of `epoch`) or of a
+/// Hugging Face model directory onto `device`; a run's model with non-finite weights is an error.
+pub fn load_model_dir(dir: impl AsRef<Path>, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
+    let dir = dir.as_ref();
+    if !dir.is_dir() {
+        return Err(Error::file(
+            dir,
+            "no such folder: give a run directory of the train example or a Hugging Face model directory",
+        ));
+    }
+    if is_hf_dir(dir) {
+        if epoch.is_some() {
+            return Err(Error::file(dir, "a Hugging Face model directory has no epoch checkpoints: drop --epoch"));
+        }
+        return load_hf_dir(dir, device);
+    }
+    let (model, info) = load_run_model(dir, epoch, device)?;
+    if let Some(parameter) = crate::model::first_non_finite_parameter(&model) {
+        return Err(Error::NonFinite {
+            parameter,
+            advice: format!(
+                "the run in {} diverged; load an earlier checkpoint with --epoch N, or train again with a lower \
+                 learning rate",
+                dir.display()
+            ),
+        });
+    }
+    Ok(LoadedModel {
+        model,
+        config: info.model,
+        tokenizer: Some(info.tokenizer),
+        tokenizer_identity: info.tokenizer_identity,
+    })
+}

@@ -1,0 +1,200 @@
+//! A run directory's model: its final model (`model.bpk` with its checksum, and `model.json`)
+//! and its checkpoints (`checkpoint/model-<epoch>.bpk`), saved and loaded without burn-train.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+
+use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use crate::io::SumError;
+use crate::model::Llama;
+use crate::{Error, LlamaConfig};
+
+/// The checkpoint kinds burn-train saves at each checkpointed epoch.
+pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
+
+/// The epochs that have a file of any kind in the checkpoint directory `dir`, oldest first.
+pub fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
+    let mut epochs: Vec<usize> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let (kind, rest) = name.strip_suffix(".bpk")?.split_once('-')?;
+                    CHECKPOINT_KINDS.contains(&kind).then(|| rest.parse::<usize>().ok())?
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    epochs.sort_unstable();
+    epochs.dedup();
+    epochs
+}
+
+/// `<dir>/<kind>-<epoch>.bpk`.
+pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
+    dir.join(format!("{kind}-{epoch}.bpk"))
+}
+
+/// What a run directory records about its model: enough to rebuild it and its tokenizer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunModelInfo {
+    /// The model's config.
+    pub model: LlamaConfig,
+    /// The tokenizer spec (`byte` or a `tokenizer.json` path).
+    pub tokenizer: String,
+    /// Optimiser steps taken.
+    pub steps: usize,
+    /// What the model trains on: the [content fingerprint](crate::data::TokenCache::content_fingerprint)
+    /// of its token cache (a resume must train on the same data).
+    #[serde(default)]
+    pub data: Option<String>,
+    /// What decides the tokens ([`Tokenizer::identity`](crate::data::Tokenizer::identity): `byte`,
+    /// or a `tokenizer.json`'s size and CRC-32): a program that loads the model with another
+    /// tokenizer is refused. `None` in runs of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_identity: Option<String>,
+}
+
+/// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
+pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo) -> Result<(), Error> {
+    let dir = dir.as_ref();
+    let path = dir.join(MODEL);
+    let error = |e: String| Error::file(&path, format!("cannot write it: {e}"));
+    // burn-pack writes through a scratch file, synced and renamed into place; the sum follows.
+    model.clone().save_file(&path).map_err(|e| error(e.to_string()))?;
+    crate::io::write_sum(&path).map_err(|e| error(e.to_string()))?;
+    let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
+    crate::io::write_atomically(&dir.join(MODEL_INFO), json.as_bytes()).map_err(|e| error(e.to_string()))
+}
+
+/// Loads the model of a run directory (`model.json` + `model.bpk`), or of one of its epoch
+/// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`. A file that is missing, cut short
+/// or corrupt (checked against its `.sum`) is an error that says what to do.
+pub fn load_run_model(
+    dir: impl AsRef<Path>,
+    epoch: Option<usize>,
+    device: &Device,
+) -> Result<(Llama, RunModelInfo), Error> {
+    let dir = dir.as_ref();
+    let file_error = |path: &Path, message: String| Error::file(path, message);
+    if let Some(state) = unfinished_start(dir).filter(|_| epoch.is_none()) {
+        return Err(file_error(&dir.join(MODEL), state));
+    }
+    let info_path = dir.join(MODEL_INFO);
+    let text =
+        std::fs::read_to_string(&info_path).map_err(|e| file_error(&info_path, format!("{e}; {}", not_a_run(dir))))?;
+    let info: RunModelInfo =
+        serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
+    info.model.validate()?;
+    let epochs = checkpoint_epochs(&dir.join(CHECKPOINTS));
+    let listed = || {
+        if epochs.is_empty() {
+            "the run has no checkpoints".to_string()
+        } else {
+            format!(
+                "the run's checkpoints are --epoch {}",
+                epochs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        }
+    };
+    let (path, prefixed) = match epoch {
+        None => (dir.join(MODEL), false),
+        Some(epoch) => (dir.join(CHECKPOINTS).join(format!("model-{epoch}.bpk")), true),
+    };
+    let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
+    match (crate::io::verify_sum(&path), epoch) {
+        (Ok(()), _) => {}
+        (Err(SumError::Missing), None) => {
+            return Err(file_error(
+                &path,
+                format!("missing: the training has not finished; {finish}, or load a checkpoint ({})", listed()),
+            ))
+        }
+        (Err(SumError::Missing), Some(epoch)) => {
+            return Err(file_error(&path, format!("no checkpoint of epoch {epoch}: {}", listed())))
+        }
+        (Err(problem), None) => {
+            return Err(file_error(
+                &path,
+                format!("incomplete: {problem}; {finish}, or load a checkpoint ({})", listed()),
+            ))
+        }
+        (Err(problem), Some(_)) => {
+            return Err(file_error(&path, format!("{problem}; load another checkpoint ({})", listed())))
+        }
+    }
+    let model = info.model.init(device)?;
+    let mismatch = |e: String| {
+        // Burn lists every mismatching tensor: the first ones say enough.
+        let short: String = e.chars().take(300).collect();
+        let more = if short.len() < e.len() { " ..." } else { "" };
+        file_error(&path, format!("does not match model.json ({short}{more}); was model.json replaced?"))
+    };
+    let model = if prefixed {
+        // Epoch checkpoints hold the training wrapper, whose parameters live under `model.`.
+        Checkpointed { model }.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?.model
+    } else {
+        model.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?
+    };
+    Ok((model, info))
+}
+
+/// The first run (a folder with `model.json`) inside `dir`, one or two levels down, by name: a
+/// folder of runs, or of groups of runs (a sweep's `<scheme>/seed-<n>`).
+fn first_run_inside(dir: &Path) -> Option<PathBuf> {
+    let folders = |dir: &Path| -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|entries| entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+            .unwrap_or_default();
+        found.sort();
+        found
+    };
+    let is_run = |p: &Path| p.join(MODEL_INFO).is_file();
+    let inside = folders(dir);
+    inside.iter().find(|p| is_run(p)).cloned().or_else(|| inside.iter().flat_map(|p| folders(p)).find(|p| is_run(p)))
+}
+
+/// Why a run directory without a final model has none when a training was replacing or starting
+/// it: an `--overwrite` under way or killed (the replaced run is in `.previous-run/`), or a start
+/// killed before its settings were written.
+fn unfinished_start(dir: &Path) -> Option<String> {
+    if dir.join(MODEL).is_file() {
+        return None;
+    }
+    let (aside, d) = (dir.join(PREVIOUS_RUN), dir.display());
+    if aside.is_dir() {
+        return Some(format!(
+            "missing: an --overwrite is replacing this run (or was killed); the run it replaces is in {}. If the new \
+             run has no checkpoint yet, the next training into {d} puts the old run back; if it has one, \
+             `train --config {d}/train.json --resume` finishes the new run and then deletes the old one",
+            aside.display()
+        ));
+    }
+    let started = dir.join(MODEL_INFO).is_file() && !dir.join(TRAIN_CONFIG).exists();
+    started.then(|| {
+        format!("missing: the training into {d} was stopped before it started; train into it again, without --resume")
+    })
+}
+
+/// What a directory without `model.json` is, for an error: not a folder, a folder of runs, or
+/// something else.
+pub(super) fn not_a_run(dir: &Path) -> String {
+    if !dir.is_dir() {
+        format!("{} is not a folder", dir.display())
+    } else if let Some(run) = first_run_inside(dir) {
+        format!("{} holds runs: give one of them, e.g. {}", dir.display(), run.display())
+    } else {
+        format!("is {} a run directory of the train example?", dir.display())
+    }
+}
+
+/// The record layout of an epoch checkpoint: burn-train saves the training wrapper, whose only
+/// parameters are the model's, under `model.`.
+#[derive(Module, Debug)]
+struct Checkpointed {
+    model: Llama,
+}
