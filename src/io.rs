@@ -130,13 +130,19 @@ pub const FAIL_AT: &str = "LAYERNORM_SCALING_FAIL_AT";
 /// A write that the reliability tests make fail: an error as from a full disk when the
 /// environment variable [`FAIL_AT`] names `point`.
 pub fn fail_point(point: &str) -> std::io::Result<()> {
-    match std::env::var_os(FAIL_AT) {
-        Some(at) if at == point => Err(std::io::Error::new(
+    match fault_injected(point) {
+        true => Err(std::io::Error::new(
             std::io::ErrorKind::StorageFull,
             format!("no space left on device ({FAIL_AT}={point})"),
         )),
-        _ => Ok(()),
+        false => Ok(()),
     }
+}
+
+/// Whether the reliability tests inject a fault at `point`: the environment variable
+/// [`FAIL_AT`] names it.
+pub fn fault_injected(point: &str) -> bool {
+    std::env::var_os(FAIL_AT).is_some_and(|at| at == point)
 }
 
 /// The exit of a command-line program: success, or the error printed as `error: ...` on stderr
