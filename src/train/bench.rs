@@ -9,7 +9,8 @@ use burn::train::TrainStep;
 use serde::{Deserialize, Serialize};
 
 use super::metrics::flops_per_token;
-use super::run::{check_step_memory, model_config, optimizer};
+use super::optimizer::optimizer;
+use super::prepare::{check_step_memory, model_config};
 use super::step::{StepSettings, TrainingModel};
 use super::TrainConfig;
 use crate::data::LmBatch;

@@ -306,3 +306,32 @@ pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
     written.map_err(|e| format!("cannot write its lock file: {e}"))?;
     Ok(file)
 }
+
+impl RunDir {
+    /// For `--overwrite`: an earlier replacement of this run, killed after its first checkpoint,
+    /// is replaced in turn, and the run in the directory is set aside (in `.previous-run/`) until
+    /// the new one has a checkpoint.
+    pub fn replace_run(&self) -> Result<(), Error> {
+        let error = |message: String| Error::RunDir { path: self.path.clone(), message };
+        self.finish_replacement().map_err(|e| error(format!("cannot discard the replaced run: {e}")))?;
+        if self.holds_run() {
+            self.set_aside().map_err(|e| error(format!("cannot set the old run aside: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// After a training that replaced a run (or resumed such a replacement): the old run is
+    /// deleted once the new one has a checkpoint, or put back when it has none.
+    pub fn end_replacement(&self) {
+        if !self.path.join(PREVIOUS_RUN).exists() {
+            return;
+        }
+        match self.finish_replacement() {
+            Ok(true) => crate::errln!("note: the new run has no checkpoint; the run it was replacing is restored"),
+            Ok(false) => {}
+            Err(e) => {
+                crate::errln!("warning: the replaced run is still in {}: {e}", self.path.join(PREVIOUS_RUN).display())
+            }
+        }
+    }
+}

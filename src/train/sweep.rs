@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::run::{model_config, setting_changes, train, validation_data, validation_loss, Start, RESUME_MAY_CHANGE};
+use super::prepare::{model_config, validation_data};
+use super::resume::{setting_changes, RESUME_MAY_CHANGE};
+use super::run::{train, validation_loss, Start};
 use super::run_dir::take_lock;
 use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};

@@ -1,0 +1,267 @@
+//! The burn-train adapter: the one place that builds burn-train's learner, its data loaders,
+//! metrics, checkpointers and renderer, and runs it. burn-train calls a validation interval an
+//! "epoch"; here an epoch is `eval_every` steps, and checkpoints are taken at their ends.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::DataLoaderBuilder;
+use burn::data::dataset::transform::PartialDataset;
+use burn::data::dataset::Dataset;
+use burn::module::Module;
+use burn::tensor::Device;
+use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
+use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
+
+use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
+use super::config::TrainConfig;
+use super::export::write_metrics_csv;
+use super::loader::StepLoader;
+use super::metric_logger::RunMetricLogger;
+use super::metrics::{flops_per_token, StepMetric};
+use super::optimizer::optimizer;
+use super::prepare::Prepared;
+use super::renderer::PlainRenderer;
+use super::run_dir::RunDir;
+use super::step::{StepSettings, TrainingModel};
+use super::strategy::RunCheckpointing;
+use super::tracking::Tracker;
+use crate::data::LmBatcher;
+use crate::io::write_atomically;
+use crate::measure::read_metrics;
+use crate::model::Llama;
+use crate::run::{RunModelInfo, METRICS, MODEL_INFO, TRACKING, TRAIN_CONFIG};
+use crate::Error;
+
+/// What a fit trained: the model and the figures of this call.
+pub(super) struct Fitted {
+    pub model: Llama,
+    /// Training loss of every micro-batch this call trained, in order.
+    pub train_losses: Vec<f64>,
+    pub steps_trained: usize,
+    pub tokens: usize,
+    pub seconds: f64,
+    /// A metric log that failed while the training went on: the model is good, the run's report
+    /// is not.
+    pub log_failure: Option<String>,
+}
+
+/// Trains in the locked run directory from the last of the `existing` checkpoints (from step 0
+/// when there is none), which the checkpointing strategy keeps managing.
+pub(super) fn fit(
+    config: &TrainConfig,
+    dir: &RunDir,
+    prepared: &mut Prepared,
+    existing: Vec<usize>,
+) -> Result<Fitted, Error> {
+    let start_epoch = existing.last().copied().unwrap_or(0);
+    let out = dir.path().to_path_buf();
+    record_run(config, &out, prepared)?;
+    let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
+    let device = devices[0].clone();
+    let model = &prepared.model;
+    crate::outln!(
+        "training {} layers x d_model {} ({} parameters, {}) for {} steps on {} into {}",
+        model.n_layers,
+        model.d_model,
+        model.num_params(),
+        model.norm_scheme,
+        config.steps,
+        // `auto` names what it picked.
+        if config.device == "auto" { format!("auto ({:?})", prepared.devices[0]) } else { config.device.clone() },
+        out.display()
+    );
+    // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
+    let micro_batches = config.grad_accum * devices.len();
+    let steps_per_epoch = config.eval_every();
+    let train_loader = Arc::new(StepLoader::new(
+        prepared.train.clone(),
+        config.batch_size,
+        steps_per_epoch * micro_batches,
+        config.steps * micro_batches,
+        config.seed,
+        start_epoch,
+        device.clone(),
+    ));
+    // Validation runs on the main device with the global batch (batch_size per device), on a
+    // fixed subset: the first `eval_batches` global batches.
+    let global_batch = config.batch_size * devices.len();
+    let valid_windows = global_batch.saturating_mul(config.eval_batches).min(prepared.valid.len());
+    let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
+    let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
+
+    let failure = Arc::new(Mutex::new(None));
+    let log_failure = Arc::new(Mutex::new(None));
+    let logger = RunMetricLogger::open(
+        &out,
+        start_epoch,
+        (steps_per_epoch, micro_batches),
+        log_failure.clone(),
+        failure.clone(),
+    )
+    .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS}: {e}") })?;
+    let loss_metric = LossMetric::new();
+    let checkpoint_dir = dir.checkpoint_dir();
+    let keeper = CheckpointKeeper::new(&checkpoint_dir, existing.clone());
+    let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
+        .num_epochs(config.epochs())
+        // burn-train would otherwise train on `Device::default()`, not the chosen device.
+        .with_training_strategy(
+            if devices.len() == 1 {
+                ExecutionStrategy::single(device.clone())
+            } else {
+                ExecutionStrategy::multi(devices.clone(), MultiDeviceOptim::OptimMainDevice)
+            }
+            .into(),
+        )
+        // No application logger: it would install a process-wide panic hook and tracing subscriber.
+        .with_application_logger(None)
+        .with_metric_logger(logger)
+        .metrics((LossMetric::new(), StepMetric::perplexity()))
+        .metric_train_numeric(LearningRateMetric::new())
+        .metric_train_numeric(StepMetric::tokens_per_second())
+        .metric_train_numeric(StepMetric::grad_norm())
+        .with_custom_checkpointers(
+            SummedCheckpointer::new(&checkpoint_dir, "model"),
+            SummedCheckpointer::new(&checkpoint_dir, "optim"),
+            SummedCheckpointer::new(&checkpoint_dir, "scheduler"),
+        )
+        .with_checkpointing_strategy(RunCheckpointing::new(
+            config.save_every() / steps_per_epoch,
+            config.epochs(),
+            config.keep_checkpoints,
+            existing,
+            keeper.clone(),
+            loss_metric.name(),
+            failure.clone(),
+        ));
+    if let Some(peak) = config.peak_tflops {
+        training =
+            training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.seq_len), peak));
+    }
+    if config.grad_accum > 1 {
+        training = training.grads_accumulation(config.grad_accum);
+    }
+    if !std::io::stdout().is_terminal() {
+        training = training.renderer(Box::new(PlainRenderer::new(
+            config.steps,
+            steps_per_epoch,
+            micro_batches,
+            config.log_every,
+        )));
+    }
+    if start_epoch > 0 {
+        crate::outln!("resuming from the checkpoint at step {}", config.step_at_epoch_end(start_epoch));
+        training = training.checkpoint(start_epoch);
+    }
+
+    let start_step = config.step_at_epoch_end(start_epoch);
+    let settings = StepSettings {
+        micro_batches,
+        clip_grad_norm: config.clip_grad_norm,
+        interrupter: Some(training.interrupter()),
+        failure: failure.clone(),
+        tracker: tracker(config, prepared, &out, start_step)?,
+        ..StepSettings::default()
+    };
+    let model = TrainingModel::new(initial_model(prepared, &device)?, settings);
+    let learner = Learner::new(model, optimizer(config), config.schedule().init()?);
+
+    let started = Instant::now();
+    let result = training.launch(learner);
+    let seconds = started.elapsed().as_secs_f64();
+    // Every save is done (burn-train's checkpointer threads have ended): the last deletions.
+    keeper.prune();
+    let rows = read_metrics(&out)?;
+    write_metrics_csv(&out, &rows).map_err(|e| Error::RunDir {
+        path: out.clone(),
+        message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
+    })?;
+    if let Some(reason) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        return Err(diverged(config, dir, reason));
+    }
+    if let Some(row) = crate::measure::first_non_finite_loss(&rows) {
+        let reason = format!(
+            "the training loss is not finite at step {}: the loss diverged (try a lower --lr or --clip-grad-norm)",
+            row.step
+        );
+        return Err(diverged(config, dir, reason));
+    }
+    if let Some(error) = result.error {
+        return Err(Error::Training(error.to_string()));
+    }
+    if let Some(interruption) = result.interrupted {
+        return Err(Error::Training(format!("interrupted: {interruption:?}")));
+    }
+
+    let model = result.model.into_model().valid();
+    let train_losses: Vec<f64> =
+        rows.iter().filter(|r| r.is_train_loss() && r.epoch > start_epoch).map(|r| r.value).collect();
+    let steps_trained = config.steps - start_step;
+    let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
+    let log_failure = log_failure.lock().unwrap_or_else(|e| e.into_inner()).take();
+    Ok(Fitted { model, train_losses, steps_trained, tokens, seconds, log_failure })
+}
+/// Writes `model.json` (the model, before its weights, so that the checkpoints of an interrupted
+/// run can be loaded) and `train.json` (every setting, resolved).
+fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {
+    let info = RunModelInfo {
+        model: prepared.model.clone(),
+        tokenizer: config.tokenizer.clone(),
+        steps: 0,
+        data: Some(prepared.data.clone()),
+        tokenizer_identity: Some(prepared.tokenizer.identity()),
+    };
+    let write = |name: &str, json: serde_json::Result<String>| {
+        let written =
+            json.map_err(std::io::Error::other).and_then(|json| write_atomically(&out.join(name), json.as_bytes()));
+        written.map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {name}: {e}") })
+    };
+    // `model.json` first: a directory holding only it is a start cut short, which a new run may use.
+    write(MODEL_INFO, serde_json::to_string_pretty(&info))?;
+    crate::io::crash_point("record:model.json");
+    write(TRAIN_CONFIG, serde_json::to_string_pretty(config))
+}
+
+/// The `track_every` recorder, probing with the first validation sequences (the same at every record).
+fn tracker(
+    config: &TrainConfig,
+    prepared: &Prepared,
+    out: &Path,
+    start_step: usize,
+) -> Result<Option<Arc<Tracker>>, Error> {
+    let Some(every) = config.track_every else {
+        return Ok(None);
+    };
+    let n = prepared.valid.len().min(config.batch_size).min(8);
+    let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
+    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step)
+        .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?;
+    Ok(Some(Arc::new(tracker)))
+}
+
+/// The weights the run starts from: `init_from`'s (retrofitted to the run's scheme), or a fresh init.
+fn initial_model(prepared: &mut Prepared, device: &Device) -> Result<Llama, Error> {
+    match prepared.init.take() {
+        Some(model) => Ok(model),
+        None => Ok(prepared.model.init(device)?),
+    }
+}
+
+/// The error of a run stopped for a non-finite value, naming the checkpoint it can resume from.
+fn diverged(config: &TrainConfig, dir: &RunDir, reason: String) -> Error {
+    let kept = match dir.checkpoints().0.last() {
+        Some(&epoch) => format!(
+            "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with a \
+             learning rate well below {:e} (--resume --lr ...) or with --clip-grad-norm 1",
+            config.step_at_epoch_end(epoch),
+            dir.checkpoint_dir().display(),
+            config.lr
+        ),
+        None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
+    };
+    Error::Diverged(format!("{reason}; {kept}"))
+}

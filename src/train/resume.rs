@@ -1,0 +1,245 @@
+//! The resume policy: what a resumed run may change, the checkpoint it starts from, and where a
+//! training starts in its run directory ([`starting_point`]).
+
+use std::path::Path;
+
+use burn::tensor::Device;
+
+use super::config::TrainConfig;
+use super::prepare::Prepared;
+use super::run::Start;
+use super::run_dir::RunDir;
+use crate::measure::read_metrics;
+use crate::model::first_non_finite_parameter;
+use crate::run::{load_run_model, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use crate::{Error, LlamaConfig};
+
+/// Where a training starts: the checkpoints already on disk that the run keeps (the last one its
+/// start; none for a new run), and the checkpoint to write the final model from when every step
+/// is already done.
+pub(super) struct StartingPoint {
+    pub existing: Vec<usize>,
+    pub finish_at: Option<usize>,
+}
+
+/// An error when `start` is a resume but `out` holds no run to resume (checked before anything
+/// is prepared). An interrupted --overwrite may have set the run's train.json aside: it is put
+/// back under the lock, so a directory holding `.previous-run/` may be resumed.
+pub(super) fn check_resumable(out: &Path, start: Start) -> Result<(), Error> {
+    if start == Start::Resume && !out.join(TRAIN_CONFIG).is_file() && !out.join(PREVIOUS_RUN).exists() {
+        return Err(Error::RunDir {
+            path: out.to_path_buf(),
+            message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Decides where a training that starts as `start` begins, in the locked run directory `dir`: a
+/// new run needs an empty directory, a resume the run's own settings and data (the settings it
+/// may change are reported), and its last complete, sound checkpoint.
+pub(super) fn starting_point(
+    dir: &RunDir,
+    config: &TrainConfig,
+    prepared: &Prepared,
+    start: Start,
+) -> Result<StartingPoint, Error> {
+    let run_dir_error = |message: String| Error::RunDir { path: config.out.clone(), message };
+    let (existing, finish_at) =
+        match start {
+            Start::New if dir.holds_run() => return Err(run_dir_error(
+                "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
+                    .into(),
+            )),
+            Start::New | Start::Overwrite => (Vec::new(), None),
+            Start::Resume => {
+                // Read under the lock, after an interrupted --overwrite was undone.
+                let changes = check_resume(dir, config, prepared).map_err(run_dir_error)?;
+                // Finished, with or without its checkpoints (deleted to free the disk, say).
+                if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() {
+                    return Err(finished(config));
+                }
+                for change in changes {
+                    crate::outln!("resuming with a changed setting: {change}");
+                }
+                let kept = resume_checkpoints(dir, &prepared.devices[0])?;
+                match kept.last() {
+                    Some(&epoch) if epoch >= config.epochs() => (kept, Some(epoch)),
+                    Some(_) => (kept, None),
+                    None if reached_the_end(dir, config) => {
+                        return Err(run_dir_error(
+                            "finished (its final model.bpk, or its checksum, or its metrics' last step is there) but \
+                         its final model does not verify and no checkpoint is complete: resuming would train it \
+                         again from step 0 over its model and history. Check model.bpk (load it with generate); \
+                         to train again, use --overwrite or a new --out"
+                                .into(),
+                        ))
+                    }
+                    None => {
+                        crate::outln!("the run has no complete checkpoint yet: starting it again from step 0");
+                        (kept, None)
+                    }
+                }
+            }
+        };
+    Ok(StartingPoint { existing, finish_at })
+}
+
+/// Settings a resumed run may change (with a notice): they do not change what is trained.
+pub(crate) const RESUME_MAY_CHANGE: [&str; 11] = [
+    "device",
+    "out",
+    "samples",
+    "log_every",
+    "peak_tflops",
+    "save_every",
+    "keep_checkpoints",
+    "cache_dir",
+    "lr",
+    "clip_grad_norm",
+    "track_every",
+];
+
+/// Settings compared by what they make rather than as written: the model config (from `model`,
+/// `layers`, `norm`, `init_from`) and the data (content of `data`, `tokenizer`, `builtin_docs`).
+const RESUME_COMPARED_BY_EFFECT: [&str; 7] =
+    ["model", "layers", "norm", "init_from", "data", "tokenizer", "builtin_docs"];
+
+/// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
+/// into those a resume may change and those it may not.
+fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<String>) {
+    let (mut allowed, mut refused) = (Vec::new(), Vec::new());
+    for (field, change) in setting_changes(saved, now) {
+        if RESUME_COMPARED_BY_EFFECT.contains(&field.as_str()) {
+            continue;
+        }
+        if RESUME_MAY_CHANGE.contains(&field.as_str()) {
+            allowed.push(change)
+        } else {
+            refused.push(change)
+        }
+    }
+    (allowed, refused)
+}
+
+/// The settings of `now` that differ from `saved` (defaults resolved), as `(field, "field: saved
+/// -> now")`. The output directory is left out: it is the same one, however it is spelled.
+pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(String, String)> {
+    let to_map = |config: &TrainConfig| match serde_json::to_value(config.resolved()) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (saved, now) = (to_map(saved), to_map(now));
+    now.into_iter()
+        .filter(|(field, _)| field != "out")
+        .filter_map(|(field, value)| {
+            let old = saved.get(&field).cloned().unwrap_or(serde_json::Value::Null);
+            (old != value).then(|| (field.clone(), format!("{field}: {old} -> {value}")))
+        })
+        .collect()
+}
+
+/// An error unless `config` trains what the run in `dir` trained: the same settings (but those
+/// a resume may change, returned as `field: saved -> now`), the same model config and the same
+/// data content.
+fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<Vec<String>, String> {
+    let saved = TrainConfig::from_file(dir.path().join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
+    let info_path = dir.path().join(MODEL_INFO);
+    let info: RunModelInfo = std::fs::read_to_string(&info_path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+        .map_err(|e| format!("nothing to resume: {}: {e}", info_path.display()))?;
+    let (allowed, mut refused) = resume_changes(&saved, config);
+    if info.model != prepared.model {
+        let describe = |m: &LlamaConfig| format!("{} layers x d_model {} ({})", m.n_layers, m.d_model, m.norm_scheme);
+        refused.push(format!(
+            "model: {} -> {} (as model.json records it)",
+            describe(&info.model),
+            describe(&prepared.model)
+        ));
+    }
+    if info.data.as_ref().is_some_and(|data| *data != prepared.data) {
+        refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
+    }
+    if !refused.is_empty() {
+        let advice = if dir.path().join(PREVIOUS_RUN).exists() {
+            format!(
+                "this run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
+                 --resume` finishes it",
+                dir.path().join(PREVIOUS_RUN).display(),
+                dir.path().display()
+            )
+        } else {
+            format!(
+                "Resume with the run's own settings and data, or start a new run from this one with --init-from {} \
+                 --out NEW_DIR",
+                dir.path().display()
+            )
+        };
+        return Err(format!(
+            "resuming must keep what is trained, but these differ from the run's: {}. {advice}",
+            refused.join("; ")
+        ));
+    }
+    Ok(allowed)
+}
+
+/// The checkpoints a resumed run keeps, oldest first, ending with the one it starts from: the
+/// newest that is complete (its files match their checksums) and sound (finite weights); empty
+/// when there is none. Newer checkpoints that are not are named; the resumed run writes them again.
+fn resume_checkpoints(dir: &RunDir, device: &Device) -> Result<Vec<usize>, Error> {
+    let (mut complete, broken) = dir.checkpoints();
+    let newest_complete = complete.last().copied().unwrap_or(0);
+    for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
+        crate::errln!("warning: skipping the checkpoint of epoch {epoch}: {problem}");
+    }
+    while let Some(&epoch) = complete.last() {
+        let (model, _) = load_run_model(dir.path(), Some(epoch), device)?;
+        match first_non_finite_parameter(&model) {
+            None => break,
+            Some(name) => {
+                crate::errln!("warning: skipping the checkpoint of epoch {epoch}: its weights are not finite ({name})");
+                complete.pop();
+            }
+        }
+    }
+    Ok(complete)
+}
+
+/// Whether the run in `dir` got to its end: its final model or that model's checksum is there
+/// (written only when a run finishes), or its metrics record a training loss at its last step.
+fn reached_the_end(dir: &RunDir, config: &TrainConfig) -> bool {
+    let path = dir.path();
+    path.join(MODEL).exists()
+        || crate::io::sum_path(&path.join(MODEL)).exists()
+        || read_metrics(path).is_ok_and(|rows| rows.iter().any(|r| r.is_train_loss() && r.step >= config.steps))
+}
+
+/// The error of resuming a finished run (its final model verifies).
+fn finished(config: &TrainConfig) -> Error {
+    Error::RunDir {
+        path: config.out.clone(),
+        message: format!(
+            "the run is finished ({} steps); to train longer, start a new run from it with --init-from {} --out NEW_DIR",
+            config.steps,
+            config.out.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_read_back_from_train_json_are_unchanged() {
+        // Values that serde_json without `float_roundtrip` reads back one ulp off.
+        let config =
+            TrainConfig { lr: 0.00020412414523193154, valid_fraction: 0.09090909090909091, ..Default::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(TRAIN_CONFIG);
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
+        let saved = TrainConfig::from_file(&path).unwrap();
+        assert_eq!(resume_changes(&saved, &config), (Vec::new(), Vec::new()));
+    }
+}
