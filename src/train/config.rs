@@ -384,3 +384,37 @@ fn norm_help() -> String {
         crate::norm::scheme_names()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TrainConfig;
+
+    fn with(steps: usize, eval_every: Option<usize>, save_every: Option<usize>) -> TrainConfig {
+        TrainConfig { steps, eval_every, save_every, ..TrainConfig::default() }
+    }
+
+    #[test]
+    fn intervals_default_to_100_steps_or_the_whole_run_and_divide_save_every() {
+        assert_eq!(with(400, None, None).eval_every(), 100);
+        assert_eq!(with(30, None, None).eval_every(), 30);
+        assert_eq!(with(0, None, None).eval_every(), 1);
+        // Only save_every set: the largest divisor of it up to the default interval.
+        assert_eq!(with(1000, None, Some(250)).eval_every(), 50);
+        assert_eq!(with(1000, None, Some(97)).eval_every(), 97);
+        assert_eq!(with(1000, None, Some(101)).eval_every(), 1);
+        assert_eq!(with(1000, Some(7), Some(250)).eval_every(), 7);
+        assert_eq!(with(1000, Some(40), None).save_every(), 40);
+    }
+
+    #[test]
+    fn the_last_interval_is_short_when_eval_every_does_not_divide_steps() {
+        let config = with(250, Some(100), None);
+        assert_eq!(config.epochs(), 3);
+        assert_eq!((1..=3).map(|e| config.step_at_epoch_end(e)).collect::<Vec<_>>(), vec![100, 200, 250]);
+        assert_eq!(with(400, None, None).warmup(), 40);
+        assert_eq!(with(100, None, None).warmup(), 10);
+        let resolved = with(250, None, Some(50)).resolved();
+        assert_eq!((resolved.eval_every, resolved.save_every, resolved.warmup), (Some(50), Some(50), Some(25)));
+        assert_eq!(resolved.resolved(), resolved, "resolving is idempotent");
+    }
+}

@@ -164,3 +164,21 @@ impl DataLoader<LmBatch> for StepLoader {
         Arc::new(Self { shard: ((start / len).min(n_shards - 1), n_shards), next_epoch, ..self.clone() })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::permutation;
+
+    #[test]
+    fn the_data_order_is_a_permutation_fixed_by_its_seed() {
+        for n in [0, 1, 2, 17, 1000] {
+            let mut order = permutation(n, 42);
+            assert_eq!(order, permutation(n, 42), "the same seed, the same order");
+            order.sort_unstable();
+            assert_eq!(order, (0..n as u32).collect::<Vec<_>>(), "every window once");
+        }
+        assert_ne!(permutation(1000, 1), permutation(1000, 2));
+        // Not the identity: the windows are shuffled.
+        assert!(permutation(1000, 7).iter().enumerate().filter(|(i, &w)| *i as u32 == w).count() < 20);
+    }
+}

@@ -242,4 +242,20 @@ mod tests {
         let saved = TrainConfig::from_file(&path).unwrap();
         assert_eq!(resume_changes(&saved, &config), (Vec::new(), Vec::new()));
     }
+
+    #[test]
+    fn a_resume_may_change_how_a_run_goes_but_not_what_it_trains() {
+        let saved = TrainConfig { steps: 100, ..Default::default() };
+        let now = TrainConfig { lr: saved.lr / 2.0, log_every: 7, batch_size: saved.batch_size * 2, ..saved.clone() };
+        let (allowed, refused) = resume_changes(&saved, &now);
+        let fields =
+            |changes: &[String]| changes.iter().map(|c| c.split(':').next().unwrap().to_string()).collect::<Vec<_>>();
+        assert_eq!(fields(&allowed), ["log_every", "lr"]);
+        assert_eq!(fields(&refused), ["batch_size"]);
+        // The model and data settings are compared by what they make (model.json, the data's
+        // fingerprint), not as written: a preset spelt another way is no change here.
+        let renamed = TrainConfig { model: "its-own-file.json".into(), tokenizer: "other".into(), ..saved.clone() };
+        assert_eq!(resume_changes(&saved, &renamed), (Vec::new(), Vec::new()));
+        assert!(RESUME_MAY_CHANGE.iter().all(|field| !RESUME_COMPARED_BY_EFFECT.contains(field)));
+    }
 }
