@@ -151,6 +151,13 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     // A finished run refuses to be overwritten, and resuming it with another model is refused.
     train(&base, Start::New).unwrap();
     expect_error(&base, Start::New, "already holds a run");
+    // Refused before the data is tokenised: no token cache is written beside the run either.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("run");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::copy(base.out.join("train.json"), copy.join("train.json")).unwrap();
+    expect_error(&TrainConfig { out: copy, cache_dir: None, ..base.clone() }, Start::New, "already holds a run");
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1, "only the run's folder is there");
     expect_error(&TrainConfig { layers: Some(2), ..base.clone() }, Start::Resume, "model: 4 layers");
     expect_error(&base, Start::Resume, "the run is finished (20 steps)");
     // --overwrite replaces the run, and leaves files that are not the run's alone.

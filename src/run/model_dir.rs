@@ -67,7 +67,9 @@ pub fn tokenizer_spec(recorded: Option<&str>, given: Option<&Path>) -> Result<St
     }
     let Some(spec) = recorded else {
         return Err(Error::Config(crate::ConfigError::Conflict(
-            "the model directory has no tokenizer.json; give one with --tokenizer PATH".into(),
+            "the model directory has no tokenizer.json; give one with --tokenizer PATH, or --tokenizer byte for a \
+             model trained on bytes (an exported byte-level run)"
+                .into(),
         )));
     };
     if spec == "byte" || Path::new(spec).is_file() {
@@ -140,9 +142,10 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
 pub fn load_model_dir(dir: impl AsRef<Path>, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
     let dir = dir.as_ref();
     if !dir.is_dir() {
+        let what = if dir.exists() { "a file, not a folder" } else { "no such folder" };
         return Err(Error::file(
             dir,
-            "no such folder: give a run directory of the train example or a Hugging Face model directory",
+            format!("{what}: give a run directory of the train example or a Hugging Face model directory"),
         ));
     }
     if is_hf_dir(dir) {

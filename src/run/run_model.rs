@@ -106,22 +106,27 @@ pub fn load_run_model(
         Some(epoch) => (dir.join(CHECKPOINTS).join(format!("model-{epoch}.bpk")), true),
     };
     let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
+    // What else to load: a checkpoint, when the run has one.
+    let or_checkpoint = || {
+        if epochs.is_empty() {
+            format!(" ({})", listed())
+        } else {
+            format!(", or load a checkpoint ({})", listed())
+        }
+    };
     match (crate::io::verify_sum(&path), epoch) {
         (Ok(()), _) => {}
         (Err(SumError::Missing), None) => {
             return Err(file_error(
                 &path,
-                format!("missing: the training has not finished; {finish}, or load a checkpoint ({})", listed()),
+                format!("missing: the training has not finished; {finish}{}", or_checkpoint()),
             ))
         }
         (Err(SumError::Missing), Some(epoch)) => {
             return Err(file_error(&path, format!("no checkpoint of epoch {epoch}: {}", listed())))
         }
         (Err(problem), None) => {
-            return Err(file_error(
-                &path,
-                format!("incomplete: {problem}; {finish}, or load a checkpoint ({})", listed()),
-            ))
+            return Err(file_error(&path, format!("incomplete: {problem}; {finish}{}", or_checkpoint())))
         }
         (Err(problem), Some(_)) => {
             return Err(file_error(&path, format!("{problem}; load another checkpoint ({})", listed())))

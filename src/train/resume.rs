@@ -11,7 +11,7 @@ use super::run::Start;
 use super::run_dir::RunDir;
 use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
-use crate::run::{load_run_model, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use crate::run::{load_run_model, RunModelInfo, CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::{Error, LlamaConfig};
 
 /// Where a training starts: the checkpoints already on disk that the run keeps (the last one its
@@ -22,10 +22,20 @@ pub(super) struct StartingPoint {
     pub finish_at: Option<usize>,
 }
 
-/// An error when `start` is a resume but `out` holds no run to resume (checked before anything
-/// is prepared). An interrupted --overwrite may have set the run's train.json aside: it is put
-/// back under the lock, so a directory holding `.previous-run/` may be resumed.
-pub(super) fn check_resumable(out: &Path, start: Start) -> Result<(), Error> {
+/// Why a new run may not start in a directory that holds one.
+const ALREADY_HOLDS_A_RUN: &str =
+    "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out";
+
+/// An error, before anything is prepared or written, when `start` cannot work in `out`: a new run
+/// into a run's directory, or a resume where there is no run. An interrupted --overwrite may have
+/// set the run's train.json aside: it is put back under the lock, so a directory holding
+/// `.previous-run/` may be resumed.
+pub(super) fn check_start(out: &Path, start: Start) -> Result<(), Error> {
+    // A new run into a run's directory: refused before the data is tokenised into the cache beside
+    // it (the same check runs again under the lock).
+    if start == Start::New && [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| out.join(name).exists()) {
+        return Err(Error::RunDir { path: out.to_path_buf(), message: ALREADY_HOLDS_A_RUN.into() });
+    }
     if start == Start::Resume && !out.join(TRAIN_CONFIG).is_file() && !out.join(PREVIOUS_RUN).exists() {
         return Err(Error::RunDir {
             path: out.to_path_buf(),
@@ -45,43 +55,39 @@ pub(super) fn starting_point(
     start: Start,
 ) -> Result<StartingPoint, Error> {
     let run_dir_error = |message: String| Error::RunDir { path: config.out.clone(), message };
-    let (existing, finish_at) =
-        match start {
-            Start::New if dir.holds_run() => return Err(run_dir_error(
-                "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out"
-                    .into(),
-            )),
-            Start::New | Start::Overwrite => (Vec::new(), None),
-            Start::Resume => {
-                // Read under the lock, after an interrupted --overwrite was undone.
-                let changes = check_resume(dir, config, prepared).map_err(run_dir_error)?;
-                // Finished, with or without its checkpoints (deleted to free the disk, say).
-                if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() {
-                    return Err(finished(config));
-                }
-                for change in changes {
-                    crate::outln!("resuming with a changed setting: {change}");
-                }
-                let kept = resume_checkpoints(dir, &prepared.devices[0])?;
-                match kept.last() {
-                    Some(&epoch) if epoch >= config.epochs() => (kept, Some(epoch)),
-                    Some(_) => (kept, None),
-                    None if reached_the_end(dir, config) => {
-                        return Err(run_dir_error(
-                            "finished (its final model.bpk, or its checksum, or its metrics' last step is there) but \
+    let (existing, finish_at) = match start {
+        Start::New if dir.holds_run() => return Err(run_dir_error(ALREADY_HOLDS_A_RUN.into())),
+        Start::New | Start::Overwrite => (Vec::new(), None),
+        Start::Resume => {
+            // Read under the lock, after an interrupted --overwrite was undone.
+            let changes = check_resume(dir, config, prepared).map_err(run_dir_error)?;
+            // Finished, with or without its checkpoints (deleted to free the disk, say).
+            if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() {
+                return Err(finished(config));
+            }
+            for change in changes {
+                crate::outln!("resuming with a changed setting: {change}");
+            }
+            let kept = resume_checkpoints(dir, &prepared.devices[0])?;
+            match kept.last() {
+                Some(&epoch) if epoch >= config.epochs() => (kept, Some(epoch)),
+                Some(_) => (kept, None),
+                None if reached_the_end(dir, config) => {
+                    return Err(run_dir_error(
+                        "finished (its final model.bpk, or its checksum, or its metrics' last step is there) but \
                          its final model does not verify and no checkpoint is complete: resuming would train it \
                          again from step 0 over its model and history. Check model.bpk (load it with generate); \
                          to train again, use --overwrite or a new --out"
-                                .into(),
-                        ))
-                    }
-                    None => {
-                        crate::outln!("the run has no complete checkpoint yet: starting it again from step 0");
-                        (kept, None)
-                    }
+                            .into(),
+                    ))
+                }
+                None => {
+                    crate::outln!("the run has no complete checkpoint yet: starting it again from step 0");
+                    (kept, None)
                 }
             }
-        };
+        }
+    };
     Ok(StartingPoint { existing, finish_at })
 }
 

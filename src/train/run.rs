@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::config::TrainConfig;
 use super::fit::{fit, Fitted};
 use super::prepare::{prepare, Prepared};
-use super::resume::{check_resumable, starting_point, StartingPoint};
+use super::resume::{check_start, starting_point, StartingPoint};
 use super::run_dir::RunDir;
 use crate::data::{PackedDataset, Tokenizer};
 use crate::model::Llama;
@@ -56,7 +56,7 @@ pub struct TrainReport {
 /// directory is locked for the run's life (a second training into it is refused).
 pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
     RunDir::check(&config.out)?;
-    check_resumable(&config.out, start)?;
+    check_start(&config.out, start)?;
     let mut prepared = prepare(config)?;
     let config = config.resolved();
     let dir = RunDir::open(&config.out)?;
