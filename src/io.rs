@@ -130,13 +130,10 @@ pub const FAIL_AT: &str = "LAYERNORM_SCALING_FAIL_AT";
 /// A write that the reliability tests make fail: an error as from a full disk when the
 /// environment variable [`FAIL_AT`] names `point`.
 pub fn fail_point(point: &str) -> std::io::Result<()> {
-    match fault_injected(point) {
-        true => Err(std::io::Error::new(
-            std::io::ErrorKind::StorageFull,
-            format!("no space left on device ({FAIL_AT}={point})"),
-        )),
-        false => Ok(()),
+    if !fault_injected(point) {
+        return Ok(());
     }
+    Err(std::io::Error::new(std::io::ErrorKind::StorageFull, format!("no space left on device ({FAIL_AT}={point})")))
 }
 
 /// Whether the reliability tests inject a fault at `point`: the environment variable

@@ -221,12 +221,10 @@ pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dims = x.dims();
     let [d_in, d_out] = weight.dims();
     assert_eq!(dims[D - 1], d_in, "linear: the input's last dimension must match the weight's rows");
+    // An empty product has nothing to fuse (and a reshape would read its 0 as "keep").
     let empty = dims.contains(&0) || d_out == 0;
     match current_path() {
-        // An empty product has nothing to fuse (and a reshape would read its 0 as "keep").
-        OpPath::Reference => burn::tensor::module::linear(x, weight, None),
-        OpPath::Fused if empty => burn::tensor::module::linear(x, weight, None),
-        OpPath::Fused => {
+        OpPath::Fused if !empty => {
             let rows = dims[..D - 1].iter().product();
             let x = x.reshape([rows, d_in]);
             let output = Tensor::<2>::from_dispatch(<Dispatch as FusedOps>::fused_linear(
@@ -237,6 +235,7 @@ pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
             out_dims[D - 1] = d_out;
             output.reshape(out_dims)
         }
+        _ => burn::tensor::module::linear(x, weight, None),
     }
 }
 

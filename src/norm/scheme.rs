@@ -349,12 +349,33 @@ pub enum SchemeArgument {
     },
 }
 
+impl SchemeArgument {
+    /// The value a scheme takes when its string gives none.
+    fn default_value(self) -> ArgumentValue {
+        match self {
+            SchemeArgument::None => ArgumentValue::None,
+            SchemeArgument::Position => ArgumentValue::Position(LnsPosition::AfterNorm),
+            SchemeArgument::Number { default, .. } => ArgumentValue::Number(default),
+        }
+    }
+}
+
 /// The argument of one scheme value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum ArgumentValue {
     None,
     Position(LnsPosition),
     Number(f64),
+}
+
+impl ArgumentValue {
+    /// A number argument (the table gives one to every scheme that takes a number).
+    fn number(self) -> f64 {
+        match self {
+            ArgumentValue::Number(x) => x,
+            _ => f64::NAN,
+        }
+    }
 }
 
 /// One row of the scheme table: a scheme's names, argument and the formulas the docs show.
@@ -373,15 +394,8 @@ pub struct SchemeInfo {
     pub block: &'static str,
     /// Its init, where it differs from `N(0, sigma)` everywhere (`plain`).
     pub init: &'static str,
+    /// The scheme of an argument of this row's kind, its default filled in.
     build: fn(ArgumentValue) -> NormScheme,
-}
-
-/// A number argument, or the default where the argument is not a number.
-fn number(argument: ArgumentValue, default: f64) -> f64 {
-    match argument {
-        ArgumentValue::Number(x) => x,
-        _ => default,
-    }
 }
 
 /// Every scheme, in the order the lists, the help text and the docs show them.
@@ -402,11 +416,9 @@ pub const SCHEMES: [SchemeInfo; 11] = [
         title: "LayerNorm Scaling",
         block: "see the positions",
         init: "plain",
-        build: |argument| NormScheme::Lns {
-            position: match argument {
-                ArgumentValue::Position(position) => position,
-                _ => LnsPosition::AfterNorm,
-            },
+        build: |argument| match argument {
+            ArgumentValue::Position(position) => NormScheme::Lns { position },
+            _ => NormScheme::default(),
         },
     },
     SchemeInfo {
@@ -434,7 +446,7 @@ pub const SCHEMES: [SchemeInfo; 11] = [
         title: "Mix-LN",
         block: "Post-LN for the first `round(FRACTION L)` layers, then Pre-LN",
         init: "plain",
-        build: |argument| NormScheme::MixLn { post_ln_fraction: number(argument, POST_LN_FRACTION) },
+        build: |argument| NormScheme::MixLn { post_ln_fraction: argument.number() },
     },
     SchemeInfo {
         name: "scaled-init",
@@ -461,7 +473,7 @@ pub const SCHEMES: [SchemeInfo; 11] = [
         title: "LayerScale",
         block: "`x + diag(lambda) F(N(x))`, `lambda` learnable per channel, starting at INIT",
         init: "plain",
-        build: |argument| NormScheme::LayerScale { init: number(argument, LAYER_SCALE_INIT) },
+        build: |argument| NormScheme::LayerScale { init: argument.number() },
     },
     SchemeInfo {
         name: "skip-init",
@@ -470,7 +482,7 @@ pub const SCHEMES: [SchemeInfo; 11] = [
         title: "SkipInit",
         block: "`x + a F(N(x))`, scalar `a` learnable, starting at INIT",
         init: "plain",
-        build: |argument| NormScheme::SkipInit { init: number(argument, SKIP_INIT) },
+        build: |argument| NormScheme::SkipInit { init: argument.number() },
     },
     SchemeInfo {
         name: "sandwich-ln",
@@ -523,7 +535,7 @@ impl NormScheme {
     /// One scheme per row of [`SCHEMES`], with its default argument (LNS after the norm): what a
     /// sweep over `all` trains.
     pub fn defaults() -> Vec<NormScheme> {
-        SCHEMES.iter().map(|info| (info.build)(ArgumentValue::None)).collect()
+        SCHEMES.iter().map(|info| (info.build)(info.argument.default_value())).collect()
     }
 
     /// [`defaults`](Self::defaults) and LNS at each of its other positions: every distinct block
@@ -618,7 +630,7 @@ impl FromStr for NormScheme {
         };
         let info = SCHEMES.iter().find(|info| info.name == name || info.aliases.contains(&name)).ok_or_else(unknown)?;
         let value = match (info.argument, argument) {
-            (_, None) => ArgumentValue::None,
+            (kind, None) => kind.default_value(),
             (SchemeArgument::None, Some(_)) => return Err(unknown()),
             (SchemeArgument::Position, Some(a)) => {
                 ArgumentValue::Position(LnsPosition::from_name(a).ok_or_else(unknown)?)

@@ -23,6 +23,11 @@ pub use run_model::{
     checkpoint_epochs, checkpoint_file, load_run_model, save_run_model, RunModelInfo, CHECKPOINT_KINDS,
 };
 
+/// Whether `dir` holds a run (its settings, its final model or its checkpoints), whole or in part.
+pub fn holds_a_run(dir: &std::path::Path) -> bool {
+    [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists())
+}
+
 /// Every setting of the training, resolved: `train.json`.
 pub const TRAIN_CONFIG: &str = "train.json";
 /// The model's description ([`RunModelInfo`]): `model.json`.

@@ -103,7 +103,7 @@ pub fn load_run_model(
     };
     let (path, prefixed) = match epoch {
         None => (dir.join(MODEL), false),
-        Some(epoch) => (dir.join(CHECKPOINTS).join(format!("model-{epoch}.bpk")), true),
+        Some(epoch) => (checkpoint_file(&dir.join(CHECKPOINTS), "model", epoch), true),
     };
     let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
     // What else to load: a checkpoint, when the run has one.

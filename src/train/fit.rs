@@ -33,7 +33,7 @@ use crate::data::LmBatcher;
 use crate::io::write_atomically;
 use crate::measure::read_metrics;
 use crate::model::Llama;
-use crate::run::{RunModelInfo, METRICS, MODEL_INFO, TRACKING, TRAIN_CONFIG};
+use crate::run::{METRICS, MODEL_INFO, TRACKING, TRAIN_CONFIG};
 use crate::Error;
 
 /// What a fit trained: the model and the figures of this call.
@@ -208,13 +208,7 @@ pub(super) fn fit(
 /// Writes `model.json` (the model, before its weights, so that the checkpoints of an interrupted
 /// run can be loaded) and `train.json` (every setting, resolved).
 fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {
-    let info = RunModelInfo {
-        model: prepared.model.clone(),
-        tokenizer: config.tokenizer.clone(),
-        steps: 0,
-        data: Some(prepared.data.clone()),
-        tokenizer_identity: Some(prepared.tokenizer.identity()),
-    };
+    let info = prepared.model_info(config, 0);
     let write = |name: &str, json: serde_json::Result<String>| {
         let written =
             json.map_err(std::io::Error::other).and_then(|json| write_atomically(&out.join(name), json.as_bytes()));

@@ -10,7 +10,7 @@ use super::config::TrainConfig;
 use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, PackedDataset, Tokenizer};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::Llama;
-use crate::run::{load_model_dir, read_model_dir_config};
+use crate::run::{load_model_dir, read_model_dir_config, RunModelInfo};
 use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig, Precision};
 
 /// The model config a training config asks for: the preset or file of `model`, with `layers`
@@ -91,6 +91,19 @@ pub(crate) fn check_step_memory(
         )));
     }
     Ok(())
+}
+
+impl Prepared {
+    /// What the run directory records about the model (`model.json`) after `steps` steps.
+    pub fn model_info(&self, config: &TrainConfig, steps: usize) -> RunModelInfo {
+        RunModelInfo {
+            model: self.model.clone(),
+            tokenizer: config.tokenizer.clone(),
+            steps,
+            data: Some(self.data.clone()),
+            tokenizer_identity: Some(self.tokenizer.identity()),
+        }
+    }
 }
 
 /// Checks every setting, the devices and the data (tokenising it into the cache) without

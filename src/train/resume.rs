@@ -11,7 +11,7 @@ use super::run::Start;
 use super::run_dir::RunDir;
 use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
-use crate::run::{load_run_model, RunModelInfo, CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use crate::run::{load_run_model, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::{Error, LlamaConfig};
 
 /// Where a training starts: the checkpoints already on disk that the run keeps (the last one its
@@ -33,7 +33,7 @@ const ALREADY_HOLDS_A_RUN: &str =
 pub(super) fn check_start(out: &Path, start: Start) -> Result<(), Error> {
     // A new run into a run's directory: refused before the data is tokenised into the cache beside
     // it (the same check runs again under the lock).
-    if start == Start::New && [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| out.join(name).exists()) {
+    if start == Start::New && crate::run::holds_a_run(out) {
         return Err(Error::RunDir { path: out.to_path_buf(), message: ALREADY_HOLDS_A_RUN.into() });
     }
     if start == Start::Resume && !out.join(TRAIN_CONFIG).is_file() && !out.join(PREVIOUS_RUN).exists() {

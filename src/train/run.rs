@@ -10,7 +10,7 @@ use super::resume::{check_start, starting_point, StartingPoint};
 use super::run_dir::RunDir;
 use crate::data::{PackedDataset, Tokenizer};
 use crate::model::Llama;
-use crate::run::{load_run_model, save_run_model, RunModelInfo};
+use crate::run::{load_run_model, save_run_model};
 use crate::{Error, LlamaConfig};
 
 /// How a training starts in its run directory.
@@ -121,14 +121,7 @@ fn finish(
     tokens: usize,
     seconds: f64,
 ) -> Result<TrainReport, Error> {
-    let info = RunModelInfo {
-        model: prepared.model.clone(),
-        tokenizer: config.tokenizer.clone(),
-        steps: config.steps,
-        data: Some(prepared.data.clone()),
-        tokenizer_identity: Some(prepared.tokenizer.identity()),
-    };
-    save_run_model(&config.out, &model, &info)?;
+    save_run_model(&config.out, &model, &prepared.model_info(config, config.steps))?;
     let valid_loss = validation_loss(config, &model, &prepared.valid, prepared.devices.len())?;
     Ok(TrainReport {
         model,

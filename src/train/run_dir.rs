@@ -73,7 +73,7 @@ impl RunDir {
 
     /// Whether the directory holds (part of) a run.
     pub fn holds_run(&self) -> bool {
-        [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| self.path.join(name).exists())
+        crate::run::holds_a_run(&self.path)
     }
 
     /// Moves the run in the directory into `.previous-run/`, to be discarded by

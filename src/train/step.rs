@@ -68,6 +68,10 @@ pub struct TrainingModel {
     pub model: Llama,
     #[module(skip)]
     settings: StepSettings,
+    /// The reliability tests' stand-in for a loss that overflows while its gradient stays finite
+    /// (`LAYERNORM_SCALING_FAIL_AT=loss`), read once.
+    #[module(skip)]
+    infinite_loss: bool,
 }
 
 /// The global gradient norm of one optimiser step, once [`TrainStep::optimize`] has computed it.
@@ -92,7 +96,7 @@ pub type StepInput = LmOutput;
 impl TrainingModel {
     /// Wraps `model` for training.
     pub fn new(model: Llama, settings: StepSettings) -> Self {
-        Self { model, settings }
+        Self { model, settings, infinite_loss: crate::io::fault_injected("loss") }
     }
 
     /// The trained model.
@@ -127,8 +131,7 @@ impl TrainStep for TrainingModel {
         output.grad_norm = self.grad_norm_slot();
         let parts = self.settings.micro_batches;
         let objective = if parts > 1 { output.loss.clone() / parts as f64 } else { output.loss.clone() };
-        // The reliability tests' stand-in for a loss that overflows while its gradient stays finite.
-        if crate::io::fault_injected("loss") {
+        if self.infinite_loss {
             output.loss = output.loss.clone().add_scalar(f64::INFINITY);
         }
         TrainOutput::new(self, objective.backward(), output)
