@@ -74,7 +74,7 @@ fn main() -> ExitCode {
     let matches = cli::matches(cli::augment(Args::command(), &AnalysisOptions::default()));
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let options = cli::overridden(AnalysisOptions::default(), &matches).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::io::exit_code(run(&args, &options))
+    layernorm_scaling::console::exit_code(run(&args, &options))
 }
 
 /// A problem with the command line, told as a conflict between the options.
@@ -152,6 +152,9 @@ fn report_of(
     };
     let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
     let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &cache_root)?);
+    for warning in cache.warnings() {
+        errln!("warning: {warning}");
+    }
     cache.check_vocabulary(&run.tokenizer, run.config.vocab_size)?;
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
     let data = PackedDataset::new(cache, &docs, args.seq_len);

@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let config = cli::overridden(TrainConfig::default(), &matches).unwrap_or_else(|e| e.exit());
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    layernorm_scaling::io::exit_code(run(&args, &config, given("device"), given("bf16")))
+    layernorm_scaling::console::exit_code(run(&args, &config, given("device"), given("bf16")))
 }
 
 fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool) -> Result<(), Error> {

@@ -50,7 +50,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::io::exit_code(run(args))
+    layernorm_scaling::console::exit_code(run(args))
 }
 
 fn run(args: Args) -> Result<(), Error> {

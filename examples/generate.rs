@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     let matches = cli::matches(cli::augment(Args::command(), &SamplingConfig::default()));
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let sampling = cli::overridden(SamplingConfig::default(), &matches).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::io::exit_code(run(&args, &sampling))
+    layernorm_scaling::console::exit_code(run(&args, &sampling))
 }
 
 fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {

@@ -83,7 +83,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::io::exit_code(run(args))
+    layernorm_scaling::console::exit_code(run(args))
 }
 
 fn run(args: Args) -> Result<(), Error> {

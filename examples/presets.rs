@@ -19,7 +19,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    layernorm_scaling::io::exit_code(run(write_dir.as_deref()))
+    layernorm_scaling::console::exit_code(run(write_dir.as_deref()))
 }
 
 /// Prints the table; with `write_dir`, writes `<name>.json` there (the folder made if missing).

@@ -18,7 +18,7 @@ use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{
     parse_schemes, parse_seeds, validation_data, PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
 };
-use layernorm_scaling::{cli, errln, out, outln, parse_devices, Error};
+use layernorm_scaling::{cli, console, errln, out, outln, parse_devices, Error};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -44,7 +44,7 @@ struct Args {
 fn main() -> ExitCode {
     let defaults = TrainConfig { out: "runs/sweep".into(), ..TrainConfig::default() };
     let matches = cli::matches(cli::augment(Args::command(), &defaults));
-    layernorm_scaling::io::exit_code(run(&matches, defaults))
+    layernorm_scaling::console::exit_code(run(&matches, defaults))
 }
 
 fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
@@ -72,10 +72,14 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
             outln!("\n=== sweep {index}/{total}: {verb} {} seed {}{eta} ===", pair.scheme, pair.seed);
         }
         SweepEvent::Skipped { pair, outcome } => outln!("sweep: {} already {}", pair.key(), describe(outcome)),
+        SweepEvent::Training { event, .. } => console::print_event(&event, event.is_notice()),
         SweepEvent::Done { pair, outcome } => outln!("sweep: {} {}", pair.key(), describe(outcome)),
     })?;
     let report_dir = sweep.config.out.join("report");
-    let curves = sweep_loss_curves(&sweep, &record);
+    let (curves, left_out) = sweep_loss_curves(&sweep, &record);
+    for warning in left_out {
+        errln!("warning: {warning}");
+    }
     let diagnostics = if args.no_diagnostics { Vec::new() } else { diagnostics(&sweep, &record)? };
     let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics)
         .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::train::{train, Start, TrainConfig};
-use layernorm_scaling::{cli, outln, Error};
+use layernorm_scaling::{cli, console, outln, Error};
 
 /// The options of this command itself; every other option (the training settings) is a field of
 /// `TrainConfig` (`--steps`, `--norm`, ...) and overrides that field of `--config` (or of the
@@ -35,7 +35,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let matches = cli::matches(cli::augment(Args::command(), &TrainConfig::default()));
-    layernorm_scaling::io::exit_code(run(&matches))
+    layernorm_scaling::console::exit_code(run(&matches))
 }
 
 fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
@@ -50,7 +50,7 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         (_, true) => Start::Overwrite,
         _ => Start::New,
     };
-    let report = train(&config, start)?;
+    let report = train(&config, start, |event| console::print_event(&event, event.is_notice()))?;
     let (parameters, scheme) = (report.model_config.num_params(), &report.model_config.norm_scheme);
     if report.steps_trained == 0 {
         outln!(

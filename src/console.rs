@@ -1,5 +1,7 @@
-//! Printing that never stops a program: a closed or full standard output (`train ... | head -3`)
-//! loses the lines written to it, never the training behind them. `println!` panics when a write
+//! Output for the command-line programs (the examples): the library itself prints nothing, it
+//! reports through events and results. Printing that never stops a program: a closed or full
+//! standard output (`train ... | head -3`) loses the lines written to it, never the training
+//! behind them. `println!` panics when a write
 //! fails; these macros drop what cannot be written. A program's result on standard output (logits,
 //! samples) goes through [`write_result`] instead: a reader that closed the pipe is done with it,
 //! but any other failed write (a full disk) is an error.
@@ -36,6 +38,16 @@ pub fn write_err(text: std::fmt::Arguments) {
     let _ = std::io::stderr().lock().write_fmt(text);
 }
 
+/// Prints one of a run's events as the programs do: notes and warnings (`notice`) on standard
+/// error, progress on standard output.
+pub fn print_event(event: impl std::fmt::Display, notice: bool) {
+    if notice {
+        write_err(format_args!("{event}\n"));
+    } else {
+        write_out(format_args!("{event}\n"));
+    }
+}
+
 /// Writes a line of a program's result to standard output and flushes it. A closed pipe
 /// (`| head`) is not an error: the reader has what it wanted. Any other failure (a full disk
 /// under `> file`) is, so that a cut-short result never exits with success.
@@ -46,5 +58,17 @@ pub fn write_result(text: std::fmt::Arguments) -> Result<(), crate::Error> {
             Err(crate::Error::file(std::path::Path::new("standard output"), format!("cannot write the result: {e}")))
         }
         _ => Ok(()),
+    }
+}
+
+/// The exit of a command-line program: success, or the error printed as `error: ...` on stderr
+/// with a non-zero status (never a panic trace).
+pub fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            crate::errln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -142,18 +142,6 @@ pub fn fault_injected(point: &str) -> bool {
     std::env::var_os(FAIL_AT).is_some_and(|at| at == point)
 }
 
-/// The exit of a command-line program: success, or the error printed as `error: ...` on stderr
-/// with a non-zero status (never a panic trace).
-pub fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> std::process::ExitCode {
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            crate::errln!("error: {error}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
 /// Fills a temporary sibling of `dir` with `fill`, then swaps it in for `dir`: `dir` never holds
 /// half of its new contents, and on an error the old contents (if any) stay.
 ///

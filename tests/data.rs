@@ -519,7 +519,7 @@ fn token_files_train_as_documents_split_after_end_of_text_with_no_tokenisation()
     // A whole run trains on a token file.
     let out = dir.path().join("run");
     let config = layernorm_scaling::train::TrainConfig { data: vec![big], ..common::quick(&out, 6, 6) };
-    let report = layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New).unwrap();
+    let report = layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New, |_| {}).unwrap();
     assert!(report.valid_loss.is_finite());
 }
 

@@ -317,7 +317,7 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
         warmup: Some(1),
         ..quick(&out, 4, 2)
     };
-    let report = train(&config, Start::New).unwrap();
+    let report = train(&config, Start::New, |_| {}).unwrap();
     assert_eq!(report.model_config.norm_scheme, NormScheme::default());
     assert_eq!((report.model_config.d_model, report.model_config.vocab_size), (32, 128));
     // It started from the checkpoint's weights: a tiny learning rate leaves them almost unchanged.

@@ -12,18 +12,18 @@ use common::{example, quick, snapshot, weights};
 use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::run::load_run_model;
-use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig};
+use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::Error;
 
 fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
-    let err = train(config, start).unwrap_err();
+    let err = train(config, start, |_| {}).unwrap_err();
     assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
     err
 }
 
 fn finished_run(dir: &Path) -> TrainConfig {
     let config = quick(&dir.join("run"), 10, 5);
-    train(&config, Start::New).unwrap();
+    train(&config, Start::New, |_| {}).unwrap();
     config
 }
 
@@ -37,7 +37,7 @@ fn overwrite_checks_everything_before_touching_the_old_run() {
         TrainConfig { device: "flexx".into(), ..config.clone() },
         TrainConfig { tokenizer: "missing.json".into(), ..config.clone() },
     ] {
-        train(&bad, Start::Overwrite).unwrap_err();
+        train(&bad, Start::Overwrite, |_| {}).unwrap_err();
         assert_eq!(snapshot(&config.out), before, "the finished run is intact");
     }
 }
@@ -84,7 +84,7 @@ fn overwrite_leaves_files_that_are_not_the_runs_alone() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
     std::fs::write(config.out.join("notes.txt"), "mine").unwrap();
-    train(&config, Start::Overwrite).unwrap();
+    train(&config, Start::Overwrite, |_| {}).unwrap();
     assert_eq!(std::fs::read_to_string(config.out.join("notes.txt")).unwrap(), "mine");
     assert!(
         !config.out.join(".previous-run").exists(),
@@ -136,7 +136,7 @@ fn a_second_training_into_the_same_directory_is_refused_with_the_first_ones_pid(
     let err = expect_error(&quick(&out, 10, 5), Start::New, "another training (PID");
     assert!(err.to_string().contains(&std::process::id().to_string()), "{err}");
     drop(held);
-    train(&quick(&out, 10, 5), Start::New).unwrap();
+    train(&quick(&out, 10, 5), Start::New, |_| {}).unwrap();
 }
 
 #[test]
@@ -177,15 +177,19 @@ fn resume_falls_back_from_a_damaged_latest_checkpoint_to_the_previous_one() {
     for (kind, truncate) in [("model", true), ("optim", false), ("scheduler", true), ("model", false)] {
         let dir = tempfile::tempdir().unwrap();
         let config = TrainConfig { keep_checkpoints: 3, ..quick(&dir.path().join("run"), 15, 5) };
-        train(&config, Start::New).unwrap();
+        train(&config, Start::New, |_| {}).unwrap();
         // An interruption after the checkpoint of step 10, whose file was then damaged.
         for kind in ["model", "optim", "scheduler"] {
             std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-3.bpk"))).unwrap();
         }
         std::fs::remove_file(config.out.join("model.bpk")).unwrap();
         damage(&config.out, 2, kind, truncate);
-        let report = train(&config, Start::Resume).unwrap();
+        let mut events = Vec::new();
+        let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();
         assert_eq!(report.train_losses.len(), 10, "{kind}: resumed from step 5, the last complete checkpoint");
+        let skipped = events.iter().find(|e| e.is_notice()).map(ToString::to_string).unwrap_or_default();
+        assert!(skipped.starts_with("warning: skipping the checkpoint of step 10: "), "{kind}: {events:?}");
+        assert!(events.contains(&TrainEvent::Resumed { step: 5 }), "{kind}: {events:?}");
         assert!(report.valid_loss.is_finite());
     }
 }
@@ -208,7 +212,9 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     let err = load_run_model(&config.out, Some(7), &cpu).unwrap_err().to_string();
     assert!(err.contains("no checkpoint of epoch 7") && err.contains("--epoch 1, 2"), "{err}");
 
-    let report = train(&config, Start::Resume).unwrap();
+    let mut events = Vec::new();
+    let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();
+    assert_eq!(events, [TrainEvent::WritingFinalModel { step: 10 }]);
     assert!(report.train_losses.is_empty(), "no step trained again");
     assert!(weights(&config.out) == finished, "the final model, written from the last checkpoint");
     expect_error(&config, Start::Resume, "the run is finished (10 steps)");
@@ -255,7 +261,7 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
     let short = TrainConfig { eval_every: None, save_every: None, warmup: None, ..base.clone() };
     short.validate().unwrap();
     assert_eq!((short.eval_every(), short.save_every(), short.warmup(), short.epochs()), (30, 30, 3, 1));
-    let report = train(&short, Start::New).unwrap();
+    let report = train(&short, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 30);
     let saved = TrainConfig::from_file(short.out.join("train.json")).unwrap();
     assert_eq!(
@@ -273,7 +279,7 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
         ..base.clone()
     };
     assert_eq!(ragged.epochs(), 3);
-    let report = train(&ragged, Start::New).unwrap();
+    let report = train(&ragged, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 25);
     assert!(ragged.out.join("checkpoint/model-3.bpk").is_file());
 
@@ -311,7 +317,7 @@ fn every_numeric_option_refuses_non_finite_values() {
 fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
     let dir = tempfile::tempdir().unwrap();
     let config = quick(&dir.path().join("run"), 10, 5);
-    train(&config, Start::New).unwrap();
+    train(&config, Start::New, |_| {}).unwrap();
     std::fs::remove_file(config.out.join("model.bpk")).unwrap();
     for kind in ["model", "optim", "scheduler"] {
         std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-2.bpk"))).unwrap();
@@ -320,7 +326,7 @@ fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
     let err = expect_error(&longer, Start::Resume, "steps: 10 -> 20");
     assert!(err.to_string().contains("--init-from"), "{err}");
     // The learning rate may change on resume (the usual answer to a divergence).
-    let report = train(&TrainConfig { lr: 1e-3, ..config }, Start::Resume).unwrap();
+    let report = train(&TrainConfig { lr: 1e-3, ..config }, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 5);
 }
 
@@ -515,7 +521,7 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     write_corpus(dir.path());
     let corpus = dir.path().join("corpus.txt");
     let config = TrainConfig { data: vec![corpus.clone()], ..quick(&dir.path().join("run"), 10, 5) };
-    train(&config, Start::New).unwrap();
+    train(&config, Start::New, |_| {}).unwrap();
     std::fs::remove_file(config.out.join("model.bpk")).unwrap();
     let original = std::fs::read_to_string(&corpus).unwrap();
     std::fs::write(&corpus, original.replace("fox", "cat")).unwrap();
@@ -527,7 +533,7 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
         norm: Some("lns".parse().unwrap()),
         ..config
     };
-    let report = train(&same, Start::Resume).unwrap();
+    let report = train(&same, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.steps_trained, 0, "every step was checkpointed: only the final model is written");
 }
 
@@ -556,7 +562,7 @@ fn the_token_cache_is_never_written_into_the_run_directory() {
     let out = dir.path().join("empty");
     std::fs::create_dir(&out).unwrap();
     let config = TrainConfig { cache_dir: None, out: out.join("."), ..quick(&out, 5, 5) };
-    train(&config, Start::New).unwrap();
+    train(&config, Start::New, |_| {}).unwrap();
     assert!(!out.join(".token-cache").exists());
     assert!(dir.path().join(".token-cache").is_dir());
 }

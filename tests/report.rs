@@ -196,7 +196,7 @@ fn tracked_run(out: &Path) -> TrainConfig {
 fn training_records_variance_and_per_layer_gradient_norms() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    train(&tracked_run(&out), Start::New).unwrap();
+    train(&tracked_run(&out), Start::New, |_| {}).unwrap();
     let records = read_tracking(&out).unwrap();
     assert_eq!(records.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
     for r in &records {
@@ -221,7 +221,7 @@ fn training_records_variance_and_per_layer_gradient_norms() {
 
     // A resumed run keeps the records before its checkpoint and appends the rest, once each.
     let resumed_out = dir.path().join("resumed");
-    train(&tracked_run(&resumed_out), Start::New).unwrap();
+    train(&tracked_run(&resumed_out), Start::New, |_| {}).unwrap();
     let first_run = read_tracking(&resumed_out).unwrap();
     // An interruption after the checkpoint at step 3: the later checkpoint and the final model are gone.
     for file in ["model-2.bpk", "optim-2.bpk", "scheduler-2.bpk"] {
@@ -235,7 +235,7 @@ fn training_records_variance_and_per_layer_gradient_norms() {
     let text = std::fs::read_to_string(&tracking_file).unwrap();
     std::fs::write(&tracking_file, format!("{text}{{\"step\": 4, \"block_out")).unwrap();
     assert!(read_tracking(&resumed_out).unwrap_err().to_string().contains("line 4"));
-    train(&tracked_run(&resumed_out), Start::Resume).unwrap();
+    train(&tracked_run(&resumed_out), Start::Resume, |_| {}).unwrap();
     let resumed = read_tracking(&resumed_out).unwrap();
     assert_eq!(resumed.iter().map(|r| r.step).collect::<Vec<_>>(), vec![0, 2, 4]);
     assert_eq!(resumed[..2], first_run[..2]);
@@ -245,8 +245,8 @@ fn training_records_variance_and_per_layer_gradient_norms() {
 fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("pre-ln"), dir.path().join("lns"));
-    train(&TrainConfig { norm: Some("pre-ln".parse().unwrap()), ..tracked_run(&a) }, Start::New).unwrap();
-    train(&TrainConfig { steps: 3, track_every: None, ..tracked_run(&b) }, Start::New).unwrap();
+    train(&TrainConfig { norm: Some("pre-ln".parse().unwrap()), ..tracked_run(&a) }, Start::New, |_| {}).unwrap();
+    train(&TrainConfig { steps: 3, track_every: None, ..tracked_run(&b) }, Start::New, |_| {}).unwrap();
     let analyze = example("analyze");
     let common = ["--seq-len", "32", "--batch-size", "4", "--batches", "1", "--device", "flex"];
 
@@ -415,7 +415,7 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
 fn the_angular_heatmap_of_a_trained_model_shows_the_blocks_structure() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let trained = train(&quick(&out, 40, 20), Start::New).unwrap();
+    let trained = train(&quick(&out, 40, 20), Start::New, |_| {}).unwrap();
     let data = builtin_data(dir.path(), 200, 64);
     let options = AnalysisOptions { batch_size: 4, batches: 2, ..AnalysisOptions::default() };
     let report = analyze(&trained.model, &data, &options, &mut |_, _| {}).unwrap();

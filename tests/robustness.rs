@@ -184,7 +184,7 @@ fn resuming_keeps_every_valid_tracking_record_around_a_corrupt_line() {
 
     // Resuming at step 5 keeps the records of steps 0, 1, 3 and 4 (not 7, of the interrupted run).
     let probe = TensorData::new(vec![0i64; 4], [1, 4]);
-    Tracker::new(dir.path(), 1, probe, 5).unwrap();
+    Tracker::new(dir.path(), 1, probe, 5, Default::default()).unwrap();
     let kept = read_tracking(dir.path()).unwrap();
     assert_eq!(kept, vec![record(0), record(1), record(3), record(4)]);
 }

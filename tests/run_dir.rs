@@ -18,7 +18,7 @@ use layernorm_scaling::train::{train, RunDir, Start, TrainConfig};
 /// leave every file of the run as it was.
 fn refused_untouched(config: &TrainConfig, parts: &[&str]) {
     let before = snapshot(&config.out);
-    let err = train(config, Start::Resume).unwrap_err().to_string();
+    let err = train(config, Start::Resume, |_| {}).unwrap_err().to_string();
     assert!(parts.iter().all(|part| err.contains(part)), "{err} should mention {parts:?}");
     assert_eq!(snapshot(&config.out), before, "nothing written");
 }
@@ -26,7 +26,7 @@ fn refused_untouched(config: &TrainConfig, parts: &[&str]) {
 /// A finished 10-step run in `<dir>/run` with a report of its own in `analysis/`.
 fn finished_run(dir: &Path) -> TrainConfig {
     let config = quick(&dir.join("run"), 10, 5);
-    train(&config, Start::New).unwrap();
+    train(&config, Start::New, |_| {}).unwrap();
     std::fs::create_dir(config.out.join("analysis")).unwrap();
     std::fs::write(config.out.join("analysis/report.json"), "{}").unwrap();
     config
@@ -194,7 +194,7 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     let config = finished_run(dir.path());
     let old = weights(&config.out);
     let longer = TrainConfig { init_from: Some(config.out.clone()), ..config.clone() };
-    let report = train(&longer, Start::Overwrite).unwrap();
+    let report = train(&longer, Start::Overwrite, |_| {}).unwrap();
     assert_eq!(report.steps_trained, 10);
     assert!(weights(&config.out) != old, "trained on from the old weights, in place");
     assert!(!config.out.join(PREVIOUS_RUN).exists() && !config.out.join("analysis").exists());
@@ -207,7 +207,7 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     std::fs::create_dir_all(&run_inside).unwrap();
     std::fs::copy(config.out.join("model.json"), run_inside.join("model.json")).unwrap();
     let from_sweep = TrainConfig { init_from: Some(sweep.clone()), ..quick(&dir.path().join("new"), 10, 5) };
-    let err = train(&from_sweep, Start::New).unwrap_err().to_string();
+    let err = train(&from_sweep, Start::New, |_| {}).unwrap_err().to_string();
     assert!(err.contains("holds runs: give one of them") && err.contains(&run_inside.display().to_string()), "{err}");
     assert!(!dir.path().join("new").exists());
 }
@@ -257,7 +257,7 @@ fn sizes_that_would_overflow_or_exhaust_memory_are_refused_before_the_directory_
         (TrainConfig { eval_batches: usize::MAX, ..quick(&out, 10, 5) }, "eval_batches"),
         (TrainConfig { builtin_docs: usize::MAX, ..quick(&out, 10, 5) }, "builtin_docs"),
     ] {
-        let err = train(&config, Start::New).unwrap_err().to_string();
+        let err = train(&config, Start::New, |_| {}).unwrap_err().to_string();
         assert!(err.contains(expected), "{err}");
         assert!(!out.exists(), "{expected}: nothing written");
     }

@@ -2,14 +2,22 @@
 
 mod common;
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use common::{cpu, quick, ParamValues};
 use layernorm_scaling::measure::{read_metrics, read_tracking};
 use layernorm_scaling::run::load_run_model;
-use layernorm_scaling::train::{train, Start, TrainConfig};
+use layernorm_scaling::train::{train, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::Error;
+
+fn step_of(event: &TrainEvent) -> usize {
+    match event {
+        TrainEvent::Progress { step, .. } | TrainEvent::Evaluated { step, .. } => *step,
+        other => panic!("{other:?} has no step"),
+    }
+}
 
 fn mean(values: &[f64]) -> f64 {
     values.iter().sum::<f64>() / values.len() as f64
@@ -18,9 +26,30 @@ fn mean(values: &[f64]) -> f64 {
 #[test]
 fn the_loss_falls_on_the_builtin_corpus() {
     let dir = tempfile::tempdir().unwrap();
-    let report = train(&quick(&dir.path().join("run"), 40, 20), Start::New).unwrap();
+    let mut events = Vec::new();
+    let config = TrainConfig { log_every: 10, ..quick(&dir.path().join("run"), 40, 20) };
+    let report = train(&config, Start::New, |event| events.push(event)).unwrap();
     let losses = &report.train_losses;
     assert_eq!(losses.len(), 40);
+    assert_eq!(report.verdict, None);
+
+    // The run reports through events, in order, every one handed over before `train` returns.
+    assert!(
+        matches!(&events[0], TrainEvent::Started { steps: 40, layers, .. } if *layers == report.model_config.n_layers),
+        "{events:?}"
+    );
+    assert!(!events.iter().any(TrainEvent::is_notice), "{events:?}");
+    // Progress goes to burn-train's dashboard when standard output is a terminal.
+    if !std::io::stdout().is_terminal() {
+        let progress: Vec<usize> =
+            events.iter().filter(|e| matches!(e, TrainEvent::Progress { .. })).map(step_of).collect();
+        assert_eq!(progress, [10, 20, 30, 40], "{events:?}");
+        let evaluated: Vec<usize> =
+            events.iter().filter(|e| matches!(e, TrainEvent::Evaluated { .. })).map(step_of).collect();
+        assert_eq!(evaluated, [20, 40], "{events:?}");
+        let line = events.iter().find(|e| matches!(e, TrainEvent::Progress { .. })).unwrap().to_string();
+        assert!(line.starts_with("step     10/40 | ") && line.contains("Loss "), "{line}");
+    }
     let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
     assert!(first > 4.5 && last < first - 1.5, "loss {first:.3} -> {last:.3}");
     assert!(report.valid_loss < first - 1.5, "validation loss {}", report.valid_loss);
@@ -49,7 +78,7 @@ fn the_loss_falls_on_tiny_shakespeare() {
     }
     let dir = tempfile::tempdir().unwrap();
     let config = TrainConfig { data: vec![shakespeare], ..quick(&dir.path().join("run"), 40, 20) };
-    let report = train(&config, Start::New).unwrap();
+    let report = train(&config, Start::New, |_| {}).unwrap();
     let losses = &report.train_losses;
     let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
     assert!(last < first - 1.5, "loss {first:.3} -> {last:.3}");
@@ -70,7 +99,7 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
     let mut config = quick(&whole, 20, 10);
     config.clip_grad_norm = Some(1.0);
     config.track_every = Some(3);
-    train(&config, Start::New).unwrap();
+    train(&config, Start::New, |_| {}).unwrap();
 
     // The same run, killed after step 10 (its logs may run past its last checkpoint).
     std::fs::create_dir_all(resumed.join("checkpoint")).unwrap();
@@ -83,7 +112,7 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
         }
     }
     config.out = resumed.clone();
-    let report = train(&config, Start::Resume).unwrap();
+    let report = train(&config, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 10, "only steps 11..=20 ran");
 
     let losses = |dir: &Path| -> Vec<(usize, u64)> {
@@ -108,7 +137,7 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
 }
 
 fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
-    let err = train(config, start).unwrap_err();
+    let err = train(config, start, |_| {}).unwrap_err();
     assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
     err
 }
@@ -149,7 +178,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     expect_error(&base, Start::Resume, "nothing to resume");
 
     // A finished run refuses to be overwritten, and resuming it with another model is refused.
-    train(&base, Start::New).unwrap();
+    train(&base, Start::New, |_| {}).unwrap();
     expect_error(&base, Start::New, "already holds a run");
     // Refused before the data is tokenised: no token cache is written beside the run either.
     let elsewhere = tempfile::tempdir().unwrap();
@@ -162,7 +191,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     expect_error(&base, Start::Resume, "the run is finished (20 steps)");
     // --overwrite replaces the run, and leaves files that are not the run's alone.
     std::fs::write(base.out.join("notes.txt"), "mine").unwrap();
-    let again = train(&base, Start::Overwrite).unwrap();
+    let again = train(&base, Start::Overwrite, |_| {}).unwrap();
     assert_eq!(again.train_losses.len(), 20);
     assert!(base.out.join("notes.txt").is_file());
 }
@@ -229,7 +258,7 @@ fn every_training_config_file_parses_and_validates() {
 fn training_runs_on_the_chosen_device() {
     let dir = tempfile::tempdir().unwrap();
     let config = TrainConfig { device: "ndarray".into(), ..quick(&dir.path().join("run"), 10, 10) };
-    let report = train(&config, Start::New).unwrap();
+    let report = train(&config, Start::New, |_| {}).unwrap();
     let device = report.model.embed_tokens.weight.device();
     assert_eq!(device, layernorm_scaling::parse_device("ndarray").unwrap());
     assert!(report.valid_loss.is_finite());
@@ -242,7 +271,7 @@ fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
     let dir = tempfile::tempdir().unwrap();
     let one = TrainConfig { batch_size: 8, ..quick(&dir.path().join("one"), 10, 10) };
     let two = TrainConfig { device: "flex,flex".into(), batch_size: 4, ..quick(&dir.path().join("two"), 10, 10) };
-    let (one, two) = (train(&one, Start::New).unwrap(), train(&two, Start::New).unwrap());
+    let (one, two) = (train(&one, Start::New, |_| {}).unwrap(), train(&two, Start::New, |_| {}).unwrap());
     assert_eq!((one.train_losses.len(), two.train_losses.len()), (10, 20), "one loss per device and step");
     // Every step: the mean of the two devices' losses is the single device's loss (the same
     // windows, the same weights), up to float rounding.
@@ -280,7 +309,7 @@ fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_the
     assert_eq!((loaded.base_vocab_size(), loaded.vocab_size()), (250, 260));
 
     let config = TrainConfig { tokenizer: json.display().to_string(), ..quick(&dir.path().join("run"), 6, 3) };
-    train(&config, Start::New).expect("the sentinels above the model's 256 ids are never produced");
+    train(&config, Start::New, |_| {}).expect("the sentinels above the model's 256 ids are never produced");
 
     let corpus = dir.path().join("corpus.txt");
     let paragraph = "t1 t2 t3 t4 t5 t6 t7 t8 t9 t10 t11 t12 t13 t14 t15 t16 t17 t18 t19 t20\n\n";

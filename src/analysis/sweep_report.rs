@@ -181,22 +181,24 @@ impl LossCurves {
 }
 
 /// Each scheme's loss curves from the runs of its pairs that `record` holds, averaged over seeds
-/// (diverged ones up to their last finite loss). A run whose `metrics.jsonl` cannot be read is
-/// left out with a warning naming the file; a scheme left with no run is marked `(no data)` in
-/// the figures' legend.
-pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> Vec<(String, LossCurves)> {
+/// (diverged ones up to their last finite loss), and a warning for each run left out because its
+/// `metrics.jsonl` cannot be read (naming the file). A scheme left with no run is marked
+/// `(no data)` in the figures' legend.
+pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, LossCurves)>, Vec<String>) {
     let pairs = sweep.pairs();
-    let curves = |scheme: &NormScheme| {
+    let mut warnings = Vec::new();
+    let mut curves = |scheme: &NormScheme| {
         let mut runs = Vec::new();
         for pair in pairs.iter().filter(|p| &p.scheme == scheme && record.outcomes.contains_key(&p.key())) {
             match read_metrics(&pair.dir) {
                 Ok(rows) => runs.push(rows),
-                Err(e) => crate::errln!("warning: the loss curves leave out {}: {e}", pair.key()),
+                Err(e) => warnings.push(format!("the loss curves leave out {}: {e}", pair.key())),
             }
         }
         LossCurves::of(&runs)
     };
-    sweep.schemes.iter().map(|scheme| (scheme.to_string(), curves(scheme))).collect()
+    let per_scheme = sweep.schemes.iter().map(|scheme| (scheme.to_string(), curves(scheme))).collect();
+    (per_scheme, warnings)
 }
 
 /// Writes the overlaid loss curves against steps and against tokens (`tokens_per_step` each).

@@ -126,21 +126,34 @@ pub fn corpus_fingerprint(source: &CorpusSource, tokenizer: &Tokenizer) -> Resul
 /// Tokenises `source` into a cache under `cache_root`, reused when the content (its key: the
 /// files' sizes and checksums, every file read once per call) and the tokenizer are unchanged.
 /// Pre-tokenised `.bin` files are mapped as they are ([`TokenCache::from_token_files`]). Files and
-/// folders reached twice are read once, each skipped one named in a warning on standard error.
+/// folders reached twice are read once, each skipped one named in the cache's
+/// [`warnings`](TokenCache::warnings).
 pub fn tokenize_corpus(
     source: &CorpusSource,
     tokenizer: &Tokenizer,
     cache_root: &Path,
 ) -> Result<TokenCache, DataError> {
     let (key, CorpusFiles { files, skipped }) = corpus_key(source, tokenizer)?;
-    for line in &skipped {
-        crate::errln!("warning: {line}");
-    }
-    if files.first().is_some_and(|file| is_token_file(file)) {
-        return TokenCache::from_token_files(&files, &key, tokenizer.eot(), tokenizer.vocab_size());
-    }
-    let dir = cache_root.join(format!("{:016x}", stable_hash(&key)));
-    TokenCache::open_or_build(&dir, &key, tokenizer.eot(), |writer| {
+    let mut cache = if files.first().is_some_and(|file| is_token_file(file)) {
+        TokenCache::from_token_files(&files, &key, tokenizer.eot(), tokenizer.vocab_size())?
+    } else {
+        build_cache(&files, &key, source, tokenizer, cache_root)?
+    };
+    cache.warn(skipped);
+    Ok(cache)
+}
+
+/// Tokenises the text `files` of `source` (keyed `key`) into a cache under `cache_root`, or opens
+/// the one already built for them.
+fn build_cache(
+    files: &[PathBuf],
+    key: &str,
+    source: &CorpusSource,
+    tokenizer: &Tokenizer,
+    cache_root: &Path,
+) -> Result<TokenCache, DataError> {
+    let dir = cache_root.join(format!("{:016x}", stable_hash(key)));
+    TokenCache::open_or_build(&dir, key, tokenizer.eot(), |writer| {
         // Documents are encoded in batches (a Hugging Face tokenizer encodes a batch on every core).
         let mut batch: Vec<String> = Vec::new();
         let mut batch_bytes = 0;
@@ -170,7 +183,7 @@ pub fn tokenize_corpus(
         }
         flush(&mut batch)?;
         // A file rewritten while it was read would leave tokens under the old content's key.
-        if corpus_key(source, tokenizer)?.0 != key {
+        if corpus_key(source, tokenizer)?.0 != *key {
             return Err(DataError::Corpus(
                 "a data file changed while it was being tokenised: run again once the data is written".into(),
             ));

@@ -43,6 +43,8 @@ pub struct TokenCache {
     offsets: Vec<u64>,
     meta: CacheMeta,
     dir: PathBuf,
+    /// What the caller should be told: files skipped, a damaged cache rebuilt.
+    warnings: Vec<String>,
 }
 
 /// Writes documents into a cache being built.
@@ -68,6 +70,17 @@ impl CacheWriter {
 }
 
 impl TokenCache {
+    /// What the caller should be told of how the cache was made (files skipped, a damaged cache
+    /// rebuilt), one warning per line: the library prints nothing.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Adds warnings about how the cache was made.
+    pub(crate) fn warn(&mut self, warnings: impl IntoIterator<Item = String>) {
+        self.warnings.extend(warnings);
+    }
+
     /// A hash of what the cache was built from, the tokenizer and the files' content, not where
     /// the files are: two runs trained on the same data have the same fingerprint.
     pub fn content_fingerprint(&self) -> String {
@@ -79,7 +92,7 @@ impl TokenCache {
     ///
     /// A cache that fails [`open`](Self::open)'s checks (a file overwritten, cut short or missing,
     /// offsets out of order, a cache of an earlier version without checksums) is never used: one
-    /// warning line names it and the problem, and it is replaced by a new build.
+    /// warning ([`warnings`](Self::warnings)) names it and the problem, and it is replaced by a new build.
     ///
     /// Several processes may share a cache folder: each builds in a folder of its own, opens its
     /// build there (the tokens are mapped, so they stay readable whatever becomes of the folder),
@@ -91,12 +104,13 @@ impl TokenCache {
         eot: u32,
         fill: impl FnOnce(&mut CacheWriter) -> Result<(), DataError>,
     ) -> Result<Self, DataError> {
+        let mut warnings = Vec::new();
         if dir.exists() {
             match Self::open(dir) {
                 Ok(cache) if cache.meta.key == key => return Ok(cache),
                 // Another key under the same folder name (a hash collision): rebuilt for this one.
                 Ok(_) => {}
-                Err(e) => crate::errln!("warning: {e}; rebuilding the cache (tokenising the data again)"),
+                Err(e) => warnings.push(format!("{e}; rebuilding the cache (tokenising the data again)")),
             }
         }
         let io = |e: std::io::Error| DataError::Cache(format!("{}: {e}", dir.display()));
@@ -130,6 +144,7 @@ impl TokenCache {
             // Opened (mapped) before the swap, so that no other process's swap can take it away.
             let mut cache = Self::open(&tmp)?;
             cache.dir = dir.to_path_buf();
+            cache.warnings = warnings;
             if std::fs::rename(dir, &old).is_ok() {
                 let _ = std::fs::remove_dir_all(&old);
             }
@@ -200,7 +215,7 @@ impl TokenCache {
                 "tokens.bin: token {position} is id {id}, above the largest recorded in meta.json ({max_token})"
             )));
         }
-        Ok(Self { files: vec![tokens], firsts: vec![0], offsets, meta, dir: dir.to_path_buf() })
+        Ok(Self { files: vec![tokens], firsts: vec![0], offsets, meta, dir: dir.to_path_buf(), warnings: Vec::new() })
     }
 
     /// Maps pre-tokenised files ([`TokenFile::open`]: nanoGPT's or llm.c's `.bin`) as one corpus,
@@ -240,7 +255,7 @@ impl TokenCache {
         let meta =
             CacheMeta { key: key.to_string(), n_docs: offsets.len() - 1, n_tokens: total, max_token: Some(max_token) };
         let dir = paths[0].parent().unwrap_or(Path::new(".")).to_path_buf();
-        Ok(Self { files, firsts, offsets, meta, dir })
+        Ok(Self { files, firsts, offsets, meta, dir, warnings: Vec::new() })
     }
 
     /// Refuses a corpus that holds a token id of `vocab_size` or more (say, T5's `<extra_id_0>`

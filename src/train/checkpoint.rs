@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use burn::train::checkpoint::{Checkpoint, Checkpointer, CheckpointerError, FileCheckpointer};
 
+use super::events::Events;
 use crate::io::{sum_path, verify_sum};
 use crate::run::{checkpoint_epochs, checkpoint_file, CHECKPOINT_KINDS};
 
@@ -98,12 +99,15 @@ pub struct CheckpointKeeper {
     wanted: Arc<Mutex<Vec<usize>>>,
     /// The epochs found complete so far (each checkpoint is read for its checksum once).
     complete: Arc<Mutex<Vec<usize>>>,
+    /// Where a deletion that fails is reported.
+    events: Events,
 }
 
 impl CheckpointKeeper {
-    /// Keeps the checkpoints in the checkpoint directory `dir`; `wanted` are the epochs kept so far.
-    pub fn new(dir: &Path, wanted: Vec<usize>) -> Self {
-        Self { dir: dir.to_path_buf(), wanted: Arc::new(Mutex::new(wanted)), complete: Arc::default() }
+    /// Keeps the checkpoints in the checkpoint directory `dir`; `wanted` are the epochs kept so
+    /// far. A deletion that fails is a warning sent to `events`.
+    pub fn new(dir: &Path, wanted: Vec<usize>, events: Events) -> Self {
+        Self { dir: dir.to_path_buf(), wanted: Arc::new(Mutex::new(wanted)), complete: Arc::default(), events }
     }
 
     /// Sets the epochs the run keeps.
@@ -123,7 +127,7 @@ impl CheckpointKeeper {
         for epoch in epochs_to_delete(&on_disk, newest_complete, &wanted) {
             for kind in CHECKPOINT_KINDS {
                 if let Err(e) = delete_checkpoint_file(&self.dir, kind, epoch) {
-                    crate::errln!("warning: cannot delete the checkpoint {kind}-{epoch}: {e}");
+                    self.events.warn(format!("cannot delete the checkpoint {kind}-{epoch}: {e}"));
                 }
             }
         }

@@ -4,7 +4,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use burn::data::dataloader::batcher::Batcher;
@@ -18,10 +18,12 @@ use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraini
 
 use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
 use super::config::TrainConfig;
+use super::events::TrainEvent;
 use super::export::write_metrics_csv;
 use super::loader::StepLoader;
 use super::metric_logger::RunMetricLogger;
 use super::metrics::{flops_per_token, StepMetric};
+use super::monitor::RunMonitor;
 use super::optimizer::optimizer;
 use super::prepare::Prepared;
 use super::renderer::PlainRenderer;
@@ -36,26 +38,23 @@ use crate::model::Llama;
 use crate::run::{METRICS, MODEL_INFO, TRACKING, TRAIN_CONFIG};
 use crate::Error;
 
-/// What a fit trained: the model and the figures of this call.
+/// What a fit trained: the model and the figures of this call (its losses are the monitor's).
 pub(super) struct Fitted {
     pub model: Llama,
-    /// Training loss of every micro-batch this call trained, in order.
-    pub train_losses: Vec<f64>,
     pub steps_trained: usize,
     pub tokens: usize,
     pub seconds: f64,
-    /// A metric log that failed while the training went on: the model is good, the run's report
-    /// is not.
-    pub log_failure: Option<String>,
 }
 
 /// Trains in the locked run directory from the last of the `existing` checkpoints (from step 0
-/// when there is none), which the checkpointing strategy keeps managing.
+/// when there is none), which the checkpointing strategy keeps managing. Every part of the run
+/// reports to `monitor`, which decides whether it diverged.
 pub(super) fn fit(
     config: &TrainConfig,
     dir: &RunDir,
     prepared: &mut Prepared,
     existing: Vec<usize>,
+    monitor: &Arc<RunMonitor>,
 ) -> Result<Fitted, Error> {
     let start_epoch = existing.last().copied().unwrap_or(0);
     let out = dir.path().to_path_buf();
@@ -63,17 +62,20 @@ pub(super) fn fit(
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     let device = devices[0].clone();
     let model = &prepared.model;
-    crate::outln!(
-        "training {} layers x d_model {} ({} parameters, {}) for {} steps on {} into {}",
-        model.n_layers,
-        model.d_model,
-        model.num_params(),
-        model.norm_scheme,
-        config.steps,
+    monitor.report(TrainEvent::Started {
+        layers: model.n_layers,
+        d_model: model.d_model,
+        parameters: model.num_params(),
+        scheme: model.norm_scheme.to_string(),
+        steps: config.steps,
         // `auto` names what it picked.
-        if config.device == "auto" { format!("auto ({:?})", prepared.devices[0]) } else { config.device.clone() },
-        out.display()
-    );
+        device: if config.device == "auto" {
+            format!("auto ({:?})", prepared.devices[0])
+        } else {
+            config.device.clone()
+        },
+        out: out.clone(),
+    });
     // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
     let micro_batches = config.grad_accum * devices.len();
     let steps_per_epoch = config.eval_every();
@@ -93,19 +95,11 @@ pub(super) fn fit(
     let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
     let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 
-    let failure = Arc::new(Mutex::new(None));
-    let log_failure = Arc::new(Mutex::new(None));
-    let logger = RunMetricLogger::open(
-        &out,
-        start_epoch,
-        (steps_per_epoch, micro_batches),
-        log_failure.clone(),
-        failure.clone(),
-    )
-    .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS}: {e}") })?;
+    let logger = RunMetricLogger::open(&out, start_epoch, (steps_per_epoch, micro_batches), monitor.clone())
+        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS}: {e}") })?;
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
-    let keeper = CheckpointKeeper::new(&checkpoint_dir, existing.clone());
+    let keeper = CheckpointKeeper::new(&checkpoint_dir, existing.clone(), monitor.events());
     let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
         .num_epochs(config.epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
@@ -136,7 +130,7 @@ pub(super) fn fit(
             existing,
             keeper.clone(),
             loss_metric.name(),
-            failure.clone(),
+            monitor.clone(),
         ));
     if let Some(peak) = config.peak_tflops {
         training =
@@ -147,6 +141,7 @@ pub(super) fn fit(
     }
     if !std::io::stdout().is_terminal() {
         training = training.renderer(Box::new(PlainRenderer::new(
+            monitor.events(),
             config.steps,
             steps_per_epoch,
             micro_batches,
@@ -154,17 +149,17 @@ pub(super) fn fit(
         )));
     }
     if start_epoch > 0 {
-        crate::outln!("resuming from the checkpoint at step {}", config.step_at_epoch_end(start_epoch));
+        monitor.report(TrainEvent::Resumed { step: config.step_at_epoch_end(start_epoch) });
         training = training.checkpoint(start_epoch);
     }
 
     let start_step = config.step_at_epoch_end(start_epoch);
+    monitor.stop_on_divergence(training.interrupter());
     let settings = StepSettings {
         micro_batches,
         clip_grad_norm: config.clip_grad_norm,
-        interrupter: Some(training.interrupter()),
-        failure: failure.clone(),
-        tracker: tracker(config, prepared, &out, start_step)?,
+        monitor: monitor.clone(),
+        tracker: tracker(config, prepared, &out, start_step, monitor)?,
         ..StepSettings::default()
     };
     let model = TrainingModel::new(initial_model(prepared, &device)?, settings);
@@ -180,14 +175,9 @@ pub(super) fn fit(
         path: out.clone(),
         message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
     })?;
-    if let Some(reason) = failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        return Err(diverged(config, dir, reason));
-    }
-    if let Some(row) = crate::measure::first_non_finite_loss(&rows) {
-        let reason = format!(
-            "the training loss is not finite at step {}: the loss diverged (try a lower --lr or --clip-grad-norm)",
-            row.step
-        );
+    // Every loss the log holds is judged, should one have reached the file but not the monitor.
+    monitor.read_log(&rows);
+    if let Some(reason) = monitor.divergence() {
         return Err(diverged(config, dir, reason));
     }
     if let Some(error) = result.error {
@@ -198,12 +188,9 @@ pub(super) fn fit(
     }
 
     let model = result.model.into_model().valid();
-    let train_losses: Vec<f64> =
-        rows.iter().filter(|r| r.is_train_loss() && r.epoch > start_epoch).map(|r| r.value).collect();
     let steps_trained = config.steps - start_step;
     let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
-    let log_failure = log_failure.lock().unwrap_or_else(|e| e.into_inner()).take();
-    Ok(Fitted { model, train_losses, steps_trained, tokens, seconds, log_failure })
+    Ok(Fitted { model, steps_trained, tokens, seconds })
 }
 /// Writes `model.json` (the model, before its weights, so that the checkpoints of an interrupted
 /// run can be loaded) and `train.json` (every setting, resolved).
@@ -226,13 +213,14 @@ fn tracker(
     prepared: &Prepared,
     out: &Path,
     start_step: usize,
+    monitor: &RunMonitor,
 ) -> Result<Option<Arc<Tracker>>, Error> {
     let Some(every) = config.track_every else {
         return Ok(None);
     };
     let n = prepared.valid.len().min(config.batch_size).min(8);
     let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
-    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step)
+    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step, monitor.events())
         .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?;
     Ok(Some(Arc::new(tracker)))
 }

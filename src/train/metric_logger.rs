@@ -10,17 +10,15 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use burn::train::logger::MetricLogger;
 use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
 use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
 
+use super::monitor::RunMonitor;
 use crate::io::write_atomically;
 use crate::measure::{parse_metric_lines, MetricRow, METRICS_FILE};
-
-/// Where a write failure is reported: the first error, for the run to report when it ends.
-pub type LogFailure = Arc<Mutex<Option<String>>>;
 
 /// Appends a run's metric values to `<run>/metrics.jsonl`.
 pub struct RunMetricLogger {
@@ -31,23 +29,21 @@ pub struct RunMetricLogger {
     entries: HashMap<(String, String, usize), Vec<NumericEntry>>,
     steps_per_epoch: usize,
     micro_batches: usize,
-    failure: LogFailure,
-    /// The run's divergence slot: set at the first non-finite training loss, for the training
-    /// step to stop the run (the loss's gradient, taken in closed form, can stay finite).
-    diverged: Arc<Mutex<Option<String>>>,
+    /// Sees every training loss (a non-finite one stops the run: the loss's gradient, taken in
+    /// closed form, can stay finite) and a failed write.
+    monitor: Arc<RunMonitor>,
 }
 
 impl RunMetricLogger {
     /// Opens the log of the run in `dir`, keeping the values of epochs up to `start_epoch` (those
     /// of a resumed run's checkpoint; a killed run may have logged later ones) and dropping the
-    /// rest. `micro_batches` batches make one of the `steps_per_epoch` optimiser steps. A
-    /// non-finite training loss sets `diverged`.
+    /// rest. `micro_batches` batches make one of the `steps_per_epoch` optimiser steps. Every
+    /// training loss, the kept ones first, is reported to `monitor`.
     pub fn open(
         dir: &Path,
         start_epoch: usize,
         (steps_per_epoch, micro_batches): (usize, usize),
-        failure: LogFailure,
-        diverged: Arc<Mutex<Option<String>>>,
+        monitor: Arc<RunMonitor>,
     ) -> std::io::Result<Self> {
         let path = dir.join(METRICS_FILE);
         let kept: Vec<MetricRow> = match std::fs::read_to_string(&path) {
@@ -64,9 +60,9 @@ impl RunMetricLogger {
             entries: HashMap::new(),
             steps_per_epoch,
             micro_batches: micro_batches.max(1),
-            failure,
-            diverged,
+            monitor,
         };
+        logger.monitor.read_log(&kept);
         for row in kept {
             logger.remember(&row);
         }
@@ -107,8 +103,7 @@ impl RunMetricLogger {
         if let Err(e) = file.write_all(lines(rows).as_bytes()) {
             let message =
                 format!("cannot write {}: {e}; the metrics after this point are not logged", self.path.display());
-            crate::errln!("warning: {message}");
-            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message);
+            self.monitor.log_failed(message);
             self.file = None;
         }
     }
@@ -131,14 +126,8 @@ impl MetricLogger for RunMetricLogger {
             }
             let Ok(value) = NumericEntry::deserialize(&entry.serialized_entry.serialized) else { continue };
             let row = self.row(&metric, value, epoch, &split);
-            if row.is_train_loss() && !row.value.is_finite() {
-                let mut diverged = self.diverged.lock().unwrap_or_else(|e| e.into_inner());
-                diverged.get_or_insert_with(|| {
-                    format!(
-                        "the training loss is {} at step {}: the loss diverged (try a lower --lr or --clip-grad-norm)",
-                        row.value, row.step
-                    )
-                });
+            if row.is_train_loss() {
+                self.monitor.train_loss(row.step, row.value, true);
             }
             self.remember(&row);
             rows.push(row);

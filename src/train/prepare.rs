@@ -7,7 +7,8 @@ use std::sync::Arc;
 use burn::tensor::Device;
 
 use super::config::TrainConfig;
-use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, PackedDataset, Tokenizer};
+use super::events::Events;
+use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, PackedDataset, TokenCache, Tokenizer};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_model_dir_config, RunModelInfo};
@@ -107,8 +108,8 @@ impl Prepared {
 }
 
 /// Checks every setting, the devices and the data (tokenising it into the cache) without
-/// touching the run directory.
-pub(super) fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
+/// touching the run directory. How the data's cache was made is reported to `events`.
+pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared, Error> {
     config.validate()?;
     let model = model_config(config)?;
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
@@ -128,7 +129,11 @@ pub(super) fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
         device.seed(config.seed);
     }
     check_step_memory(config, &model, &devices)?;
-    let (train, valid, data) = datasets(config, &tokenizer, model.vocab_size)?;
+    let (train, valid, cache) = datasets(config, &tokenizer, model.vocab_size)?;
+    for warning in cache.warnings() {
+        events.warn(warning.clone());
+    }
+    let data = cache.content_fingerprint();
     let init = match &config.init_from {
         Some(source) => {
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
@@ -140,19 +145,19 @@ pub(super) fn prepare(config: &TrainConfig) -> Result<Prepared, Error> {
 }
 
 /// The validation windows a run of `config` evaluates on (its held-out documents), for measuring
-/// its model afterwards.
+/// its model afterwards. The cache's warnings are not repeated: the run gave them.
 pub fn validation_data(config: &TrainConfig) -> Result<PackedDataset, Error> {
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
     Ok(datasets(config, &tokenizer, model_config(config)?.vocab_size)?.1)
 }
 
 /// The training and validation windows of `config`'s corpus, tokenised (through the token cache),
-/// and the corpus's fingerprint. A token id of `vocab_size` or more is an error.
+/// and the cache they are read from. A token id of `vocab_size` or more is an error.
 fn datasets(
     config: &TrainConfig,
     tokenizer: &Tokenizer,
     vocab_size: usize,
-) -> Result<(PackedDataset, PackedDataset, String), Error> {
+) -> Result<(PackedDataset, PackedDataset, Arc<TokenCache>), Error> {
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.seed }
     } else {
@@ -169,7 +174,6 @@ fn datasets(
     };
     let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
     cache.check_vocabulary(tokenizer, vocab_size)?;
-    let data = cache.content_fingerprint();
-    let (train, valid) = train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.seed)?;
-    Ok((train, valid, data))
+    let (train, valid) = train_valid_datasets(cache.clone(), config.seq_len, config.valid_fraction, config.seed)?;
+    Ok((train, valid, cache))
 }

@@ -1,5 +1,6 @@
-//! Plain-text progress for logs and pipes (burn-train's TUI dashboard is used on a terminal):
-//! one line every `log_every` steps and a summary after each training and validation pass.
+//! Progress as events, for logs and pipes (burn-train's TUI dashboard is used on a terminal): a
+//! [`TrainEvent::Progress`] every `log_every` steps and a [`TrainEvent::Evaluated`] after each
+//! validation pass.
 
 use std::collections::HashMap;
 
@@ -9,8 +10,11 @@ use burn::train::renderer::{
     EvaluationName, MetricState, MetricsRenderer, MetricsRendererEvaluation, MetricsRendererTraining,
 };
 
-/// Prints metric lines such as `step 40/400 | Loss 2.1234 | Perplexity 8.37 | ...`.
+use super::events::{Events, TrainEvent};
+
+/// Reports metric lines such as `Loss 2.1234 | Perplexity 8.37 | ...` as events.
 pub struct PlainRenderer {
+    events: Events,
     names: HashMap<MetricId, String>,
     values: Vec<(String, f64)>,
     split: String,
@@ -24,9 +28,16 @@ pub struct PlainRenderer {
 
 impl PlainRenderer {
     /// A renderer for a run of `total_steps` optimiser steps of `micro_batches_per_step` reports each
-    /// (accumulation steps times devices).
-    pub fn new(total_steps: usize, steps_per_epoch: usize, micro_batches_per_step: usize, log_every: usize) -> Self {
+    /// (accumulation steps times devices), sending its events to `events`.
+    pub fn new(
+        events: Events,
+        total_steps: usize,
+        steps_per_epoch: usize,
+        micro_batches_per_step: usize,
+        log_every: usize,
+    ) -> Self {
         Self {
+            events,
             names: HashMap::new(),
             values: Vec::new(),
             split: String::new(),
@@ -100,12 +111,13 @@ impl TrainingProgressLogger for PlainRenderer {
             && self.iteration.is_multiple_of(self.micro_batches_per_step)
             && step.is_multiple_of(self.log_every)
         {
-            crate::outln!("step {step:>6}/{} | {}", self.total_steps, self.line());
+            self.events.send(TrainEvent::Progress { step, total_steps: self.total_steps, metrics: self.line() });
         }
     }
     fn end_split(&mut self) {
         if self.split != "train" {
-            crate::outln!("{:>6} at step {} | {}", self.split, self.step_at_epoch_end(), self.line());
+            let (split, step, metrics) = (self.split.clone(), self.step_at_epoch_end(), self.line());
+            self.events.send(TrainEvent::Evaluated { split, step, metrics });
         }
     }
     fn end(&mut self) {}

@@ -6,6 +6,7 @@ use std::path::Path;
 use burn::tensor::Device;
 
 use super::config::TrainConfig;
+use super::events::{Events, TrainEvent};
 use super::prepare::Prepared;
 use super::run::Start;
 use super::run_dir::RunDir;
@@ -47,12 +48,13 @@ pub(super) fn check_start(out: &Path, start: Start) -> Result<(), Error> {
 
 /// Decides where a training that starts as `start` begins, in the locked run directory `dir`: a
 /// new run needs an empty directory, a resume the run's own settings and data (the settings it
-/// may change are reported), and its last complete, sound checkpoint.
+/// may change are reported to `events`), and its last complete, sound checkpoint.
 pub(super) fn starting_point(
     dir: &RunDir,
     config: &TrainConfig,
     prepared: &Prepared,
     start: Start,
+    events: &Events,
 ) -> Result<StartingPoint, Error> {
     let run_dir_error = |message: String| Error::RunDir { path: config.out.clone(), message };
     let (existing, finish_at) = match start {
@@ -66,9 +68,9 @@ pub(super) fn starting_point(
                 return Err(finished(config));
             }
             for change in changes {
-                crate::outln!("resuming with a changed setting: {change}");
+                events.send(TrainEvent::SettingChanged(change));
             }
-            let kept = resume_checkpoints(dir, &prepared.devices[0])?;
+            let kept = resume_checkpoints(dir, config, &prepared.devices[0], events)?;
             match kept.last() {
                 Some(&epoch) if epoch >= config.epochs() => (kept, Some(epoch)),
                 Some(_) => (kept, None),
@@ -82,7 +84,7 @@ pub(super) fn starting_point(
                     ))
                 }
                 None => {
-                    crate::outln!("the run has no complete checkpoint yet: starting it again from step 0");
+                    events.send(TrainEvent::Restarted);
                     (kept, None)
                 }
             }
@@ -192,19 +194,28 @@ fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Resu
 
 /// The checkpoints a resumed run keeps, oldest first, ending with the one it starts from: the
 /// newest that is complete (its files match their checksums) and sound (finite weights); empty
-/// when there is none. Newer checkpoints that are not are named; the resumed run writes them again.
-fn resume_checkpoints(dir: &RunDir, device: &Device) -> Result<Vec<usize>, Error> {
+/// when there is none. Newer checkpoints that are not are named in warnings; the resumed run
+/// writes them again.
+fn resume_checkpoints(
+    dir: &RunDir,
+    config: &TrainConfig,
+    device: &Device,
+    events: &Events,
+) -> Result<Vec<usize>, Error> {
     let (mut complete, broken) = dir.checkpoints();
     let newest_complete = complete.last().copied().unwrap_or(0);
+    let skipping = |epoch: usize, problem: &str| {
+        events.warn(format!("skipping the checkpoint of step {}: {problem}", config.step_at_epoch_end(epoch)));
+    };
     for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
-        crate::errln!("warning: skipping the checkpoint of epoch {epoch}: {problem}");
+        skipping(*epoch, problem);
     }
     while let Some(&epoch) = complete.last() {
         let (model, _) = load_run_model(dir.path(), Some(epoch), device)?;
         match first_non_finite_parameter(&model) {
             None => break,
             Some(name) => {
-                crate::errln!("warning: skipping the checkpoint of epoch {epoch}: its weights are not finite ({name})");
+                skipping(epoch, &format!("its weights are not finite ({name})"));
                 complete.pop();
             }
         }

@@ -2,9 +2,14 @@
 //! touched), open the run directory, decide where to start, fit, finish.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
 
 use super::config::TrainConfig;
+use super::events::{Events, TrainEvent};
 use super::fit::{fit, Fitted};
+use super::monitor::RunMonitor;
 use super::prepare::{prepare, Prepared};
 use super::resume::{check_start, starting_point, StartingPoint};
 use super::run_dir::RunDir;
@@ -38,6 +43,10 @@ pub struct TrainReport {
     pub tokenizer: Tokenizer,
     /// Mean validation loss of the final model.
     pub valid_loss: f64,
+    /// Why the run counts as failed though it ran to the end, if it does: a non-finite final
+    /// validation loss, or one no lower than its first training loss (the model ends no better
+    /// than its initial weights). A run that diverged while training is an error instead.
+    pub verdict: Option<String>,
     /// Training loss of every micro-batch, in order (this process's steps only when resumed).
     pub train_losses: Vec<f64>,
     /// Optimiser steps this call trained (fewer than the run's when resumed).
@@ -50,25 +59,80 @@ pub struct TrainReport {
     pub out: PathBuf,
 }
 
-/// Trains as `config` says, starting as `start` says in the run directory `config.out`.
+/// Trains as `config` says, starting as `start` says in the run directory `config.out`, and hands
+/// each [`TrainEvent`] (progress, notes, warnings) to `on_event` as the run goes: the library
+/// prints nothing. The training runs on the calling thread; `on_event` is called on a thread of
+/// its own, in the order the events were sent, and every event is handed over before this returns.
 ///
 /// Every setting, the devices and the data are checked before the directory is touched; the
 /// directory is locked for the run's life (a second training into it is refused).
-pub fn train(config: &TrainConfig, start: Start) -> Result<TrainReport, Error> {
+///
+/// ```no_run
+/// use layernorm_scaling::train::{train, Start, TrainConfig};
+///
+/// let config = TrainConfig { steps: 100, out: "runs/quick".into(), ..TrainConfig::default() };
+/// let report = train(&config, Start::New, |event| eprintln!("{event}"))?;
+/// println!("validation loss {:.4}", report.valid_loss);
+/// # Ok::<(), layernorm_scaling::Error>(())
+/// ```
+pub fn train(
+    config: &TrainConfig,
+    start: Start,
+    on_event: impl FnMut(TrainEvent) + Send,
+) -> Result<TrainReport, Error> {
+    let (events, received) = Events::channel();
+    let finished = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let forwarder = scope.spawn(|| forward(received, &finished, on_event));
+        let result = run(config, start, &events);
+        drop(events);
+        finished.store(true, Ordering::Release);
+        if let Err(panic) = forwarder.join() {
+            std::panic::resume_unwind(panic);
+        }
+        result
+    })
+}
+
+/// Hands every event received to `on_event` until the run has `finished` and nothing is left
+/// (a sender burn-train's threads still hold does not keep it waiting).
+fn forward(received: Receiver<TrainEvent>, finished: &AtomicBool, mut on_event: impl FnMut(TrainEvent)) {
+    loop {
+        match received.recv_timeout(Duration::from_millis(20)) {
+            Ok(event) => on_event(event),
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) if finished.load(Ordering::Acquire) => {
+                received.try_iter().for_each(&mut on_event);
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// [`train`], sending its events to `events`.
+fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainReport, Error> {
     RunDir::check(&config.out)?;
     check_start(&config.out, start)?;
-    let mut prepared = prepare(config)?;
+    let mut prepared = prepare(config, events)?;
     let config = config.resolved();
     let dir = RunDir::open(&config.out)?;
-    let StartingPoint { existing, finish_at } = starting_point(&dir, &config, &prepared, start)?;
+    if let Some(note) = dir.restored_note() {
+        events.send(note);
+    }
+    let StartingPoint { existing, finish_at } = starting_point(&dir, &config, &prepared, start, events)?;
     if start == Start::Overwrite {
         dir.replace_run()?;
     }
+    let monitor = RunMonitor::new(events.clone());
     let result = match finish_at {
-        Some(epoch) => finish_from_checkpoint(&config, &dir, prepared, epoch),
-        None => fit(&config, &dir, &mut prepared, existing).and_then(|fitted| finish_fitted(&config, prepared, fitted)),
+        Some(epoch) => finish_from_checkpoint(&config, &dir, prepared, epoch, &monitor),
+        None => fit(&config, &dir, &mut prepared, existing, &monitor)
+            .and_then(|fitted| finish_fitted(&config, prepared, fitted, &monitor)),
     };
-    dir.end_replacement();
+    if let Some(event) = dir.end_replacement() {
+        events.send(event);
+    }
     result
 }
 
@@ -79,20 +143,28 @@ fn finish_from_checkpoint(
     dir: &RunDir,
     prepared: Prepared,
     epoch: usize,
+    monitor: &RunMonitor,
 ) -> Result<TrainReport, Error> {
-    crate::outln!(
-        "every step is done: writing the final model from the checkpoint at step {}",
-        config.step_at_epoch_end(epoch)
-    );
+    monitor.report(TrainEvent::WritingFinalModel { step: config.step_at_epoch_end(epoch) });
+    match crate::measure::read_metrics(dir.path()) {
+        Ok(rows) => monitor.read_log(&rows),
+        Err(e) => monitor
+            .warn(format!("cannot read the run's training losses ({e}); it is judged by its validation loss alone")),
+    }
     let (model, _) = load_run_model(dir.path(), Some(epoch), &prepared.devices[0])?;
-    finish(config, prepared, model, Vec::new(), 0, 0, 0.0)
+    finish(config, prepared, model, monitor, 0, 0, 0.0)
 }
 
 /// The report of a fit, once its final model is saved; an error when its metric log failed.
-fn finish_fitted(config: &TrainConfig, prepared: Prepared, fitted: Fitted) -> Result<TrainReport, Error> {
-    let Fitted { model, train_losses, steps_trained, tokens, seconds, log_failure } = fitted;
-    let report = finish(config, prepared, model, train_losses, steps_trained, tokens, seconds)?;
-    match log_failure {
+fn finish_fitted(
+    config: &TrainConfig,
+    prepared: Prepared,
+    fitted: Fitted,
+    monitor: &RunMonitor,
+) -> Result<TrainReport, Error> {
+    let Fitted { model, steps_trained, tokens, seconds } = fitted;
+    let report = finish(config, prepared, model, monitor, steps_trained, tokens, seconds)?;
+    match monitor.log_failure() {
         Some(message) => {
             Err(Error::RunDir { path: config.out.clone(), message: format!("the model is saved, but {message}") })
         }
@@ -111,12 +183,12 @@ pub(crate) fn validation_loss(
 }
 
 /// Saves the final model into the run directory and reports the run: `steps_trained` steps of
-/// `tokens` in `seconds` by this call.
+/// `tokens` in `seconds` by this call, judged by `monitor`.
 fn finish(
     config: &TrainConfig,
     prepared: Prepared,
     model: Llama,
-    train_losses: Vec<f64>,
+    monitor: &RunMonitor,
     steps_trained: usize,
     tokens: usize,
     seconds: f64,
@@ -128,7 +200,8 @@ fn finish(
         model_config: prepared.model,
         tokenizer: prepared.tokenizer,
         valid_loss,
-        train_losses,
+        verdict: monitor.verdict(valid_loss),
+        train_losses: monitor.train_losses(),
         steps_trained,
         tokens_per_second: if seconds > 0.0 { tokens as f64 / seconds } else { 0.0 },
         seconds,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::checkpoint::checkpoint_status;
 use super::config::TrainConfig;
+use super::events::TrainEvent;
 use crate::io::{crash_point, verify_sum, write_atomically};
 use crate::run::{CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG};
 use crate::Error;
@@ -22,6 +23,8 @@ pub struct RunDir {
     path: PathBuf,
     /// Holds the advisory lock until dropped.
     _lock: File,
+    /// Whether opening it restored a run that an interrupted `--overwrite` was replacing.
+    restored: bool,
 }
 
 impl RunDir {
@@ -35,9 +38,10 @@ impl RunDir {
         Self::check(path)?;
         std::fs::create_dir_all(path).map_err(|e| error(format!("cannot create it: {e}")))?;
         let lock = take_lock(&path.join(LOCK_FILE)).map_err(error)?;
-        let dir = Self { path: path.to_path_buf(), _lock: lock };
+        let mut dir = Self { path: path.to_path_buf(), _lock: lock, restored: false };
         dir.remove_temporary_files();
-        dir.recover_replacement()
+        dir.restored = dir
+            .settle_replacement(false)
             .map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
         Ok(dir)
     }
@@ -175,14 +179,15 @@ impl RunDir {
         std::fs::remove_dir_all(&discarded)
     }
 
-    fn recover_replacement(&self) -> std::io::Result<()> {
-        if self.settle_replacement(false)? {
-            crate::errln!(
-                "note: an earlier --overwrite of {} stopped before its first checkpoint; the run it was replacing is restored",
+    /// The note for the user when [`open`](Self::open) restored a run that an earlier
+    /// `--overwrite`, stopped before its first checkpoint, was replacing.
+    pub fn restored_note(&self) -> Option<TrainEvent> {
+        self.restored.then(|| {
+            TrainEvent::Note(format!(
+                "an earlier --overwrite of {} stopped before its first checkpoint; the run it was replacing is restored",
                 self.path.display()
-            );
-        }
-        Ok(())
+            ))
+        })
     }
 
     fn remove_run_entries(&self) -> std::io::Result<()> {
@@ -321,17 +326,21 @@ impl RunDir {
     }
 
     /// After a training that replaced a run (or resumed such a replacement): the old run is
-    /// deleted once the new one has a checkpoint, or put back when it has none.
-    pub fn end_replacement(&self) {
+    /// deleted once the new one has a checkpoint, or put back when it has none. What the user
+    /// should know of it, as an event.
+    pub fn end_replacement(&self) -> Option<TrainEvent> {
         if !self.path.join(PREVIOUS_RUN).exists() {
-            return;
+            return None;
         }
         match self.finish_replacement() {
-            Ok(true) => crate::errln!("note: the new run has no checkpoint; the run it was replacing is restored"),
-            Ok(false) => {}
-            Err(e) => {
-                crate::errln!("warning: the replaced run is still in {}: {e}", self.path.join(PREVIOUS_RUN).display())
+            Ok(true) => {
+                Some(TrainEvent::Note("the new run has no checkpoint; the run it was replacing is restored".into()))
             }
+            Ok(false) => None,
+            Err(e) => Some(TrainEvent::Warning(format!(
+                "the replaced run is still in {}: {e}",
+                self.path.join(PREVIOUS_RUN).display()
+            ))),
         }
     }
 }

@@ -9,9 +9,10 @@ use burn::optim::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{ExecutionError, Tensor};
 use burn::train::metric::{Adaptor, ItemLazy, LossInput};
-use burn::train::{InferenceStep, Interrupter, TrainOutput, TrainStep};
+use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
 use super::clip::{clip_known_norm, global_grad_norm};
+use super::monitor::RunMonitor;
 use super::tracking::Tracker;
 use crate::data::LmBatch;
 use crate::model::Llama;
@@ -29,24 +30,21 @@ pub struct StepSettings {
     pub grad_norm_slot: Arc<Mutex<GradNormSlot>>,
     /// Micro-batches run so far by this process (tells the last micro-batch of each step).
     pub micro_batch_count: Arc<AtomicUsize>,
-    /// Stops the run on a non-finite gradient norm.
-    pub interrupter: Option<Interrupter>,
-    /// Set to the reason when the run was stopped for a non-finite value.
-    pub failure: Arc<Mutex<Option<String>>>,
+    /// Decides whether a step's gradients may be applied (a non-finite norm stops the run).
+    pub monitor: Arc<RunMonitor>,
     /// Records variances and per-layer gradient norms at intervals (`track_every`).
     pub tracker: Option<Arc<Tracker>>,
 }
 
 impl Default for StepSettings {
-    /// One micro-batch per step, no clipping, no interrupter: for loading and evaluation.
+    /// One micro-batch per step, no clipping, a monitor of its own: for loading and evaluation.
     fn default() -> Self {
         Self {
             micro_batches: 1,
             clip_grad_norm: None,
             grad_norm_slot: Default::default(),
             micro_batch_count: Default::default(),
-            interrupter: None,
-            failure: Default::default(),
+            monitor: Default::default(),
             tracker: None,
         }
     }
@@ -137,26 +135,13 @@ impl TrainStep for TrainingModel {
         TrainOutput::new(self, objective.backward(), output)
     }
 
-    /// Clips the accumulated (and, on several devices, summed) gradients to the global norm, records the norm, and refuses to apply
-    /// non-finite gradients (the run stops with the weights of the last good step).
+    /// Clips the accumulated (and, on several devices, summed) gradients to the global norm,
+    /// records the norm, and applies them only while the run is sound: a non-finite norm, or a
+    /// divergence the monitor saw in the loss, stops the run with the weights of the last good step.
     fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
-        // A non-finite training loss (seen by the metric logger) stops the run, weights untouched.
-        let failed = self.settings.failure.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(reason) = failed {
-            if let Some(interrupter) = &self.settings.interrupter {
-                interrupter.stop(Some(&reason));
-            }
-            return self;
-        }
         let norm = global_grad_norm(&grads, &self);
         let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
-        if !norm.is_finite() {
-            let reason =
-                format!("the gradient norm is {norm}: the loss diverged (try a lower --lr or --clip-grad-norm)");
-            *self.settings.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
-            if let Some(interrupter) = &self.settings.interrupter {
-                interrupter.stop(Some(&reason));
-            }
+        if !self.settings.monitor.may_apply(norm) {
             return self;
         }
         if let Some(tracker) = &self.settings.tracker {

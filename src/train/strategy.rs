@@ -4,13 +4,14 @@
 //! checkpoint kept can be resumed from. Deleting the others is the [`CheckpointKeeper`]'s: only
 //! once a newer checkpoint is complete on disk, so burn-train is never asked to delete.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::{Aggregate, Direction, EventStoreClient, Split};
 use burn::train::metric::MetricName;
 
 use super::checkpoint::CheckpointKeeper;
+use super::monitor::RunMonitor;
 
 /// The run's checkpointing strategy (epochs are validation intervals).
 pub struct RunCheckpointing {
@@ -20,14 +21,14 @@ pub struct RunCheckpointing {
     saved: Vec<usize>,
     keeper: CheckpointKeeper,
     loss: MetricName,
-    /// Set by the training step when the run diverged.
-    failure: Arc<Mutex<Option<String>>>,
+    /// Whether the run is sound enough to checkpoint.
+    monitor: Arc<RunMonitor>,
 }
 
 impl RunCheckpointing {
     /// Saves every `every` epochs and at epoch `last`; keeps the last `keep` and the best.
     /// `existing` are the epochs already on disk (from before a resume), `keeper` deletes the
-    /// others; `failure` is the training step's divergence flag.
+    /// others; `monitor` says whether the run is sound.
     pub fn new(
         every: usize,
         last: usize,
@@ -35,15 +36,13 @@ impl RunCheckpointing {
         existing: Vec<usize>,
         keeper: CheckpointKeeper,
         loss: MetricName,
-        failure: Arc<Mutex<Option<String>>>,
+        monitor: Arc<RunMonitor>,
     ) -> Self {
-        Self { every, last, keep: keep.max(1), saved: existing, keeper, loss, failure }
+        Self { every, last, keep: keep.max(1), saved: existing, keeper, loss, monitor }
     }
 
     fn sound(&self, epoch: usize, store: &EventStoreClient) -> bool {
-        let diverged = self.failure.lock().unwrap_or_else(|e| e.into_inner()).is_some();
-        let loss = store.find_metric(&self.loss, epoch, Aggregate::Mean, &Split::Valid);
-        !diverged && loss.is_some_and(f64::is_finite)
+        self.monitor.may_checkpoint(store.find_metric(&self.loss, epoch, Aggregate::Mean, &Split::Valid))
     }
 }
 

@@ -12,6 +12,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::events::TrainEvent;
+use super::monitor::RunMonitor;
 use super::prepare::{model_config, validation_data};
 use super::resume::{setting_changes, RESUME_MAY_CHANGE};
 use super::run::{train, validation_loss, Start};
@@ -19,7 +21,7 @@ use super::run_dir::take_lock;
 use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::io::{verify_sum, write_atomically};
-use crate::measure::{first_non_finite_loss, read_metrics};
+use crate::measure::read_metrics;
 use crate::norm::NormScheme;
 use crate::run::load_run_model;
 use crate::run::{LOCK_FILE, MODEL, TRAIN_CONFIG};
@@ -207,6 +209,13 @@ pub enum SweepEvent<'a> {
         /// Its recorded outcome.
         outcome: &'a PairOutcome,
     },
+    /// A pair's training reports something (progress, a note, a warning).
+    Training {
+        /// The pair.
+        pair: &'a SweepPair,
+        /// What its training reports.
+        event: TrainEvent,
+    },
     /// A pair ended.
     Done {
         /// The pair.
@@ -342,7 +351,7 @@ impl Sweep {
     /// Runs every pair not yet done and returns the record of the whole sweep. An error other
     /// than a divergence (bad data, a full disk, an interruption) stops the sweep; what was
     /// finished stays recorded, and running the sweep again goes on from there.
-    pub fn run(&self, mut progress: impl FnMut(SweepEvent)) -> Result<SweepRecord, Error> {
+    pub fn run(&self, mut progress: impl FnMut(SweepEvent) + Send) -> Result<SweepRecord, Error> {
         let out = &self.config.out;
         self.check()?;
         std::fs::create_dir_all(out).map_err(|e| Error::file(out, e))?;
@@ -376,13 +385,15 @@ impl Sweep {
             let eta_seconds = (trained > 0).then(|| seconds / trained as f64 * left as f64);
             progress(SweepEvent::Starting { pair, index: index + 1, total: pairs.len(), action, eta_seconds });
             let started = Instant::now();
+            let report = |event| progress(SweepEvent::Training { pair, event });
             let measured = match action {
-                PairAction::Measure => final_valid_loss(&config),
-                PairAction::Resume => train(&config, Start::Resume).map(|r| r.valid_loss),
-                PairAction::Train => train(&config, Start::New).map(|r| r.valid_loss),
+                PairAction::Measure => measure_finished(&config, report),
+                PairAction::Resume => train(&config, Start::Resume, report).map(|r| (r.valid_loss, r.verdict)),
+                PairAction::Train => train(&config, Start::New, report).map(|r| (r.valid_loss, r.verdict)),
             };
             let outcome = match measured {
-                Ok(valid_loss) => finished_outcome(&config, valid_loss),
+                Ok((valid_loss, None)) => PairOutcome::Finished { valid_loss },
+                Ok((_, Some(reason))) => PairOutcome::Diverged { reason },
                 Err(Error::Diverged(reason)) => PairOutcome::Diverged { reason },
                 Err(Error::NonFinite { parameter, advice }) => {
                     PairOutcome::Diverged { reason: format!("{parameter} is not finite: {advice}") }
@@ -413,40 +424,22 @@ fn shared(config: &TrainConfig) -> TrainConfig {
     TrainConfig { norm: None, seed: 0, ..config.clone() }
 }
 
-/// A finished pair's outcome: diverged when its final validation loss or any training loss is not
-/// finite, or its final validation loss is not below its first training loss (the model ends no
-/// better than its initial weights).
-fn finished_outcome(config: &TrainConfig, valid_loss: f64) -> PairOutcome {
-    let rows = read_metrics(&config.out).unwrap_or_else(|e| {
-        crate::errln!(
-            "warning: {}: cannot check the training loss for divergence ({e}); the outcome rests on the final \
-             validation loss alone",
-            config.out.display()
-        );
-        Vec::new()
-    });
-    let reason = if !valid_loss.is_finite() {
-        format!("the validation loss is {valid_loss}")
-    } else if let Some(row) = first_non_finite_loss(&rows) {
-        format!("the training loss is {} at step {}", row.value, row.step)
-    } else {
-        match rows.iter().find(|r| r.is_train_loss()) {
-            Some(first) if valid_loss >= first.value => format!(
-                "the final validation loss {valid_loss:.4} is no lower than the first training loss {:.4}: the \
-                 model did not learn",
-                first.value
-            ),
-            _ => return PairOutcome::Finished { valid_loss },
-        }
-    };
-    PairOutcome::Diverged { reason }
-}
-
-/// The final validation loss of the finished run in `config.out`, measured as training measures it.
-fn final_valid_loss(config: &TrainConfig) -> Result<f64, Error> {
+/// The final validation loss of the finished run in `config.out`, measured as training measures
+/// it, and the run's verdict on it (judged with the training losses of its log).
+fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) -> Result<(f64, Option<String>), Error> {
     let devices = crate::parse_devices(&config.device)?;
     let (model, _) = load_run_model(&config.out, None, &devices[0])?;
-    validation_loss(config, &model, &validation_data(config)?, devices.len())
+    let valid_loss = validation_loss(config, &model, &validation_data(config)?, devices.len())?;
+    let monitor = RunMonitor::default();
+    match read_metrics(&config.out) {
+        Ok(rows) => monitor.read_log(&rows),
+        Err(e) => report(TrainEvent::Warning(format!(
+            "{}: cannot check the training loss for divergence ({e}); the outcome rests on the final validation \
+             loss alone",
+            config.out.display()
+        ))),
+    }
+    Ok((valid_loss, monitor.verdict(valid_loss)))
 }
 
 #[cfg(test)]

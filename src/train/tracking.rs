@@ -11,6 +11,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::{Int, Tensor, TensorData};
 
 use super::clip::global_grad_norm;
+use super::events::Events;
 use crate::measure::{layer_variances, read_tracking_lines, TrackRecord, TRACKING_FILE};
 use crate::model::Llama;
 
@@ -23,6 +24,8 @@ pub struct Tracker {
     /// Optimiser steps taken so far (including those of the run being resumed).
     steps: AtomicUsize,
     warned: Mutex<bool>,
+    /// Where bad lines and a failed write are reported.
+    events: Events,
 }
 
 impl Tracker {
@@ -31,8 +34,14 @@ impl Tracker {
     /// `start_step` is the step the run starts from: records of later steps (left by an
     /// interrupted run being resumed) are dropped, so every step appears once. Every valid record
     /// before it is kept; bad lines (e.g. one cut short by a crash) are skipped with a warning
-    /// naming them.
-    pub fn new(dir: &Path, every: usize, probe: TensorData, start_step: usize) -> std::io::Result<Self> {
+    /// naming them, sent to `events` (as is a record that cannot be written).
+    pub fn new(
+        dir: &Path,
+        every: usize,
+        probe: TensorData,
+        start_step: usize,
+        events: Events,
+    ) -> std::io::Result<Self> {
         let path = dir.join(TRACKING_FILE);
         let kept = if start_step == 0 || !path.exists() {
             Vec::new()
@@ -40,12 +49,12 @@ impl Tracker {
             let (records, bad) = read_tracking_lines(&path).map_err(std::io::Error::other)?;
             if let Some((_, first)) = bad.first() {
                 let lines: Vec<String> = bad.iter().map(|(line, _)| line.to_string()).collect();
-                crate::errln!(
-                    "warning: {}: skipping {} bad line(s) (line {}; the first: {first}); keeping every valid record",
+                events.warn(format!(
+                    "{}: skipping {} bad line(s) (line {}; the first: {first}); keeping every valid record",
                     path.display(),
                     bad.len(),
                     lines.join(", ")
-                );
+                ));
             }
             records.into_iter().filter(|r| r.step < start_step).collect()
         };
@@ -55,7 +64,8 @@ impl Tracker {
             text.push('\n');
         }
         crate::io::write_atomically(&path, text.as_bytes())?;
-        Ok(Self { every: every.max(1), probe, path, steps: AtomicUsize::new(start_step), warned: Mutex::new(false) })
+        let steps = AtomicUsize::new(start_step);
+        Ok(Self { every: every.max(1), probe, path, steps, warned: Mutex::new(false), events })
     }
 
     /// Called with each optimiser step's gradients before they are applied: records when due.
@@ -72,7 +82,7 @@ impl Tracker {
         if let Err(error) = written {
             let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
             if !*warned {
-                crate::errln!("warning: cannot write {}: {error}", self.path.display());
+                self.events.warn(format!("cannot write {}: {error}", self.path.display()));
                 *warned = true;
             }
         }
