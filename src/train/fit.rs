@@ -163,7 +163,8 @@ pub(super) fn fit(
         ..StepSettings::default()
     };
     let model = TrainingModel::new(initial_model(prepared, &device)?, settings);
-    let learner = Learner::new(model, optimizer(config), config.schedule().init()?);
+    let optim = optimizer(config, &model);
+    let learner = Learner::new(model, optim, config.schedule().init()?);
 
     let started = Instant::now();
     let result = training.launch(learner);

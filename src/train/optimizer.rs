@@ -1,13 +1,17 @@
-//! The optimiser a run trains with: Adam, or AdamW with no weight decay on the norms, the
-//! embeddings and the branch gates.
+//! The optimiser a run trains with: Adam, or AdamW with no weight decay on the parameters that
+//! scale or gate rather than map (every one of fewer than two dimensions: norm gains and biases,
+//! DyT's alpha, LayerScale and SkipInit gates) and on the embedding table. They are found by shape
+//! and type, so a new scheme's gains are never decayed, whatever their names.
 
-use burn::module::ParamGroup;
+use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
+use burn::tensor::Tensor;
 
 use super::config::{OptimizerKind, TrainConfig};
 
-/// The optimiser `config` asks for.
-pub fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
+/// The optimiser `config` asks for, for `module` (the module the optimiser steps: its parameter
+/// paths decide the groups).
+pub fn optimizer<M: Module>(config: &TrainConfig, module: &M) -> ModuleOptimizer {
     let (beta1, beta2, eps) = (config.beta1 as f32, config.beta2 as f32, config.eps as f32);
     match config.optimizer {
         OptimizerKind::Adam => AdamConfig::new().with_beta_1(beta1).with_beta_2(beta2).with_epsilon(eps).init(),
@@ -19,9 +23,39 @@ pub fn optimizer(config: &TrainConfig) -> ModuleOptimizer {
                     .with_epsilon(eps)
                     .with_weight_decay(decay as f32)
             };
-            // Norms, embeddings and branch gates are never decayed.
-            let no_decay = ParamGroup::from_any_predicates(vec!["norm", "embed_tokens", "attn_gate", "ffn_gate"]);
+            let no_decay = ParamGroup::from_paths(no_decay_paths(module));
             adamw(config.weight_decay).init().with_group(no_decay, adamw(0.0).build(), None)
+        }
+    }
+}
+
+/// The paths (as the optimiser writes them, `model.layers.0.attn_norm.Rms.gamma`) of `module`'s
+/// parameters that AdamW does not decay: those of fewer than two dimensions, and embedding tables.
+pub fn no_decay_paths<M: Module>(module: &M) -> Vec<String> {
+    let mut visitor = NoDecay::default();
+    module.visit(&mut visitor);
+    visitor.paths
+}
+
+#[derive(Default)]
+struct NoDecay {
+    /// The names of the modules entered, and whether each is an embedding.
+    path: Vec<(String, bool)>,
+    paths: Vec<String>,
+}
+
+impl ModuleVisitor for NoDecay {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.push((name.to_string(), container_type == "Struct:Embedding"));
+    }
+
+    fn exit_module(&mut self, _name: &str, _container_type: &str) {
+        self.path.pop();
+    }
+
+    fn visit_float<const D: usize>(&mut self, _param: &Param<Tensor<D>>) {
+        if D < 2 || self.path.iter().any(|(_, embedding)| *embedding) {
+            self.paths.push(self.path.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join("."));
         }
     }
 }
