@@ -187,7 +187,12 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     std::fs::copy(base.out.join("train.json"), copy.join("train.json")).unwrap();
     expect_error(&TrainConfig { out: copy, cache_dir: None, ..base.clone() }, Start::New, "already holds a run");
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1, "only the run's folder is there");
-    expect_error(&TrainConfig { layers: Some(2), ..base.clone() }, Start::Resume, "model: 4 layers");
+    // A resume that would change what is trained: refused before the data is tokenised.
+    let fresh_cache = elsewhere.path().join("cache");
+    let changed = TrainConfig { layers: Some(2), seq_len: 32, cache_dir: Some(fresh_cache.clone()), ..base.clone() };
+    let err = expect_error(&changed, Start::Resume, "model: 4 layers").to_string();
+    assert!(err.contains("seq_len: 64 -> 32") && !err.contains("cache_dir"), "{err}");
+    assert!(!fresh_cache.exists(), "no data was tokenised for a refused resume");
     expect_error(&base, Start::Resume, "the run is finished (20 steps)");
     // --overwrite replaces the run, and leaves files that are not the run's alone.
     std::fs::write(base.out.join("notes.txt"), "mine").unwrap();

@@ -7,7 +7,7 @@ use burn::tensor::Device;
 
 use super::config::TrainConfig;
 use super::events::{Events, TrainEvent};
-use super::prepare::Prepared;
+use super::prepare::{model_config, Prepared};
 use super::run::Start;
 use super::run_dir::RunDir;
 use crate::measure::read_metrics;
@@ -28,10 +28,11 @@ const ALREADY_HOLDS_A_RUN: &str =
     "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out";
 
 /// An error, before anything is prepared or written, when `start` cannot work in `out`: a new run
-/// into a run's directory, or a resume where there is no run. An interrupted --overwrite may have
+/// into a run's directory, a resume where there is no run, or one that changes what is trained
+/// (its data is compared later, once tokenised). An interrupted --overwrite may have
 /// set the run's train.json aside: it is put back under the lock, so a directory holding
 /// `.previous-run/` may be resumed.
-pub(super) fn check_start(out: &Path, start: Start) -> Result<(), Error> {
+pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Result<(), Error> {
     // A new run into a run's directory: refused before the data is tokenised into the cache beside
     // it (the same check runs again under the lock).
     if start == Start::New && crate::run::holds_a_run(out) {
@@ -42,6 +43,10 @@ pub(super) fn check_start(out: &Path, start: Start) -> Result<(), Error> {
             path: out.to_path_buf(),
             message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
         });
+    }
+    if start == Start::Resume {
+        // The settings are compared before the data is tokenised (and again under the lock).
+        check_resume_settings(out, config)?;
     }
     Ok(())
 }
@@ -151,45 +156,77 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
 /// a resume may change, returned as `field: saved -> now`), the same model config and the same
 /// data content.
 fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<Vec<String>, String> {
-    let saved = TrainConfig::from_file(dir.path().join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
-    let info_path = dir.path().join(MODEL_INFO);
-    let info: RunModelInfo = std::fs::read_to_string(&info_path)
-        .map_err(|e| e.to_string())
-        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
-        .map_err(|e| format!("nothing to resume: {}: {e}", info_path.display()))?;
-    let (allowed, mut refused) = resume_changes(&saved, config);
-    if info.model != prepared.model {
-        let describe = |m: &LlamaConfig| format!("{} layers x d_model {} ({})", m.n_layers, m.d_model, m.norm_scheme);
-        refused.push(format!(
-            "model: {} -> {} (as model.json records it)",
-            describe(&info.model),
-            describe(&prepared.model)
-        ));
-    }
+    let (allowed, mut refused) = setting_refusals(dir.path(), config, &prepared.model)?;
+    let info = read_model_info(dir.path())?;
     if info.data.as_ref().is_some_and(|data| *data != prepared.data) {
         refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
     }
-    if !refused.is_empty() {
-        let advice = if dir.path().join(PREVIOUS_RUN).exists() {
-            format!(
-                "this run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
-                 --resume` finishes it",
-                dir.path().join(PREVIOUS_RUN).display(),
-                dir.path().display()
-            )
-        } else {
-            format!(
-                "Resume with the run's own settings and data, or start a new run from this one with --init-from {} \
-                 --out NEW_DIR",
-                dir.path().display()
-            )
-        };
-        return Err(format!(
-            "resuming must keep what is trained, but these differ from the run's: {}. {advice}",
-            refused.join("; ")
-        ));
-    }
+    refuse(dir.path(), &refused)?;
     Ok(allowed)
+}
+
+/// A resume's refusal of the settings, before anything is prepared (the data is compared once
+/// it is tokenised, under the lock). Skipped while an interrupted --overwrite has the run's files
+/// set aside, and when the model config is bad (preparing reports it).
+fn check_resume_settings(out: &Path, config: &TrainConfig) -> Result<(), Error> {
+    if out.join(PREVIOUS_RUN).exists() {
+        return Ok(());
+    }
+    let Ok(model) = model_config(config) else { return Ok(()) };
+    let run_dir_error = |message: String| Error::RunDir { path: out.to_path_buf(), message };
+    let (_, refused) = setting_refusals(out, config, &model).map_err(run_dir_error)?;
+    refuse(out, &refused).map_err(run_dir_error)
+}
+
+/// The settings of `config` (and its `model` config) that differ from those of the run in `out`:
+/// those a resume may change, and those it may not.
+fn setting_refusals(
+    out: &Path,
+    config: &TrainConfig,
+    model: &LlamaConfig,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let saved = TrainConfig::from_file(out.join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
+    let info = read_model_info(out)?;
+    let (allowed, mut refused) = resume_changes(&saved, config);
+    if info.model != *model {
+        let describe = |m: &LlamaConfig| format!("{} layers x d_model {} ({})", m.n_layers, m.d_model, m.norm_scheme);
+        refused.push(format!("model: {} -> {} (as model.json records it)", describe(&info.model), describe(model)));
+    }
+    Ok((allowed, refused))
+}
+
+/// The run's `model.json`.
+fn read_model_info(out: &Path) -> Result<RunModelInfo, String> {
+    let info_path = out.join(MODEL_INFO);
+    std::fs::read_to_string(&info_path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+        .map_err(|e| format!("nothing to resume: {}: {e}", info_path.display()))
+}
+
+/// The refusal of a resume that would change the `refused` settings of the run in `out`.
+fn refuse(out: &Path, refused: &[String]) -> Result<(), String> {
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let advice = if out.join(PREVIOUS_RUN).exists() {
+        format!(
+            "this run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
+             --resume` finishes it",
+            out.join(PREVIOUS_RUN).display(),
+            out.display()
+        )
+    } else {
+        format!(
+            "Resume with the run's own settings and data, or start a new run from this one with --init-from {} \
+             --out NEW_DIR",
+            out.display()
+        )
+    };
+    Err(format!(
+        "resuming must keep what is trained, but these differ from the run's: {}. {advice}",
+        refused.join("; ")
+    ))
 }
 
 /// The checkpoints a resumed run keeps, oldest first, ending with the one it starts from: the

@@ -113,7 +113,7 @@ fn forward(received: Receiver<TrainEvent>, finished: &AtomicBool, mut on_event: 
 /// [`train`], sending its events to `events`.
 fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainReport, Error> {
     RunDir::check(&config.out)?;
-    check_start(&config.out, start)?;
+    check_start(&config.out, config, start)?;
     let mut prepared = prepare(config, events)?;
     let config = config.resolved();
     let dir = RunDir::open(&config.out)?;
