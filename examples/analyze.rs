@@ -24,7 +24,7 @@ use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Toke
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
-use layernorm_scaling::run::{is_hf_dir, load_model_dir};
+use layernorm_scaling::run::{is_hf_dir, load_model_dir, require_hf_dir};
 use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.
@@ -114,8 +114,8 @@ struct LoadedRun {
 
 /// Loads a run directory or a Hugging Face model directory.
 fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<LoadedRun, Error> {
-    if hf && !is_hf_dir(dir) {
-        return Err(Error::file(dir, "--hf-dir: no config.json there; is it a Hugging Face model directory?"));
+    if hf {
+        require_hf_dir(dir)?;
     }
     let device = parse_device(&args.device)?;
     let loaded = load_model_dir(dir, args.epoch, &device)?;

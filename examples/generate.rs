@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::console::write_result;
 use layernorm_scaling::model::{generate, SamplingConfig};
-use layernorm_scaling::run::load_model_dir;
+use layernorm_scaling::run::{load_model_dir, require_hf_dir};
 use layernorm_scaling::{cli, parse_device, ConfigError, Error};
 
 /// Generate text from a run directory of the train example.
@@ -53,6 +53,9 @@ fn main() -> ExitCode {
 fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     sampling.validate()?;
     let device = parse_device(&args.device)?;
+    if let Some(dir) = &args.hf_dir {
+        require_hf_dir(dir)?;
+    }
     let dir = args.run.as_ref().or(args.hf_dir.as_ref()).expect("clap requires --run or --hf-dir");
     let loaded = load_model_dir(dir, args.epoch, &device)?;
     let tokenizer = loaded.tokenizer(args.tokenizer.as_deref())?;

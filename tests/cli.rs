@@ -442,3 +442,13 @@ fn no_model_runs_past_a_mistral_sliding_window() {
     assert_refused(&output, &["--choices", "at most 8", "shorten the questions"], "analyze --choices");
     assert!(!tmp.path().join("report").exists());
 }
+
+#[test]
+fn an_hf_dir_without_config_json_is_named_as_such_by_every_program() {
+    let empty = tempfile::tempdir().unwrap();
+    for (program, args) in [("generate", &["--prompt", "hi"][..]), ("analyze", &[][..])] {
+        let output = Command::new(example(program)).arg("--hf-dir").arg(empty.path()).args(args).output().unwrap();
+        assert_refused(&output, &["--hf-dir: no config.json there", "--run"], program);
+        assert!(!String::from_utf8_lossy(&output.stderr).contains("model.json"), "{program}");
+    }
+}

@@ -289,6 +289,17 @@ fn peri_ln_and_dyt_parse_print_and_serialise() {
     assert!(matches!(err, ConfigError::OutOfRange { field: "dyt_alpha_init", .. }), "{err}");
 }
 
+#[test]
+fn a_gate_starts_at_zero_or_above() {
+    for name in ["layer-scale:-1", "skip-init:-0.5", "layer-scale:inf"] {
+        let err = name.parse::<NormScheme>().and_then(|scheme| scheme.validate()).unwrap_err().to_string();
+        assert!(err.contains(">= 0"), "{name}: {err}");
+    }
+    for name in ["layer-scale:0.1", "skip-init:0", "layer-scale:0"] {
+        name.parse::<NormScheme>().unwrap().validate().unwrap();
+    }
+}
+
 /// Adds a random normal value to every norm weight (1-D parameters), so that no two norms of a
 /// block are interchangeable.
 struct PerturbNorms;

@@ -235,8 +235,13 @@ impl NormScheme {
             NormScheme::MixLn { post_ln_fraction: f } if !(0.0..=1.0).contains(&f) => {
                 Err(ConfigError::OutOfRange { field: "post_ln_fraction", value: f, expected: "a fraction in [0, 1]" })
             }
-            NormScheme::LayerScale { init } | NormScheme::SkipInit { init } if !init.is_finite() => {
-                Err(ConfigError::OutOfRange { field: "init", value: init, expected: "a finite number" })
+            // A negative gate would flip its branch's sign: a typo, not a setting.
+            NormScheme::LayerScale { init } | NormScheme::SkipInit { init } if !(init.is_finite() && init >= 0.0) => {
+                Err(ConfigError::OutOfRange {
+                    field: "init",
+                    value: init,
+                    expected: "a finite number >= 0 (the gate's initial value, e.g. 0.1)",
+                })
             }
             _ => Ok(()),
         }
@@ -577,19 +582,28 @@ pub fn scheme_names() -> String {
 pub fn schemes_markdown() -> String {
     let mut table = String::from("| string | scheme | block | init |\n|---|---|---|---|\n");
     for info in &SCHEMES {
+        // The aliases go with the scheme's first row (its default form).
+        let aliases: Vec<String> = info.aliases.iter().map(|alias| format!("`{alias}`")).collect();
+        let also = if aliases.is_empty() { String::new() } else { format!(" (also {})", aliases.join(", ")) };
         match info.argument {
             SchemeArgument::Position => {
                 for (i, (_, name, title, block)) in LnsPosition::ALL.iter().enumerate() {
-                    let string = if i == 0 { "`lns` (default)".to_string() } else { format!("`lns:{name}`") };
+                    let string = if i == 0 && aliases.is_empty() {
+                        "`lns` (default)".to_string()
+                    } else if i == 0 {
+                        format!("`lns` (default; also {})", aliases.join(", "))
+                    } else {
+                        format!("`lns:{name}`")
+                    };
                     table += &format!("| {string} | {title} | {block} | {} |\n", info.init);
                 }
             }
             SchemeArgument::Number { default, .. } => {
-                let string = format!("`{}[:{}]`", info.name, short_number(default));
+                let string = format!("`{}[:{}]`{also}", info.name, short_number(default));
                 table += &format!("| {string} | {} | {} | {} |\n", info.title, info.block, info.init);
             }
             SchemeArgument::None => {
-                table += &format!("| `{}` | {} | {} | {} |\n", info.name, info.title, info.block, info.init);
+                table += &format!("| `{}`{also} | {} | {} | {} |\n", info.name, info.title, info.block, info.init);
             }
         }
     }

@@ -18,7 +18,7 @@ mod run_model;
 
 #[cfg(feature = "data")]
 pub use model_dir::check_tokenizer_identity;
-pub use model_dir::{is_hf_dir, load_model_dir, read_model_dir_config, tokenizer_spec, LoadedModel};
+pub use model_dir::{is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, tokenizer_spec, LoadedModel};
 pub use run_model::{
     checkpoint_epochs, checkpoint_file, load_run_model, save_run_model, RunModelInfo, CHECKPOINT_KINDS,
 };

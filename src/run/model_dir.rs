@@ -93,6 +93,19 @@ pub fn is_hf_dir(dir: &Path) -> bool {
     dir.join("config.json").is_file()
 }
 
+/// An error unless `dir` is a Hugging Face model directory: what a program's `--hf-dir` checks
+/// before loading, so that a wrong folder is not taken for a run directory.
+pub fn require_hf_dir(dir: &Path) -> Result<(), Error> {
+    if is_hf_dir(dir) {
+        return Ok(());
+    }
+    Err(Error::file(
+        dir,
+        "--hf-dir: no config.json there; is it a Hugging Face model directory? (a run directory of the train \
+         example goes to --run)",
+    ))
+}
+
 #[cfg(feature = "hf")]
 fn hf_error(dir: &Path, error: crate::hf::HfError) -> Error {
     Error::file(dir, error)
