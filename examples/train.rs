@@ -40,11 +40,17 @@ fn main() -> ExitCode {
 
 fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     let args = Args::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
+    let given = |base: TrainConfig| cli::overridden(base, matches).unwrap_or_else(|e| e.exit());
     let base = match &args.config {
         Some(path) => TrainConfig::from_file(path)?,
         None => TrainConfig::default(),
     };
-    let config = cli::overridden(base, matches).unwrap_or_else(|e| e.exit());
+    let mut config = given(base);
+    // `--resume` alone continues the run with its own settings; options given change them.
+    let recorded = config.out.join(layernorm_scaling::run::TRAIN_CONFIG);
+    if args.resume && args.config.is_none() && recorded.is_file() {
+        config = given(TrainConfig::from_file(&recorded)?);
+    }
     let start = match (args.resume, args.overwrite) {
         (true, _) => Start::Resume,
         (_, true) => Start::Overwrite,
@@ -84,5 +90,12 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         let text = report.tokenizer.decode(&new)?;
         outln!("sample {}: {prompt}{}", index + 1, text.trim_end());
     }
-    Ok(())
+    match report.verdict {
+        // Saved, but no better than its start (a collapse with finite losses, say).
+        Some(reason) => Err(Error::Training(format!(
+            "{reason}; the run is in {} (try a lower --lr, or --clip-grad-norm 1)",
+            report.out.display()
+        ))),
+        None => Ok(()),
+    }
 }

@@ -452,3 +452,37 @@ fn an_hf_dir_without_config_json_is_named_as_such_by_every_program() {
         assert!(!String::from_utf8_lossy(&output.stderr).contains("model.json"), "{program}");
     }
 }
+
+/// `train` with the small settings these tests use, into `out`, plus `extra`.
+fn small_train(out: &Path, extra: &[&str]) -> Output {
+    Command::new(example("train"))
+        .args(["--device", "flex", "--model", "tiny", "--batch-size", "4", "--seq-len", "32"])
+        .args(["--builtin-docs", "300", "--samples", "0", "--out"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn resume_alone_takes_the_runs_own_settings_and_a_run_that_did_not_learn_exits_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (run, cache) = (tmp.path().join("run"), tmp.path().join("cache"));
+    let cache = ["--cache-dir", cache.to_str().unwrap()];
+    let first = small_train(&run, &[&["--steps", "20", "--eval-every", "10", "--log-every", "5"][..], &cache].concat());
+    assert_succeeded(&first, "train");
+    std::fs::remove_file(run.join("model.bpk")).unwrap();
+    // Every setting comes from train.json: nothing is a "change", the run is finished from step 20.
+    let resumed = Command::new(example("train")).args(["--resume", "--out"]).arg(&run).output().unwrap();
+    assert_succeeded(&resumed, "train --resume");
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(!stderr.contains("changed setting") && !stderr.contains("differ"), "{stderr}");
+    assert!(String::from_utf8_lossy(&resumed.stdout).contains("the final model of step 20 is written"));
+
+    // A learning rate that collapses the model to a uniform guess, with finite losses throughout.
+    let collapsed = tmp.path().join("collapsed");
+    let output =
+        small_train(&collapsed, &[&["--steps", "20", "--eval-every", "10", "--lr", "1000"][..], &cache].concat());
+    assert_refused(&output, &["did not learn", "--lr"], "a collapsed run");
+    assert!(collapsed.join("model.bpk").is_file(), "its model is saved all the same");
+}

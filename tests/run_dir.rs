@@ -224,7 +224,7 @@ fn a_replacement_killed_after_its_first_checkpoint_keeps_the_old_run_until_it_go
     let err = load_run_model(&out, None, &cpu()).unwrap_err().to_string();
     assert!(err.contains(".previous-run") && err.contains("--config"), "{err}");
     // A resume with the old run's settings is refused, and deletes nothing.
-    let refused = train_example(&out, &["--resume"], None);
+    let refused = train_example(&out, &["--resume", "--seed", "1"], None);
     assert_eq!(refused.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("seed: 7 -> 1") && stderr.contains("train.json --resume"), "{stderr}");

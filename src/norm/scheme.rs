@@ -236,7 +236,10 @@ impl NormScheme {
                 Err(ConfigError::OutOfRange { field: "post_ln_fraction", value: f, expected: "a fraction in [0, 1]" })
             }
             // A negative gate would flip its branch's sign: a typo, not a setting.
-            NormScheme::LayerScale { init } | NormScheme::SkipInit { init } if !(init.is_finite() && init >= 0.0) => {
+            // The gate is an f32 parameter: a value past its range would start it at infinity.
+            NormScheme::LayerScale { init } | NormScheme::SkipInit { init }
+                if !((init as f32).is_finite() && init >= 0.0) =>
+            {
                 Err(ConfigError::OutOfRange {
                     field: "init",
                     value: init,

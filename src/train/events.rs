@@ -69,9 +69,14 @@ pub enum TrainEvent {
 }
 
 impl TrainEvent {
-    /// Whether the event is a note or a warning (programs print those on standard error).
+    /// Whether the event is one the user must not miss when the progress goes to a pipe or a
+    /// file: a note, a warning, a resume's changed setting or its restart from step 0 (programs
+    /// print those on standard error).
     pub fn is_notice(&self) -> bool {
-        matches!(self, TrainEvent::Note(_) | TrainEvent::Warning(_))
+        matches!(
+            self,
+            TrainEvent::Note(_) | TrainEvent::Warning(_) | TrainEvent::SettingChanged(_) | TrainEvent::Restarted
+        )
     }
 }
 

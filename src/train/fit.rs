@@ -14,7 +14,7 @@ use burn::data::dataset::Dataset;
 use burn::module::Module;
 use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
-use burn::train::{ExecutionStrategy, Learner, MultiDeviceOptim, SupervisedTraining};
+use burn::train::{ExecutionStrategy, Learner, LearningResult, MultiDeviceOptim, SupervisedTraining};
 
 use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
 use super::config::TrainConfig;
@@ -57,12 +57,45 @@ pub(super) fn fit(
     monitor: &Arc<RunMonitor>,
 ) -> Result<Fitted, Error> {
     let start_epoch = existing.last().copied().unwrap_or(0);
-    let out = dir.path().to_path_buf();
-    record_run(config, &out, prepared)?;
+    let start_step = config.step_at_epoch_end(start_epoch);
+    record_run(config, dir.path(), prepared)?;
+    monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
-    let device = devices[0].clone();
+    // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
+    let micro_batches = config.grad_accum * devices.len();
+    let keeper = CheckpointKeeper::new(&dir.checkpoint_dir(), existing.clone(), monitor.events());
+    let training = supervised_training(config, dir, prepared, &devices, existing, &keeper, monitor)?;
+    if start_epoch > 0 {
+        monitor.report(TrainEvent::Resumed { step: start_step });
+    }
+    monitor.start_at(start_step);
+    monitor.stop_on_divergence(training.interrupter());
+    let settings = StepSettings {
+        micro_batches,
+        clip_grad_norm: config.clip_grad_norm,
+        monitor: monitor.clone(),
+        tracker: tracker(config, prepared, dir.path(), start_step, monitor)?,
+        ..StepSettings::default()
+    };
+    let model = TrainingModel::new(initial_model(prepared, &devices[0])?, settings);
+    let optim = optimizer(config, &model);
+    let learner = Learner::new(model, optim, config.schedule().init()?);
+
+    let started = Instant::now();
+    let result = training.launch(learner);
+    let seconds = started.elapsed().as_secs_f64();
+    // Every save is done (burn-train's checkpointer threads have ended): the last deletions.
+    keeper.prune();
+    let model = outcome(config, dir, result, monitor)?;
+    let steps_trained = config.steps - start_step;
+    let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
+    Ok(Fitted { model, steps_trained, tokens, seconds })
+}
+
+/// The event that starts a run: what is trained, for how long, where.
+fn started(config: &TrainConfig, prepared: &Prepared, out: &Path) -> TrainEvent {
     let model = &prepared.model;
-    monitor.report(TrainEvent::Started {
+    TrainEvent::Started {
         layers: model.n_layers,
         d_model: model.d_model,
         parameters: model.num_params(),
@@ -74,9 +107,24 @@ pub(super) fn fit(
         } else {
             config.device.clone()
         },
-        out: out.clone(),
-    });
-    // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
+        out: out.to_path_buf(),
+    }
+}
+
+/// burn-train's training, wired: the data loaders, the metric logger, metrics, checkpointers and
+/// checkpointing strategy, the renderer (when standard output is not a terminal), and the start
+/// from the last of the `existing` checkpoints.
+fn supervised_training(
+    config: &TrainConfig,
+    dir: &RunDir,
+    prepared: &Prepared,
+    devices: &[Device],
+    existing: Vec<usize>,
+    keeper: &CheckpointKeeper,
+    monitor: &Arc<RunMonitor>,
+) -> Result<SupervisedTraining<TrainingModel>, Error> {
+    let start_epoch = existing.last().copied().unwrap_or(0);
+    let out = dir.path();
     let micro_batches = config.grad_accum * devices.len();
     let steps_per_epoch = config.eval_every();
     let train_loader = Arc::new(StepLoader::new(
@@ -86,7 +134,7 @@ pub(super) fn fit(
         config.steps * micro_batches,
         config.seed,
         start_epoch,
-        device.clone(),
+        devices[0].clone(),
     ));
     // Validation runs on the main device with the global batch (batch_size per device), on a
     // fixed subset: the first `eval_batches` global batches.
@@ -95,19 +143,18 @@ pub(super) fn fit(
     let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
     let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 
-    let logger = RunMetricLogger::open(&out, start_epoch, (steps_per_epoch, micro_batches), monitor.clone())
-        .map_err(|e| Error::RunDir { path: out.clone(), message: format!("cannot write {METRICS}: {e}") })?;
+    let logger = RunMetricLogger::open(out, start_epoch, (steps_per_epoch, micro_batches), monitor.clone())
+        .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {METRICS}: {e}") })?;
     let loss_metric = LossMetric::new();
     let checkpoint_dir = dir.checkpoint_dir();
-    let keeper = CheckpointKeeper::new(&checkpoint_dir, existing.clone(), monitor.events());
-    let mut training = SupervisedTraining::new(&out, train_loader, valid_loader)
+    let mut training = SupervisedTraining::new(out, train_loader, valid_loader)
         .num_epochs(config.epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
         .with_training_strategy(
             if devices.len() == 1 {
-                ExecutionStrategy::single(device.clone())
+                ExecutionStrategy::single(devices[0].clone())
             } else {
-                ExecutionStrategy::multi(devices.clone(), MultiDeviceOptim::OptimMainDevice)
+                ExecutionStrategy::multi(devices.to_vec(), MultiDeviceOptim::OptimMainDevice)
             }
             .into(),
         )
@@ -149,31 +196,23 @@ pub(super) fn fit(
         )));
     }
     if start_epoch > 0 {
-        monitor.report(TrainEvent::Resumed { step: config.step_at_epoch_end(start_epoch) });
         training = training.checkpoint(start_epoch);
     }
+    Ok(training)
+}
 
-    let start_step = config.step_at_epoch_end(start_epoch);
-    monitor.stop_on_divergence(training.interrupter());
-    let settings = StepSettings {
-        micro_batches,
-        clip_grad_norm: config.clip_grad_norm,
-        monitor: monitor.clone(),
-        tracker: tracker(config, prepared, &out, start_step, monitor)?,
-        ..StepSettings::default()
-    };
-    let model = TrainingModel::new(initial_model(prepared, &device)?, settings);
-    let optim = optimizer(config, &model);
-    let learner = Learner::new(model, optim, config.schedule().init()?);
-
-    let started = Instant::now();
-    let result = training.launch(learner);
-    let seconds = started.elapsed().as_secs_f64();
-    // Every save is done (burn-train's checkpointer threads have ended): the last deletions.
-    keeper.prune();
-    let rows = read_metrics(&out)?;
-    write_metrics_csv(&out, &rows).map_err(|e| Error::RunDir {
-        path: out.clone(),
+/// What a finished fit gives: the trained model, once `metrics.csv` is written from the log and
+/// the monitor has judged every loss in it; an error for a divergence, a training error or an
+/// interruption.
+fn outcome(
+    config: &TrainConfig,
+    dir: &RunDir,
+    result: LearningResult<TrainingModel>,
+    monitor: &RunMonitor,
+) -> Result<Llama, Error> {
+    let rows = read_metrics(dir.path())?;
+    write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
+        path: dir.path().to_path_buf(),
         message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
     })?;
     // Every loss the log holds is judged, should one have reached the file but not the monitor.
@@ -187,12 +226,9 @@ pub(super) fn fit(
     if let Some(interruption) = result.interrupted {
         return Err(Error::Training(format!("interrupted: {interruption:?}")));
     }
-
-    let model = result.model.into_model().valid();
-    let steps_trained = config.steps - start_step;
-    let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
-    Ok(Fitted { model, steps_trained, tokens, seconds })
+    Ok(result.model.into_model().valid())
 }
+
 /// Writes `model.json` (the model, before its weights, so that the checkpoints of an interrupted
 /// run can be loaded) and `train.json` (every setting, resolved).
 fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {

@@ -29,6 +29,8 @@ struct State {
     train_losses: Vec<f64>,
     /// The first failure of the metric log: the model is good, the run's record is not.
     log_failure: Option<String>,
+    /// Optimiser steps done, including those of a resumed run's checkpoint.
+    steps: usize,
 }
 
 impl std::fmt::Debug for RunMonitor {
@@ -108,11 +110,21 @@ impl RunMonitor {
         }
     }
 
-    /// The global norm of an optimiser step's gradients: whether they may be applied (a non-finite
-    /// norm is a divergence; after a divergence, no step is applied).
+    /// The run starts after `step` optimiser steps (those of the checkpoint it resumes from).
+    pub fn start_at(&self, step: usize) {
+        self.state().steps = step;
+    }
+
+    /// The global norm of the next optimiser step's gradients: whether they may be applied (a
+    /// non-finite norm is a divergence; after a divergence, no step is applied).
     pub fn may_apply(&self, grad_norm: f64) -> bool {
+        let step = {
+            let mut state = self.state();
+            state.steps += 1;
+            state.steps
+        };
         if !grad_norm.is_finite() {
-            self.diverge(format!("the gradient norm is {grad_norm}: {ADVICE}"));
+            self.diverge(format!("the gradient norm is {grad_norm} at step {step}: {ADVICE}"));
         }
         self.state().divergence.is_none()
     }
@@ -202,7 +214,12 @@ mod tests {
     fn a_non_finite_gradient_norm_is_a_divergence() {
         let monitor = RunMonitor::default();
         assert!(!monitor.may_apply(f64::NAN));
-        assert!(monitor.divergence().unwrap().starts_with("the gradient norm is NaN"));
+        assert!(monitor.divergence().unwrap().starts_with("the gradient norm is NaN at step 1: "));
+        let resumed = RunMonitor::default();
+        resumed.start_at(40);
+        assert!(resumed.may_apply(1.0));
+        assert!(!resumed.may_apply(f64::INFINITY));
+        assert!(resumed.divergence().unwrap().starts_with("the gradient norm is inf at step 42: "));
     }
 
     #[test]
