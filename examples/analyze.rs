@@ -42,8 +42,11 @@ struct Args {
     /// `pre-ln/seed-1` and `lns/seed-1`).
     #[arg(long, num_args = 1..)]
     label: Vec<String>,
-    /// Analyse the checkpoint of this epoch instead of the final model.
-    #[arg(long)]
+    /// Analyse the checkpoint at this optimiser step instead of the final model.
+    #[arg(long, conflicts_with = "epoch")]
+    step: Option<usize>,
+    /// Deprecated: the checkpoint at the end of this validation interval (use --step).
+    #[arg(long, hide = true)]
     epoch: Option<usize>,
     /// Evaluation data, as `train --data` reads it: text, JSON lines or JSON (either gzip), Parquet
     /// (the `parquet` feature), or token files (.bin) (default: fresh built-in documents).
@@ -118,11 +121,11 @@ fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<
         require_hf_dir(dir)?;
     }
     let device = parse_device(&args.device)?;
-    let loaded = load_model_dir(dir, args.epoch, &device)?;
+    let loaded = load_model_dir(dir, cli::checkpoint_step(dir, args.step, args.epoch)?, &device)?;
     // A report of a diverged model would be NaNs throughout: refuse it before any evaluation.
     if let Some(parameter) = first_non_finite_parameter(&loaded.model) {
         let advice = format!(
-            "{} diverged; analyse an earlier checkpoint (--epoch N) or train again (e.g. with a lower learning rate)",
+            "{} diverged; analyse an earlier checkpoint (--step N) or train again (e.g. with a lower learning rate)",
             dir.display()
         );
         return Err(Error::NonFinite { parameter, advice });

@@ -25,8 +25,11 @@ struct Args {
     /// A Hugging Face model directory (config.json, safetensors, tokenizer.json) instead of a run.
     #[arg(long)]
     hf_dir: Option<PathBuf>,
-    /// Use the checkpoint of this epoch instead of the final model.
-    #[arg(long)]
+    /// Use the checkpoint at this optimiser step instead of the final model.
+    #[arg(long, conflicts_with = "epoch")]
+    step: Option<usize>,
+    /// Deprecated: the checkpoint at the end of this validation interval (use --step).
+    #[arg(long, hide = true)]
     epoch: Option<usize>,
     /// The tokenizer.json to use instead of the model's own (e.g. when the path the run recorded
     /// is relative to another folder).
@@ -57,7 +60,7 @@ fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
         require_hf_dir(dir)?;
     }
     let dir = args.run.as_ref().or(args.hf_dir.as_ref()).expect("clap requires --run or --hf-dir");
-    let loaded = load_model_dir(dir, args.epoch, &device)?;
+    let loaded = load_model_dir(dir, cli::checkpoint_step(dir, args.step, args.epoch)?, &device)?;
     let tokenizer = loaded.tokenizer(args.tokenizer.as_deref())?;
     let model = loaded.model;
     let prompt = tokenizer.encode(&args.prompt)?;

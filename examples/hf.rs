@@ -68,8 +68,11 @@ enum Command {
         /// Run directory (model.json + model.bpk).
         #[arg(long)]
         checkpoint: PathBuf,
-        /// Export the checkpoint of this epoch instead of the final model.
-        #[arg(long)]
+        /// Export the checkpoint at this optimiser step instead of the final model.
+        #[arg(long, conflicts_with = "epoch")]
+        step: Option<usize>,
+        /// Deprecated: the checkpoint at the end of this validation interval (use --step).
+        #[arg(long, hide = true)]
         epoch: Option<usize>,
         /// New directory to write.
         #[arg(long)]
@@ -151,8 +154,9 @@ fn run(args: Args) -> Result<(), Error> {
             );
             Ok(())
         }
-        Command::Export { checkpoint, epoch, out, tokenizer } => {
-            let (model, info) = load_run_model(&checkpoint, epoch, &device)?;
+        Command::Export { checkpoint, step, epoch, out, tokenizer } => {
+            let step = cli::checkpoint_step(&checkpoint, step, epoch)?;
+            let (model, info) = load_run_model(&checkpoint, step, &device)?;
             // A tokenizer that cannot be found is an error, not an export without it.
             let spec = tokenizer_spec(Some(&info.tokenizer), tokenizer.as_deref())?;
             check_tokenizer_identity(&Tokenizer::from_spec(&spec)?, &spec, info.tokenizer_identity.as_deref())?;

@@ -93,3 +93,17 @@ pub fn overridden<T: FromArgMatches>(mut base: T, matches: &ArgMatches) -> Resul
 pub fn size(range: std::ops::RangeInclusive<u64>) -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::new().range(range)
 }
+
+/// The checkpoint a program loads from the run in `dir`: `--step`'s, or the step at the end of
+/// `--epoch`'s validation interval (the deprecated option, read through the run's `train.json`,
+/// with a warning naming the `--step` to use instead); `None` for the final model.
+pub fn checkpoint_step(
+    dir: &std::path::Path,
+    step: Option<usize>,
+    epoch: Option<usize>,
+) -> Result<Option<usize>, crate::Error> {
+    let Some(epoch) = epoch else { return Ok(step) };
+    let step = crate::run::step_of_epoch(dir, epoch)?;
+    crate::errln!("warning: --epoch is deprecated and goes in the next release; use --step {step}");
+    Ok(Some(step))
+}

@@ -479,6 +479,25 @@ fn resume_alone_takes_the_runs_own_settings_and_a_run_that_did_not_learn_exits_1
     assert!(!stderr.contains("changed setting") && !stderr.contains("differ"), "{stderr}");
     assert!(String::from_utf8_lossy(&resumed.stdout).contains("the final model of step 20 is written"));
 
+    // Checkpoints are chosen by step; --epoch (validation intervals of 10 steps) still works, warned.
+    let generate = |choice: &[&str]| {
+        Command::new(example("generate"))
+            .args(["--device", "flex", "--prompt", "ab", "--max-tokens", "2", "--run"])
+            .arg(&run)
+            .args(choice)
+            .output()
+            .unwrap()
+    };
+    let by_step = generate(&["--step", "10"]);
+    assert_succeeded(&by_step, "generate --step 10");
+    assert!(!String::from_utf8_lossy(&by_step.stderr).contains("warning"));
+    let by_epoch = generate(&["--epoch", "1"]);
+    assert_succeeded(&by_epoch, "generate --epoch 1");
+    assert!(String::from_utf8_lossy(&by_epoch.stderr).contains("--epoch is deprecated"));
+    assert!(String::from_utf8_lossy(&by_epoch.stderr).contains("use --step 10"));
+    assert_eq!(by_epoch.stdout, by_step.stdout, "the same checkpoint");
+    assert_refused(&generate(&["--step", "15"]), &["no checkpoint at step 15", "--step 10, 20"], "a missing step");
+
     // A learning rate that collapses the model to a uniform guess, with finite losses throughout.
     let collapsed = tmp.path().join("collapsed");
     let output =

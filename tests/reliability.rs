@@ -164,9 +164,9 @@ fn resume_removes_the_temporary_files_a_crash_left() {
     assert!(mine.iter().all(|path| path.exists()), "only names of temporary files of the run's writes are removed");
 }
 
-/// Cuts the files of checkpoint `epoch` short (`truncate`) or overwrites them with garbage.
-fn damage(out: &Path, epoch: usize, kind: &str, truncate: bool) {
-    let path = out.join(format!("checkpoint/{kind}-{epoch}.bpk"));
+/// Cuts the files of the checkpoint at `step` short (`truncate`) or overwrites them with garbage.
+fn damage(out: &Path, step: usize, kind: &str, truncate: bool) {
+    let path = out.join(format!("checkpoint/{kind}-step-{step}.bpk"));
     let len = std::fs::metadata(&path).unwrap().len() as usize;
     let bytes = if truncate { std::fs::read(&path).unwrap()[..len / 2].to_vec() } else { vec![0x5a; len] };
     std::fs::write(&path, bytes).unwrap();
@@ -180,10 +180,10 @@ fn resume_falls_back_from_a_damaged_latest_checkpoint_to_the_previous_one() {
         train(&config, Start::New, |_| {}).unwrap();
         // An interruption after the checkpoint of step 10, whose file was then damaged.
         for kind in ["model", "optim", "scheduler"] {
-            std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-3.bpk"))).unwrap();
+            std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-step-15.bpk"))).unwrap();
         }
         std::fs::remove_file(config.out.join("model.bpk")).unwrap();
-        damage(&config.out, 2, kind, truncate);
+        damage(&config.out, 10, kind, truncate);
         let mut events = Vec::new();
         let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();
         assert_eq!(report.train_losses.len(), 10, "{kind}: resumed from step 5, the last complete checkpoint");
@@ -208,9 +208,9 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     assert!(!err.contains("config file"), "{err}");
     std::fs::remove_file(&model).unwrap();
     let err = load_run_model(&config.out, None, &cpu).unwrap_err().to_string();
-    assert!(err.contains("missing: the training has not finished") && err.contains("--epoch 1, 2"), "{err}");
+    assert!(err.contains("missing: the training has not finished") && err.contains("--step 5, 10"), "{err}");
     let err = load_run_model(&config.out, Some(7), &cpu).unwrap_err().to_string();
-    assert!(err.contains("no checkpoint of epoch 7") && err.contains("--epoch 1, 2"), "{err}");
+    assert!(err.contains("no checkpoint at step 7") && err.contains("--step 5, 10"), "{err}");
 
     let mut events = Vec::new();
     let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();
@@ -224,9 +224,9 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
 fn a_garbage_checkpoint_is_called_corrupt_not_a_divergence() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    damage(&config.out, 2, "model", false);
+    damage(&config.out, 10, "model", false);
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.out, Some(2), &cpu).unwrap_err().to_string();
+    let err = load_run_model(&config.out, Some(10), &cpu).unwrap_err().to_string();
     assert!(err.contains("corrupt"), "{err}");
 }
 
@@ -281,7 +281,7 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
     assert_eq!(ragged.epochs(), 3);
     let report = train(&ragged, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 25);
-    assert!(ragged.out.join("checkpoint/model-3.bpk").is_file());
+    assert!(ragged.out.join("checkpoint/model-step-25.bpk").is_file(), "the end, named by its step");
 
     // Only --save-every: validation divides it.
     let save = TrainConfig { steps: 400, eval_every: None, save_every: Some(150), ..base.clone() };
@@ -320,7 +320,7 @@ fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
     train(&config, Start::New, |_| {}).unwrap();
     std::fs::remove_file(config.out.join("model.bpk")).unwrap();
     for kind in ["model", "optim", "scheduler"] {
-        std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-2.bpk"))).unwrap();
+        std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
     }
     let longer = TrainConfig { steps: 20, ..config.clone() };
     let err = expect_error(&longer, Start::Resume, "steps: 10 -> 20");
@@ -565,4 +565,33 @@ fn the_token_cache_is_never_written_into_the_run_directory() {
     train(&config, Start::New, |_| {}).unwrap();
     assert!(!out.join(".token-cache").exists());
     assert!(dir.path().join(".token-cache").is_dir());
+}
+
+#[test]
+fn checkpoints_named_by_epoch_are_renamed_by_step_when_the_run_is_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    // As version 0.1 named them: `<kind>-<epoch>.bpk`, epochs of 5 steps.
+    let checkpoints = config.out.join("checkpoint");
+    let steps = layernorm_scaling::run::checkpoint_steps(&checkpoints);
+    assert!(steps.contains(&10), "{steps:?}");
+    for &step in &steps {
+        for kind in ["model", "optim", "scheduler"] {
+            for suffix in ["", ".sum"] {
+                let from = checkpoints.join(format!("{kind}-step-{step}.bpk{suffix}"));
+                std::fs::rename(from, checkpoints.join(format!("{kind}-{}.bpk{suffix}", step / 5))).unwrap();
+            }
+        }
+    }
+    let cpu = layernorm_scaling::parse_device("flex").unwrap();
+    let err = load_run_model(&config.out, Some(10), &cpu).unwrap_err().to_string();
+    assert!(err.contains("named by epoch") && err.contains("--resume"), "{err}");
+
+    let mut events = Vec::new();
+    train(&config, Start::Resume, |event| events.push(event)).unwrap();
+    assert_eq!(events, [TrainEvent::WritingFinalModel { step: 10 }], "resumed from the renamed checkpoint");
+    assert_eq!(layernorm_scaling::run::checkpoint_steps(&checkpoints), steps);
+    assert!(layernorm_scaling::run::epoch_named_checkpoints(&checkpoints).is_empty());
+    load_run_model(&config.out, Some(10), &cpu).unwrap();
 }

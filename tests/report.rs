@@ -224,7 +224,7 @@ fn training_records_variance_and_per_layer_gradient_norms() {
     train(&tracked_run(&resumed_out), Start::New, |_| {}).unwrap();
     let first_run = read_tracking(&resumed_out).unwrap();
     // An interruption after the checkpoint at step 3: the later checkpoint and the final model are gone.
-    for file in ["model-2.bpk", "optim-2.bpk", "scheduler-2.bpk"] {
+    for file in ["model-step-6.bpk", "optim-step-6.bpk", "scheduler-step-6.bpk"] {
         for name in [file.to_string(), format!("{file}.sum")] {
             std::fs::remove_file(resumed_out.join("checkpoint").join(name)).unwrap();
         }
@@ -326,7 +326,7 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
         (vec!["--layers".into(), "2,9".into()], "layer 9 does not exist"),
         (vec!["--data".into(), empty.clone().into()], "no text"),
         (vec!["--choices".into(), malformed.clone().into()], "arc.jsonl:2"),
-        (vec!["--epoch".into(), "7".into()], "model-7.bpk"),
+        (vec!["--step".into(), "7".into()], "no checkpoint at step 7"),
     ];
     for (extra, expected) in cases {
         let output = Command::new(&analyze)

@@ -56,7 +56,9 @@ fn the_loss_falls_on_the_builtin_corpus() {
 
     // The run directory holds everything a user needs, and the saved model reloads.
     let out = dir.path().join("run");
-    for file in ["train.json", "model.json", "model.bpk", "metrics.csv", "metrics.jsonl", "checkpoint/model-2.bpk"] {
+    for file in
+        ["train.json", "model.json", "model.bpk", "metrics.csv", "metrics.jsonl", "checkpoint/model-step-40.bpk"]
+    {
         assert!(out.join(file).is_file(), "{file}");
     }
     let csv = std::fs::read_to_string(out.join("metrics.csv")).unwrap();
@@ -65,7 +67,7 @@ fn the_loss_falls_on_the_builtin_corpus() {
     assert_eq!(info.steps, 40);
     let tokens = common::random_tokens(1, 16, 256, 1, &cpu());
     assert!(common::max_abs_diff(&reloaded.forward(tokens.clone()), &report.model.forward(tokens.clone())) < 1e-6);
-    let (from_checkpoint, _) = load_run_model(&out, Some(2), &cpu()).unwrap();
+    let (from_checkpoint, _) = load_run_model(&out, Some(40), &cpu()).unwrap();
     assert!(common::max_abs_diff(&from_checkpoint.forward(tokens.clone()), &reloaded.forward(tokens)) < 1e-6);
 }
 
@@ -107,7 +109,7 @@ fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
         std::fs::copy(whole.join(file), resumed.join(file)).unwrap();
     }
     for kind in ["model", "optim", "scheduler"] {
-        for name in [format!("{kind}-1.bpk"), format!("{kind}-1.bpk.sum")] {
+        for name in [format!("{kind}-step-10.bpk"), format!("{kind}-step-10.bpk.sum")] {
             std::fs::copy(whole.join("checkpoint").join(&name), resumed.join("checkpoint").join(&name)).unwrap();
         }
     }

@@ -150,9 +150,10 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
     Ok(info.model)
 }
 
-/// Loads the model of a run directory (the final model, or the checkpoint of `epoch`) or of a
-/// Hugging Face model directory onto `device`; a run's model with non-finite weights is an error.
-pub fn load_model_dir(dir: impl AsRef<Path>, epoch: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
+/// Loads the model of a run directory (the final model, or its checkpoint at optimiser step
+/// `step`) or of a Hugging Face model directory onto `device`; a run's model with non-finite
+/// weights is an error.
+pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
     let dir = dir.as_ref();
     if !dir.is_dir() {
         let what = if dir.exists() { "a file, not a folder" } else { "no such folder" };
@@ -162,17 +163,17 @@ pub fn load_model_dir(dir: impl AsRef<Path>, epoch: Option<usize>, device: &Devi
         ));
     }
     if is_hf_dir(dir) {
-        if epoch.is_some() {
-            return Err(Error::file(dir, "a Hugging Face model directory has no epoch checkpoints: drop --epoch"));
+        if step.is_some() {
+            return Err(Error::file(dir, "a Hugging Face model directory has no checkpoints: drop --step"));
         }
         return load_hf_dir(dir, device);
     }
-    let (model, info) = load_run_model(dir, epoch, device)?;
+    let (model, info) = load_run_model(dir, step, device)?;
     if let Some(parameter) = crate::model::first_non_finite_parameter(&model) {
         return Err(Error::NonFinite {
             parameter,
             advice: format!(
-                "the run in {} diverged; load an earlier checkpoint with --epoch N, or train again with a lower \
+                "the run in {} diverged; load an earlier checkpoint with --step N, or train again with a lower \
                  learning rate",
                 dir.display()
             ),

@@ -1,5 +1,5 @@
 //! A run directory's model: its final model (`model.bpk` with its checksum, and `model.json`)
-//! and its checkpoints (`checkpoint/model-<epoch>.bpk`), saved and loaded without burn-train.
+//! and its checkpoints (`checkpoint/model-step-<step>.bpk`), saved and loaded without burn-train.
 
 use std::path::{Path, PathBuf};
 
@@ -12,31 +12,82 @@ use crate::io::SumError;
 use crate::model::Llama;
 use crate::{Error, LlamaConfig};
 
-/// The checkpoint kinds burn-train saves at each checkpointed epoch.
+/// The checkpoint kinds burn-train saves at each checkpoint.
 pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
 
-/// The epochs that have a file of any kind in the checkpoint directory `dir`, oldest first.
-pub fn checkpoint_epochs(dir: &Path) -> Vec<usize> {
-    let mut epochs: Vec<usize> = std::fs::read_dir(dir)
+/// The optimiser steps that have a checkpoint file of any kind in the checkpoint directory
+/// `dir` (`<kind>-step-<step>.bpk`), oldest first.
+pub fn checkpoint_steps(dir: &Path) -> Vec<usize> {
+    numbered_checkpoints(dir, "-step-")
+}
+
+/// `<dir>/<kind>-step-<step>.bpk`.
+pub fn checkpoint_file(dir: &Path, kind: &str, step: usize) -> PathBuf {
+    dir.join(format!("{kind}-step-{step}.bpk"))
+}
+
+/// The checkpoints in `dir` named by burn-train's epoch (`<kind>-<epoch>.bpk`, as version 0.1
+/// wrote them): their epochs, oldest first. A resume renames them by step.
+pub fn epoch_named_checkpoints(dir: &Path) -> Vec<usize> {
+    numbered_checkpoints(dir, "-")
+}
+
+/// Renames the checkpoints of the run in `run_dir` that version 0.1 named by epoch
+/// (`model-3.bpk`) by the step they were taken at (`model-step-30.bpk`), from the run's
+/// `train.json`; a run without a readable one keeps them as they are. Each checksum is renamed
+/// before its file, so that a rename cut short is finished by the next call. Call it holding the
+/// run directory's lock.
+#[cfg(feature = "train")]
+pub(crate) fn name_checkpoints_by_step(run_dir: &Path) -> std::io::Result<()> {
+    let dir = run_dir.join(CHECKPOINTS);
+    for epoch in epoch_named_checkpoints(&dir) {
+        let Ok(step) = step_of_epoch(run_dir, epoch) else { return Ok(()) };
+        for kind in CHECKPOINT_KINDS {
+            let (old, new) = (dir.join(format!("{kind}-{epoch}.bpk")), checkpoint_file(&dir, kind, step));
+            for (from, to) in [(crate::io::sum_path(&old), crate::io::sum_path(&new)), (old, new)] {
+                if from.exists() {
+                    std::fs::rename(from, to)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The numbers `n` of the files `<kind><separator><n>.bpk` in `dir`, sorted and unique.
+fn numbered_checkpoints(dir: &Path, separator: &str) -> Vec<usize> {
+    let mut numbers: Vec<usize> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .flatten()
                 .filter_map(|e| {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    let (kind, rest) = name.strip_suffix(".bpk")?.split_once('-')?;
-                    CHECKPOINT_KINDS.contains(&kind).then(|| rest.parse::<usize>().ok())?
+                    let stem = name.strip_suffix(".bpk")?;
+                    CHECKPOINT_KINDS
+                        .iter()
+                        .find_map(|kind| stem.strip_prefix(&format!("{kind}{separator}"))?.parse().ok())
                 })
                 .collect()
         })
         .unwrap_or_default();
-    epochs.sort_unstable();
-    epochs.dedup();
-    epochs
+    numbers.sort_unstable();
+    numbers.dedup();
+    numbers
 }
 
-/// `<dir>/<kind>-<epoch>.bpk`.
-pub fn checkpoint_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
-    dir.join(format!("{kind}-{epoch}.bpk"))
+/// The optimiser step at which validation interval `epoch` (from 1) of the run in `run_dir` ends,
+/// from its `train.json` (`eval_every` and `steps`): what `--epoch` (deprecated) and checkpoints
+/// named by epoch mean.
+pub fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
+    let path = run_dir.as_ref().join(TRAIN_CONFIG);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::file(&path, e))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not valid JSON: {e}")))?;
+    let field = |name: &str| json.get(name).and_then(serde_json::Value::as_u64).map(|n| n as usize);
+    match (field("eval_every"), field("steps")) {
+        (Some(every), Some(steps)) if every > 0 => Ok((epoch.saturating_mul(every)).min(steps)),
+        _ => Err(Error::file(&path, "has no `eval_every` and `steps`: cannot tell the step of an epoch")),
+    }
 }
 
 /// What a run directory records about its model: enough to rebuild it and its tokenizer.
@@ -71,17 +122,17 @@ pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo)
     crate::io::write_atomically(&dir.join(MODEL_INFO), json.as_bytes()).map_err(|e| error(e.to_string()))
 }
 
-/// Loads the model of a run directory (`model.json` + `model.bpk`), or of one of its epoch
-/// checkpoints (`checkpoint/model-<epoch>.bpk`), onto `device`. A file that is missing, cut short
-/// or corrupt (checked against its `.sum`) is an error that says what to do.
+/// Loads the model of a run directory (`model.json` + `model.bpk`), or of its checkpoint at
+/// optimiser step `step` (`checkpoint/model-step-<step>.bpk`), onto `device`. A file that is
+/// missing, cut short or corrupt (checked against its `.sum`) is an error that says what to do.
 pub fn load_run_model(
     dir: impl AsRef<Path>,
-    epoch: Option<usize>,
+    step: Option<usize>,
     device: &Device,
 ) -> Result<(Llama, RunModelInfo), Error> {
     let dir = dir.as_ref();
     let file_error = |path: &Path, message: String| Error::file(path, message);
-    if let Some(state) = unfinished_start(dir).filter(|_| epoch.is_none()) {
+    if let Some(state) = unfinished_start(dir).filter(|_| step.is_none()) {
         return Err(file_error(&dir.join(MODEL), state));
     }
     let info_path = dir.join(MODEL_INFO);
@@ -90,31 +141,37 @@ pub fn load_run_model(
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
     info.model.validate()?;
-    let epochs = checkpoint_epochs(&dir.join(CHECKPOINTS));
+    let steps = checkpoint_steps(&dir.join(CHECKPOINTS));
     let listed = || {
-        if epochs.is_empty() {
-            "the run has no checkpoints".to_string()
-        } else {
+        if !steps.is_empty() {
             format!(
-                "the run's checkpoints are --epoch {}",
-                epochs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
+                "the run's checkpoints are --step {}",
+                steps.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
             )
+        } else if !epoch_named_checkpoints(&dir.join(CHECKPOINTS)).is_empty() {
+            format!(
+                "the run's checkpoints are named by epoch, as version 0.1 wrote them; `train --resume --out {}` \
+                 renames them by step",
+                dir.display()
+            )
+        } else {
+            "the run has no checkpoints".to_string()
         }
     };
-    let (path, prefixed) = match epoch {
+    let (path, prefixed) = match step {
         None => (dir.join(MODEL), false),
-        Some(epoch) => (checkpoint_file(&dir.join(CHECKPOINTS), "model", epoch), true),
+        Some(step) => (checkpoint_file(&dir.join(CHECKPOINTS), "model", step), true),
     };
     let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
     // What else to load: a checkpoint, when the run has one.
     let or_checkpoint = || {
-        if epochs.is_empty() {
+        if steps.is_empty() {
             format!(" ({})", listed())
         } else {
             format!(", or load a checkpoint ({})", listed())
         }
     };
-    match (crate::io::verify_sum(&path), epoch) {
+    match (crate::io::verify_sum(&path), step) {
         (Ok(()), _) => {}
         (Err(SumError::Missing), None) => {
             return Err(file_error(
@@ -122,8 +179,8 @@ pub fn load_run_model(
                 format!("missing: the training has not finished; {finish}{}", or_checkpoint()),
             ))
         }
-        (Err(SumError::Missing), Some(epoch)) => {
-            return Err(file_error(&path, format!("no checkpoint of epoch {epoch}: {}", listed())))
+        (Err(SumError::Missing), Some(step)) => {
+            return Err(file_error(&path, format!("no checkpoint at step {step}: {}", listed())))
         }
         (Err(problem), None) => {
             return Err(file_error(&path, format!("incomplete: {problem}; {finish}{}", or_checkpoint())))

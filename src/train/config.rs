@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
+use super::checkpoint::EpochSteps;
 use crate::{ConfigError, Error, NormScheme};
 
 /// The most documents the built-in corpus makes (each is generated and held in memory).
@@ -366,7 +367,12 @@ impl TrainConfig {
 
     /// The optimiser step at which validation interval `epoch` (from 1) ends: the last one may be short.
     pub fn step_at_epoch_end(&self, epoch: usize) -> usize {
-        (epoch * self.eval_every()).min(self.steps)
+        self.epoch_steps().step(epoch)
+    }
+
+    /// How the run's validation intervals (burn-train's epochs) map to optimiser steps.
+    pub fn epoch_steps(&self) -> EpochSteps {
+        EpochSteps { steps_per_epoch: self.eval_every(), steps: self.steps }
     }
 
     /// The number of validation/checkpoint intervals ("epochs") of the run; the last one is

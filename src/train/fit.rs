@@ -46,9 +46,9 @@ pub(super) struct Fitted {
     pub seconds: f64,
 }
 
-/// Trains in the locked run directory from the last of the `existing` checkpoints (from step 0
-/// when there is none), which the checkpointing strategy keeps managing. Every part of the run
-/// reports to `monitor`, which decides whether it diverged.
+/// Trains in the locked run directory from the last of the `existing` checkpoints (their steps;
+/// from step 0 when there is none), which the checkpointing strategy keeps managing. Every part
+/// of the run reports to `monitor`, which decides whether it diverged.
 pub(super) fn fit(
     config: &TrainConfig,
     dir: &RunDir,
@@ -56,8 +56,7 @@ pub(super) fn fit(
     existing: Vec<usize>,
     monitor: &Arc<RunMonitor>,
 ) -> Result<Fitted, Error> {
-    let start_epoch = existing.last().copied().unwrap_or(0);
-    let start_step = config.step_at_epoch_end(start_epoch);
+    let start_step = existing.last().copied().unwrap_or(0);
     record_run(config, dir.path(), prepared)?;
     monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
@@ -65,7 +64,7 @@ pub(super) fn fit(
     let micro_batches = config.grad_accum * devices.len();
     let keeper = CheckpointKeeper::new(&dir.checkpoint_dir(), existing.clone(), monitor.events());
     let training = supervised_training(config, dir, prepared, &devices, existing, &keeper, monitor)?;
-    if start_epoch > 0 {
+    if start_step > 0 {
         monitor.report(TrainEvent::Resumed { step: start_step });
     }
     monitor.start_at(start_step);
@@ -123,7 +122,8 @@ fn supervised_training(
     keeper: &CheckpointKeeper,
     monitor: &Arc<RunMonitor>,
 ) -> Result<SupervisedTraining<TrainingModel>, Error> {
-    let start_epoch = existing.last().copied().unwrap_or(0);
+    let steps = config.epoch_steps();
+    let start_epoch = steps.epoch(existing.last().copied().unwrap_or(0));
     let out = dir.path();
     let micro_batches = config.grad_accum * devices.len();
     let steps_per_epoch = config.eval_every();
@@ -166,15 +166,15 @@ fn supervised_training(
         .metric_train_numeric(StepMetric::tokens_per_second())
         .metric_train_numeric(StepMetric::grad_norm())
         .with_custom_checkpointers(
-            SummedCheckpointer::new(&checkpoint_dir, "model"),
-            SummedCheckpointer::new(&checkpoint_dir, "optim"),
-            SummedCheckpointer::new(&checkpoint_dir, "scheduler"),
+            SummedCheckpointer::new(&checkpoint_dir, "model", steps),
+            SummedCheckpointer::new(&checkpoint_dir, "optim", steps),
+            SummedCheckpointer::new(&checkpoint_dir, "scheduler", steps),
         )
         .with_checkpointing_strategy(RunCheckpointing::new(
             config.save_every() / steps_per_epoch,
-            config.epochs(),
             config.keep_checkpoints,
-            existing,
+            &existing,
+            steps,
             keeper.clone(),
             loss_metric.name(),
             monitor.clone(),
@@ -273,10 +273,10 @@ fn initial_model(prepared: &mut Prepared, device: &Device) -> Result<Llama, Erro
 /// The error of a run stopped for a non-finite value, naming the checkpoint it can resume from.
 fn diverged(config: &TrainConfig, dir: &RunDir, reason: String) -> Error {
     let kept = match dir.checkpoints().0.last() {
-        Some(&epoch) => format!(
+        Some(&step) => format!(
             "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with a \
              learning rate well below {:e} (--resume --lr ...) or with --clip-grad-norm 1",
-            config.step_at_epoch_end(epoch),
+            step,
             dir.checkpoint_dir().display(),
             config.lr
         ),

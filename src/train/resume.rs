@@ -15,9 +15,9 @@ use crate::model::first_non_finite_parameter;
 use crate::run::{load_run_model, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::{Error, LlamaConfig};
 
-/// Where a training starts: the checkpoints already on disk that the run keeps (the last one its
-/// start; none for a new run), and the checkpoint to write the final model from when every step
-/// is already done.
+/// Where a training starts: the steps of the checkpoints already on disk that the run keeps (the
+/// last one its start; none for a new run), and the checkpoint to write the final model from when
+/// every step is already done.
 pub(super) struct StartingPoint {
     pub existing: Vec<usize>,
     pub finish_at: Option<usize>,
@@ -75,9 +75,9 @@ pub(super) fn starting_point(
             for change in changes {
                 events.send(TrainEvent::SettingChanged(change));
             }
-            let kept = resume_checkpoints(dir, config, &prepared.devices[0], events)?;
+            let kept = resume_checkpoints(dir, &prepared.devices[0], events)?;
             match kept.last() {
-                Some(&epoch) if epoch >= config.epochs() => (kept, Some(epoch)),
+                Some(&step) if step >= config.steps => (kept, Some(step)),
                 Some(_) => (kept, None),
                 None if reached_the_end(dir, config) => {
                     return Err(run_dir_error(
@@ -233,26 +233,20 @@ fn refuse(out: &Path, refused: &[String]) -> Result<(), String> {
 /// newest that is complete (its files match their checksums) and sound (finite weights); empty
 /// when there is none. Newer checkpoints that are not are named in warnings; the resumed run
 /// writes them again.
-fn resume_checkpoints(
-    dir: &RunDir,
-    config: &TrainConfig,
-    device: &Device,
-    events: &Events,
-) -> Result<Vec<usize>, Error> {
+fn resume_checkpoints(dir: &RunDir, device: &Device, events: &Events) -> Result<Vec<usize>, Error> {
     let (mut complete, broken) = dir.checkpoints();
     let newest_complete = complete.last().copied().unwrap_or(0);
-    let skipping = |epoch: usize, problem: &str| {
-        events.warn(format!("skipping the checkpoint of step {}: {problem}", config.step_at_epoch_end(epoch)));
-    };
-    for (epoch, problem) in broken.iter().filter(|(epoch, _)| *epoch > newest_complete) {
-        skipping(*epoch, problem);
+    let skipping =
+        |step: usize, problem: &str| events.warn(format!("skipping the checkpoint of step {step}: {problem}"));
+    for (step, problem) in broken.iter().filter(|(step, _)| *step > newest_complete) {
+        skipping(*step, problem);
     }
-    while let Some(&epoch) = complete.last() {
-        let (model, _) = load_run_model(dir.path(), Some(epoch), device)?;
+    while let Some(&step) = complete.last() {
+        let (model, _) = load_run_model(dir.path(), Some(step), device)?;
         match first_non_finite_parameter(&model) {
             None => break,
             Some(name) => {
-                skipping(epoch, &format!("its weights are not finite ({name})"));
+                skipping(step, &format!("its weights are not finite ({name})"));
                 complete.pop();
             }
         }

@@ -126,7 +126,7 @@ fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainRepor
     }
     let monitor = RunMonitor::new(events.clone());
     let result = match finish_at {
-        Some(epoch) => finish_from_checkpoint(&config, &dir, prepared, epoch, &monitor),
+        Some(step) => finish_from_checkpoint(&config, &dir, prepared, step, &monitor),
         None => fit(&config, &dir, &mut prepared, existing, &monitor)
             .and_then(|fitted| finish_fitted(&config, prepared, fitted, &monitor)),
     };
@@ -142,16 +142,16 @@ fn finish_from_checkpoint(
     config: &TrainConfig,
     dir: &RunDir,
     prepared: Prepared,
-    epoch: usize,
+    step: usize,
     monitor: &RunMonitor,
 ) -> Result<TrainReport, Error> {
-    monitor.report(TrainEvent::WritingFinalModel { step: config.step_at_epoch_end(epoch) });
+    monitor.report(TrainEvent::WritingFinalModel { step });
     match crate::measure::read_metrics(dir.path()) {
         Ok(rows) => monitor.read_log(&rows),
         Err(e) => monitor
             .warn(format!("cannot read the run's training losses ({e}); it is judged by its validation loss alone")),
     }
-    let (model, _) = load_run_model(dir.path(), Some(epoch), &prepared.devices[0])?;
+    let (model, _) = load_run_model(dir.path(), Some(step), &prepared.devices[0])?;
     finish(config, prepared, model, monitor, 0, 0, 0.0)
 }
 

@@ -43,6 +43,8 @@ impl RunDir {
         dir.restored = dir
             .settle_replacement(false)
             .map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
+        crate::run::name_checkpoints_by_step(path)
+            .map_err(|e| error(format!("cannot rename its checkpoints (named by epoch) by step: {e}")))?;
         Ok(dir)
     }
 
@@ -216,8 +218,8 @@ impl RunDir {
         }
     }
 
-    /// The checkpointed epochs whose files are all complete (checked against their `.sum`),
-    /// oldest first, and the epochs that have files but are not, with the reason.
+    /// The steps of the checkpoints whose files are all complete (checked against their `.sum`),
+    /// oldest first, and the steps that have files but are not, with the reason.
     pub fn checkpoints(&self) -> (Vec<usize>, Vec<(usize, String)>) {
         checkpoint_status(&self.checkpoint_dir())
     }

@@ -10,7 +10,7 @@ use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::{Aggregate, Direction, EventStoreClient, Split};
 use burn::train::metric::MetricName;
 
-use super::checkpoint::CheckpointKeeper;
+use super::checkpoint::{CheckpointKeeper, EpochSteps};
 use super::monitor::RunMonitor;
 
 /// The run's checkpointing strategy (epochs are validation intervals).
@@ -19,6 +19,8 @@ pub struct RunCheckpointing {
     last: usize,
     keep: usize,
     saved: Vec<usize>,
+    /// The steps that name the epochs' checkpoints.
+    steps: EpochSteps,
     keeper: CheckpointKeeper,
     loss: MetricName,
     /// Whether the run is sound enough to checkpoint.
@@ -26,19 +28,21 @@ pub struct RunCheckpointing {
 }
 
 impl RunCheckpointing {
-    /// Saves every `every` epochs and at epoch `last`; keeps the last `keep` and the best.
-    /// `existing` are the epochs already on disk (from before a resume), `keeper` deletes the
-    /// others; `monitor` says whether the run is sound.
+    /// Saves every `every` epochs and at the last epoch of `steps`; keeps the last `keep` and the
+    /// best. `existing` are the steps of the checkpoints already on disk (from before a resume),
+    /// `keeper` deletes the others; `monitor` says whether the run is sound.
     pub fn new(
         every: usize,
-        last: usize,
         keep: usize,
-        existing: Vec<usize>,
+        existing: &[usize],
+        steps: EpochSteps,
         keeper: CheckpointKeeper,
         loss: MetricName,
         monitor: Arc<RunMonitor>,
     ) -> Self {
-        Self { every, last, keep: keep.max(1), saved: existing, keeper, loss, monitor }
+        let saved = existing.iter().map(|&step| steps.epoch(step)).collect();
+        let last = steps.epoch(steps.steps);
+        Self { every, last, keep: keep.max(1), saved, steps, keeper, loss, monitor }
     }
 
     fn sound(&self, epoch: usize, store: &EventStoreClient) -> bool {
@@ -56,7 +60,7 @@ impl CheckpointingStrategy for RunCheckpointing {
         let (save, kept) =
             checkpoints_after(&self.saved, epoch, best, |e| e.is_multiple_of(self.every) || e == self.last, self.keep);
         self.saved = kept;
-        self.keeper.want(self.saved.clone());
+        self.keeper.want(self.saved.iter().map(|&epoch| self.steps.step(epoch)).collect());
         self.keeper.prune();
         if save {
             vec![CheckpointingAction::Save]
