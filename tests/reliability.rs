@@ -584,14 +584,51 @@ fn checkpoints_named_by_epoch_are_renamed_by_step_when_the_run_is_resumed() {
             }
         }
     }
+    // Read where they are, by their step, before any rename.
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.out, Some(10), &cpu).unwrap_err().to_string();
-    assert!(err.contains("named by epoch") && err.contains("--resume"), "{err}");
+    let before = common::ParamValues::flat_of(&load_run_model(&config.out, Some(10), &cpu).unwrap().0);
+    let err = load_run_model(&config.out, Some(7), &cpu).unwrap_err().to_string();
+    assert!(err.contains("--step 5, 10"), "{err}");
 
     let mut events = Vec::new();
     train(&config, Start::Resume, |event| events.push(event)).unwrap();
     assert_eq!(events, [TrainEvent::WritingFinalModel { step: 10 }], "resumed from the renamed checkpoint");
     assert_eq!(layernorm_scaling::run::checkpoint_steps(&checkpoints), steps);
     assert!(layernorm_scaling::run::epoch_named_checkpoints(&checkpoints).is_empty());
-    load_run_model(&config.out, Some(10), &cpu).unwrap();
+    let (after, _) = load_run_model(&config.out, Some(10), &cpu).unwrap();
+    assert!(before == common::ParamValues::flat_of(&after));
+}
+
+#[test]
+fn a_bf16_run_resumes_from_its_checkpoint() {
+    // A process of its own: a device's precision is fixed by its first tensor.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let train_bf16 = |extra: &[&str], crash_at: Option<&str>| {
+        let mut command = Command::new(example("train"));
+        command.args(["--device", "flex", "--model", "tiny", "--steps", "10", "--eval-every", "5", "--bf16"]);
+        command.args(["--batch-size", "4", "--seq-len", "32", "--builtin-docs", "300", "--samples", "0", "--out"]);
+        command.arg(&out).args(extra).env_remove("LAYERNORM_SCALING_CRASH_AT");
+        if let Some(point) = crash_at {
+            command.env("LAYERNORM_SCALING_CRASH_AT", point);
+        }
+        command.output().unwrap()
+    };
+    // Killed after its first checkpoint: the optimiser's bf16 moments come back from it, on
+    // Burn's default device. Where that device has no bf16 (this build's first backend is wgpu,
+    // here on a CPU Vulkan without bf16), a clear refusal instead of a panic at the first step.
+    assert!(!train_bf16(&[], Some("checkpoint:2")).status.success());
+    let resumed = train_bf16(&["--resume"], None);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let default = format!("{:?}", burn::tensor::Device::default());
+    if resumed.status.success() {
+        assert!(String::from_utf8_lossy(&resumed.stdout).contains("resuming from the checkpoint at step 5"));
+    } else {
+        assert!(
+            stderr.contains("a bf16 run cannot be resumed with this build") && stderr.contains(&default),
+            "{stderr}"
+        );
+        assert!(!default.contains("Flex"), "the flex default device takes bf16: {stderr}");
+    }
 }

@@ -26,6 +26,11 @@ pub fn checkpoint_file(dir: &Path, kind: &str, step: usize) -> PathBuf {
     dir.join(format!("{kind}-step-{step}.bpk"))
 }
 
+/// `<dir>/<kind>-<epoch>.bpk`: a checkpoint as version 0.1 named it.
+fn epoch_named_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
+    dir.join(format!("{kind}-{epoch}.bpk"))
+}
+
 /// The checkpoints in `dir` named by burn-train's epoch (`<kind>-<epoch>.bpk`, as version 0.1
 /// wrote them): their epochs, oldest first. A resume renames them by step.
 pub fn epoch_named_checkpoints(dir: &Path) -> Vec<usize> {
@@ -43,7 +48,7 @@ pub(crate) fn name_checkpoints_by_step(run_dir: &Path) -> std::io::Result<()> {
     for epoch in epoch_named_checkpoints(&dir) {
         let Ok(step) = step_of_epoch(run_dir, epoch) else { return Ok(()) };
         for kind in CHECKPOINT_KINDS {
-            let (old, new) = (dir.join(format!("{kind}-{epoch}.bpk")), checkpoint_file(&dir, kind, step));
+            let (old, new) = (epoch_named_file(&dir, kind, epoch), checkpoint_file(&dir, kind, step));
             for (from, to) in [(crate::io::sum_path(&old), crate::io::sum_path(&new)), (old, new)] {
                 if from.exists() {
                     std::fs::rename(from, to)?;
@@ -80,14 +85,22 @@ fn numbered_checkpoints(dir: &Path, separator: &str) -> Vec<usize> {
 /// named by epoch mean.
 pub fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
     let path = run_dir.as_ref().join(TRAIN_CONFIG);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::file(&path, e))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Error::file(&path, format!("{e}: an epoch's step is read from the run's train.json")))?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not valid JSON: {e}")))?;
     let field = |name: &str| json.get(name).and_then(serde_json::Value::as_u64).map(|n| n as usize);
-    match (field("eval_every"), field("steps")) {
-        (Some(every), Some(steps)) if every > 0 => Ok((epoch.saturating_mul(every)).min(steps)),
-        _ => Err(Error::file(&path, "has no `eval_every` and `steps`: cannot tell the step of an epoch")),
+    let (Some(every), Some(steps)) = (field("eval_every").filter(|&n| n > 0), field("steps")) else {
+        return Err(Error::file(&path, "needs a positive `eval_every` and `steps` to tell the step of an epoch"));
+    };
+    let epochs = steps.div_ceil(every);
+    if epoch == 0 || epoch > epochs {
+        return Err(Error::file(
+            &path,
+            format!("the run has epochs (validation intervals) 1..={epochs}, not {epoch}; give --step instead"),
+        ));
     }
+    Ok((epoch * every).min(steps))
 }
 
 /// What a run directory records about its model: enough to rebuild it and its tokenizer.
@@ -141,26 +154,39 @@ pub fn load_run_model(
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
     info.model.validate()?;
-    let steps = checkpoint_steps(&dir.join(CHECKPOINTS));
+    let checkpoints = dir.join(CHECKPOINTS);
+    // A run of version 0.1 names its checkpoints by epoch: read where they are, by their step.
+    let by_epoch: Vec<(usize, usize)> = epoch_named_checkpoints(&checkpoints)
+        .into_iter()
+        .filter_map(|epoch| step_of_epoch(dir, epoch).ok().map(|step| (step, epoch)))
+        .collect();
+    let mut steps = checkpoint_steps(&checkpoints);
+    steps.extend(by_epoch.iter().map(|&(step, _)| step));
+    steps.sort_unstable();
+    steps.dedup();
     let listed = || {
         if !steps.is_empty() {
             format!(
                 "the run's checkpoints are --step {}",
                 steps.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
             )
-        } else if !epoch_named_checkpoints(&dir.join(CHECKPOINTS)).is_empty() {
-            format!(
-                "the run's checkpoints are named by epoch, as version 0.1 wrote them; `train --resume --out {}` \
-                 renames them by step",
-                dir.display()
-            )
+        } else if !epoch_named_checkpoints(&checkpoints).is_empty() {
+            "its checkpoints are named by epoch (`model-<epoch>.bpk`, as version 0.1 wrote them) and its \
+             train.json, which says their steps, cannot be read; rename each to model-step-<step>.bpk (with its \
+             .sum), the step being epoch x eval_every"
+                .to_string()
         } else {
             "the run has no checkpoints".to_string()
         }
     };
     let (path, prefixed) = match step {
         None => (dir.join(MODEL), false),
-        Some(step) => (checkpoint_file(&dir.join(CHECKPOINTS), "model", step), true),
+        Some(step) => match by_epoch.iter().find(|&&(s, _)| s == step) {
+            Some(&(_, epoch)) if !checkpoint_file(&checkpoints, "model", step).exists() => {
+                (epoch_named_file(&checkpoints, "model", epoch), true)
+            }
+            _ => (checkpoint_file(&checkpoints, "model", step), true),
+        },
     };
     let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
     // What else to load: a checkpoint, when the run has one.

@@ -76,6 +76,9 @@ pub(super) fn starting_point(
                 events.send(TrainEvent::SettingChanged(change));
             }
             let kept = resume_checkpoints(dir, &prepared.devices[0], events)?;
+            if config.bf16 && !kept.is_empty() {
+                check_bf16_restore().map_err(run_dir_error)?;
+            }
             match kept.last() {
                 Some(&step) if step >= config.steps => (kept, Some(step)),
                 Some(_) => (kept, None),
@@ -252,6 +255,23 @@ fn resume_checkpoints(dir: &RunDir, device: &Device, events: &Events) -> Result<
         }
     }
     Ok(complete)
+}
+
+/// An error unless a bf16 run's optimiser state can come back in bf16. Burn 0.22.1 restores it
+/// on `Device::default()` (the first backend compiled in) in that device's precision: f32
+/// moments beside bf16 gradients would stop the first step with a panic.
+fn check_bf16_restore() -> Result<(), String> {
+    let mut default = Device::default();
+    // Set here unless the training device is the default one (then it is bf16 already).
+    let _ = crate::set_precision(&mut default, crate::Precision::Bf16);
+    if burn::tensor::Tensor::<1>::zeros([1], &default).dtype() == burn::tensor::DType::BF16 {
+        return Ok(());
+    }
+    Err(format!(
+        "a bf16 run cannot be resumed with this build: Burn 0.22.1 restores the optimiser state on the \
+         default device ({default:?}), which has no bf16. Resume it with a build whose first backend is the \
+         training device (e.g. `--no-default-features --features flex,train` for flex), or on a GPU with bf16"
+    ))
 }
 
 /// Whether the run in `dir` got to its end: its final model or that model's checksum is there
