@@ -23,7 +23,7 @@ pub use model_dir::{is_hf_dir, load_model_dir, read_model_dir_config, require_hf
 pub(crate) use run_model::name_checkpoints_by_step;
 pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, save_run_model, step_of_epoch,
-    RunModelInfo, CHECKPOINT_KINDS,
+    EpochSteps, RunModelInfo, CHECKPOINT_KINDS,
 };
 
 /// Whether `dir` holds a run (its settings, its final model or its checkpoints), whole or in part.

@@ -45,8 +45,13 @@ pub fn epoch_named_checkpoints(dir: &Path) -> Vec<usize> {
 #[cfg(feature = "train")]
 pub(crate) fn name_checkpoints_by_step(run_dir: &Path) -> std::io::Result<()> {
     let dir = run_dir.join(CHECKPOINTS);
-    for epoch in epoch_named_checkpoints(&dir) {
-        let Ok(step) = step_of_epoch(run_dir, epoch) else { return Ok(()) };
+    let epochs = epoch_named_checkpoints(&dir);
+    if epochs.is_empty() {
+        return Ok(());
+    }
+    let Ok(steps) = EpochSteps::of_run(run_dir) else { return Ok(()) };
+    for epoch in epochs {
+        let Some(step) = steps.checked_step(epoch) else { return Ok(()) };
         for kind in CHECKPOINT_KINDS {
             let (old, new) = (epoch_named_file(&dir, kind, epoch), checkpoint_file(&dir, kind, step));
             for (from, to) in [(crate::io::sum_path(&old), crate::io::sum_path(&new)), (old, new)] {
@@ -80,27 +85,66 @@ fn numbered_checkpoints(dir: &Path, separator: &str) -> Vec<usize> {
     numbers
 }
 
-/// The optimiser step at which validation interval `epoch` (from 1) of the run in `run_dir` ends,
-/// from its `train.json` (`eval_every` and `steps`): what `--epoch` (deprecated) and checkpoints
-/// named by epoch mean.
-pub fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
-    let path = run_dir.as_ref().join(TRAIN_CONFIG);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Error::file(&path, format!("{e}: an epoch's step is read from the run's train.json")))?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not valid JSON: {e}")))?;
-    let field = |name: &str| json.get(name).and_then(serde_json::Value::as_u64).map(|n| n as usize);
-    let (Some(every), Some(steps)) = (field("eval_every").filter(|&n| n > 0), field("steps")) else {
-        return Err(Error::file(&path, "needs a positive `eval_every` and `steps` to tell the step of an epoch"));
-    };
-    let epochs = steps.div_ceil(every);
-    if epoch == 0 || epoch > epochs {
-        return Err(Error::file(
-            &path,
-            format!("the run has epochs (validation intervals) 1..={epochs}, not {epoch}; give --step instead"),
-        ));
+/// How a run's validation intervals (burn-train's epochs, of `steps_per_epoch` optimiser steps)
+/// map to the steps that name its checkpoints: epoch `e` ends at step `min(e * steps_per_epoch,
+/// steps)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochSteps {
+    /// Optimiser steps in a validation interval (`eval_every`).
+    pub steps_per_epoch: usize,
+    /// Optimiser steps of the whole run (the last interval may be short).
+    pub steps: usize,
+}
+
+impl EpochSteps {
+    /// The mapping of the run in `run_dir`, from its `train.json` (`eval_every` and `steps`).
+    pub fn of_run(run_dir: impl AsRef<Path>) -> Result<Self, Error> {
+        let path = run_dir.as_ref().join(TRAIN_CONFIG);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::file(&path, format!("{e}: an epoch's step is read from the run's train.json")))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not valid JSON: {e}")))?;
+        let field = |name: &str| json.get(name).and_then(serde_json::Value::as_u64).map(|n| n as usize);
+        match (field("eval_every").filter(|&n| n > 0), field("steps")) {
+            (Some(steps_per_epoch), Some(steps)) => Ok(Self { steps_per_epoch, steps }),
+            _ => Err(Error::file(&path, "needs a positive `eval_every` and `steps` to tell the step of an epoch")),
+        }
     }
-    Ok((epoch * every).min(steps))
+
+    /// The step at which `epoch` (from 1) ends.
+    pub fn step(self, epoch: usize) -> usize {
+        epoch.saturating_mul(self.steps_per_epoch).min(self.steps)
+    }
+
+    /// The step at which `epoch` ends, when the run has that epoch (`1..=epochs`).
+    pub fn checked_step(self, epoch: usize) -> Option<usize> {
+        (1..=self.epochs()).contains(&epoch).then(|| self.step(epoch))
+    }
+
+    /// The epoch that ends at `step` (a checkpoint's step).
+    pub fn epoch(self, step: usize) -> usize {
+        step.div_ceil(self.steps_per_epoch.max(1))
+    }
+
+    /// The run's epochs (the last may be short).
+    pub fn epochs(self) -> usize {
+        self.epoch(self.steps)
+    }
+}
+
+/// The optimiser step at which validation interval `epoch` (from 1) of the run in `run_dir` ends,
+/// from its `train.json`: what `--epoch` (deprecated) means.
+pub fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
+    let steps = EpochSteps::of_run(&run_dir)?;
+    steps.checked_step(epoch).ok_or_else(|| {
+        Error::file(
+            run_dir.as_ref().join(TRAIN_CONFIG),
+            format!(
+                "the run has epochs (validation intervals) 1..={}, not {epoch}; give --step instead",
+                steps.epochs()
+            ),
+        )
+    })
 }
 
 /// What a run directory records about its model: enough to rebuild it and its tokenizer.
@@ -156,10 +200,10 @@ pub fn load_run_model(
     info.model.validate()?;
     let checkpoints = dir.join(CHECKPOINTS);
     // A run of version 0.1 names its checkpoints by epoch: read where they are, by their step.
-    let by_epoch: Vec<(usize, usize)> = epoch_named_checkpoints(&checkpoints)
-        .into_iter()
-        .filter_map(|epoch| step_of_epoch(dir, epoch).ok().map(|step| (step, epoch)))
-        .collect();
+    let epoch_named = epoch_named_checkpoints(&checkpoints);
+    let epoch_steps = if epoch_named.is_empty() { None } else { EpochSteps::of_run(dir).ok() };
+    let by_epoch: Vec<(usize, usize)> =
+        epoch_named.iter().filter_map(|&epoch| epoch_steps?.checked_step(epoch).map(|step| (step, epoch))).collect();
     let mut steps = checkpoint_steps(&checkpoints);
     steps.extend(by_epoch.iter().map(|&(step, _)| step));
     steps.sort_unstable();
@@ -170,7 +214,7 @@ pub fn load_run_model(
                 "the run's checkpoints are --step {}",
                 steps.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
             )
-        } else if !epoch_named_checkpoints(&checkpoints).is_empty() {
+        } else if !epoch_named.is_empty() {
             "its checkpoints are named by epoch (`model-<epoch>.bpk`, as version 0.1 wrote them) and its \
              train.json, which says their steps, cannot be read; rename each to model-step-<step>.bpk (with its \
              .sum), the step being epoch x eval_every"
@@ -285,4 +329,19 @@ pub(super) fn not_a_run(dir: &Path) -> String {
 #[derive(Module, Debug)]
 struct Checkpointed {
     model: Llama,
+}
+
+#[cfg(test)]
+mod epoch_step_tests {
+    use super::EpochSteps;
+
+    #[test]
+    fn a_ragged_run_maps_its_epochs_to_steps_and_back() {
+        // 25 steps validated every 10: epochs end at steps 10, 20 and 25.
+        let steps = EpochSteps { steps_per_epoch: 10, steps: 25 };
+        assert_eq!(steps.epochs(), 3);
+        assert_eq!([1, 2, 3].map(|e| steps.step(e)), [10, 20, 25]);
+        assert_eq!([10, 20, 25].map(|s| steps.epoch(s)), [1, 2, 3]);
+        assert_eq!((steps.checked_step(0), steps.checked_step(3), steps.checked_step(4)), (None, Some(25), None));
+    }
 }

@@ -10,29 +10,7 @@ use burn::train::checkpoint::{Checkpoint, Checkpointer, CheckpointerError, FileC
 
 use super::events::Events;
 use crate::io::{sum_path, verify_sum};
-use crate::run::{checkpoint_file, checkpoint_steps, CHECKPOINT_KINDS};
-
-/// How burn-train's epochs (validation intervals of `steps_per_epoch` optimiser steps) map to the
-/// steps that name the checkpoints: epoch `e` ends at step `min(e * steps_per_epoch, steps)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EpochSteps {
-    /// Optimiser steps in a validation interval (`eval_every`).
-    pub steps_per_epoch: usize,
-    /// Optimiser steps of the whole run (the last interval may be short).
-    pub steps: usize,
-}
-
-impl EpochSteps {
-    /// The step at which `epoch` (from 1) ends.
-    pub fn step(self, epoch: usize) -> usize {
-        epoch.saturating_mul(self.steps_per_epoch).min(self.steps)
-    }
-
-    /// The epoch that ends at `step` (a checkpoint's step).
-    pub fn epoch(self, step: usize) -> usize {
-        step.div_ceil(self.steps_per_epoch.max(1))
-    }
-}
+use crate::run::{checkpoint_file, checkpoint_steps, EpochSteps, CHECKPOINT_KINDS};
 
 /// Saves the record of each epoch, named by the step it ends at, as
 /// `<dir>/<name>-step-<step>.bpk` with burn-train's [`FileCheckpointer`], then its checksum as

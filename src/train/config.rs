@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
-use super::checkpoint::EpochSteps;
+use crate::run::EpochSteps;
 use crate::{ConfigError, Error, NormScheme};
 
 /// The most documents the built-in corpus makes (each is generated and held in memory).

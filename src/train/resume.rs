@@ -159,11 +159,7 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
 /// a resume may change, returned as `field: saved -> now`), the same model config and the same
 /// data content.
 fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<Vec<String>, String> {
-    let (allowed, mut refused) = setting_refusals(dir.path(), config, &prepared.model)?;
-    let info = read_model_info(dir.path())?;
-    if info.data.as_ref().is_some_and(|data| *data != prepared.data) {
-        refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
-    }
+    let (allowed, refused) = setting_refusals(dir.path(), config, &prepared.model, Some(&prepared.data))?;
     refuse(dir.path(), &refused)?;
     Ok(allowed)
 }
@@ -177,16 +173,18 @@ fn check_resume_settings(out: &Path, config: &TrainConfig) -> Result<(), Error> 
     }
     let Ok(model) = model_config(config) else { return Ok(()) };
     let run_dir_error = |message: String| Error::RunDir { path: out.to_path_buf(), message };
-    let (_, refused) = setting_refusals(out, config, &model).map_err(run_dir_error)?;
+    let (_, refused) = setting_refusals(out, config, &model, None).map_err(run_dir_error)?;
     refuse(out, &refused).map_err(run_dir_error)
 }
 
-/// The settings of `config` (and its `model` config) that differ from those of the run in `out`:
-/// those a resume may change, and those it may not.
+/// The settings of `config` (and its `model` config, and the fingerprint of its `data` once
+/// tokenised) that differ from those of the run in `out`: those a resume may change, and those
+/// it may not.
 fn setting_refusals(
     out: &Path,
     config: &TrainConfig,
     model: &LlamaConfig,
+    data: Option<&String>,
 ) -> Result<(Vec<String>, Vec<String>), String> {
     let saved = TrainConfig::from_file(out.join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
     let info = read_model_info(out)?;
@@ -194,6 +192,9 @@ fn setting_refusals(
     if info.model != *model {
         let describe = |m: &LlamaConfig| format!("{} layers x d_model {} ({})", m.n_layers, m.d_model, m.norm_scheme);
         refused.push(format!("model: {} -> {} (as model.json records it)", describe(&info.model), describe(model)));
+    }
+    if data.is_some_and(|data| info.data.as_ref().is_some_and(|recorded| recorded != data)) {
+        refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
     }
     Ok((allowed, refused))
 }

@@ -10,8 +10,9 @@ use burn::train::checkpoint::{CheckpointingAction, CheckpointingStrategy};
 use burn::train::metric::store::{Aggregate, Direction, EventStoreClient, Split};
 use burn::train::metric::MetricName;
 
-use super::checkpoint::{CheckpointKeeper, EpochSteps};
+use super::checkpoint::CheckpointKeeper;
 use super::monitor::RunMonitor;
+use crate::run::EpochSteps;
 
 /// The run's checkpointing strategy (epochs are validation intervals).
 pub struct RunCheckpointing {
