@@ -56,6 +56,7 @@ struct Args {
 const RECORD: &str = "bench-record: ";
 
 fn main() -> ExitCode {
+    layernorm_scaling::memory::reuse_freed_memory();
     let matches = cli::matches(cli::augment(Args::command(), &TrainConfig::default()));
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let config = cli::overridden(TrainConfig::default(), &matches).unwrap_or_else(|e| e.exit());

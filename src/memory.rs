@@ -58,3 +58,58 @@ pub fn format_bytes(bytes: u64) -> String {
         format!("{value:.1} {}", UNITS[unit])
     }
 }
+
+/// Lets the process reuse the memory it frees instead of handing it back to the system and
+/// faulting in fresh, zeroed pages for the next allocation; returns whether it changed anything.
+///
+/// glibc's malloc serves blocks above a threshold (128 KiB, raised as such blocks are freed) with
+/// pages of their own, and returns free memory at the top of its heap beyond 128 KiB. A training
+/// step allocates and frees its activations and gradients every step, so each step paid for
+/// hundreds of MB of page faults: 600k faults and about 12% of the CPU time in a 12-step bench of
+/// an 8-layer byte model on 2 threads. This raises the threshold to 32 MiB and keeps up to
+/// 256 MiB free for reuse (85k faults, 12-25% shorter steps on that model, the same peak
+/// resident memory). The programs call it first thing; call it at the start of your own binary
+/// to get the same. It leaves malloc as it is when the environment already sets its tunables
+/// (`GLIBC_TUNABLES=glibc.malloc...`, `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`), and
+/// does nothing outside Linux with glibc.
+pub fn reuse_freed_memory() -> bool {
+    !environment_tunes_malloc(|name| std::env::var(name).ok()) && set_malloc_thresholds(32 << 20, 256 << 20)
+}
+
+/// Whether the environment (`var` reads a variable) already sets malloc's thresholds.
+fn environment_tunes_malloc(var: impl Fn(&str) -> Option<String>) -> bool {
+    let tunables = var("GLIBC_TUNABLES").is_some_and(|t| t.contains("glibc.malloc."));
+    tunables || ["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"].iter().any(|name| var(name).is_some())
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set_malloc_thresholds(mmap: i32, trim: i32) -> bool {
+    // SAFETY: mallopt only changes malloc's parameters; glibc makes it safe to call at any time.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, mmap) == 1 && libc::mallopt(libc::M_TRIM_THRESHOLD, trim) == 1 }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn set_malloc_thresholds(_mmap: i32, _trim: i32) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malloc_is_tuned_unless_the_environment_already_tunes_it() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_string())
+        };
+        assert!(!environment_tunes_malloc(env(&[])));
+        assert!(!environment_tunes_malloc(env(&[("GLIBC_TUNABLES", "glibc.pthread.rseq=0")])));
+        assert!(environment_tunes_malloc(env(&[("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0")])));
+        assert!(environment_tunes_malloc(env(&[("MALLOC_MMAP_THRESHOLD_", "4096")])));
+        assert!(environment_tunes_malloc(env(&[("MALLOC_TRIM_THRESHOLD_", "0")])));
+        // mallopt reports whether glibc took each value.
+        let tuned_here = cfg!(all(target_os = "linux", target_env = "gnu"))
+            && !environment_tunes_malloc(|name| std::env::var(name).ok());
+        assert_eq!(reuse_freed_memory(), tuned_here);
+    }
+}

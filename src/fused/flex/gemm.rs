@@ -1,8 +1,10 @@
 //! Matrix products on strided f32 views, through the gemm crate (which picks its AVX2 or AVX-512
 //! kernels at run time). gemm splits a product into tiles of the output and never splits the
-//! inner dimension, so a product has the same bits on any number of threads.
+//! inner dimension, so a product has the same bits on any number of threads; where this module
+//! splits it ([`transposed_product`]), the pieces are fixed by the sizes and summed in order.
 
 use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
 
 /// A matrix operand: `(values, row stride, column stride)`.
 pub(super) type View<'a> = (&'a [f32], usize, usize);
@@ -31,6 +33,43 @@ pub(super) fn matmul_parallel(
     b: View,
 ) {
     run(dims, (c, ldc, accumulate), a, b, 1.0, Parallelism::Rayon(0));
+}
+
+/// Outputs of at most this many values take [`transposed_product`]'s split of the inner
+/// dimension; larger ones have enough output tiles for gemm's own split.
+const SMALL_OUTPUT: usize = 1 << 18;
+/// The fewest rows, and the most pieces, of [`transposed_product`]'s split.
+const PIECE_ROWS: usize = 512;
+const MAX_PIECES: usize = 8;
+
+/// `a^T b: [m, n]` for row-major `a: [rows, m]` and `b: [rows, n]`: a weight's gradient from a
+/// layer's input and its output's gradient, the inner dimension being the batch's rows.
+///
+/// A small output (a `d_model` of 128 gives 128 x 128) has too few tiles to keep the threads busy
+/// over thousands of rows, so the rows are cut into at most 8 pieces (of at least 512 rows), each
+/// piece's product is a task of its own, and the partial products are summed in piece order. The
+/// pieces depend on the sizes alone, so the result has the same bits on any number of threads.
+pub(super) fn transposed_product((rows, m, n): (usize, usize, usize), a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut output = vec![0.0f32; m * n];
+    if m * n > SMALL_OUTPUT || rows <= PIECE_ROWS {
+        matmul_parallel((m, n, rows), &mut output, n, false, (a, 1, m), (b, n, 1));
+        return output;
+    }
+    let piece_rows = rows.div_ceil(rows.div_ceil(PIECE_ROWS).min(MAX_PIECES));
+    let partials: Vec<Vec<f32>> = (0..rows.div_ceil(piece_rows))
+        .into_par_iter()
+        .map(|piece| {
+            let (start, end) = (piece * piece_rows, ((piece + 1) * piece_rows).min(rows));
+            let mut partial = vec![0.0f32; m * n];
+            let (a, b) = (&a[start * m..end * m], &b[start * n..end * n]);
+            matmul((m, n, end - start), &mut partial, n, false, (a, 1, m), (b, n, 1), 1.0);
+            partial
+        })
+        .collect();
+    for partial in &partials {
+        output.iter_mut().zip(partial).for_each(|(sum, value)| *sum += value);
+    }
+    output
 }
 
 fn run(

@@ -203,8 +203,7 @@ impl FusedKernels for Flex {
         let (w, w_rs, w_cs) = weight.view();
         let mut grad_x = vec![0.0f32; rows * d_in];
         gemm::matmul_parallel((rows, d_in, d_out), &mut grad_x, d_in, false, (&grad, d_out, 1), (w, w_cs, w_rs));
-        let mut grad_weight = vec![0.0f32; d_in * d_out];
-        gemm::matmul_parallel((d_in, d_out, rows), &mut grad_weight, d_out, false, (&x, 1, d_in), (&grad, d_out, 1));
+        let grad_weight = gemm::transposed_product((rows, d_in, d_out), &x, &grad);
         (tensor(grad_x, [rows, d_in]), tensor(grad_weight, [d_in, d_out]))
     }
 
