@@ -6,13 +6,15 @@
 //! output and each row's log-sum-exp are kept. The backward runs one task per (sequence, key/value
 //! head), over the query heads of its group and their blocks, recomputing each block's
 //! probabilities from the log-sum-exp; a task sums its key and value gradients in a fixed order.
-//! The block products are gemm calls on strided views: no input is copied or transposed.
+//! The block products are gemm calls on strided views: no input is copied or transposed. The
+//! tasks run as code compiled for AVX2 where the CPU has it (the softmax loops in eight lanes).
 
 use rayon::prelude::*;
 
 use super::exp::exp;
 use super::gemm::matmul;
 use super::lanes::{dot, max, sum};
+use super::simd::wide;
 
 /// Query rows per block: a block's scores take `BLOCK x seq` values.
 const BLOCK: usize = 64;
@@ -61,16 +63,10 @@ pub(super) fn forward(shape: &Shape, q: &[f32], k: &[f32], v: &[f32], scale: f32
                 let (rows, keys) = ((seq - start).min(BLOCK), (start + BLOCK).min(seq));
                 let scores = &mut scores[..rows * keys];
                 matmul((rows, keys, d), scores, keys, false, (&q[start * q_rs..], q_rs, 1), (k, 1, kv_rs), scale);
-                for (r, row) in scores.chunks_mut(keys).enumerate() {
-                    let (seen, future) = row.split_at_mut(start + r + 1);
-                    let max = max(seen);
-                    seen.iter_mut().for_each(|s| *s = exp(*s - max));
-                    let total = sum(seen);
-                    let inverse = 1.0 / total;
-                    seen.iter_mut().for_each(|p| *p *= inverse);
-                    future.fill(0.0);
-                    lse[start + r] = max + total.ln();
-                }
+                wide(
+                    #[inline(always)]
+                    || softmax(scores, keys, start, &mut lse[start..start + rows]),
+                );
                 matmul((rows, d, keys), &mut output[start * d..], d, false, (scores, keys, 1), (v, kv_rs, 1), 1.0);
             }
             (output, lse)
@@ -115,21 +111,21 @@ pub(super) fn backward(shape: &Shape, saved: &Saved, grad: &[f32], scale: f32) -
                     let (probs, grad_scores) = (&mut probs[..rows * keys], &mut grad_scores[..rows * keys]);
                     let (q_block, grad_block) = ((&q[start * q_rs..], q_rs, 1), (&grad[start * q_rs..], q_rs, 1));
                     matmul((rows, keys, d), probs, keys, false, q_block, (k, 1, kv_rs), scale);
-                    for (r, row) in probs.chunks_mut(keys).enumerate() {
-                        let (seen, future) = row.split_at_mut(start + r + 1);
-                        let lse = lse[start + r];
-                        seen.iter_mut().for_each(|s| *s = exp(*s - lse));
-                        future.fill(0.0);
-                    }
+                    wide(
+                        #[inline(always)]
+                        || probabilities(probs, keys, start, &lse[start..start + rows]),
+                    );
                     // dV += P^T dO
                     matmul((keys, d, rows), &mut grad_v, d, true, (probs, 1, keys), grad_block, 1.0);
                     // dP = dO V^T, then dS = scale * P (dP - rowsum(dO O))
                     matmul((rows, keys, d), grad_scores, keys, false, grad_block, (v, 1, kv_rs), 1.0);
-                    for (r, (ds, p)) in grad_scores.chunks_mut(keys).zip(probs.chunks(keys)).enumerate() {
-                        let i = (start + r) * q_rs;
-                        let delta = dot(&grad[i..i + d], &output[i..i + d]);
-                        ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - delta));
-                    }
+                    let (grad_rows, output_rows) =
+                        (grad[start * q_rs..].chunks(q_rs), output[start * q_rs..].chunks(q_rs));
+                    let row_pairs = grad_rows.zip(output_rows).take(rows).map(|(g, o)| (&g[..d], &o[..d]));
+                    wide(
+                        #[inline(always)]
+                        || score_gradients(grad_scores, probs, keys, row_pairs, scale),
+                    );
                     // dQ = dS K, dK += dS^T Q
                     matmul(
                         (rows, d, keys),
@@ -163,4 +159,47 @@ pub(super) fn backward(shape: &Shape, saved: &Saved, grad: &[f32], scale: f32) -
         }
     }
     (grad_q, grad_k, grad_v)
+}
+
+/// Each row `r` of a block's scores (`[rows, keys]`, the block's first query at `start`) to its
+/// probabilities over the keys it may see, zero beyond; `lse` gets each row's log-sum-exp.
+#[inline(always)]
+fn softmax(scores: &mut [f32], keys: usize, start: usize, lse: &mut [f32]) {
+    for ((r, row), lse) in scores.chunks_mut(keys).enumerate().zip(lse) {
+        let (seen, future) = row.split_at_mut(start + r + 1);
+        let max = max(seen);
+        seen.iter_mut().for_each(|s| *s = exp(*s - max));
+        let total = sum(seen);
+        let inverse = 1.0 / total;
+        seen.iter_mut().for_each(|p| *p *= inverse);
+        future.fill(0.0);
+        *lse = max + total.ln();
+    }
+}
+
+/// A block's probabilities from its scores (in place) and each row's log-sum-exp, as
+/// [`softmax`] made them.
+#[inline(always)]
+fn probabilities(scores: &mut [f32], keys: usize, start: usize, lse: &[f32]) {
+    for ((r, row), &lse) in scores.chunks_mut(keys).enumerate().zip(lse) {
+        let (seen, future) = row.split_at_mut(start + r + 1);
+        seen.iter_mut().for_each(|s| *s = exp(*s - lse));
+        future.fill(0.0);
+    }
+}
+
+/// `dS = scale * P (dP - rowsum(dO O))` in place of `dP` (`grad_scores`), from the block's
+/// probabilities and each row's `(dO, O)`.
+#[inline(always)]
+fn score_gradients<'a>(
+    grad_scores: &mut [f32],
+    probs: &[f32],
+    keys: usize,
+    rows: impl Iterator<Item = (&'a [f32], &'a [f32])>,
+    scale: f32,
+) {
+    for ((ds, p), (grad, output)) in grad_scores.chunks_mut(keys).zip(probs.chunks(keys)).zip(rows) {
+        let delta = dot(grad, output);
+        ds.iter_mut().zip(p).for_each(|(ds, &p)| *ds = scale * p * (*ds - delta));
+    }
 }

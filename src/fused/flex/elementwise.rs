@@ -63,14 +63,19 @@ pub(super) fn rope(x: &[f32], cos: &[f32], sin: &[f32], heads: usize, head_dim: 
     out.par_chunks_mut(row).zip(x.par_chunks(row)).enumerate().with_min_len(64).for_each(|(position, (out, x))| {
         let at = (position % seq) * head_dim;
         let (cos, sin) = (&cos[at..at + head_dim], &sin[at..at + head_dim]);
-        for (out, x) in out.chunks_mut(head_dim).zip(x.chunks(head_dim)) {
-            let (x1, x2) = x.split_at(half);
-            let (out1, out2) = out.split_at_mut(half);
-            for i in 0..half {
-                out1[i] = x1[i] * cos[i] - x2[i] * sin[i];
-                out2[i] = x2[i] * cos[half + i] + x1[i] * sin[half + i];
-            }
-        }
+        wide(
+            #[inline(always)]
+            || {
+                for (out, x) in out.chunks_mut(head_dim).zip(x.chunks(head_dim)) {
+                    let (x1, x2) = x.split_at(half);
+                    let (out1, out2) = out.split_at_mut(half);
+                    for i in 0..half {
+                        out1[i] = x1[i] * cos[i] - x2[i] * sin[i];
+                        out2[i] = x2[i] * cos[half + i] + x1[i] * sin[half + i];
+                    }
+                }
+            },
+        )
     });
     out
 }

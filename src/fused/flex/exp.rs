@@ -17,13 +17,16 @@ const ROUND: f32 = 12_582_912.0;
 #[inline(always)]
 pub(super) fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
-    let n = (x * LOG2_E + ROUND) - ROUND;
+    let shifted = x * LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let r = x - n * LN_2_HI - n * LN_2_LO;
     let p = 1.0
         + r * (1.0
             + r * (1.0 / 2.0
                 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    let two_to_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // `shifted` holds `n` in its low mantissa bits: reading it there (not by `n as i32`, whose
+    // saturating conversion is scalar code) keeps the whole function in SIMD lanes.
+    let two_to_n = f32::from_bits(shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
     p * two_to_n
 }
 
@@ -49,6 +52,16 @@ mod tests {
         assert_eq!(exp(0.0), 1.0);
         assert!(exp(f32::NAN).is_nan());
         assert!(exp(f32::NEG_INFINITY) < 1e-37);
+    }
+
+    #[test]
+    fn the_power_of_two_read_from_the_bits_is_the_one_of_the_conversion() {
+        for n in -126..=127 {
+            let shifted = n as f32 + ROUND;
+            let from_bits = f32::from_bits(shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
+            assert_eq!(from_bits, f32::from_bits(((n + 127) as u32) << 23), "2^{n}");
+            assert_eq!(from_bits, 2f32.powi(n), "2^{n}");
+        }
     }
 
     #[test]

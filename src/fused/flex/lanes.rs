@@ -1,6 +1,7 @@
 //! Reductions in a fixed order, which give the same bits on any number of threads: over a row
 //! (eight running lanes, then the rest, which the compiler vectorises), and over the per-task
-//! partial sums of a parallel loop (in task order).
+//! partial sums of a parallel loop (in task order). The row functions are always inlined, so a
+//! caller compiled for AVX2 (`simd::wide`) runs them eight lanes wide.
 
 /// Values per block of [`sum`]: a row this long or shorter is summed in f32 alone.
 const SUM_BLOCK: usize = 1024;
@@ -8,6 +9,7 @@ const SUM_BLOCK: usize = 1024;
 /// A sum in a fixed order: eight running sums per block of [`SUM_BLOCK`] values (which the
 /// compiler vectorises), the blocks' sums added in f64, so that a long row (a vocabulary's
 /// logits) keeps its precision.
+#[inline(always)]
 pub(super) fn sum(values: &[f32]) -> f32 {
     if values.len() <= SUM_BLOCK {
         return block_sum(values);
@@ -16,6 +18,7 @@ pub(super) fn sum(values: &[f32]) -> f32 {
 }
 
 /// Eight running sums, then the rest.
+#[inline(always)]
 fn block_sum(values: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
     let chunks = values.chunks_exact(8);
@@ -29,6 +32,7 @@ fn block_sum(values: &[f32]) -> f32 {
 }
 
 /// The largest value (NaN if any is NaN, so that a NaN score spreads as in the reference).
+#[inline(always)]
 pub(super) fn max(values: &[f32]) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; 8];
     let chunks = values.chunks_exact(8);
@@ -42,6 +46,7 @@ pub(super) fn max(values: &[f32]) -> f32 {
 }
 
 /// `sum(a * b)` in a fixed order, as [`sum`].
+#[inline(always)]
 pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0.0f32; 8];
     let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -49,6 +54,21 @@ pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     for (a, b) in a_chunks.zip(b_chunks) {
         for ((lane, &a), &b) in lanes.iter_mut().zip(a).zip(b) {
             *lane += a * b;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest
+}
+
+/// `sum(a * b * c)` in a fixed order, as [`sum`].
+#[inline(always)]
+pub(super) fn dot3(a: &[f32], b: &[f32], c: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let (a_chunks, b_chunks, c_chunks) = (a.chunks_exact(8), b.chunks_exact(8), c.chunks_exact(8));
+    let rest = a_chunks.remainder().iter().zip(b_chunks.remainder()).zip(c_chunks.remainder());
+    let rest: f32 = rest.map(|((a, b), c)| a * b * c).sum();
+    for ((a, b), c) in a_chunks.zip(b_chunks).zip(c_chunks) {
+        for (((lane, &a), &b), &c) in lanes.iter_mut().zip(a).zip(b).zip(c) {
+            *lane += a * b * c;
         }
     }
     lanes.iter().sum::<f32>() + rest

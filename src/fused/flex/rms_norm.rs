@@ -1,8 +1,10 @@
-//! RMSNorm with a constant factor over rows of `d` values, forward and backward.
+//! RMSNorm with a constant factor over rows of `d` values, forward and backward; the rows'
+//! sums in eight lanes, in code compiled for AVX2 where the CPU has it.
 
 use rayon::prelude::*;
 
-use super::lanes::sum_in_order;
+use super::lanes::{dot, dot3, sum_in_order};
+use super::simd::wide;
 
 /// Rows handed to one task.
 const ROWS_PER_TASK: usize = 32;
@@ -18,13 +20,18 @@ pub(super) fn forward(x: &[f32], gamma: &[f32], epsilon: f64, scale: f64) -> (Ve
         .zip(inv_rms.par_chunks_mut(ROWS_PER_TASK))
         .zip(x.par_chunks(ROWS_PER_TASK * d))
         .for_each(|((y, inv_rms), x)| {
-            for ((y, inv), x) in y.chunks_mut(d).zip(inv_rms.iter_mut()).zip(x.chunks(d)) {
-                let mean_square = x.iter().map(|&v| v * v).sum::<f32>() / d as f32;
-                *inv = 1.0 / (mean_square + epsilon as f32).sqrt();
-                for ((y, &x), &g) in y.iter_mut().zip(x).zip(&g) {
-                    *y = x * *inv * g;
-                }
-            }
+            wide(
+                #[inline(always)]
+                || {
+                    for ((y, inv), x) in y.chunks_mut(d).zip(inv_rms.iter_mut()).zip(x.chunks(d)) {
+                        let mean_square = dot(x, x) / d as f32;
+                        *inv = 1.0 / (mean_square + epsilon as f32).sqrt();
+                        for ((y, &x), &g) in y.iter_mut().zip(x).zip(&g) {
+                            *y = x * *inv * g;
+                        }
+                    }
+                },
+            )
         });
     (y, inv_rms)
 }
@@ -43,14 +50,20 @@ pub(super) fn backward(x: &[f32], gamma: &[f32], inv_rms: &[f32], grad: &[f32], 
         .zip(inv_rms.par_chunks(ROWS_PER_TASK))
         .map(|(((grad_x, x), grad), inv_rms)| {
             let mut partial = vec![0.0f32; d];
-            for (((grad_x, x), dy), &r) in grad_x.chunks_mut(d).zip(x.chunks(d)).zip(grad.chunks(d)).zip(inv_rms) {
-                let dot = x.iter().zip(dy).zip(&g).map(|((&x, &dy), &g)| dy * g * x).sum::<f32>() / d as f32;
-                let correction = r * r * dot;
-                for ((((dx, &x), &dy), &g), p) in grad_x.iter_mut().zip(x).zip(dy).zip(&g).zip(partial.iter_mut()) {
-                    *dx = r * (dy * g - x * correction);
-                    *p += dy * x * r;
-                }
-            }
+            let rows = grad_x.chunks_mut(d).zip(x.chunks(d)).zip(grad.chunks(d)).zip(inv_rms);
+            wide(
+                #[inline(always)]
+                || {
+                    for (((grad_x, x), dy), &r) in rows {
+                        let correction = r * r * (dot3(dy, &g, x) / d as f32);
+                        let terms = grad_x.iter_mut().zip(x).zip(dy).zip(&g).zip(partial.iter_mut());
+                        for ((((dx, &x), &dy), &g), p) in terms {
+                            *dx = r * (dy * g - x * correction);
+                            *p += dy * x * r;
+                        }
+                    }
+                },
+            );
             partial
         })
         .collect();
