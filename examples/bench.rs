@@ -10,14 +10,14 @@
 //! Each (device, precision) pair runs in a process of its own: a device takes one precision per
 //! process, and the peak memory is then that pair's alone.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::memory::format_bytes;
-use layernorm_scaling::train::{benchmark_step, model_config, StepBenchmark, TrainConfig};
-use layernorm_scaling::{cli, compiled_backends, outln, parse_device, Error};
+use layernorm_scaling::train::{benchmark_step, check_seq_len, model_config, StepBenchmark, TrainConfig};
+use layernorm_scaling::{cli, compiled_backends, outln, parse_device, ConfigError, Error};
 
 /// The options of the bench itself; the model, batch and optimiser are `TrainConfig`'s options.
 #[derive(Parser, Debug)]
@@ -56,16 +56,35 @@ struct Args {
 const RECORD: &str = "bench-record: ";
 
 fn main() -> ExitCode {
-    layernorm_scaling::memory::reuse_freed_memory();
-    let matches = cli::matches(cli::augment(Args::command(), &TrainConfig::default()));
+    layernorm_scaling::console::reuse_freed_memory();
+    let command = cli::augment(Args::command(), &TrainConfig::default());
+    let options: Vec<String> = command.get_arguments().map(|arg| arg.get_id().to_string()).collect();
+    let matches = cli::matches(command);
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let config = cli::overridden(TrainConfig::default(), &matches).unwrap_or_else(|e| e.exit());
     let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    // The options of a measurement, which `--records` (measured earlier) would not apply.
+    let reading_only = ["records", "compare", "breakdown"];
+    let measuring: Vec<String> = options
+        .iter()
+        .map(String::as_str)
+        .filter(|id| given(id) && !reading_only.contains(id))
+        .map(|id| format!("--{}", id.replace('_', "-")))
+        .collect();
+    if args.records.is_some() && !measuring.is_empty() {
+        let error = ConfigError::Conflict(format!(
+            "--records compares records measured earlier, so {} would not apply; drop them, or measure again \
+             without --records",
+            measuring.join(", ")
+        ));
+        return layernorm_scaling::console::exit_code(Err(Error::from(error)));
+    }
     layernorm_scaling::console::exit_code(run(&args, &config, given("device"), given("bf16")))
 }
 
 fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool) -> Result<(), Error> {
     config.validate()?;
+    check_paths(args, config)?;
     if args.single {
         let device = parse_device(&config.device)?;
         let record = benchmark_step(config, &device, args.warmup_iters, args.iters)?;
@@ -73,6 +92,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         return Ok(());
     }
     let model = model_config(config)?;
+    check_seq_len(config, &model)?;
     let theirs = args.compare.iter().map(read_records).collect::<Result<Vec<_>, _>>()?.concat();
     if let Some(path) = &args.records {
         let records = read_records(path)?;
@@ -159,21 +179,61 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
 /// Runs this bench again for one device and precision, and reads the record it prints.
 fn measure(device: &str, bf16: bool) -> Result<StepBenchmark, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let output = Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .args(["--device", device, "--bf16", if bf16 { "true" } else { "false" }, "--single"])
-        .output()
-        .map_err(|e| e.to_string())?;
+    let mut command = Command::new(exe);
+    command.args(std::env::args_os().skip(1)).args([
+        "--device",
+        device,
+        "--bf16",
+        if bf16 { "true" } else { "false" },
+        "--single",
+    ]);
+    die_with_parent(&mut command);
+    let output = command.output().map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout.lines().find_map(|line| line.strip_prefix(RECORD));
     match (output.status.success(), line) {
         (true, Some(line)) => serde_json::from_str(line).map_err(|e| e.to_string()),
-        _ => {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("it failed without a message");
-            Err(last.trim_start_matches("error: ").to_string())
+        _ => Err(failure_reason(&String::from_utf8_lossy(&output.stderr), &output.status)),
+    }
+}
+
+/// Why a measurement failed: the last line of its stderr that says something (not Rust's notes
+/// on backtraces), and the signal that ended it, if one did (an allocation that failed aborts).
+fn failure_reason(stderr: &str, status: &std::process::ExitStatus) -> String {
+    let noise = |line: &str| line.trim().is_empty() || line.starts_with("note: ") || line.contains("backtrace");
+    let said = stderr.lines().rev().find(|line| !noise(line)).map(|line| line.trim_start_matches("error: "));
+    #[cfg(unix)]
+    let signal = std::os::unix::process::ExitStatusExt::signal(status);
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    match (said, signal) {
+        (Some(said), Some(signal)) => format!("{said} (the measurement was ended by signal {signal})"),
+        (None, Some(signal)) => format!("the measurement was ended by signal {signal}"),
+        (Some(said), None) => said.to_string(),
+        (None, None) => format!("the measurement failed without a message ({status})"),
+    }
+}
+
+/// Has the measuring child killed when the bench dies (Linux), so that a killed bench leaves no
+/// measurement running.
+fn die_with_parent(command: &mut Command) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::os::unix::process::CommandExt;
+        let parent = std::process::id() as i32;
+        // SAFETY: prctl, getppid and raise are async-signal-safe, as pre_exec requires.
+        unsafe {
+            command.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    libc::raise(libc::SIGKILL); // the bench died before the prctl
+                }
+                Ok(())
+            });
         }
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = command;
 }
 
 fn print_record(r: &StepBenchmark) {
@@ -202,14 +262,15 @@ fn print_breakdowns(records: &[StepBenchmark]) {
         let total: f64 = r.breakdown.iter().map(|(_, ms)| ms).sum();
         outln!("\nwhere the median step went on {} {} ({ops} ops, {:.1} ms):", r.device, r.dtype, r.step_ms);
         for (part, ms) in &r.breakdown {
-            outln!("  {part:<50} {ms:>9.1} ms {:>5.1}%", 100.0 * ms / total.max(f64::MIN_POSITIVE));
+            outln!("  {part:<52} {ms:>9.1} ms {:>5.1}%", 100.0 * ms / total.max(f64::MIN_POSITIVE));
         }
     }
 }
 
 /// An error unless a file can be written at `path` (its folder exists or can be made).
 fn check_writable(path: &PathBuf) -> Result<(), Error> {
-    if path.is_dir() {
+    let text = path.as_os_str().to_string_lossy();
+    if path.is_dir() || text.ends_with(std::path::MAIN_SEPARATOR) || text.ends_with('/') {
         return Err(Error::file(path, "is a folder; give a file name for the JSON"));
     }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
@@ -219,6 +280,38 @@ fn check_writable(path: &PathBuf) -> Result<(), Error> {
         .tempfile_in(dir)
         .map(drop)
         .map_err(|e| Error::file(dir, format!("cannot write {} there: {e}", path.display())))
+}
+
+/// An error when an output (`--json`, `--hf-config`) is the file of another output or of an
+/// input (`--model`, `--compare`, `--records`): the write would replace it.
+fn check_paths(args: &Args, config: &TrainConfig) -> Result<(), Error> {
+    let model = Path::new(&config.model);
+    let model = (config.model.ends_with(".json") || model.is_file()).then_some(("--model", model));
+    let outputs = [("--json", args.json.as_deref()), ("--hf-config", args.hf_config.as_deref())];
+    let outputs: Vec<(&str, &Path)> = outputs.into_iter().filter_map(|(name, path)| Some((name, path?))).collect();
+    let inputs = model.into_iter().chain(args.compare.iter().map(|p| ("--compare", p.as_path())));
+    let inputs: Vec<(&str, &Path)> = inputs.chain(args.records.iter().map(|p| ("--records", p.as_path()))).collect();
+    for (i, (name, path)) in outputs.iter().enumerate() {
+        for (other, other_path) in outputs[i + 1..].iter().chain(&inputs) {
+            if same_file(path, other_path) {
+                return Err(ConfigError::Conflict(format!(
+                    "{name} and {other} both name {}: writing {name} would replace it; give {name} a file of its own",
+                    path.display()
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name the same file: the same file once links are followed where both
+/// exist, the same absolute path otherwise.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => std::path::absolute(a).ok() == std::path::absolute(b).ok(),
+    }
 }
 
 /// The ratio table: each of our records against each record of the same shape and precision.
@@ -239,6 +332,9 @@ fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
     }
     if !ours.iter().any(|a| theirs.iter().any(|b| same_shape(a, b))) {
         outln!("no record to compare with: none has the same model, batch, sequence length and precision");
+        for r in ours.iter().take(1).chain(theirs.iter().take(3)) {
+            outln!("  {:<28} {}", r.framework, shape_of(r));
+        }
     }
     if let Some(cpu) = ours.iter().chain(theirs).find_map(|r| r.cpu.clone()) {
         outln!("CPU: {cpu}");
@@ -247,18 +343,31 @@ fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
 
 /// Whether two records measured the same model, batch, sequence length and precision.
 fn same_shape(a: &StepBenchmark, b: &StepBenchmark) -> bool {
-    (a.dtype.as_str(), a.batch_size, a.seq_len, a.n_layers, a.d_model, a.vocab_size)
-        == (b.dtype.as_str(), b.batch_size, b.seq_len, b.n_layers, b.d_model, b.vocab_size)
+    shape_of(a) == shape_of(b)
+}
+
+/// What [`same_shape`] compares, as a line of a report.
+fn shape_of(r: &StepBenchmark) -> String {
+    format!(
+        "{}, batch {} x seq {}, {} layers x d_model {}, vocabulary {}, {} parameters",
+        r.dtype, r.batch_size, r.seq_len, r.n_layers, r.d_model, r.vocab_size, r.parameters
+    )
 }
 
 /// Records from a JSON file holding one record or a list of them.
 fn read_records(path: &PathBuf) -> Result<Vec<StepBenchmark>, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
     let invalid = |e: serde_json::Error| Error::file(path, format!("not a record of the bench or torch_bench.py: {e}"));
-    match serde_json::from_str::<serde_json::Value>(&text).map_err(invalid)? {
-        value @ serde_json::Value::Array(_) => serde_json::from_value(value).map_err(invalid),
-        value => Ok(vec![serde_json::from_value(value).map_err(invalid)?]),
+    let records: Vec<StepBenchmark> = match serde_json::from_str::<serde_json::Value>(&text).map_err(invalid)? {
+        value @ serde_json::Value::Array(_) => serde_json::from_value(value).map_err(invalid)?,
+        value => vec![serde_json::from_value(value).map_err(invalid)?],
+    };
+    if let Some(bad) = records.iter().find(|r| !(r.tokens_per_second > 0.0 && r.tokens_per_second.is_finite())) {
+        let message =
+            format!("a record of {} has {} tokens/s; a measured rate is above 0", bad.framework, bad.tokens_per_second);
+        return Err(Error::file(path, message));
     }
+    Ok(records)
 }
 
 fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Error> {

@@ -47,7 +47,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::memory::reuse_freed_memory();
+    layernorm_scaling::console::reuse_freed_memory();
     let matches = cli::matches(cli::augment(Args::command(), &SamplingConfig::default()));
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let sampling = cli::overridden(SamplingConfig::default(), &matches).unwrap_or_else(|e| e.exit());

@@ -85,7 +85,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::memory::reuse_freed_memory();
+    layernorm_scaling::console::reuse_freed_memory();
     let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
     layernorm_scaling::console::exit_code(run(args))
 }

@@ -42,7 +42,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::memory::reuse_freed_memory();
+    layernorm_scaling::console::reuse_freed_memory();
     let defaults = TrainConfig { out: "runs/sweep".into(), ..TrainConfig::default() };
     let matches = cli::matches(cli::augment(Args::command(), &defaults));
     layernorm_scaling::console::exit_code(run(&matches, defaults))

@@ -34,7 +34,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::memory::reuse_freed_memory();
+    layernorm_scaling::console::reuse_freed_memory();
     let matches = cli::matches(cli::augment(Args::command(), &TrainConfig::default()));
     layernorm_scaling::console::exit_code(run(&matches))
 }

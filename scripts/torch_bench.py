@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The PyTorch reference for `examples/bench.rs`: a training step of the same model.
 
-The model is transformers' `LlamaForCausalLM` built from the `config.json` that the bench writes
-(`--hf-config`), so both sides run the same sizes and the same init std; the step is forward,
-cross-entropy in f32, backward and AdamW (betas 0.9/0.999, eps 1e-8, no weight decay), on random
-tokens, with `--threads` compute threads. It prints the figures and writes the same JSON record as
-the bench, which `bench --compare FILE` reads. `--compile` runs the step under `torch.compile`.
+The model is transformers' causal LM of the `config.json` that the bench writes (`--hf-config`):
+`LlamaForCausalLM`, or `Qwen2ForCausalLM` for a model with q/k/v biases, so both sides run the
+same sizes and the same init std; the step is forward, cross-entropy in f32, backward and AdamW
+(betas 0.9/0.999, eps 1e-8, no weight decay), on random tokens, with `--threads` compute threads.
+It prints the figures and writes the same JSON record as the bench, which `bench --compare FILE`
+reads. `--compile` runs the step under `torch.compile`.
 
     python3 -m venv V && V/bin/pip install torch==2.9.0 numpy safetensors "transformers>=4.50,<5"
     V/bin/python scripts/torch_bench.py --config runs/bench/9m.json --seq-len 256 --batch-size 8 \
@@ -55,19 +56,21 @@ def main():
 
     import torch
     import torch.nn.functional as F
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         with open(args.config) as f:
-            config = LlamaConfig(**json.load(f))
-    except (OSError, ValueError, TypeError) as e:
+            fields = json.load(f)
+        # The architecture the bench wrote (llama, or qwen2 for a model with q/k/v biases).
+        config = AutoConfig.for_model(fields.pop("model_type", "llama"), **fields)
+    except (OSError, ValueError, TypeError, AttributeError) as e:
         sys.exit(f"error: {args.config}: {e}")
     torch.manual_seed(1)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     device = torch.device(args.device)
-    model = LlamaForCausalLM(config).to(device=device, dtype=dtype)
+    model = AutoModelForCausalLM.from_config(config).to(device=device, dtype=dtype)
     model.train()
     optim = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
     tokens = torch.randint(0, config.vocab_size, (args.batch_size, args.seq_len + 1), device=device)

@@ -38,6 +38,20 @@ pub fn write_err(text: std::fmt::Arguments) {
     let _ = std::io::stderr().lock().write_fmt(text);
 }
 
+/// [`memory::reuse_freed_memory`](crate::memory::reuse_freed_memory), as the programs call it
+/// first thing: with a note on stderr when the environment's malloc settings rule instead (a
+/// setting glibc cannot read counts as 0, which can make each step several times slower).
+pub fn reuse_freed_memory() {
+    if !crate::memory::reuse_freed_memory() {
+        if let Some(settings) = crate::memory::malloc_settings_in_environment() {
+            write_err(format_args!(
+                "note: malloc's settings come from the environment ({settings}), not from this program; unset \
+                 them unless they are meant (docs/performance.md)\n"
+            ));
+        }
+    }
+}
+
 /// Prints one of a run's events as the programs do: notes and warnings (`notice`) on standard
 /// error, progress on standard output.
 pub fn print_event(event: impl std::fmt::Display, notice: bool) {

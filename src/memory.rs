@@ -73,13 +73,23 @@ pub fn format_bytes(bytes: u64) -> String {
 /// (`GLIBC_TUNABLES=glibc.malloc...`, `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`), and
 /// does nothing outside Linux with glibc.
 pub fn reuse_freed_memory() -> bool {
-    !environment_tunes_malloc(|name| std::env::var(name).ok()) && set_malloc_thresholds(32 << 20, 256 << 20)
+    malloc_settings_in_environment().is_none() && set_malloc_thresholds(32 << 20, 256 << 20)
 }
 
-/// Whether the environment (`var` reads a variable) already sets malloc's thresholds.
-fn environment_tunes_malloc(var: impl Fn(&str) -> Option<String>) -> bool {
-    let tunables = var("GLIBC_TUNABLES").is_some_and(|t| t.contains("glibc.malloc."));
-    tunables || ["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"].iter().any(|name| var(name).is_some())
+/// The environment's settings of malloc's thresholds (`NAME=value`), which
+/// [`reuse_freed_memory`] leaves to rule; `None` when it sets none.
+pub fn malloc_settings_in_environment() -> Option<String> {
+    environment_tunes_malloc(|name| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned()))
+}
+
+/// The malloc settings among the variables `var` reads, as `NAME=value` joined by spaces.
+fn environment_tunes_malloc(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let tunables = var("GLIBC_TUNABLES").filter(|t| t.contains("glibc.malloc."));
+    let settings: Vec<String> = std::iter::once(("GLIBC_TUNABLES", tunables))
+        .chain(["MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"].map(|name| (name, var(name))))
+        .filter_map(|(name, value)| value.map(|value| format!("{name}={value}")))
+        .collect();
+    (!settings.is_empty()).then(|| settings.join(" "))
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -102,14 +112,15 @@ mod tests {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |name: &str| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| value.to_string())
         };
-        assert!(!environment_tunes_malloc(env(&[])));
-        assert!(!environment_tunes_malloc(env(&[("GLIBC_TUNABLES", "glibc.pthread.rseq=0")])));
-        assert!(environment_tunes_malloc(env(&[("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0")])));
-        assert!(environment_tunes_malloc(env(&[("MALLOC_MMAP_THRESHOLD_", "4096")])));
-        assert!(environment_tunes_malloc(env(&[("MALLOC_TRIM_THRESHOLD_", "0")])));
+        assert_eq!(environment_tunes_malloc(env(&[])), None);
+        assert_eq!(environment_tunes_malloc(env(&[("GLIBC_TUNABLES", "glibc.pthread.rseq=0")])), None);
+        let tunable = environment_tunes_malloc(env(&[("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=0")]));
+        assert_eq!(tunable.as_deref(), Some("GLIBC_TUNABLES=glibc.malloc.trim_threshold=0"));
+        let both = environment_tunes_malloc(env(&[("MALLOC_MMAP_THRESHOLD_", "4096"), ("MALLOC_TRIM_THRESHOLD_", "")]));
+        assert_eq!(both.as_deref(), Some("MALLOC_MMAP_THRESHOLD_=4096 MALLOC_TRIM_THRESHOLD_="));
         // mallopt reports whether glibc took each value.
-        let tuned_here = cfg!(all(target_os = "linux", target_env = "gnu"))
-            && !environment_tunes_malloc(|name| std::env::var(name).ok());
+        let tuned_here =
+            cfg!(all(target_os = "linux", target_env = "gnu")) && malloc_settings_in_environment().is_none();
         assert_eq!(reuse_freed_memory(), tuned_here);
     }
 }

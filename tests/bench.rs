@@ -65,20 +65,62 @@ fn the_bench_measures_writes_records_and_compares_with_pytorch() {
 #[test]
 fn the_bench_refuses_bad_input_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
-    let bad_json = dir.path().join("bad.json");
-    std::fs::write(&bad_json, "{not json").unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    std::fs::write(path("bad.json"), "{not json").unwrap();
+    let model = r#"{"d_model":32,"d_ff":64,"n_layers":2,"n_heads":2,"vocab_size":256}"#;
+    std::fs::write(path("model.json"), model).unwrap();
+    // A record at 0 tokens/s (a ratio against it would be infinite).
+    let record = serde_json::json!({"framework": "pytorch", "device": "cpu", "dtype": "f32", "n_layers": 2,
+        "d_model": 32, "vocab_size": 256, "parameters": 1, "batch_size": 1, "seq_len": 8, "step_ms": 1.0,
+        "tokens_per_second": 0.0, "peak_memory_bytes": null, "tflops": 0.0, "mfu": null, "threads": 1, "cpu": null});
+    std::fs::write(path("zero.json"), record.to_string()).unwrap();
     for (args, expected) in [
-        (vec!["--device", "cudaa"], "unknown device"),
-        (vec!["--device", "flex", "--model", "nope"], "unknown model preset"),
-        (vec!["--device", "flex", "--iters", "0"], "0 is not in 1..=100000"),
-        (vec!["--device", "flex", "--compare", bad_json.to_str().unwrap()], "not a record"),
-        (vec!["--device", "flex", "--model", "7b"], "does not fit in memory"),
+        (vec!["--device", "cudaa"], "unknown device".to_string()),
+        (vec!["--device", "flex", "--model", "nope"], "unknown model preset".into()),
+        (vec!["--device", "flex", "--iters", "0"], "0 is not in 1..=100000".into()),
+        (vec!["--device", "flex", "--compare", &path("bad.json")], "not a record".into()),
+        (vec!["--device", "flex", "--compare", &path("zero.json")], "has 0 tokens/s".into()),
+        (vec!["--device", "flex", "--model", "7b"], "does not fit in memory".into()),
+        (vec!["--device", "flex", "--seq-len", "600"], "longer than the model's `max_seq_len` (256)".into()),
+        // An output that would replace an input, or the other output, before anything is measured.
+        (
+            vec!["--json", &path("out.json"), "--hf-config", &path("out.json")],
+            "--json and --hf-config both name".into(),
+        ),
+        (vec!["--model", &path("model.json"), "--hf-config", &path("model.json")], "--hf-config and --model".into()),
+        (vec!["--json", &path("zero.json"), "--compare", &path("zero.json")], "--json and --compare".into()),
+        (vec!["--json", &format!("{}/", path("new"))], "is a folder".into()),
+        // Records measured earlier take no options of a measurement.
+        (
+            vec!["--records", &path("zero.json"), "--compare", &path("zero.json"), "--seq-len", "64"],
+            "--seq-len would not apply".into(),
+        ),
     ] {
         let output = Command::new(example("bench")).args(&args).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
-        assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.contains(&expected) && !stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+    assert_eq!(std::fs::read_to_string(path("model.json")).unwrap(), model, "the model file is untouched");
+    assert!(!dir.path().join("out.json").exists() && !dir.path().join("new").exists());
+}
+
+#[test]
+fn a_measurement_that_crashes_says_why() {
+    // A process limited to 300 MB of address space fails its first large allocation: the abort's
+    // message and signal reach the user, not Rust's note on backtraces.
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 300000 && exec {} --model tiny --seq-len 256 --batch-size 64 --iters 1 --warmup-iters 0 \
+             --device flex --bf16 false",
+            example("bench").display()
+        ))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("memory allocation of") && stderr.contains("signal 6"), "{stderr}");
 }
 
 #[test]
@@ -117,7 +159,7 @@ fn the_breakdown_splits_the_median_step_and_says_when_there_is_none() {
     let names: Vec<&str> = fused.breakdown.iter().map(|(name, _)| name.as_str()).collect();
     assert_eq!(
         names[..6],
-        ["attention", "RMSNorm", "SwiGLU", "RoPE", "linear layers (matmuls)", "optimiser"],
+        ["attention", "norms (RMSNorm, LayerNorm)", "SwiGLU", "RoPE", "linear layers (matmuls)", "optimiser"],
         "{stdout}"
     );
     // The parts are the median step's own: they add up to its time.
@@ -152,5 +194,48 @@ fn the_breakdown_splits_the_median_step_and_says_when_there_is_none() {
             "{records}: {stdout}{}",
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+}
+
+/// The processes whose command line holds `marker` (Linux's `/proc`).
+#[cfg(target_os = "linux")]
+fn processes_with(marker: &str) -> Vec<u32> {
+    let entries = std::fs::read_dir("/proc").unwrap().flatten();
+    entries
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+        })
+        .collect()
+}
+
+#[test]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn a_killed_bench_leaves_no_measurement_running() {
+    // A run-directory option the measurement ignores marks its processes as this test's.
+    let marker = format!("/tmp/bench-kill-test-{}", std::process::id());
+    let mut bench = Command::new(example("bench"))
+        .args(["--model", "tiny", "--seq-len", "64", "--batch-size", "2", "--iters", "100000"])
+        .args(["--device", "flex", "--bf16", "false", "--out", &marker])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let child = loop {
+        let children: Vec<u32> = processes_with(&marker).into_iter().filter(|&pid| pid != bench.id()).collect();
+        if let Some(&child) = children.first() {
+            break child;
+        }
+        assert!(started.elapsed().as_secs() < 60, "the measurement never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let gone = || !std::path::Path::new(&format!("/proc/{child}")).exists() || processes_with(&marker).is_empty();
+    let killed = std::time::Instant::now();
+    while !gone() {
+        assert!(killed.elapsed().as_secs() < 10, "the measurement {child} outlived the killed bench");
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

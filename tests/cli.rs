@@ -217,6 +217,18 @@ fn a_bad_ops_path_is_named_as_the_variable_and_the_reference_path_runs() {
         .output()
         .unwrap();
     assert_refused(&output, &["LAYERNORM_SCALING_OPS=\"refrence\"", "`reference`"], "curse");
+    // A value that is not UTF-8 is refused too, not taken as unset.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let not_utf8 = std::ffi::OsStr::from_bytes(b"\xff");
+        let output = Command::new(example("curse"))
+            .args(["--layers", "2"])
+            .env("LAYERNORM_SCALING_OPS", not_utf8)
+            .output()
+            .unwrap();
+        assert_refused(&output, &["LAYERNORM_SCALING_OPS", "`reference`"], "curse with a non-UTF-8 ops path");
+    }
     let run = |path: &str| {
         let output =
             Command::new(example("curse")).args(["--layers", "2"]).env("LAYERNORM_SCALING_OPS", path).output().unwrap();

@@ -59,7 +59,12 @@ impl OpPath {
     /// Another value is an error that names the variable and the accepted values.
     pub fn from_env() -> Result<Option<OpPath>, crate::ConfigError> {
         match std::env::var(ENV_VAR) {
-            Err(_) => Ok(None),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(value)) => Err(crate::ConfigError::Unknown {
+                what: "LAYERNORM_SCALING_OPS value",
+                name: value.to_string_lossy().into_owned(),
+                expected: "fused, reference".into(),
+            }),
             Ok(value) => match value.trim() {
                 "" => Ok(None),
                 name => match [OpPath::Fused, OpPath::Reference].into_iter().find(|path| path.name() == name) {

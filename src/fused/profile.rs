@@ -12,7 +12,7 @@ use std::time::Instant;
 pub enum OpKind {
     /// [`causal_attention`](super::causal_attention).
     Attention,
-    /// [`rms_norm`](super::rms_norm).
+    /// [`rms_norm`](super::rms_norm) and [`layer_norm`](super::layer_norm).
     Norm,
     /// [`swiglu`](super::swiglu).
     Swiglu,
@@ -30,7 +30,7 @@ impl OpKind {
     pub fn name(self) -> &'static str {
         match self {
             OpKind::Attention => "attention",
-            OpKind::Norm => "RMSNorm",
+            OpKind::Norm => "norms (RMSNorm, LayerNorm)",
             OpKind::Swiglu => "SwiGLU",
             OpKind::Rope => "RoPE",
             OpKind::Linear => "linear layers (matmuls)",

@@ -35,7 +35,7 @@ pub use metric_logger::RunMetricLogger;
 pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
 pub use monitor::RunMonitor;
 pub use optimizer::{no_decay_paths, optimizer};
-pub use prepare::{model_config, validation_data};
+pub use prepare::{check_seq_len, model_config, validation_data};
 pub use renderer::PlainRenderer;
 pub use run::{train, Start, TrainReport};
 pub use run_dir::RunDir;

@@ -107,13 +107,8 @@ impl Prepared {
     }
 }
 
-/// Checks every setting, the devices and the data (tokenising it into the cache) without
-/// touching the run directory. How the data's cache was made is reported to `events`.
-pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared, Error> {
-    config.validate()?;
-    let model = model_config(config)?;
-    let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
-    tokenizer.check_fits(model.vocab_size)?;
+/// An error unless the run's sequences fit the model's positions (`seq_len <= max_seq_len`).
+pub fn check_seq_len(config: &TrainConfig, model: &LlamaConfig) -> Result<(), Error> {
     if config.seq_len > model.max_seq_len {
         return Err(ConfigError::Conflict(format!(
             "`seq_len` ({}) is longer than the model's `max_seq_len` ({}); lower --seq-len",
@@ -121,6 +116,17 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
         ))
         .into());
     }
+    Ok(())
+}
+
+/// Checks every setting, the devices and the data (tokenising it into the cache) without
+/// touching the run directory. How the data's cache was made is reported to `events`.
+pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared, Error> {
+    config.validate()?;
+    let model = model_config(config)?;
+    let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
+    tokenizer.check_fits(model.vocab_size)?;
+    check_seq_len(config, &model)?;
     let mut devices = parse_devices(&config.device)?;
     for device in &mut devices {
         if config.bf16 {
