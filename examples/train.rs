@@ -50,7 +50,7 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     // `--resume` alone continues the run with its own settings; options given change them.
     let recorded = config.out.join(layernorm_scaling::run::TRAIN_CONFIG);
     if args.resume && args.config.is_none() && recorded.is_file() {
-        config = given(TrainConfig::from_file(&recorded)?);
+        config = given(TrainConfig::from_run_file(&recorded)?);
     }
     let start = match (args.resume, args.overwrite) {
         (true, _) => Start::Resume,

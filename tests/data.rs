@@ -840,3 +840,46 @@ fn a_token_cache_with_damaged_tokens_is_rebuilt_never_used() {
     let again = tokenize_corpus(&source, &Tokenizer::Byte, &root).unwrap();
     assert_eq!(cached_texts(&again), ["alpha beta", "gamma delta"]);
 }
+
+/// Every window of a validation set, in order.
+fn windows(set: &PackedDataset) -> Vec<Vec<u32>> {
+    (0..set.len()).map(|i| set.get(i).expect("a window").tokens).collect()
+}
+
+#[test]
+fn runs_of_every_seed_are_evaluated_on_the_same_tokens() {
+    use layernorm_scaling::train::{validation_data, TrainConfig, DEFAULT_DATA_SEED};
+    let dir = tempfile::tempdir().unwrap();
+    let config = |seed: u64, data_seed: Option<u64>| TrainConfig {
+        seed,
+        data_seed,
+        builtin_docs: 300,
+        seq_len: 32,
+        out: dir.path().join(format!("run-{seed}")),
+        cache_dir: Some(dir.path().join("cache")),
+        ..TrainConfig::default()
+    };
+    // `seed` chooses the weights and the order; the validation tokens follow the data seed alone.
+    let (one, two) = (validation_data(&config(1, None)).unwrap(), validation_data(&config(2, None)).unwrap());
+    assert!(one.len() > 2);
+    assert_eq!(windows(&one), windows(&two), "seeds 1 and 2 validate on the same windows");
+    let given = validation_data(&config(2, Some(DEFAULT_DATA_SEED))).unwrap();
+    assert_eq!(windows(&given), windows(&one), "the default data seed is {DEFAULT_DATA_SEED}");
+    // Another data seed holds out other documents (and makes another built-in corpus).
+    let other = validation_data(&config(1, Some(7))).unwrap();
+    assert_ne!(windows(&other), windows(&one));
+    assert_eq!(windows(&other), windows(&validation_data(&config(3, Some(7))).unwrap()));
+}
+
+#[test]
+fn a_run_written_before_the_data_seed_keeps_the_split_of_its_seed() {
+    use layernorm_scaling::train::TrainConfig;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("train.json");
+    // 0.1's train.json has no `data_seed`: its split came from `seed`.
+    std::fs::write(&path, r#"{"seed": 5, "steps": 40}"#).unwrap();
+    assert_eq!(TrainConfig::from_run_file(&path).unwrap().data_seed, Some(5));
+    assert_eq!(TrainConfig::from_file(&path).unwrap().data_seed(), 1, "a config of the user's takes the default");
+    std::fs::write(&path, r#"{"seed": 5, "data_seed": 9}"#).unwrap();
+    assert_eq!(TrainConfig::from_run_file(&path).unwrap().data_seed, Some(9));
+}

@@ -39,6 +39,11 @@ fn the_loss_falls_on_the_builtin_corpus() {
         "{events:?}"
     );
     assert!(!events.iter().any(TrainEvent::is_notice), "{events:?}");
+    // Before the first step: what the run reads of the training split (here less than one pass).
+    let budget = events.iter().find_map(|e| if let TrainEvent::Data(b) = e { Some(*b) } else { None });
+    let budget = budget.expect("the data budget");
+    assert_eq!((budget.read, budget.seq_len), (40 * config.batch_size as u64, config.seq_len), "{budget:?}");
+    assert!(budget.sequences > budget.read && budget.repeat_warning().is_none(), "{budget:?}");
     // Progress goes to burn-train's dashboard when standard output is a terminal.
     if !std::io::stdout().is_terminal() {
         let progress: Vec<usize> =
@@ -327,4 +332,19 @@ fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_the
         Start::New,
         "the corpus holds token id 259 (<extra_id_9>), outside the model's vocabulary of 256",
     );
+}
+
+#[test]
+fn a_run_that_repeats_its_data_is_warned_before_the_first_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = Vec::new();
+    let config = TrainConfig { builtin_docs: 60, ..quick(&dir.path().join("run"), 20, 20) };
+    train(&config, Start::New, |event| events.push(event)).unwrap();
+    let budget = events.iter().find_map(|e| if let TrainEvent::Data(b) = e { Some(*b) } else { None }).unwrap();
+    assert!(budget.read > budget.sequences, "{budget:?}");
+    let first_step =
+        events.iter().position(|e| matches!(e, TrainEvent::Progress { .. } | TrainEvent::Evaluated { .. }));
+    let warning = events.iter().position(|e| matches!(e, TrainEvent::Warning(w) if w.contains("repeats data")));
+    assert!(warning.is_some() && warning < first_step.or(Some(usize::MAX)), "{events:?}");
+    assert!(events[warning.unwrap()].to_string().contains(&format!("{:.2} times", budget.passes())));
 }

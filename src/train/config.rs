@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::run::EpochSteps;
 use crate::{ConfigError, Error, NormScheme};
 
+/// The data seed of a run that sets none ([`TrainConfig::data_seed`]): the same for every `seed`.
+pub const DEFAULT_DATA_SEED: u64 = 1;
+
 /// The most documents the built-in corpus makes (each is generated and held in memory).
 pub const MAX_BUILTIN_DOCS: usize = 1_000_000;
 
@@ -101,9 +104,15 @@ pub struct TrainConfig {
     /// Clip gradients to this global L2 norm (PyTorch's `clip_grad_norm_`); none by default.
     #[arg(long)]
     pub clip_grad_norm: Option<f64>,
-    /// Seed of the weights, the data order and the split.
+    /// Seed of the weights and of the order of the training data (the validation split and the
+    /// built-in corpus follow `data_seed`).
     #[arg(long, required = false)]
     pub seed: u64,
+    /// Seed of the data: which documents are held out for validation, and the built-in corpus.
+    /// Unset: 1, whatever `seed` is, so that runs of every seed are evaluated on the same
+    /// documents and a sweep's spread over seeds is the models' alone.
+    #[arg(long)]
+    pub data_seed: Option<u64>,
     /// Train in bfloat16 (whole device).
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", required = false)]
     pub bf16: bool,
@@ -176,6 +185,7 @@ impl Default for TrainConfig {
             eps: 1e-8,
             clip_grad_norm: None,
             seed: 1,
+            data_seed: None,
             bf16: false,
             out: PathBuf::from("runs/default"),
             eval_every: None,
@@ -326,6 +336,21 @@ impl TrainConfig {
         Ok(())
     }
 
+    /// The seed of the validation split and of the built-in corpus: `data_seed`, or
+    /// [`DEFAULT_DATA_SEED`] when unset.
+    pub fn data_seed(&self) -> u64 {
+        self.data_seed.unwrap_or(DEFAULT_DATA_SEED)
+    }
+
+    /// A run's own `train.json`, as [`from_file`](Self::from_file) reads it, but for the data
+    /// seed: a run written before `data_seed` existed (0.1) split its data with `seed`, and
+    /// resuming it must keep that split.
+    pub fn from_run_file(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let mut config = Self::from_file(path)?;
+        config.data_seed = config.data_seed.or(Some(config.seed));
+        Ok(config)
+    }
+
     /// The learning-rate schedule of the run.
     pub fn schedule(&self) -> crate::train::WarmupCosineConfig {
         crate::train::WarmupCosineConfig::new(self.lr, self.steps)
@@ -358,6 +383,7 @@ impl TrainConfig {
     /// with the value the run uses: what `train.json` records.
     pub fn resolved(&self) -> Self {
         Self {
+            data_seed: Some(self.data_seed()),
             eval_every: Some(self.eval_every()),
             save_every: Some(self.save_every()),
             warmup: Some(self.warmup()),

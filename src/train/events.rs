@@ -27,6 +27,9 @@ pub enum TrainEvent {
         /// The run directory.
         out: PathBuf,
     },
+    /// What the run reads of its training data, said before the first step (a run that repeats
+    /// data also gets a [`Warning`](Self::Warning)).
+    Data(super::DataBudget),
     /// A resumed run continues from its checkpoint at `step`.
     Resumed {
         /// The checkpoint's step.
@@ -89,6 +92,7 @@ impl std::fmt::Display for TrainEvent {
                  on {device} into {}",
                 out.display()
             ),
+            TrainEvent::Data(budget) => write!(f, "{}", budget.note()),
             TrainEvent::Resumed { step } => write!(f, "resuming from the checkpoint at step {step}"),
             TrainEvent::SettingChanged(change) => write!(f, "resuming with a changed setting: {change}"),
             TrainEvent::Restarted => write!(f, "the run has no complete checkpoint yet: starting it again from step 0"),

@@ -16,6 +16,7 @@ use burn::tensor::Device;
 use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
 use burn::train::{ExecutionStrategy, Learner, LearningResult, MultiDeviceOptim, SupervisedTraining};
 
+use super::budget::DataBudget;
 use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
 use super::config::TrainConfig;
 use super::events::TrainEvent;
@@ -62,6 +63,11 @@ pub(super) fn fit(
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
     let micro_batches = config.grad_accum * devices.len();
+    let budget = DataBudget::new(prepared.train.len(), config.steps, micro_batches, config.batch_size, config.seq_len);
+    monitor.report(TrainEvent::Data(budget));
+    if let Some(warning) = budget.repeat_warning() {
+        monitor.warn(warning);
+    }
     let keeper = CheckpointKeeper::new(&dir.checkpoint_dir(), existing.clone(), monitor.events());
     let training = supervised_training(config, dir, prepared, &devices, existing, &keeper, monitor)?;
     if start_step > 0 {

@@ -2,6 +2,7 @@
 //! checkpoints and the run itself.
 
 mod bench;
+mod budget;
 mod checkpoint;
 mod clip;
 mod config;
@@ -25,9 +26,10 @@ mod sweep;
 mod tracking;
 
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
+pub use budget::DataBudget;
 pub use checkpoint::SummedCheckpointer;
 pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
-pub use config::{OptimizerKind, TrainConfig};
+pub use config::{OptimizerKind, TrainConfig, DEFAULT_DATA_SEED};
 pub use events::{Events, TrainEvent};
 pub use export::write_metrics_csv;
 pub use loader::StepLoader;

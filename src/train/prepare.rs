@@ -165,7 +165,7 @@ fn datasets(
     vocab_size: usize,
 ) -> Result<(PackedDataset, PackedDataset, Arc<TokenCache>), Error> {
     let source = if config.data.is_empty() {
-        CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.seed }
+        CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.data_seed() }
     } else {
         CorpusSource::Files { paths: config.data.clone(), text_field: config.text_field.clone() }
     };
@@ -180,6 +180,7 @@ fn datasets(
     };
     let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
     cache.check_vocabulary(tokenizer, vocab_size)?;
-    let (train, valid) = train_valid_datasets(cache.clone(), config.seq_len, config.valid_fraction, config.seed)?;
+    let (train, valid) =
+        train_valid_datasets(cache.clone(), config.seq_len, config.valid_fraction, config.data_seed())?;
     Ok((train, valid, cache))
 }

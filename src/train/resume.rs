@@ -186,7 +186,7 @@ fn setting_refusals(
     model: &LlamaConfig,
     data: Option<&String>,
 ) -> Result<(Vec<String>, Vec<String>), String> {
-    let saved = TrainConfig::from_file(out.join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
+    let saved = TrainConfig::from_run_file(out.join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
     let info = read_model_info(out)?;
     let (allowed, mut refused) = resume_changes(&saved, config);
     if info.model != *model {
