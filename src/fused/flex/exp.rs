@@ -24,10 +24,15 @@ pub(super) fn exp(x: f32) -> f32 {
         + r * (1.0
             + r * (1.0 / 2.0
                 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    // `shifted` holds `n` in its low mantissa bits: reading it there (not by `n as i32`, whose
-    // saturating conversion is scalar code) keeps the whole function in SIMD lanes.
-    let two_to_n = f32::from_bits(shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
-    p * two_to_n
+    p * power_of_two(shifted)
+}
+
+/// `2^n` for the integer `n` in `[-126, 127]` that `shifted = n + ROUND` holds in its low
+/// mantissa bits: read there (not by `n as i32`, whose saturating conversion is scalar code), so
+/// that the whole of [`exp`] stays in SIMD lanes.
+#[inline(always)]
+fn power_of_two(shifted: f32) -> f32 {
+    f32::from_bits(shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23)
 }
 
 /// `1 / (1 + e^-x)`.
@@ -57,8 +62,7 @@ mod tests {
     #[test]
     fn the_power_of_two_read_from_the_bits_is_the_one_of_the_conversion() {
         for n in -126..=127 {
-            let shifted = n as f32 + ROUND;
-            let from_bits = f32::from_bits(shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
+            let from_bits = power_of_two(n as f32 + ROUND);
             assert_eq!(from_bits, f32::from_bits(((n + 127) as u32) << 23), "2^{n}");
             assert_eq!(from_bits, 2f32.powi(n), "2^{n}");
         }

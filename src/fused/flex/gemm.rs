@@ -6,6 +6,8 @@
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
+use super::lanes::sum_in_order;
+
 /// A matrix operand: `(values, row stride, column stride)`.
 pub(super) type View<'a> = (&'a [f32], usize, usize);
 
@@ -50,8 +52,8 @@ const MAX_PIECES: usize = 8;
 /// piece's product is a task of its own, and the partial products are summed in piece order. The
 /// pieces depend on the sizes alone, so the result has the same bits on any number of threads.
 pub(super) fn transposed_product((rows, m, n): (usize, usize, usize), a: &[f32], b: &[f32]) -> Vec<f32> {
-    let mut output = vec![0.0f32; m * n];
     if m * n > SMALL_OUTPUT || rows <= PIECE_ROWS {
+        let mut output = vec![0.0f32; m * n];
         matmul_parallel((m, n, rows), &mut output, n, false, (a, 1, m), (b, n, 1));
         return output;
     }
@@ -66,10 +68,7 @@ pub(super) fn transposed_product((rows, m, n): (usize, usize, usize), a: &[f32],
             partial
         })
         .collect();
-    for partial in &partials {
-        output.iter_mut().zip(partial).for_each(|(sum, value)| *sum += value);
-    }
-    output
+    sum_in_order(partials.iter().map(Vec::as_slice), m * n)
 }
 
 fn run(
