@@ -20,7 +20,7 @@ use layernorm_scaling::analysis::{
     analyze, choice_report, longest_choice_tokens, path_labels, read_choice_items, unique_labels, write_comparison,
     AnalysisOptions, ChoiceItem, ComparedRun, Report,
 };
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
+use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, Tokenizer};
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
@@ -161,7 +161,7 @@ fn report_of(
     }
     cache.check_vocabulary(&run.tokenizer, run.config.vocab_size)?;
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
-    let data = PackedDataset::new(cache, &docs, args.seq_len);
+    let data = SequenceDataset::new(cache, &docs, args.seq_len);
     errln!("{}", run.title);
     let mut report = analyze(&run.model, &data, options, &mut progress_bar("perplexity"))?;
     if let Some(items) = choices {

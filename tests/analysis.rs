@@ -10,7 +10,7 @@ use common::cpu;
 use layernorm_scaling::analysis::{
     angular_distance, angular_distance_matrix, identity_ratios, normalize_per_n, pruning_drops, update_ratio,
 };
-use layernorm_scaling::data::{tokenize_corpus, train_valid_datasets, CorpusSource, Tokenizer};
+use layernorm_scaling::data::{tokenize_corpus, train_valid_datasets, CorpusSource, SequenceMode, Tokenizer};
 use layernorm_scaling::measure::{layer_variances, mean_loss, token_variance};
 use layernorm_scaling::{LlamaConfig, NormScheme};
 
@@ -81,7 +81,7 @@ fn pruning_an_identity_block_costs_nothing_and_other_drops_skip_exactly_that_lay
     let device = cpu();
     let dir = tempfile::tempdir().unwrap();
     let cache = tokenize_corpus(&CorpusSource::Builtin { n_docs: 300, seed: 1 }, &Tokenizer::Byte, dir.path()).unwrap();
-    let (_, valid) = train_valid_datasets(Arc::new(cache), 32, 0.3, 0).unwrap();
+    let (_, valid) = train_valid_datasets(Arc::new(cache), 32, 0.3, 0, SequenceMode::Pack).unwrap();
 
     let mut model = LlamaConfig::tiny().with_norm_scheme(NormScheme::PreLn).init(&device).unwrap();
     // Block 3 with zeroed output projections adds nothing: it is the identity map.

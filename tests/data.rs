@@ -11,8 +11,8 @@ use burn::data::dataset::Dataset;
 use common::cpu;
 use layernorm_scaling::data::{
     builtin_documents, corpus_files, file_format, read_documents, split_documents, tokenize_corpus,
-    train_valid_datasets, CorpusSource, DataError, FileFormat, LmBatcher, PackedDataset, TokenCache, TokenFile,
-    TokenLayout, TokenWindow, Tokenizer, LLMC_MAGIC,
+    train_valid_datasets, CorpusSource, DataError, FileFormat, LmBatcher, SequenceDataset, SequenceMode, TokenCache,
+    TokenFile, TokenLayout, TokenWindow, Tokenizer, LLMC_MAGIC,
 };
 
 /// Parquet corpora: the `parquet` feature.
@@ -148,19 +148,57 @@ fn packing_covers_the_stream_with_windows_that_overlap_by_one_token() {
     let cache = Arc::new(build_cache(&dir.path().join("c"), "k", &[&[1, 2, 3], &[4, 5], &[6, 7, 8, 9]]));
     assert_eq!((cache.n_docs(), cache.n_tokens()), (3, 12));
     // Stream: 1 2 3 0 4 5 0 6 7 8 9 0
-    let all = PackedDataset::new(cache.clone(), &[0, 1, 2], 4);
+    let all = SequenceDataset::new(cache.clone(), &[0, 1, 2], 4);
     assert_eq!(all.len(), 2);
     assert_eq!(all.get(0).unwrap().tokens, vec![1, 2, 3, 0, 4]);
     assert_eq!(all.get(1).unwrap().tokens, vec![4, 5, 0, 6, 7]);
     // Documents 0 and 2 only: 1 2 3 0 6 7 8 9 0
-    let some = PackedDataset::new(cache, &[0, 2], 4);
+    let some = SequenceDataset::new(cache, &[0, 2], 4);
     let windows: Vec<Vec<u32>> = (0..some.len()).map(|i| some.get(i).unwrap().tokens).collect();
     assert_eq!(windows, vec![vec![1, 2, 3, 0, 6], vec![6, 7, 8, 9, 0]]);
 
-    let batch =
-        LmBatcher.batch(vec![TokenWindow { tokens: vec![1, 2, 3] }, TokenWindow { tokens: vec![4, 5, 6] }], &cpu());
+    let batch = LmBatcher.batch(vec![TokenWindow::full(vec![1, 2, 3]), TokenWindow::full(vec![4, 5, 6])], &cpu());
     assert_eq!(batch.inputs.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), vec![1, 2, 4, 5]);
     assert_eq!(batch.targets.to_data().convert::<i64>().try_to_vec::<i64>().unwrap(), vec![2, 3, 5, 6]);
+}
+
+#[test]
+fn truncation_makes_one_padded_sequence_per_document_and_counts_real_targets_only() {
+    let dir = tempfile::tempdir().unwrap();
+    // Documents (each with its end-of-text 0): [1 2 3 0], [4 0], [5 6 7 8 9 10 0], [0] (nothing to predict).
+    let cache = Arc::new(build_cache(&dir.path().join("c"), "k", &[&[1, 2, 3], &[4], &[5, 6, 7, 8, 9, 10], &[]]));
+    let truncated = SequenceDataset::with_mode(cache.clone(), &[0, 1, 2, 3], 4, SequenceMode::Truncate);
+    assert_eq!(truncated.len(), 3, "the document of an end-of-text token alone is left out");
+    let windows: Vec<TokenWindow> = (0..3).map(|i| truncated.get(i).unwrap()).collect();
+    assert_eq!(windows[0], TokenWindow { tokens: vec![1, 2, 3, 0, 0], real: 4 });
+    assert_eq!(windows[1], TokenWindow { tokens: vec![4, 0, 0, 0, 0], real: 2 });
+    assert_eq!(windows[2], TokenWindow { tokens: vec![5, 6, 7, 8, 9], real: 5 }, "cut after seq_len + 1 tokens");
+    // Targets: 3 + 1 + 4; tokens read: 4 + 2 + 5; tokens past the cut: 10 and the end-of-text.
+    assert_eq!((truncated.n_targets(), truncated.n_tokens(), truncated.truncated_tokens()), (8, 11, 2));
+    let packed = SequenceDataset::new(cache.clone(), &[0, 1, 2], 4);
+    assert_eq!((packed.n_targets(), packed.truncated_tokens()), (packed.len() as u64 * 4, 0));
+
+    let batch = LmBatcher.batch(windows, &cpu());
+    let ints =
+        |t: burn::tensor::Tensor<1, burn::tensor::Int>| t.to_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    assert_eq!(ints(batch.targets.clone().reshape([12])), vec![2, 3, 0, 0, 0, 0, 0, 0, 6, 7, 8, 9]);
+    // Row 0 predicts 2 3 0, row 1 predicts 0, row 2 predicts 6 7 8 9; the padding is not counted.
+    assert_eq!(ints(batch.counted.unwrap()), vec![0, 1, 2, 4, 8, 9, 10, 11]);
+    assert_eq!(batch.n_targets, 8);
+    let full = LmBatcher.batch(vec![TokenWindow::full(vec![1, 2, 3])], &cpu());
+    assert!(full.counted.is_none() && full.n_targets == 2);
+
+    // A fixed validation subset: the first sequences holding the asked-for targets.
+    let subset = |tokens| {
+        SequenceDataset::with_mode(cache.clone(), &[0, 1, 2], 4, SequenceMode::Truncate).holding_targets(tokens)
+    };
+    assert_eq!(subset(3).unwrap().len(), 1);
+    assert_eq!(subset(4).unwrap().len(), 2);
+    assert_eq!((subset(5).unwrap().len(), subset(8).unwrap().n_targets()), (3, 8));
+    let err = subset(9).unwrap_err().to_string();
+    assert!(err.contains("--valid-tokens 9 is more than the validation documents hold: 8 target tokens"), "{err}");
+    let packed = SequenceDataset::new(cache, &[0, 1, 2], 4).holding_targets(5).unwrap();
+    assert_eq!((packed.len(), packed.n_targets()), (2, 8));
 }
 
 #[test]
@@ -248,17 +286,17 @@ fn corpora_tokenise_into_train_and_validation_sets() {
     let tokenizer = Tokenizer::Byte;
     let source = CorpusSource::Builtin { n_docs: 400, seed: 1 };
     let cache = Arc::new(tokenize_corpus(&source, &tokenizer, dir.path()).unwrap());
-    let (train, valid) = train_valid_datasets(cache.clone(), 64, 0.1, 0).unwrap();
+    let (train, valid) = train_valid_datasets(cache.clone(), 64, 0.1, 0, SequenceMode::Pack).unwrap();
     assert!(train.len() > 5 * valid.len() && !valid.is_empty());
     assert_eq!(train.n_tokens() + valid.n_tokens(), cache.n_tokens());
-    let err = train_valid_datasets(cache.clone(), 100_000, 0.1, 0).unwrap_err().to_string();
+    let err = train_valid_datasets(cache.clone(), 100_000, 0.1, 0, SequenceMode::Pack).unwrap_err().to_string();
     assert!(err.contains("fewer than one sequence"), "{err}");
 
     // The advice fits the split that is short: the fraction moves documents from one to the other.
     let short = |fraction: f64, split: &str| {
-        let (train, valid) = train_valid_datasets(cache.clone(), 16, fraction, 0).unwrap();
+        let (train, valid) = train_valid_datasets(cache.clone(), 16, fraction, 0, SequenceMode::Pack).unwrap();
         let tokens = if split == "training" { train.n_tokens() } else { valid.n_tokens() };
-        train_valid_datasets(cache.clone(), tokens as usize, fraction, 0).unwrap_err().to_string()
+        train_valid_datasets(cache.clone(), tokens as usize, fraction, 0, SequenceMode::Pack).unwrap_err().to_string()
     };
     let err = short(0.1, "validation");
     assert!(err.contains("the validation split has") && err.contains("a larger --valid-fraction (now 0.1)"), "{err}");
@@ -510,8 +548,8 @@ fn token_files_train_as_documents_split_after_end_of_text_with_no_tokenisation()
     let text = dir.path().join("docs.txt");
     std::fs::write(&text, docs.join("\n\n")).unwrap();
     let from_text = Arc::new(tokenize_corpus(&CorpusSource::files(vec![text]), &Tokenizer::Byte, &cache_root).unwrap());
-    let (train, valid) = train_valid_datasets(cache, 32, 0.1, 5).unwrap();
-    let (text_train, text_valid) = train_valid_datasets(from_text, 32, 0.1, 5).unwrap();
+    let (train, valid) = train_valid_datasets(cache, 32, 0.1, 5, SequenceMode::Pack).unwrap();
+    let (text_train, text_valid) = train_valid_datasets(from_text, 32, 0.1, 5, SequenceMode::Pack).unwrap();
     assert!(!valid.is_empty() && train.len() > valid.len());
     assert_eq!((train.len(), valid.len()), (text_train.len(), text_valid.len()));
     assert_eq!(train.get(3).unwrap(), text_train.get(3).unwrap(), "the same windows as the same text");
@@ -747,7 +785,7 @@ fn open_or_build_counted(path: &std::path::Path) -> (TokenCache, bool) {
 }
 
 fn windows_of(cache: TokenCache) -> Vec<Vec<u32>> {
-    let set = PackedDataset::new(Arc::new(cache), &[0, 1, 2], 3);
+    let set = SequenceDataset::new(Arc::new(cache), &[0, 1, 2], 3);
     (0..set.len()).map(|i| set.get(i).unwrap().tokens).collect()
 }
 
@@ -842,7 +880,7 @@ fn a_token_cache_with_damaged_tokens_is_rebuilt_never_used() {
 }
 
 /// Every window of a validation set, in order.
-fn windows(set: &PackedDataset) -> Vec<Vec<u32>> {
+fn windows(set: &SequenceDataset) -> Vec<Vec<u32>> {
     (0..set.len()).map(|i| set.get(i).expect("a window").tokens).collect()
 }
 

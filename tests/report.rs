@@ -11,16 +11,16 @@ use layernorm_scaling::analysis::{
     analyze, angular_heatmap, normalize_per_n, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap,
     LineChart, Report,
 };
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, PackedDataset, Tokenizer};
+use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, Tokenizer};
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::measure::read_tracking;
 use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::LlamaConfig;
 
-fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> PackedDataset {
+fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> SequenceDataset {
     let cache = Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs, seed: 2 }, &Tokenizer::Byte, dir).unwrap());
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
-    PackedDataset::new(cache, &docs, seq_len)
+    SequenceDataset::new(cache, &docs, seq_len)
 }
 
 fn names(dir: &Path) -> Vec<String> {

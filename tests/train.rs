@@ -5,12 +5,14 @@ mod common;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use burn::data::dataset::Dataset;
 use burn::module::Module;
 use common::{cpu, quick, ParamValues};
-use layernorm_scaling::measure::{read_metrics, read_tracking};
+use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceMode, Tokenizer};
+use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
 use layernorm_scaling::run::load_run_model;
-use layernorm_scaling::train::{train, Start, TrainConfig, TrainEvent};
-use layernorm_scaling::Error;
+use layernorm_scaling::train::{train, validation_data, Start, TrainConfig, TrainEvent};
+use layernorm_scaling::{Error, NormScheme};
 
 fn step_of(event: &TrainEvent) -> usize {
     match event {
@@ -101,9 +103,18 @@ fn parameters(dir: &Path) -> Vec<(String, Vec<f32>)> {
 
 #[test]
 fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
+    resumes_bit_identically(SequenceMode::Pack);
+}
+
+#[test]
+fn a_resumed_run_of_truncated_documents_is_bit_identical_too() {
+    resumes_bit_identically(SequenceMode::Truncate);
+}
+
+fn resumes_bit_identically(sequences: SequenceMode) {
     let dir = tempfile::tempdir().unwrap();
     let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
-    let mut config = quick(&whole, 20, 10);
+    let mut config = TrainConfig { sequences, ..quick(&whole, 20, 10) };
     config.clip_grad_norm = Some(1.0);
     config.track_every = Some(3);
     train(&config, Start::New, |_| {}).unwrap();
@@ -347,4 +358,95 @@ fn a_run_that_repeats_its_data_is_warned_before_the_first_step() {
     let warning = events.iter().position(|e| matches!(e, TrainEvent::Warning(w) if w.contains("repeats data")));
     assert!(warning.is_some() && warning < first_step.or(Some(usize::MAX)), "{events:?}");
     assert!(events[warning.unwrap()].to_string().contains(&format!("{:.2} times", budget.passes())));
+}
+
+/// Writes documents `first..first + n` of the built-in corpus (data seed 7) to `path` as text.
+fn write_text_corpus(path: &Path, first: usize, n: usize) {
+    let docs = layernorm_scaling::data::builtin_documents(first + n, 7);
+    std::fs::write(path, docs[first..].join("\n\n")).unwrap();
+}
+
+#[test]
+fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train_file, valid_file) = (dir.path().join("train.txt"), dir.path().join("valid.txt"));
+    write_text_corpus(&train_file, 0, 600);
+    write_text_corpus(&valid_file, 600, 100);
+    let config = TrainConfig {
+        data: vec![train_file.clone()],
+        valid_data: vec![valid_file.clone()],
+        valid_tokens: Some(1000),
+        ..quick(&dir.path().join("run"), 6, 6)
+    };
+    let mut events = Vec::new();
+    let report = train(&config, Start::New, |e| events.push(e)).unwrap();
+
+    // Every training document trains; validation reads the first sequences holding 1,000 targets.
+    let budget = events.iter().find_map(|e| if let TrainEvent::Data(b) = e { Some(*b) } else { None }).unwrap();
+    let source = CorpusSource::files(vec![train_file.clone()]);
+    let corpus = tokenize_corpus(&source, &Tokenizer::Byte, &dir.path().join("cache")).unwrap();
+    assert_eq!(budget.sequences, (corpus.n_tokens() - 1) / 64, "{budget:?}");
+    let valid = validation_data(&config).unwrap();
+    assert_eq!((valid.len(), valid.n_targets()), (16, 16 * 64), "1,000 targets take 16 sequences of 64");
+    let loss = mean_loss(&report.model, &valid, 8, 2, &[]).unwrap();
+    assert_eq!(loss.to_bits(), report.valid_loss.to_bits(), "the run's validation loss is over those sequences");
+
+    // The same tokens whatever the seed, the scheme or the batch size.
+    let windows = |config: &TrainConfig| {
+        let data = validation_data(config).unwrap();
+        (0..data.len()).map(|i| data.window(i)).collect::<Vec<_>>()
+    };
+    let other = TrainConfig { seed: 5, batch_size: 3, norm: Some(NormScheme::PreLn), ..config.clone() };
+    assert_eq!(windows(&config), windows(&other));
+
+    // train.json records the budget, and reads back as the same settings.
+    let recorded = TrainConfig::from_file(dir.path().join("run/train.json")).unwrap();
+    assert_eq!(recorded.data_budget, Some(budget));
+    assert_eq!(recorded.valid_data, vec![valid_file.clone()]);
+
+    // Bad validation data: clear errors before the run directory is made.
+    let refused = |changed: TrainConfig, expected: &str| {
+        let out = dir.path().join("refused");
+        let err = train(&TrainConfig { out: out.clone(), ..changed }, Start::New, |_| {}).unwrap_err().to_string();
+        assert!(err.contains(expected), "`{err}` should say `{expected}`");
+        assert!(!out.exists(), "nothing is written for `{err}`");
+    };
+    let overlap = "the validation corpus overlaps the training one";
+    refused(TrainConfig { valid_data: vec![train_file.clone()], ..config.clone() }, overlap);
+    refused(TrainConfig { valid_data: vec![dir.path().to_path_buf()], ..config.clone() }, overlap);
+    let copy = dir.path().join("copy.txt");
+    std::fs::copy(&train_file, &copy).unwrap();
+    refused(TrainConfig { valid_data: vec![copy], ..config.clone() }, "by content (a copy)");
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "\n\n").unwrap();
+    refused(
+        TrainConfig { valid_data: vec![empty], ..config.clone() },
+        "the validation corpus (--valid-data): the corpus has no text",
+    );
+    let short = dir.path().join("short.txt");
+    std::fs::write(&short, "too short").unwrap();
+    refused(
+        TrainConfig { valid_data: vec![short], ..config.clone() },
+        "the validation corpus (--valid-data) has 10 tokens, fewer than one sequence of 64 + 1",
+    );
+    refused(
+        TrainConfig { valid_tokens: Some(10_000_000), ..config.clone() },
+        "--valid-tokens 10000000 is more than the validation documents hold",
+    );
+}
+
+#[test]
+fn truncated_documents_train_and_the_budget_counts_their_real_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        TrainConfig { sequences: SequenceMode::Truncate, warmup: Some(1), ..quick(&dir.path().join("run"), 4, 4) };
+    let mut events = Vec::new();
+    let report = train(&config, Start::New, |e| events.push(e)).unwrap();
+    assert!(report.valid_loss.is_finite());
+    let budget = events.iter().find_map(|e| if let TrainEvent::Data(b) = e { Some(*b) } else { None }).unwrap();
+    assert_eq!(budget.sequences_mode, SequenceMode::Truncate);
+    // One sequence per training document, each predicting fewer than 64 real tokens on average.
+    assert!(budget.tokens < budget.sequences * 64 && budget.tokens > budget.sequences, "{budget:?}");
+    let note = TrainEvent::Data(budget).to_string();
+    assert!(note.contains("documents cut at 64 + 1 tokens, padding not counted"), "{note}");
 }

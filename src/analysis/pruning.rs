@@ -1,7 +1,7 @@
 //! The performance drop when one layer is removed (the paper's equation 1, figures 2 and 4):
 //! `dP(l) = P_pruned(l) - P_original`, here with P the perplexity on held-out text.
 
-use crate::data::PackedDataset;
+use crate::data::SequenceDataset;
 use crate::measure::mean_loss;
 use crate::model::Llama;
 use crate::{ConfigError, Error};
@@ -12,7 +12,7 @@ use crate::{ConfigError, Error};
 /// `progress` is called after each evaluation with `(done, total)`.
 pub fn pruning_drops(
     model: &Llama,
-    dataset: &PackedDataset,
+    dataset: &SequenceDataset,
     batch_size: usize,
     batches: usize,
     layers: &[usize],

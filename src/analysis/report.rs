@@ -9,7 +9,7 @@ use super::figures::write_report_figures;
 use super::pruning::layers_or_all;
 use super::trace_statistics::TraceStatistics;
 use super::{normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
-use crate::data::{PackedDataset, Tokenizer};
+use crate::data::{SequenceDataset, Tokenizer};
 use crate::measure::{evaluation_batches, TrackRecord};
 use crate::model::{first_non_finite_parameter, Llama};
 use crate::{ConfigError, Error};
@@ -112,7 +112,7 @@ pub fn choice_report(
 /// A model with a NaN or infinite weight (a diverged run) is refused: its report would be NaN.
 pub fn analyze(
     model: &Llama,
-    data: &PackedDataset,
+    data: &SequenceDataset,
     options: &AnalysisOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report, Error> {

@@ -6,9 +6,9 @@
 mod batch;
 mod corpus;
 mod json_lines;
-mod packed;
 #[cfg(feature = "parquet")]
 mod parquet;
+mod sequences;
 mod synthetic;
 mod token_cache;
 mod token_file;
@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub use batch::{LmBatch, LmBatcher};
 pub use corpus::{corpus_files, file_format, read_documents, CorpusFiles, FileFormat};
 pub use json_lines::DEFAULT_TEXT_FIELD;
-pub use packed::{split_documents, PackedDataset, TokenWindow};
+pub use sequences::{split_documents, SequenceDataset, SequenceMode, TokenWindow};
 pub use synthetic::builtin_documents;
 pub use token_cache::{stable_hash, CacheMeta, CacheWriter, TokenCache};
 pub use token_file::{is_token_file, TokenFile, TokenLayout, LLMC_MAGIC};
@@ -41,6 +41,18 @@ pub enum DataError {
     /// The corpus is too small for the requested split or sequence length.
     #[error("data split: {0}")]
     Split(String),
+}
+
+impl DataError {
+    /// The same error, its message prefixed with `what` (the data it is about).
+    pub fn about(self, what: &str) -> Self {
+        match self {
+            DataError::Tokenizer(m) => DataError::Tokenizer(format!("{what}: {m}")),
+            DataError::Corpus(m) => DataError::Corpus(format!("{what}: {m}")),
+            DataError::Cache(m) => DataError::Cache(format!("{what}: {m}")),
+            DataError::Split(m) => DataError::Split(format!("{what}: {m}")),
+        }
+    }
 }
 
 /// Where the training text comes from.
@@ -206,18 +218,19 @@ fn refuse_mixed(files: &[PathBuf]) -> Result<(), DataError> {
     }
 }
 
-/// Train and validation datasets of `seq_len`-token sequences from a tokenised corpus, split by
-/// document ([`split_documents`]).
+/// Train and validation sequences of `seq_len + 1` tokens from a tokenised corpus, split by
+/// document ([`split_documents`]) and made as `mode` says.
 pub fn train_valid_datasets(
     cache: Arc<TokenCache>,
     seq_len: usize,
     valid_fraction: f64,
     seed: u64,
-) -> Result<(PackedDataset, PackedDataset), DataError> {
+    mode: SequenceMode,
+) -> Result<(SequenceDataset, SequenceDataset), DataError> {
     use burn::data::dataset::Dataset;
     let (train_docs, valid_docs) = split_documents(cache.n_docs(), valid_fraction, seed)?;
-    let train = PackedDataset::new(cache.clone(), &train_docs, seq_len);
-    let valid = PackedDataset::new(cache, &valid_docs, seq_len);
+    let train = SequenceDataset::with_mode(cache.clone(), &train_docs, seq_len, mode);
+    let valid = SequenceDataset::with_mode(cache, &valid_docs, seq_len, mode);
     // The fraction moves documents between the splits: the advice fits the split that is short.
     for (name, set, fraction) in [("training", &train, "smaller"), ("validation", &valid, "larger")] {
         if set.is_empty() {

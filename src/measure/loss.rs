@@ -5,14 +5,14 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 
-use crate::data::{DataError, LmBatch, LmBatcher, PackedDataset};
-use crate::model::{cross_entropy, Llama};
+use crate::data::{DataError, LmBatch, LmBatcher, SequenceDataset};
+use crate::model::{cross_entropy_counting, Llama};
 use crate::Error;
 
 /// The first `batches` batches of `batch_size` sequences of `dataset` on `device` (the last one may
 /// be smaller), each with its number of sequences; an error when the dataset holds no sequence.
 pub fn evaluation_batches<'a>(
-    dataset: &'a PackedDataset,
+    dataset: &'a SequenceDataset,
     batch_size: usize,
     batches: usize,
     device: &'a Device,
@@ -35,7 +35,7 @@ pub fn evaluation_batches<'a>(
 /// layers (1-based) skipped.
 pub fn mean_loss(
     model: &Llama,
-    dataset: &PackedDataset,
+    dataset: &SequenceDataset,
     batch_size: usize,
     batches: usize,
     skip: &[usize],
@@ -44,7 +44,7 @@ pub fn mean_loss(
     let (mut total, mut count) = (0.0, 0);
     for (batch, size) in evaluation_batches(dataset, batch_size, batches, &device)? {
         let logits = model.forward_skipping(batch.inputs, skip)?;
-        total += cross_entropy(logits, batch.targets).into_scalar::<f64>() * size as f64;
+        total += cross_entropy_counting(logits, batch.targets, batch.counted).into_scalar::<f64>() * size as f64;
         count += size;
     }
     Ok(total / count as f64)

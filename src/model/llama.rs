@@ -9,7 +9,7 @@ use super::block::Block;
 use super::config::LlamaConfig;
 use super::init::normal_linear;
 use super::kv_cache::KvCache;
-use super::loss::{cross_entropy, lm_head_cross_entropy};
+use super::loss::{cross_entropy_counting, lm_head_cross_entropy};
 use super::rope::RotaryEmbedding;
 use crate::norm::Norm;
 use crate::ConfigError;
@@ -76,20 +76,37 @@ impl Llama {
     }
 
     /// Mean next-token cross-entropy of `tokens: [batch, seq]` against `targets: [batch, seq]`
-    /// -> `[1]`: [`forward`](Llama::forward) then [`cross_entropy`], with the LM head and the loss
+    /// -> `[1]`: [`forward`](Llama::forward) then [`cross_entropy`](super::cross_entropy), with the LM head and the loss
     /// fused ([`lm_head_cross_entropy`]), so training never keeps the logits for the backward pass.
     pub fn next_token_loss(&self, tokens: Tensor<2, Int>, targets: Tensor<2, Int>) -> Tensor<1> {
+        self.next_token_loss_counting(tokens, targets, None)
+    }
+
+    /// [`next_token_loss`](Llama::next_token_loss) over the targets at `counted: [n]` only
+    /// (positions `row * seq + column`; `None`: all of them), the mean taken over those: padding
+    /// is neither predicted nor averaged in. Positions after a sequence's real tokens may hold
+    /// anything: attention is causal, so no counted position sees them.
+    pub fn next_token_loss_counting(
+        &self,
+        tokens: Tensor<2, Int>,
+        targets: Tensor<2, Int>,
+        counted: Option<Tensor<1, Int>>,
+    ) -> Tensor<1> {
         let [batch, seq] = tokens.dims();
         let hidden = self.hidden(tokens, &[], None, None); // [batch, seq, d_model]
-        let targets = targets.reshape([batch * seq]);
         let (weight, bias) = match &self.lm_head {
             Some(head) => (head.weight.val(), head.bias.as_ref()), // [d_model, vocab]
             None => (self.embed_tokens.weight.val().transpose(), None),
         };
-        match bias {
+        if bias.is_some() {
             // A head with a bias (no LLaMA has one) takes the plain path.
-            Some(_) => cross_entropy(self.head(hidden), targets.reshape([batch, seq])),
-            None => lm_head_cross_entropy(hidden.reshape([batch * seq, self.d_model()]), weight, targets),
+            return cross_entropy_counting(self.head(hidden), targets, counted);
+        }
+        let hidden = hidden.reshape([batch * seq, self.d_model()]);
+        let targets = targets.reshape([batch * seq]);
+        match counted {
+            Some(rows) => lm_head_cross_entropy(hidden.select(0, rows.clone()), weight, targets.select(0, rows)),
+            None => lm_head_cross_entropy(hidden, weight, targets),
         }
     }
 

@@ -25,6 +25,21 @@ pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
     with_gradient(value, (logits * grad).sum())
 }
 
+/// [`cross_entropy`] over the targets at `counted: [n]` only (positions `row * seq + column` of
+/// `targets: [batch, seq]`; `None`: all of them), the mean taken over those.
+pub fn cross_entropy_counting(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    counted: Option<Tensor<1, Int>>,
+) -> Tensor<1> {
+    let Some(rows) = counted else {
+        return cross_entropy(logits, targets);
+    };
+    let ([batch, seq, vocab], [n]) = (logits.dims(), rows.dims());
+    let logits = logits.reshape([batch * seq, vocab]).select(0, rows.clone()).reshape([1, n, vocab]);
+    cross_entropy(logits, targets.reshape([batch * seq]).select(0, rows).reshape([1, n]))
+}
+
 /// Mean cross-entropy of the LM head `hidden @ weight` (`hidden: [tokens, d_model]`,
 /// `weight: [d_model, vocab]`) against `targets: [tokens]` -> `[1]`: [`cross_entropy`] of the
 /// logits, with the head's two gradient products taken at once

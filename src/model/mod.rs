@@ -22,7 +22,7 @@ pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use finite::first_non_finite_parameter;
 pub use kv_cache::{KvCache, LayerKv};
 pub use llama::{ForwardTrace, Llama};
-pub use loss::{cross_entropy, lm_head_cross_entropy};
+pub use loss::{cross_entropy, cross_entropy_counting, lm_head_cross_entropy};
 pub use presets::PRESETS;
 pub use retrofit::retrofit;
 pub use rope::{RopeScaling, RopeTables, RotaryEmbedding};

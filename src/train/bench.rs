@@ -101,10 +101,8 @@ pub fn benchmark_step(
     let vocab = model_config.vocab_size as u64;
     let ids: Vec<i64> = (0..batch * (seq + 1)).map(|i| (splitmix64(config.seed ^ i as u64) % vocab) as i64).collect();
     let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, seq + 1]), &device);
-    let batch_of = |tokens: &Tensor<2, Int>| LmBatch {
-        inputs: tokens.clone().narrow(1, 0, seq),
-        targets: tokens.clone().narrow(1, 1, seq),
-    };
+    let batch_of =
+        |tokens: &Tensor<2, Int>| LmBatch::new(tokens.clone().narrow(1, 0, seq), tokens.clone().narrow(1, 1, seq));
     let ops = fused::current_path();
     // Per timed step: its wall time (ms) and, on the fused path, where it went.
     let mut steps: Vec<(f64, Vec<(String, f64)>)> = Vec::with_capacity(iters);

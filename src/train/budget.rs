@@ -1,23 +1,43 @@
 //! The data budget of a run: how many training sequences it reads against how many the corpus
-//! holds, said before the first step (and warned of when the run would repeat data).
+//! holds, said before the first step (and warned of when the run would repeat data), and recorded
+//! in the run's `train.json`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::{SequenceDataset, SequenceMode};
 
 /// What a run reads of its training data.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DataBudget {
     /// Training sequences (windows of `seq_len + 1` tokens) in the corpus's training split.
     pub sequences: u64,
+    /// Target tokens in those sequences (`sequences x seq_len` when packed; the real tokens
+    /// predicted when truncated, padding left out).
+    pub tokens: u64,
     /// Sequences the run reads: steps x micro-batches per step x batch size.
     pub read: u64,
     /// Tokens per sequence (`seq_len`).
     pub seq_len: usize,
+    /// How documents became sequences.
+    pub sequences_mode: SequenceMode,
+    /// Tokens of the training documents past their sequence that truncation never reads (0 when packed).
+    pub truncated: u64,
 }
 
 impl DataBudget {
     /// The budget of `steps` optimiser steps of `micro_batches` micro-batches of `batch_size`
-    /// sequences, over a training split of `sequences` sequences.
-    pub fn new(sequences: usize, steps: usize, micro_batches: usize, batch_size: usize, seq_len: usize) -> Self {
+    /// sequences of `train`.
+    pub fn new(train: &SequenceDataset, steps: usize, micro_batches: usize, batch_size: usize) -> Self {
+        use burn::data::dataset::Dataset;
         let read = (steps as u64).saturating_mul(micro_batches as u64).saturating_mul(batch_size as u64);
-        Self { sequences: sequences as u64, read, seq_len }
+        Self {
+            sequences: train.len() as u64,
+            tokens: train.n_targets(),
+            read,
+            seq_len: train.seq_len(),
+            sequences_mode: train.mode(),
+            truncated: train.truncated_tokens(),
+        }
     }
 
     /// Passes over the training split the run makes (above 1: it repeats data).
@@ -25,15 +45,26 @@ impl DataBudget {
         self.read as f64 / self.sequences.max(1) as f64
     }
 
+    /// Target tokens the run reads (when truncated, at the split's mean per sequence).
+    pub fn tokens_read(&self) -> u64 {
+        (self.passes() * self.tokens as f64).round() as u64
+    }
+
     /// The line said before the first step (the [`TrainEvent::Data`](super::TrainEvent::Data) event's).
     pub fn note(&self) -> String {
-        let tokens = |sequences: u64| format_count(sequences.saturating_mul(self.seq_len as u64));
+        let shape = match self.sequences_mode {
+            SequenceMode::Pack => format!("{} sequences of {}", self.sequences, self.seq_len),
+            SequenceMode::Truncate => format!(
+                "{} documents cut at {} + 1 tokens, padding not counted; {} tokens past the cut are not read",
+                self.sequences,
+                self.seq_len,
+                format_count(self.truncated)
+            ),
+        };
         format!(
-            "data: the training split holds {} tokens ({} sequences of {}); the run reads {} tokens, {:.2} passes",
-            tokens(self.sequences),
-            self.sequences,
-            self.seq_len,
-            tokens(self.read),
+            "data: the training split holds {} tokens ({shape}); the run reads {} tokens, {:.2} passes",
+            format_count(self.tokens),
+            format_count(self.tokens_read()),
             self.passes()
         )
     }
@@ -66,16 +97,22 @@ fn format_count(n: u64) -> String {
 mod tests {
     use super::*;
 
+    fn budget(sequences: u64, steps: usize, micro_batches: usize, batch_size: usize, seq_len: usize) -> DataBudget {
+        let read = (steps * micro_batches * batch_size) as u64;
+        let tokens = sequences * seq_len as u64;
+        DataBudget { sequences, tokens, read, seq_len, sequences_mode: SequenceMode::Pack, truncated: 0 }
+    }
+
     #[test]
     fn the_repeat_warning_comes_exactly_when_the_run_reads_more_than_the_split() {
         // 100 sequences; 5 steps x 2 micro-batches x 10 sequences = 100: one pass, no warning.
-        let exact = DataBudget::new(100, 5, 2, 10, 64);
+        let exact = budget(100, 5, 2, 10, 64);
         assert_eq!((exact.read, exact.passes(), exact.repeat_warning()), (100, 1.0, None));
-        let over = DataBudget::new(99, 5, 2, 10, 64);
+        let over = budget(99, 5, 2, 10, 64);
         let warning = over.repeat_warning().expect("100 sequences of a split of 99 repeat one");
         assert!(warning.contains("1.01 times (100 sequences of a split of 99)"), "{warning}");
         assert_eq!(
-            DataBudget::new(20_000, 400, 1, 16, 128).note(),
+            budget(20_000, 400, 1, 16, 128).note(),
             "data: the training split holds 2.6M tokens (20000 sequences of 128); the run reads 819.2k tokens, 0.32 passes"
         );
     }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
+use crate::data::SequenceMode;
 use crate::run::EpochSteps;
 use crate::{ConfigError, Error, NormScheme};
 
@@ -133,9 +134,23 @@ pub struct TrainConfig {
     /// Validation batches per evaluation.
     #[arg(long, required = false)]
     pub eval_batches: usize,
-    /// Fraction of documents held out for validation.
+    /// Fraction of documents held out for validation (unused with `valid_data`).
     #[arg(long, required = false)]
     pub valid_fraction: f64,
+    /// A validation corpus of its own (files and folders, as `data` takes them; C4's
+    /// `c4-validation.*.json.gz`): every training document then trains, and validation reads these.
+    #[arg(long, num_args = 1..)]
+    pub valid_data: Vec<PathBuf>,
+    /// Validate on the first sequences of the validation documents that hold this many target
+    /// tokens (padding not counted), whatever the batch size: the same tokens for every run.
+    /// Replaces `eval_batches`. Unset: `eval_batches` batches.
+    #[arg(long)]
+    pub valid_tokens: Option<u64>,
+    /// How documents become sequences: `pack` (concatenated and cut into windows, every position
+    /// a real token) or `truncate` (each document its own sequence, cut at `seq_len`, padded,
+    /// padding masked from the loss and the token counts: the paper authors' mode).
+    #[arg(long, value_enum, required = false)]
+    pub sequences: SequenceMode,
     /// Where token caches live (default: `.token-cache` beside the run directory).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -158,6 +173,11 @@ pub struct TrainConfig {
     /// retrofits it to that scheme (e.g. `lns` on a pretrained Pre-LN model).
     #[arg(long)]
     pub init_from: Option<PathBuf>,
+    /// Not a setting: what the run reads of its data ([`DataBudget`](crate::train::DataBudget)),
+    /// which a run records in its `train.json`; read back, it changes nothing.
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_budget: Option<crate::train::DataBudget>,
 }
 
 impl Default for TrainConfig {
@@ -193,12 +213,16 @@ impl Default for TrainConfig {
             keep_checkpoints: 2,
             eval_batches: 20,
             valid_fraction: 0.05,
+            valid_data: Vec::new(),
+            valid_tokens: None,
+            sequences: SequenceMode::Pack,
             cache_dir: None,
             peak_tflops: None,
             samples: 3,
             log_every: 20,
             track_every: None,
             init_from: None,
+            data_budget: None,
         }
     }
 }
@@ -243,6 +267,7 @@ impl TrainConfig {
             ("log_every", Some(self.log_every)),
             ("track_every", self.track_every),
             ("layers", self.layers),
+            ("valid_tokens", self.valid_tokens.map(|n| n as usize)),
         ] {
             if value == Some(0) {
                 return Err(ConfigError::Zero { field });
@@ -388,6 +413,16 @@ impl TrainConfig {
             save_every: Some(self.save_every()),
             warmup: Some(self.warmup()),
             ..self.clone()
+        }
+    }
+
+    /// The validation sequences each evaluation reads, of `available` (with a global batch of
+    /// `global_batch` sequences): all of them when `valid_tokens` chose the subset, else the
+    /// first `eval_batches` batches.
+    pub fn eval_sequences(&self, global_batch: usize, available: usize) -> usize {
+        match self.valid_tokens {
+            Some(_) => available,
+            None => global_batch.saturating_mul(self.eval_batches).min(available),
         }
     }
 

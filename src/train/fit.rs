@@ -58,12 +58,12 @@ pub(super) fn fit(
     monitor: &Arc<RunMonitor>,
 ) -> Result<Fitted, Error> {
     let start_step = existing.last().copied().unwrap_or(0);
-    record_run(config, dir.path(), prepared)?;
+    // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
+    let micro_batches = config.grad_accum * prepared.devices.len();
+    let budget = DataBudget::new(&prepared.train, config.steps, micro_batches, config.batch_size);
+    record_run(&TrainConfig { data_budget: Some(budget), ..config.clone() }, dir.path(), prepared)?;
     monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
-    // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
-    let micro_batches = config.grad_accum * devices.len();
-    let budget = DataBudget::new(prepared.train.len(), config.steps, micro_batches, config.batch_size, config.seq_len);
     monitor.report(TrainEvent::Data(budget));
     if let Some(warning) = budget.repeat_warning() {
         monitor.warn(warning);
@@ -143,9 +143,9 @@ fn supervised_training(
         devices[0].clone(),
     ));
     // Validation runs on the main device with the global batch (batch_size per device), on a
-    // fixed subset: the first `eval_batches` global batches.
+    // fixed subset: the first `eval_batches` global batches, or the `valid_tokens` subset.
     let global_batch = config.batch_size * devices.len();
-    let valid_windows = global_batch.saturating_mul(config.eval_batches).min(prepared.valid.len());
+    let valid_windows = config.eval_sequences(global_batch, prepared.valid.len());
     let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
     let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 
@@ -236,7 +236,7 @@ fn outcome(
 }
 
 /// Writes `model.json` (the model, before its weights, so that the checkpoints of an interrupted
-/// run can be loaded) and `train.json` (every setting, resolved).
+/// run can be loaded) and `train.json` (every setting, resolved, and the data budget).
 fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {
     let info = prepared.model_info(config, 0);
     let write = |name: &str, json: serde_json::Result<String>| {

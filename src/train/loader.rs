@@ -10,13 +10,13 @@ use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 
-use crate::data::{LmBatch, LmBatcher, PackedDataset};
+use crate::data::{LmBatch, LmBatcher, SequenceDataset};
 use crate::seed::splitmix64;
 
 /// Shuffled passes over a dataset: pass `p` visits every window once in an order seeded by `(seed, p)`.
 #[derive(Debug)]
 struct ShuffledPasses {
-    dataset: Arc<PackedDataset>,
+    dataset: Arc<SequenceDataset>,
     seed: u64,
     current: Mutex<Option<(u64, Arc<Vec<u32>>)>>,
 }
@@ -73,7 +73,7 @@ impl StepLoader {
     /// when resuming after epoch `k`), of `batches_per_epoch` micro-batches each until
     /// `total_batches` (the last epoch may be shorter).
     pub fn new(
-        dataset: Arc<PackedDataset>,
+        dataset: Arc<SequenceDataset>,
         batch_size: usize,
         batches_per_epoch: usize,
         total_batches: usize,

@@ -8,7 +8,10 @@ use burn::tensor::Device;
 
 use super::config::TrainConfig;
 use super::events::Events;
-use crate::data::{tokenize_corpus, train_valid_datasets, CorpusSource, PackedDataset, TokenCache, Tokenizer};
+use crate::data::{
+    corpus_files, tokenize_corpus, train_valid_datasets, CorpusSource, DataError, SequenceDataset, SequenceMode,
+    TokenCache, Tokenizer,
+};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_model_dir_config, RunModelInfo};
@@ -48,8 +51,8 @@ pub(super) struct Prepared {
     pub tokenizer: Tokenizer,
     /// The training devices; the first is the main one.
     pub devices: Vec<Device>,
-    pub train: Arc<PackedDataset>,
-    pub valid: Arc<PackedDataset>,
+    pub train: Arc<SequenceDataset>,
+    pub valid: Arc<SequenceDataset>,
     /// The data's content fingerprint.
     pub data: String,
     /// The weights of `init_from`, retrofitted to the run's scheme, on the main training device:
@@ -135,11 +138,10 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
         device.seed(config.seed);
     }
     check_step_memory(config, &model, &devices)?;
-    let (train, valid, cache) = datasets(config, &tokenizer, model.vocab_size)?;
-    for warning in cache.warnings() {
-        events.warn(warning.clone());
+    let RunData { train, valid, warnings, fingerprint: data } = datasets(config, &tokenizer, model.vocab_size)?;
+    for warning in warnings {
+        events.warn(warning);
     }
-    let data = cache.content_fingerprint();
     let init = match &config.init_from {
         Some(source) => {
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
@@ -150,25 +152,35 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
     Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data, init })
 }
 
-/// The validation windows a run of `config` evaluates on (its held-out documents), for measuring
-/// its model afterwards. The cache's warnings are not repeated: the run gave them.
-pub fn validation_data(config: &TrainConfig) -> Result<PackedDataset, Error> {
+/// The validation sequences a run of `config` evaluates on (its held-out documents or its
+/// `valid_data`, limited to `valid_tokens`), for measuring its model afterwards. The caches'
+/// warnings are not repeated: the run gave them.
+pub fn validation_data(config: &TrainConfig) -> Result<SequenceDataset, Error> {
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
-    Ok(datasets(config, &tokenizer, model_config(config)?.vocab_size)?.1)
+    Ok(datasets(config, &tokenizer, model_config(config)?.vocab_size)?.valid)
 }
 
-/// The training and validation windows of `config`'s corpus, tokenised (through the token cache),
-/// and the cache they are read from. A token id of `vocab_size` or more is an error.
-fn datasets(
-    config: &TrainConfig,
-    tokenizer: &Tokenizer,
-    vocab_size: usize,
-) -> Result<(PackedDataset, PackedDataset, Arc<TokenCache>), Error> {
+/// A run's training and validation sequences, what their caches warned of, and the data's
+/// content fingerprint.
+struct RunData {
+    train: SequenceDataset,
+    valid: SequenceDataset,
+    warnings: Vec<String>,
+    fingerprint: String,
+}
+
+/// The training and validation sequences of `config`'s corpora, tokenised (through the token
+/// cache): the validation documents are `valid_data`'s, or those the data seed holds out of
+/// `data`. A token id of `vocab_size` or more is an error.
+fn datasets(config: &TrainConfig, tokenizer: &Tokenizer, vocab_size: usize) -> Result<RunData, Error> {
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.data_seed() }
     } else {
         CorpusSource::Files { paths: config.data.clone(), text_field: config.text_field.clone() }
     };
+    if !config.valid_data.is_empty() {
+        check_disjoint(&config.data, &config.valid_data)?;
+    }
     let out = &config.out;
     // Beside the run directory (never inside it: `--out .` must stay a run of ours only).
     let cache_root = match &config.cache_dir {
@@ -178,9 +190,82 @@ fn datasets(
             absolute.parent().unwrap_or(Path::new("/")).join(".token-cache")
         }
     };
-    let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
-    cache.check_vocabulary(tokenizer, vocab_size)?;
-    let (train, valid) =
-        train_valid_datasets(cache.clone(), config.seq_len, config.valid_fraction, config.data_seed())?;
-    Ok((train, valid, cache))
+    let tokenize = |source: &CorpusSource| -> Result<Arc<TokenCache>, DataError> {
+        let cache = tokenize_corpus(source, tokenizer, &cache_root)?;
+        cache.check_vocabulary(tokenizer, vocab_size)?;
+        Ok(Arc::new(cache))
+    };
+    let cache = tokenize(&source)?;
+    let mut warnings = cache.warnings().to_vec();
+    let mut fingerprint = cache.content_fingerprint();
+    let (train, valid) = if config.valid_data.is_empty() {
+        let (train, valid) = train_valid_datasets(
+            cache.clone(),
+            config.seq_len,
+            config.valid_fraction,
+            config.data_seed(),
+            config.sequences,
+        )?;
+        (train, valid)
+    } else {
+        let valid_source =
+            CorpusSource::Files { paths: config.valid_data.clone(), text_field: config.text_field.clone() };
+        let valid_cache = tokenize(&valid_source).map_err(|e| e.about("the validation corpus (--valid-data)"))?;
+        warnings.extend(valid_cache.warnings().iter().map(|w| format!("validation data: {w}")));
+        fingerprint = format!("{fingerprint}+valid={}", valid_cache.content_fingerprint());
+        let all = |cache: &Arc<TokenCache>| (0..cache.n_docs()).collect::<Vec<_>>();
+        let train = SequenceDataset::with_mode(cache.clone(), &all(&cache), config.seq_len, config.sequences);
+        let valid =
+            SequenceDataset::with_mode(valid_cache.clone(), &all(&valid_cache), config.seq_len, config.sequences);
+        check_not_empty(&train, "the training corpus (--data)")?;
+        check_not_empty(&valid, "the validation corpus (--valid-data)")?;
+        (train, valid)
+    };
+    let valid = match config.valid_tokens {
+        Some(tokens) => valid.holding_targets(tokens)?,
+        None => valid,
+    };
+    Ok(RunData { train, valid, warnings, fingerprint })
+}
+
+/// An error when `dataset` (of the corpus `what` names) holds no sequence.
+fn check_not_empty(dataset: &SequenceDataset, what: &str) -> Result<(), DataError> {
+    use burn::data::dataset::Dataset;
+    if dataset.is_empty() {
+        let short = match dataset.mode() {
+            SequenceMode::Pack => format!("fewer than one sequence of {} + 1", dataset.seq_len()),
+            SequenceMode::Truncate => "no document of two tokens or more".into(),
+        };
+        return Err(DataError::Split(format!(
+            "{what} has {} tokens, {short}: give more data or a shorter --seq-len",
+            dataset.n_tokens()
+        )));
+    }
+    Ok(())
+}
+
+/// An error when a validation corpus shares a file with the training corpus: by path (the same
+/// file, however named) or by content (a copy: same size and CRC-32).
+fn check_disjoint(data: &[std::path::PathBuf], valid_data: &[std::path::PathBuf]) -> Result<(), DataError> {
+    let train = corpus_files(data)?.files;
+    let valid = corpus_files(valid_data)?.files;
+    let real = |file: &Path| std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    let size = |file: &Path| std::fs::metadata(file).map(|m| m.len()).ok();
+    for v in &valid {
+        for t in &train {
+            let same = real(v) == real(t)
+                || (size(v) == size(t)
+                    && crate::io::file_crc32(v).ok().is_some_and(|sum| crate::io::file_crc32(t).ok() == Some(sum)));
+            if same {
+                return Err(DataError::Corpus(format!(
+                    "the validation corpus overlaps the training one: {} (--valid-data) is {} (--data){}; validate \
+                     on documents the model does not train on (C4's c4-validation.*.json.gz for its c4-train shards)",
+                    v.display(),
+                    t.display(),
+                    if real(v) == real(t) { "" } else { " by content (a copy)" },
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -117,9 +117,10 @@ pub(crate) const RESUME_MAY_CHANGE: [&str; 11] = [
 ];
 
 /// Settings compared by what they make rather than as written: the model config (from `model`,
-/// `layers`, `norm`, `init_from`) and the data (content of `data`, `tokenizer`, `builtin_docs`).
-const RESUME_COMPARED_BY_EFFECT: [&str; 7] =
-    ["model", "layers", "norm", "init_from", "data", "tokenizer", "builtin_docs"];
+/// `layers`, `norm`, `init_from`) and the data (content of `data` and `valid_data`, `tokenizer`,
+/// `builtin_docs`).
+const RESUME_COMPARED_BY_EFFECT: [&str; 8] =
+    ["model", "layers", "norm", "init_from", "data", "valid_data", "tokenizer", "builtin_docs"];
 
 /// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
 /// into those a resume may change and those it may not.
@@ -147,7 +148,7 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
     };
     let (saved, now) = (to_map(saved), to_map(now));
     now.into_iter()
-        .filter(|(field, _)| field != "out")
+        .filter(|(field, _)| field != "out" && field != "data_budget")
         .filter_map(|(field, value)| {
             let old = saved.get(&field).cloned().unwrap_or(serde_json::Value::Null);
             (old != value).then(|| (field.clone(), format!("{field}: {old} -> {value}")))

@@ -13,7 +13,7 @@ use super::monitor::RunMonitor;
 use super::prepare::{prepare, Prepared};
 use super::resume::{check_start, starting_point, StartingPoint};
 use super::run_dir::RunDir;
-use crate::data::{PackedDataset, Tokenizer};
+use crate::data::{SequenceDataset, Tokenizer};
 use crate::model::Llama;
 use crate::run::{load_run_model, save_run_model};
 use crate::{Error, LlamaConfig};
@@ -172,14 +172,18 @@ fn finish_fitted(
     }
 }
 
-/// The validation loss a run reports: `config.eval_batches` batches of the global batch size.
+/// The validation loss a run reports: on the sequences it validates on during training
+/// ([`TrainConfig::eval_sequences`]), in batches of the global batch size.
 pub(crate) fn validation_loss(
     config: &TrainConfig,
     model: &Llama,
-    valid: &PackedDataset,
+    valid: &SequenceDataset,
     n_devices: usize,
 ) -> Result<f64, Error> {
-    crate::measure::mean_loss(model, valid, config.batch_size * n_devices, config.eval_batches, &[])
+    use burn::data::dataset::Dataset;
+    let batch = config.batch_size * n_devices;
+    let batches = config.eval_sequences(batch, valid.len()).div_ceil(batch);
+    crate::measure::mean_loss(model, valid, batch, batches, &[])
 }
 
 /// Saves the final model into the run directory and reports the run: `steps_trained` steps of

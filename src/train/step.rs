@@ -80,7 +80,7 @@ pub type GradNormSlot = Arc<OnceLock<f64>>;
 pub struct LmOutput {
     /// Mean cross-entropy of the batch, `[1]`.
     pub loss: Tensor<1>,
-    /// Tokens in the batch.
+    /// Tokens in the batch that count (padding left out).
     pub tokens: usize,
     /// On the last micro-batch of an optimiser step: that step's gradient norm, filled before the
     /// metrics see this output (burn-train applies the step first). `None` on the others and in
@@ -103,9 +103,8 @@ impl TrainingModel {
     }
 
     fn loss(&self, batch: LmBatch) -> LmOutput {
-        let [batch_size, seq_len] = batch.inputs.dims();
-        let loss = self.model.next_token_loss(batch.inputs, batch.targets);
-        LmOutput { loss, tokens: batch_size * seq_len, grad_norm: None }
+        let loss = self.model.next_token_loss_counting(batch.inputs, batch.targets, batch.counted);
+        LmOutput { loss, tokens: batch.n_targets, grad_norm: None }
     }
 
     /// The slot of the optimiser step this micro-batch belongs to, when it is the step's last.
