@@ -13,12 +13,15 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use layernorm_scaling::analysis::{analyze, sweep_loss_curves, write_sweep_report, AnalysisOptions, ComparedRun};
+use layernorm_scaling::analysis::{
+    analyze, paired_differences, paired_markdown, sweep_loss_curves, write_sweep_report, AnalysisOptions, ComparedRun,
+};
+use layernorm_scaling::data::SequenceMode;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{
     parse_schemes, parse_seeds, validation_data, PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
 };
-use layernorm_scaling::{cli, console, errln, out, outln, parse_devices, Error};
+use layernorm_scaling::{cli, console, errln, out, outln, parse_devices, ConfigError, Error, NormScheme};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -39,6 +42,10 @@ struct Args {
     /// passes per layer).
     #[arg(long)]
     no_diagnostics: bool,
+    /// The scheme every other one is compared with, seed by seed, in the report's paired table
+    /// (one of `--schemes`); default: `pre-ln` when the sweep has it.
+    #[arg(long)]
+    baseline: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -59,6 +66,20 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
     let seeds = match &args.seeds {
         Some(list) => parse_seeds(list)?,
         None => vec![config.seed],
+    };
+    let baseline = match &args.baseline {
+        Some(name) => {
+            let scheme = parse_schemes(name)?.remove(0);
+            if !schemes.contains(&scheme) {
+                return Err(ConfigError::Conflict(format!(
+                    "--baseline {name} is not one of the sweep's schemes ({}); add it to --schemes or choose one of them",
+                    schemes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+                ))
+                .into());
+            }
+            scheme.to_string()
+        }
+        None => NormScheme::PreLn.to_string(),
     };
     let sweep = Sweep { config, schemes, seeds };
     // `run` checks every pair's settings and the directory before the first step.
@@ -82,10 +103,14 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
         errln!("warning: {warning}");
     }
     let diagnostics = if args.no_diagnostics { Vec::new() } else { diagnostics(&sweep, &record)? };
-    let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics)
+    let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics, &baseline)
         .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;
     outln!();
     out!("{}", layernorm_scaling::analysis::results_markdown(&results, record.seeds.len()));
+    if let Some(paired) = paired_differences(&results, &baseline).filter(|p| !p.is_empty()) {
+        outln!("\npaired against {baseline} (loss difference, seed by seed):");
+        out!("{}", paired_markdown(&paired));
+    }
     outln!("\nreport: {}", report_dir.join("results.md").display());
     Ok(())
 }
@@ -116,7 +141,8 @@ fn diagnostics(sweep: &Sweep, record: &SweepRecord) -> Result<Vec<ComparedRun>, 
                     continue;
                 }
             };
-            let data = validation_data(&sweep.pair_config(&pair))?;
+            // Packed: the diagnostics average over positions, which padding must not dilute.
+            let data = validation_data(&TrainConfig { sequences: SequenceMode::Pack, ..sweep.pair_config(&pair) })?;
             let report = analyze(&model, &data, &options, &mut |_, _| {})?;
             let title = format!("{} ({})", pair.key(), path_name(&pair.dir));
             compared.push(ComparedRun { label: layernorm_scaling::train::scheme_dir_name(scheme), title, report });

@@ -96,6 +96,27 @@ fn a_sweep_trains_every_pair_once_and_reports_the_runs_own_numbers() {
         assert!((mean - (losses[0] + losses[1]) / 2.0).abs() < 1e-12);
         assert!(row["loss_std"].as_f64().unwrap() > 0.0, "two seeds differ");
     }
+    // The paired table: lns minus pre-ln, seed by seed, from the same losses.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
+    let paired = &report["paired"][0];
+    assert_eq!((paired["scheme"].as_str(), paired["baseline"].as_str()), (Some("lns"), Some("pre-ln")));
+    let rows = table.as_array().unwrap();
+    let mut differences = Vec::new();
+    for seed in ["1", "2"] {
+        let expected = rows[1]["losses"][seed].as_f64().unwrap() - rows[0]["losses"][seed].as_f64().unwrap();
+        assert_eq!(paired["differences"][seed].as_f64(), Some(expected), "seed {seed}");
+        differences.push(expected);
+    }
+    let mean = (differences[0] + differences[1]) / 2.0;
+    assert!((paired["mean"].as_f64().unwrap() - mean).abs() < 1e-15);
+    let half = 12.7062 * (differences[0] - differences[1]).abs() / 2f64.sqrt() / 2f64.sqrt();
+    let interval = paired["interval"].as_array().unwrap();
+    assert!((interval[0].as_f64().unwrap() - (mean - half)).abs() < 1e-12, "{interval:?}");
+    let md = std::fs::read_to_string(out.join("report/results.md")).unwrap();
+    assert!(md.contains("## Paired against pre-ln") && md.contains("| lns | 2 | 1: "), "{md}");
+    assert!(out.join("report/paired.csv").is_file());
+
     let best: Vec<bool> = table.as_array().unwrap().iter().map(|r| r["best"].as_bool().unwrap()).collect();
     assert_eq!(best.iter().filter(|b| **b).count(), 1);
 
@@ -177,6 +198,12 @@ fn bad_sweeps_are_refused_before_any_training() {
         (dir.path().join("g"), vec!["--data", "/nonexistent/corpus.txt"], "no such file"),
         (dir.path().join("h"), vec!["--tokenizer", "/nonexistent/tokenizer.json"], "no such file"),
         (occupied.clone(), vec!["--schemes", "lns"], "not a sweep directory"),
+        (
+            dir.path().join("i"),
+            vec!["--schemes", "lns,post-ln", "--baseline", "pre-ln"],
+            "--baseline pre-ln is not one",
+        ),
+        (dir.path().join("j"), vec!["--schemes", "lns,pre-ln", "--baseline", "pre-lm"], "unknown normalisation scheme"),
     ] {
         let output = sweep_command(&out, &extra).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);

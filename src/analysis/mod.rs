@@ -7,6 +7,8 @@ mod comparison;
 mod figures;
 mod identity;
 mod multiple_choice;
+#[cfg(feature = "train")]
+mod paired;
 mod plot;
 mod pruning;
 mod report;
@@ -23,6 +25,8 @@ pub use identity::{identity_ratios, update_ratio};
 pub use multiple_choice::{
     continuation_log_likelihood, longest_choice_tokens, read_choice_items, score_choices, ChoiceAccuracy, ChoiceItem,
 };
+#[cfg(feature = "train")]
+pub use paired::{paired_differences, paired_markdown, t_quantile_975, PairedDifference};
 pub use plot::{Heatmap, LineChart, Series};
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report};

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::comparison::{write_comparison, ComparedRun};
+use super::paired::{paired_differences, paired_markdown, PairedDifference};
 use super::plot::LineChart;
 use crate::measure::{read_metrics, MetricRow};
 use crate::norm::NormScheme;
@@ -38,7 +39,7 @@ pub struct SchemeResult {
 }
 
 /// Mean and sample standard deviation (`None` for fewer than two values).
-fn mean_std(values: &[f64]) -> (Option<f64>, Option<f64>) {
+pub(super) fn mean_std(values: &[f64]) -> (Option<f64>, Option<f64>) {
     if values.is_empty() {
         return (None, None);
     }
@@ -147,6 +148,27 @@ fn results_csv(results: &[SchemeResult]) -> String {
     csv
 }
 
+/// The paired comparison as CSV: one line per scheme and seed (the summary repeated on each).
+fn paired_csv(paired: &[PairedDifference]) -> String {
+    let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let mut csv = String::from("scheme,baseline,seed,difference,mean,std,low,high,distinguishable\n");
+    for p in paired {
+        for (seed, difference) in &p.differences {
+            csv.push_str(&format!(
+                "{},{},{seed},{difference},{},{},{},{},{}\n",
+                p.scheme,
+                p.baseline,
+                cell(p.mean),
+                cell(p.std),
+                cell(p.interval.map(|i| i.0)),
+                cell(p.interval.map(|i| i.1)),
+                p.distinguishable.map(|d| d.to_string()).unwrap_or_default()
+            ));
+        }
+    }
+    csv
+}
+
 /// One scheme's loss curves: `(step, mean over its seeds)` of the training loss (each step's
 /// micro-batches averaged) and of the validation loss.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -221,20 +243,23 @@ fn write_curves(curves: &[(String, LossCurves)], tokens_per_step: f64, dir: &Pat
 }
 
 /// Writes the sweep report into `dir`, whole or not at all: `results.md`, `results.csv`,
-/// `results.json`, `loss_vs_steps.png`, `loss_vs_tokens.png`, and `diagnostics/` (the comparison
-/// of one model per scheme, when any finished).
+/// `results.json`, `loss_vs_steps.png`, `loss_vs_tokens.png`, `diagnostics/` (the comparison
+/// of one model per scheme, when any finished), and when the sweep has the `baseline` scheme, the
+/// paired comparison against it (`paired.csv`, in `results.md` and `results.json`).
 pub fn write_sweep_report(
     dir: &Path,
     record: &SweepRecord,
     curves: &[(String, LossCurves)],
     diagnostics: &[ComparedRun],
+    baseline: &str,
 ) -> std::io::Result<Vec<SchemeResult>> {
     let results = sweep_results(record);
+    let paired = paired_differences(&results, baseline);
     let config = &record.config;
     let tokens_per_step = (config.batch_size * config.grad_accum * config.seq_len) as f64;
     crate::io::write_dir_atomically(dir, "results.json", |tmp| {
         let figures = write_curves(curves, tokens_per_step, tmp)?;
-        let json = serde_json::json!({ "results": results, "outcomes": record.outcomes });
+        let json = serde_json::json!({ "results": results, "paired": paired, "outcomes": record.outcomes });
         std::fs::write(tmp.join("results.json"), serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?)?;
         std::fs::write(tmp.join("results.csv"), results_csv(&results))?;
         let mut md = format!(
@@ -246,6 +271,15 @@ pub fn write_sweep_report(
             tokens_per_step
         );
         md.push_str(&results_markdown(&results, record.seeds.len()));
+        if let Some(paired) = paired.as_ref().filter(|p| !p.is_empty()) {
+            std::fs::write(tmp.join("paired.csv"), paired_csv(paired))?;
+            md.push_str(&format!(
+                "\n## Paired against {baseline}\n\nEach scheme's final validation loss minus {baseline}'s, seed by seed \
+                 (a seed fixes the data order and every run validates on the same tokens): the mean ± sample standard \
+                 deviation of the differences, their 95% interval (Student's t), and whether it excludes 0.\n\n"
+            ));
+            md.push_str(&paired_markdown(paired));
+        }
         let diverged: Vec<String> = record
             .outcomes
             .iter()
