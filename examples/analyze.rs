@@ -176,8 +176,10 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
     if args.seq_len == 0 || options.batch_size == 0 || options.batches == 0 {
         return Err(usage("--seq-len, --batch-size and --batches must be at least 1".into()));
     }
+    // `--hf-dir org/name` names a model of the local Hugging Face cache: its folder from here on.
+    let hf_dirs: Vec<PathBuf> = args.hf_dir.iter().map(|dir| require_hf_dir(dir)).collect::<Result<_, _>>()?;
     let sources: Vec<(&PathBuf, bool)> =
-        args.run.iter().map(|dir| (dir, false)).chain(args.hf_dir.iter().map(|dir| (dir, true))).collect();
+        args.run.iter().map(|dir| (dir, false)).chain(hf_dirs.iter().map(|dir| (dir, true))).collect();
     if !args.label.is_empty() && args.label.len() != sources.len() {
         return Err(usage(format!(
             "{} --label values for {} models; give one per --run/--hf-dir or none",

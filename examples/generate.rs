@@ -57,10 +57,8 @@ fn main() -> ExitCode {
 fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     sampling.validate()?;
     let device = parse_device(&args.device)?;
-    if let Some(dir) = &args.hf_dir {
-        require_hf_dir(dir)?;
-    }
-    let dir = args.run.as_ref().or(args.hf_dir.as_ref()).expect("clap requires --run or --hf-dir");
+    let hf_dir = args.hf_dir.as_deref().map(require_hf_dir).transpose()?;
+    let dir = args.run.as_ref().or(hf_dir.as_ref()).expect("clap requires --run or --hf-dir");
     let loaded = load_model_dir(dir, cli::checkpoint_step(dir, args.step, args.epoch)?, &device)?;
     let tokenizer = loaded.tokenizer(args.tokenizer.as_deref())?;
     let model = loaded.model;

@@ -397,3 +397,82 @@ fn analyze_and_generate_take_a_hugging_face_directory_with_its_tokenizer() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stdout).contains("the cat"), "{}", String::from_utf8_lossy(&output.stdout));
 }
+
+/// A hub cache as `huggingface-cli download` leaves it: `models--lns--tiny/` with two snapshots,
+/// `refs/main` at the first and `refs/v2` at the second (whose config differs in one field).
+fn build_hub_cache(hub: &Path) -> (PathBuf, PathBuf) {
+    let repo = hub.join("models--lns--tiny");
+    let (main, v2) = ("a".repeat(40), "b".repeat(40));
+    let snapshot = |commit: &str| {
+        let dir = repo.join("snapshots").join(commit);
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(fixture("llama_mha_untied")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+        dir
+    };
+    let (first, second) = (snapshot(&main), snapshot(&v2));
+    edit_config(&second, |config| config["rms_norm_eps"] = serde_json::json!(1e-5));
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), &main).unwrap();
+    std::fs::write(repo.join("refs/v2"), &v2).unwrap();
+    (first, second)
+}
+
+#[test]
+fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
+    use layernorm_scaling::hf::{repo_name, resolve_model_dir_in, HubCache};
+    use std::process::Command;
+    let dir = tempfile::tempdir().unwrap();
+    let hub = dir.path().join("hub");
+    let (main, v2) = build_hub_cache(&hub);
+    let resolve = |spec: &str| resolve_model_dir_in(Path::new(spec), Some(HubCache::new(hub.clone())));
+    assert_eq!(resolve("lns/tiny").unwrap(), main, "refs/main");
+    assert_eq!(resolve("lns/tiny@v2").unwrap(), v2, "a branch or tag through refs/");
+    assert_eq!(resolve(&format!("lns/tiny@{}", "b".repeat(40))).unwrap(), v2, "a pinned commit");
+    assert_eq!(read_hf_config(resolve("lns/tiny@v2").unwrap()).unwrap().norm_eps, 1e-5);
+
+    // No snapshot: the error says where it looked and how to download; nothing is fetched.
+    let err = resolve("lns/other").unwrap_err().to_string();
+    assert!(
+        err.contains("no snapshot of the model lns/other") && err.contains("models--lns--other does not exist"),
+        "{err}"
+    );
+    assert!(err.contains("huggingface-cli download lns/other"), "{err}");
+    let err = resolve("lns/tiny@v3").unwrap_err().to_string();
+    assert!(err.contains("at revision v3") && err.contains("holds no config.json for refs/v3"), "{err}");
+    std::fs::remove_dir_all(main.parent().unwrap().join("a".repeat(40))).unwrap();
+    let err = resolve("lns/tiny").unwrap_err().to_string();
+    assert!(err.contains("holds no config.json for refs/main"), "{err}");
+    let err = resolve_model_dir_in(Path::new("lns/tiny"), None).unwrap_err().to_string();
+    assert!(err.contains("no HF_HUB_CACHE, HF_HOME or home folder"), "{err}");
+
+    // Paths are paths: absolute, `./`, several folders, or an existing folder of that name.
+    for spec in ["/abs/path", "./lns/tiny", "a/b/c", "lns", "lns/"] {
+        assert_eq!(repo_name(spec), None, "{spec}");
+        assert_eq!(resolve(spec).unwrap(), PathBuf::from(spec));
+    }
+    assert_eq!(repo_name("org/name@rev"), Some(("org/name", Some("rev"))));
+
+    // The programs take the name, with the cache of HF_HUB_CACHE: the same logits as the folder.
+    let logits = |hf_dir: &std::ffi::OsStr| {
+        let output = Command::new(example("hf"))
+            .args(["logits", "--tokens", "1,2,3", "--json", "--device", "flex", "--hf-dir"])
+            .arg(hf_dir)
+            .env("HF_HUB_CACHE", &hub)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        output.stdout
+    };
+    assert_eq!(logits("lns/tiny@v2".as_ref()), logits(v2.as_os_str()));
+    let output = Command::new(example("generate"))
+        .args(["--hf-dir", "lns/missing", "--prompt", "a", "--device", "flex"])
+        .env("HF_HUB_CACHE", &hub)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("no snapshot of the model lns/missing"), "{stderr}");
+}

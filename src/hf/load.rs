@@ -81,13 +81,15 @@ fn layer_index(key: &str) -> Option<usize> {
     key.strip_prefix("model.layers.")?.split('.').next()?.parse().ok()
 }
 
-/// Loads `dir` onto `device`: every tensor is checked against `config.json` (name, shape, type)
+/// Loads `dir` (or the model of the local Hugging Face cache it names, `org/name[@revision]`:
+/// [`resolve_model_dir`](super::resolve_model_dir)) onto `device`: every tensor is checked against `config.json` (name, shape, type)
 /// and converted to f32; tensors the architecture does not use are an error.
 ///
 /// The weights go in through burn-store: a name map renames them, its PyTorch adapter turns
 /// `[out, in]` weights around, and the depth factors an exported LNS model holds are divided out.
 pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, HfError> {
-    let dir = dir.as_ref();
+    let resolved = super::resolve_model_dir(dir.as_ref())?;
+    let dir = resolved.as_path();
     let config = read_hf_config(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
     check_sizes(&config, &checkpoint)?;

@@ -8,6 +8,7 @@
 //! adapters (`[out, in]` weights); shards and the depth factors folded into exported weights
 //! are this module's own.
 
+mod cache;
 mod config;
 mod error;
 mod export;
@@ -15,9 +16,12 @@ mod layout;
 mod load;
 mod weights;
 
+pub use cache::{hub_cache, repo_name, resolve_model_dir, resolve_model_dir_in};
 pub use config::{hf_config_json, parse_hf_config, read_hf_config, SCHEME_KEY};
 pub use error::HfError;
 pub use export::export_hf;
+/// hf-hub's cache handle, for [`resolve_model_dir_in`].
+pub use hf_hub::Cache as HubCache;
 pub use layout::folded_factors;
 pub use load::{load_hf_model, HfModel};
 pub use weights::{write_safetensors, Checkpoint};

@@ -1,7 +1,7 @@
 //! A model from a directory of either kind: a run directory of the train example, or a Hugging
 //! Face model directory (`config.json`, safetensors).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
@@ -88,16 +88,27 @@ pub fn tokenizer_spec(recorded: Option<&str>, given: Option<&Path>) -> Result<St
     Err(Error::file(spec, message))
 }
 
+/// `dir`, or, when no such path exists and it reads `org/name[@revision]`, the snapshot of that
+/// model in the local Hugging Face cache ([`crate::hf::resolve_model_dir`]; offline).
+pub fn resolve_dir(dir: &Path) -> Result<PathBuf, Error> {
+    #[cfg(feature = "hf")]
+    return Ok(crate::hf::resolve_model_dir(dir)?);
+    #[cfg(not(feature = "hf"))]
+    Ok(dir.to_path_buf())
+}
+
 /// Whether `dir` is a Hugging Face model directory (`config.json`) rather than a run directory.
 pub fn is_hf_dir(dir: &Path) -> bool {
     dir.join("config.json").is_file()
 }
 
-/// An error unless `dir` is a Hugging Face model directory: what a program's `--hf-dir` checks
-/// before loading, so that a wrong folder is not taken for a run directory.
-pub fn require_hf_dir(dir: &Path) -> Result<(), Error> {
-    if is_hf_dir(dir) {
-        return Ok(());
+/// `dir` resolved ([`resolve_dir`]: a folder, or a model of the local Hugging Face cache by
+/// name), or an error unless it is a Hugging Face model directory: what a program's `--hf-dir`
+/// checks before loading, so that a wrong folder is not taken for a run directory.
+pub fn require_hf_dir(dir: &Path) -> Result<PathBuf, Error> {
+    let resolved = resolve_dir(dir)?;
+    if is_hf_dir(&resolved) {
+        return Ok(resolved);
     }
     Err(Error::file(
         dir,
@@ -123,9 +134,11 @@ fn load_hf_dir(dir: &Path, _device: &Device) -> Result<LoadedModel, Error> {
     Err(Error::file(dir, "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling"))
 }
 
-/// The config of the model in `dir`, a run directory or a Hugging Face directory, without its weights.
+/// The config of the model in `dir`, a run directory or a Hugging Face directory (or a model of
+/// the local Hugging Face cache by name, [`resolve_dir`]), without its weights.
 pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error> {
-    let dir = dir.as_ref();
+    let resolved = resolve_dir(dir.as_ref())?;
+    let dir = resolved.as_path();
     if is_hf_dir(dir) {
         #[cfg(feature = "hf")]
         return crate::hf::read_hf_config(dir).map_err(|e| hf_error(dir, e));
@@ -151,10 +164,12 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
 }
 
 /// Loads the model of a run directory (the final model, or its checkpoint at optimiser step
-/// `step`) or of a Hugging Face model directory onto `device`; a run's model with non-finite
+/// `step`) or of a Hugging Face model directory (or a model of the local Hugging Face cache by
+/// name, [`resolve_dir`]) onto `device`; a run's model with non-finite
 /// weights is an error.
 pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
-    let dir = dir.as_ref();
+    let resolved = resolve_dir(dir.as_ref())?;
+    let dir = resolved.as_path();
     if !dir.is_dir() {
         let what = if dir.exists() { "a file, not a folder" } else { "no such folder" };
         return Err(Error::file(
