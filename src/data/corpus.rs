@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use flate2::read::MultiGzDecoder;
 
@@ -176,18 +178,33 @@ fn lowercase_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default()
 }
 
-/// The file, buffered, its first bytes read (in [`BufReader::buffer`]).
-fn open_raw(file: &Path) -> Result<BufReader<File>, DataError> {
+/// A reader that adds the bytes it reads to a shared count (progress through a file on disk).
+struct Counted<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// The file, buffered, its first bytes read (in [`BufReader::buffer`]); the bytes read from the
+/// disk are added to `count`.
+fn open_raw(file: &Path, count: &Arc<AtomicU64>) -> Result<BufReader<Counted<File>>, DataError> {
     let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
-    let mut raw = BufReader::new(File::open(file).map_err(io)?);
+    let mut raw = BufReader::new(Counted { inner: File::open(file).map_err(io)?, count: count.clone() });
     raw.fill_buf().map_err(io)?;
     Ok(raw)
 }
 
 /// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name), without
 /// a leading UTF-8 byte order mark (some editors write one; it is not part of the text).
-fn open(file: &Path) -> Result<Box<dyn BufRead>, DataError> {
-    let raw = open_raw(file)?;
+fn open(file: &Path, count: &Arc<AtomicU64>) -> Result<Box<dyn BufRead>, DataError> {
+    let raw = open_raw(file, count)?;
     let gzip = raw.buffer().starts_with(GZIP_MAGIC) || lowercase_name(file).ends_with(".gz");
     let mut content: Box<dyn Read> = if gzip { Box::new(MultiGzDecoder::new(raw)) } else { Box::new(raw) };
     let mut head = Vec::with_capacity(UTF8_BOM.len());
@@ -236,7 +253,8 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
         return Ok(FileFormat::Tokens);
     }
     let name = lowercase_name(file);
-    let head = open_raw(file)?;
+    let uncounted = Arc::default();
+    let head = open_raw(file, &uncounted)?;
     if head.buffer().starts_with(PARQUET_MAGIC) {
         return Ok(FileFormat::Parquet);
     }
@@ -255,7 +273,7 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
     }
     let name = name.strip_suffix(".gz").unwrap_or(&name);
     let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
-    let mut content = open(file)?;
+    let mut content = open(file, &uncounted)?;
     let first = first_byte(&mut content).map_err(io)?;
     if name.ends_with(".txt") || name.ends_with(".md") {
         let mut line = Vec::new();
@@ -295,6 +313,17 @@ pub fn read_documents(
     text_field: &str,
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
+    read_documents_counting(file, text_field, &Arc::default(), each)
+}
+
+/// [`read_documents`], adding the bytes read from the disk to `read` as it goes (a Parquet
+/// file's are not counted).
+pub fn read_documents_counting(
+    file: &Path,
+    text_field: &str,
+    read: &Arc<AtomicU64>,
+    each: &mut dyn FnMut(&str) -> Result<(), DataError>,
+) -> Result<(), DataError> {
     let shown = file.display().to_string();
     // A file read as JSON for its first character, not its name, may be text after all.
     let by_content = |error: DataError| match error {
@@ -307,9 +336,9 @@ pub fn read_documents(
         other => other,
     };
     match file_format(file)? {
-        FileFormat::JsonLines => read_json_lines(open(file)?, &shown, text_field, each).map_err(by_content),
-        FileFormat::JsonArray => read_json_array(open(file)?, &shown, text_field, each).map_err(by_content),
-        FileFormat::Text => read_paragraphs(open(file)?, &shown, each),
+        FileFormat::JsonLines => read_json_lines(open(file, read)?, &shown, text_field, each).map_err(by_content),
+        FileFormat::JsonArray => read_json_array(open(file, read)?, &shown, text_field, each).map_err(by_content),
+        FileFormat::Text => read_paragraphs(open(file, read)?, &shown, each),
         FileFormat::Parquet => read_parquet(file, &shown, text_field, each),
         FileFormat::Tokens => Err(DataError::Corpus(format!(
             "{shown}: a token file (already tokenised) holds no text documents; train on it with --data"

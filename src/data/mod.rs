@@ -13,18 +13,20 @@ mod synthetic;
 mod token_cache;
 mod token_file;
 mod tokenizer;
+mod tokenizing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use batch::{LmBatch, LmBatcher};
-pub use corpus::{corpus_files, file_format, read_documents, CorpusFiles, FileFormat};
+pub use corpus::{corpus_files, file_format, read_documents, read_documents_counting, CorpusFiles, FileFormat};
 pub use json_lines::DEFAULT_TEXT_FIELD;
 pub use sequences::{split_documents, SequenceDataset, SequenceMode, TokenWindow};
 pub use synthetic::builtin_documents;
 pub use token_cache::{stable_hash, CacheMeta, CacheWriter, TokenCache};
 pub use token_file::{is_token_file, TokenFile, TokenLayout, LLMC_MAGIC};
 pub use tokenizer::Tokenizer;
+pub use tokenizing::TokenizeProgress;
 
 /// What went wrong with the data, said so that the user knows what to fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -86,10 +88,6 @@ impl CorpusSource {
 /// Where a token cache's key turns from the content (tokenizer, sizes and checksums) to the files' paths.
 pub(crate) const PATHS_SEPARATOR: &str = "\npaths: ";
 
-/// Text encoded in one batch while building a token cache: large enough to keep every core busy,
-/// small enough to hold in memory.
-const ENCODE_BATCH_BYTES: usize = 8 << 20;
-
 /// The token cache's key of `source` and `tokenizer`, and the corpus files. The key holds first what
 /// decides the tokens, by content: the tokenizer ([`Tokenizer::identity`]: a `tokenizer.json` by its
 /// size and CRC-32), the built-in corpus's parameters, each file's size and CRC-32 (every file is
@@ -145,11 +143,24 @@ pub fn tokenize_corpus(
     tokenizer: &Tokenizer,
     cache_root: &Path,
 ) -> Result<TokenCache, DataError> {
+    tokenize_corpus_with_progress(source, tokenizer, cache_root, &mut |_| {})
+}
+
+/// [`tokenize_corpus`], telling `progress` how far a build has come every few seconds (and at the
+/// end of a build that took that long). The documents are read on a thread of their own while
+/// the calling thread encodes on every core of its rayon pool: the cache is the same byte for
+/// byte on any number of threads.
+pub fn tokenize_corpus_with_progress(
+    source: &CorpusSource,
+    tokenizer: &Tokenizer,
+    cache_root: &Path,
+    progress: &mut dyn FnMut(TokenizeProgress),
+) -> Result<TokenCache, DataError> {
     let (key, CorpusFiles { files, skipped }) = corpus_key(source, tokenizer)?;
     let mut cache = if files.first().is_some_and(|file| is_token_file(file)) {
         TokenCache::from_token_files(&files, &key, tokenizer.eot(), tokenizer.vocab_size())?
     } else {
-        build_cache(&files, &key, source, tokenizer, cache_root)?
+        build_cache(&files, &key, source, tokenizer, cache_root, progress)?
     };
     cache.warn(skipped);
     Ok(cache)
@@ -163,37 +174,11 @@ fn build_cache(
     source: &CorpusSource,
     tokenizer: &Tokenizer,
     cache_root: &Path,
+    progress: &mut dyn FnMut(TokenizeProgress),
 ) -> Result<TokenCache, DataError> {
     let dir = cache_root.join(format!("{:016x}", stable_hash(key)));
     TokenCache::open_or_build(&dir, key, tokenizer.eot(), |writer| {
-        // Documents are encoded in batches (a Hugging Face tokenizer encodes a batch on every core).
-        let mut batch: Vec<String> = Vec::new();
-        let mut batch_bytes = 0;
-        let mut flush = |batch: &mut Vec<String>| -> Result<(), DataError> {
-            for tokens in tokenizer.encode_batch(batch)?.into_iter().filter(|t| !t.is_empty()) {
-                writer.push(&tokens)?;
-            }
-            batch.clear();
-            Ok(())
-        };
-        let mut push = |text: &str| {
-            batch.push(text.to_string());
-            batch_bytes += text.len();
-            if batch_bytes >= ENCODE_BATCH_BYTES {
-                batch_bytes = 0;
-                flush(&mut batch)?;
-            }
-            Ok(())
-        };
-        match source {
-            CorpusSource::Builtin { n_docs, seed } => {
-                builtin_documents(*n_docs, *seed).iter().try_for_each(|doc| push(doc))?
-            }
-            CorpusSource::Files { text_field, .. } => {
-                files.iter().try_for_each(|file| read_documents(file, text_field, &mut push))?
-            }
-        }
-        flush(&mut batch)?;
+        tokenizing::write_tokens(writer, files, source, tokenizer, progress)?;
         // A file rewritten while it was read would leave tokens under the old content's key.
         if corpus_key(source, tokenizer)?.0 != *key {
             return Err(DataError::Corpus(

@@ -27,6 +27,9 @@ pub enum TrainEvent {
         /// The run directory.
         out: PathBuf,
     },
+    /// How far tokenising the corpus into the token cache has come: every few seconds of a long
+    /// build, and at its end.
+    Tokenizing(crate::data::TokenizeProgress),
     /// What the run reads of its training data, said before the first step (a run that repeats
     /// data also gets a [`Warning`](Self::Warning)).
     Data(super::DataBudget),
@@ -73,12 +76,17 @@ pub enum TrainEvent {
 
 impl TrainEvent {
     /// Whether the event is one the user must not miss when the progress goes to a pipe or a
-    /// file: a note, a warning, a resume's changed setting or its restart from step 0 (programs
+    /// file: a note, a warning, a resume's changed setting or its restart from step 0, tokenising's
+    /// progress (programs
     /// print those on standard error).
     pub fn is_notice(&self) -> bool {
         matches!(
             self,
-            TrainEvent::Note(_) | TrainEvent::Warning(_) | TrainEvent::SettingChanged(_) | TrainEvent::Restarted
+            TrainEvent::Note(_)
+                | TrainEvent::Warning(_)
+                | TrainEvent::SettingChanged(_)
+                | TrainEvent::Restarted
+                | TrainEvent::Tokenizing(_)
         )
     }
 }
@@ -92,6 +100,7 @@ impl std::fmt::Display for TrainEvent {
                  on {device} into {}",
                 out.display()
             ),
+            TrainEvent::Tokenizing(progress) => write!(f, "{}", progress.note()),
             TrainEvent::Data(budget) => write!(f, "{}", budget.note()),
             TrainEvent::Resumed { step } => write!(f, "resuming from the checkpoint at step {step}"),
             TrainEvent::SettingChanged(change) => write!(f, "resuming with a changed setting: {change}"),

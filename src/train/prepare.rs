@@ -7,10 +7,10 @@ use std::sync::Arc;
 use burn::tensor::Device;
 
 use super::config::TrainConfig;
-use super::events::Events;
+use super::events::{Events, TrainEvent};
 use crate::data::{
-    corpus_files, tokenize_corpus, train_valid_datasets, CorpusSource, DataError, SequenceDataset, SequenceMode,
-    TokenCache, Tokenizer,
+    corpus_files, tokenize_corpus_with_progress, train_valid_datasets, CorpusSource, DataError, SequenceDataset,
+    SequenceMode, TokenCache, TokenizeProgress, Tokenizer,
 };
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::Llama;
@@ -138,7 +138,8 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
         device.seed(config.seed);
     }
     check_step_memory(config, &model, &devices)?;
-    let RunData { train, valid, warnings, fingerprint: data } = datasets(config, &tokenizer, model.vocab_size)?;
+    let RunData { train, valid, warnings, fingerprint: data } =
+        datasets(config, &tokenizer, model.vocab_size, &mut |progress| events.send(TrainEvent::Tokenizing(progress)))?;
     for warning in warnings {
         events.warn(warning);
     }
@@ -157,7 +158,7 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
 /// warnings are not repeated: the run gave them.
 pub fn validation_data(config: &TrainConfig) -> Result<SequenceDataset, Error> {
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
-    Ok(datasets(config, &tokenizer, model_config(config)?.vocab_size)?.valid)
+    Ok(datasets(config, &tokenizer, model_config(config)?.vocab_size, &mut |_| {})?.valid)
 }
 
 /// A run's training and validation sequences, what their caches warned of, and the data's
@@ -172,7 +173,12 @@ struct RunData {
 /// The training and validation sequences of `config`'s corpora, tokenised (through the token
 /// cache): the validation documents are `valid_data`'s, or those the data seed holds out of
 /// `data`. A token id of `vocab_size` or more is an error.
-fn datasets(config: &TrainConfig, tokenizer: &Tokenizer, vocab_size: usize) -> Result<RunData, Error> {
+fn datasets(
+    config: &TrainConfig,
+    tokenizer: &Tokenizer,
+    vocab_size: usize,
+    progress: &mut dyn FnMut(TokenizeProgress),
+) -> Result<RunData, Error> {
     let source = if config.data.is_empty() {
         CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.data_seed() }
     } else {
@@ -190,8 +196,8 @@ fn datasets(config: &TrainConfig, tokenizer: &Tokenizer, vocab_size: usize) -> R
             absolute.parent().unwrap_or(Path::new("/")).join(".token-cache")
         }
     };
-    let tokenize = |source: &CorpusSource| -> Result<Arc<TokenCache>, DataError> {
-        let cache = tokenize_corpus(source, tokenizer, &cache_root)?;
+    let mut tokenize = |source: &CorpusSource| -> Result<Arc<TokenCache>, DataError> {
+        let cache = tokenize_corpus_with_progress(source, tokenizer, &cache_root, progress)?;
         cache.check_vocabulary(tokenizer, vocab_size)?;
         Ok(Arc::new(cache))
     };
