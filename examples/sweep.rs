@@ -58,7 +58,14 @@ fn main() -> ExitCode {
 fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
     let args = Args::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
     let base = match &args.config {
-        Some(path) => TrainConfig::from_file(path)?,
+        Some(path) => {
+            let mut base = TrainConfig::from_file(path)?;
+            // A run's config (`norm = "lns"`) serves a sweep: --schemes replaces its scheme.
+            if let Some(norm) = base.norm.take() {
+                errln!("note: the config's `norm = \"{norm}\"` is replaced by the sweep's --schemes");
+            }
+            base
+        }
         None => defaults,
     };
     let config = cli::overridden(base, matches).unwrap_or_else(|e| e.exit());

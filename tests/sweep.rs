@@ -213,6 +213,15 @@ fn bad_sweeps_are_refused_before_any_training() {
     }
     assert_eq!(std::fs::read_to_string(occupied.join("notes.txt")).unwrap(), "mine", "nothing deleted");
 
+    // A run's config file with its `norm` serves a sweep: --schemes replaces it, with a note.
+    let config = dir.path().join("run.toml");
+    std::fs::write(&config, "norm = \"lns\"\nseed = 3\n").unwrap();
+    let from_config = dir.path().join("from-config");
+    let output = run(sweep_command(&from_config, &["--schemes", "pre-ln", "--no-diagnostics"]).arg("--config").arg(&config));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("the config's `norm = \"lns\"` is replaced by the sweep's --schemes"), "{stderr}");
+    assert!(from_config.join("pre-ln/seed-3/model.bpk").is_file(), "the config's seed, the sweep's scheme");
+
     // The same sweep with other settings in the same directory is refused, naming the change;
     // the directory spelled otherwise, or settings that change nothing trained, are not.
     let out = dir.path().join("sweep");
