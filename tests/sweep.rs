@@ -217,7 +217,8 @@ fn bad_sweeps_are_refused_before_any_training() {
     let config = dir.path().join("run.toml");
     std::fs::write(&config, "norm = \"lns\"\nseed = 3\n").unwrap();
     let from_config = dir.path().join("from-config");
-    let output = run(sweep_command(&from_config, &["--schemes", "pre-ln", "--no-diagnostics"]).arg("--config").arg(&config));
+    let output =
+        run(sweep_command(&from_config, &["--schemes", "pre-ln", "--no-diagnostics"]).arg("--config").arg(&config));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("the config's `norm = \"lns\"` is replaced by the sweep's --schemes"), "{stderr}");
     assert!(from_config.join("pre-ln/seed-3/model.bpk").is_file(), "the config's seed, the sweep's scheme");

@@ -69,6 +69,24 @@ impl DataBudget {
         )
     }
 
+    /// The warning of a truncated run whose documents are mostly left unread: more of their
+    /// tokens lie past the cut than before it (long documents, or a token file with no
+    /// end-of-text token, which is one document).
+    pub fn truncation_warning(&self) -> Option<String> {
+        let kept = self.tokens + self.sequences;
+        (self.sequences_mode == SequenceMode::Truncate && self.truncated > kept).then(|| {
+            format!(
+                "--sequences truncate leaves {:.0}% of the training documents' tokens unread ({} of {}): the \
+                 documents are much longer than --seq-len {} (a token file with no end-of-text token is a single \
+                 document); use --sequences pack, or a longer --seq-len",
+                100.0 * self.truncated as f64 / (self.truncated + kept) as f64,
+                format_count(self.truncated),
+                format_count(self.truncated + kept),
+                self.seq_len
+            )
+        })
+    }
+
     /// The warning of a run that reads more sequences than the training split holds.
     pub fn repeat_warning(&self) -> Option<String> {
         (self.read > self.sequences).then(|| {
@@ -111,6 +129,13 @@ mod tests {
         let over = budget(99, 5, 2, 10, 64);
         let warning = over.repeat_warning().expect("100 sequences of a split of 99 repeat one");
         assert!(warning.contains("1.01 times (100 sequences of a split of 99)"), "{warning}");
+        let mut truncated = DataBudget { sequences_mode: SequenceMode::Truncate, ..budget(10, 1, 1, 1, 4) };
+        (truncated.tokens, truncated.truncated) = (30, 40);
+        assert_eq!(truncated.truncation_warning(), None, "40 unread of 80: not most");
+        truncated.truncated = 41;
+        let warning = truncated.truncation_warning().expect("41 unread of 81");
+        assert!(warning.contains("leaves 51% of the training documents' tokens unread (41 of 81)"), "{warning}");
+        assert_eq!(budget(10, 1, 1, 1, 4).truncation_warning(), None, "packed runs read every token");
         assert_eq!(
             budget(20_000, 400, 1, 16, 128).note(),
             "data: the training split holds 2.6M tokens (20000 sequences of 128); the run reads 819.2k tokens, 0.32 passes"

@@ -65,7 +65,7 @@ pub(super) fn fit(
     monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     monitor.report(TrainEvent::Data(budget));
-    if let Some(warning) = budget.repeat_warning() {
+    for warning in [budget.truncation_warning(), budget.repeat_warning()].into_iter().flatten() {
         monitor.warn(warning);
     }
     let keeper = CheckpointKeeper::new(&dir.checkpoint_dir(), existing.clone(), monitor.events());
