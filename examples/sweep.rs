@@ -75,6 +75,9 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
         None => vec![config.seed],
     };
     let baseline = match &args.baseline {
+        Some(name) if name.trim().is_empty() => {
+            return Err(ConfigError::Conflict("--baseline is empty: name one of the sweep's schemes".into()).into())
+        }
         Some(name) => {
             let scheme = parse_schemes(name)?.remove(0);
             if !schemes.contains(&scheme) {
@@ -114,9 +117,15 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
         .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;
     outln!();
     out!("{}", layernorm_scaling::analysis::results_markdown(&results, record.seeds.len()));
-    if let Some(paired) = paired_differences(&results, &baseline).filter(|p| !p.is_empty()) {
-        outln!("\npaired against {baseline} (loss difference, seed by seed):");
-        out!("{}", paired_markdown(&paired));
+    match paired_differences(&results, &baseline).filter(|p| !p.is_empty()) {
+        Some(paired) => {
+            outln!("\npaired against {baseline} (loss difference, seed by seed):");
+            out!("{}", paired_markdown(&paired));
+        }
+        None if results.len() > 1 => {
+            errln!("note: no paired comparison: the sweep has no {baseline}; choose its baseline with --baseline")
+        }
+        None => {}
     }
     outln!("\nreport: {}", report_dir.join("results.md").display());
     Ok(())

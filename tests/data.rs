@@ -226,6 +226,23 @@ fn the_token_cache_is_reused_rebuilt_on_change_and_never_left_half_written() {
     assert_eq!(leftovers, vec![std::ffi::OsString::from("cache")], "no partial cache remains");
     let empty = TokenCache::open_or_build(&dir.path().join("empty"), "k", 0, |_| Ok(()));
     assert!(empty.unwrap_err().to_string().contains("no text"));
+
+    // A build killed mid-way (its process gone) leaves a folder the next build removes; a build of
+    // a process still running (this one's parent, say) is left alone.
+    if std::path::Path::new("/proc/self").exists() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = dir.path().join(format!(".cache.building{dead}"));
+        let running = dir.path().join(format!(".cache.building{}", std::os::unix::process::parent_id()));
+        for leftover in [&stale, &running] {
+            std::fs::create_dir_all(leftover).unwrap();
+            std::fs::write(leftover.join("tokens.bin"), [0u8; 64]).unwrap();
+        }
+        build_cache(&path, "v3", &[&[4, 5]]);
+        assert!(!stale.exists(), "the killed build's folder is removed");
+        assert!(running.exists(), "a running build's folder is kept");
+    }
 }
 
 #[test]

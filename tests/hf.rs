@@ -441,12 +441,20 @@ fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
     );
     assert!(err.contains("huggingface-cli download lns/other"), "{err}");
     let err = resolve("lns/tiny@v3").unwrap_err().to_string();
-    assert!(err.contains("at revision v3") && err.contains("holds no config.json for refs/v3"), "{err}");
+    assert!(err.contains("at revision v3") && err.contains("refs/v3 and no snapshot of that commit"), "{err}");
+    // A ref written by hand with a newline still names its commit.
+    let refs = hub.join("models--lns--tiny/refs");
+    std::fs::write(refs.join("v2"), format!("{}\n", "b".repeat(40))).unwrap();
+    assert_eq!(resolve("lns/tiny@v2").unwrap(), v2);
     std::fs::remove_dir_all(main.parent().unwrap().join("a".repeat(40))).unwrap();
     let err = resolve("lns/tiny").unwrap_err().to_string();
-    assert!(err.contains("holds no config.json for refs/main"), "{err}");
+    assert!(err.contains(&format!("names commit `{}`, whose snapshot", "a".repeat(40))), "{err}");
     let err = resolve_model_dir_in(Path::new("lns/tiny"), None).unwrap_err().to_string();
     assert!(err.contains("no HF_HUB_CACHE, HF_HOME or home folder"), "{err}");
+    let err = resolve("lns/tiny@").unwrap_err().to_string();
+    assert!(err.contains("no revision after `@`"), "{err}");
+    let file_cache = resolve_model_dir_in(Path::new("lns/tiny"), Some(HubCache::new(v2.join("config.json"))));
+    assert!(file_cache.unwrap_err().to_string().contains("is not a folder"));
 
     // Paths are paths: absolute, `./`, several folders, or an existing folder of that name.
     for spec in ["/abs/path", "./lns/tiny", "a/b/c", "lns", "lns/"] {

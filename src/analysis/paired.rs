@@ -98,6 +98,7 @@ pub fn paired_markdown(paired: &[PairedDifference]) -> String {
             Some(true) if p.mean < Some(0.0) => "yes: lower",
             Some(true) => "yes: higher",
             Some(false) => "no",
+            None if p.differences.is_empty() => "- (no seed finished in both)",
             None => "- (one seed)",
         };
         md.push_str(&format!(

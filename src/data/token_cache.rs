@@ -117,6 +117,7 @@ impl TokenCache {
         let parent = dir.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(io)?;
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        remove_stale_builds(parent, &name);
         let tmp = parent.join(format!(".{name}.building{}", std::process::id()));
         let old = parent.join(format!(".{name}.old{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
@@ -308,6 +309,26 @@ impl TokenCache {
             file.read(offset, &mut out[filled..filled + take]);
             filled += take;
             position += take as u64;
+        }
+    }
+}
+
+/// Removes the half-built copies of cache `name` in `parent` (`.<name>.building<pid>`,
+/// `.<name>.old<pid>`) that a process killed while building left behind: those of processes no
+/// longer running (checked in `/proc`; where there is none, nothing is removed).
+fn remove_stale_builds(parent: &Path, name: &str) {
+    let proc = Path::new("/proc");
+    let (Ok(entries), true) = (std::fs::read_dir(parent), proc.join("self").exists()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let pid = [".building", ".old"]
+            .iter()
+            .find_map(|kind| file_name.strip_prefix(&format!(".{name}{kind}")))
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| pid != std::process::id() && !proc.join(pid.to_string()).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }

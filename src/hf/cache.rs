@@ -46,6 +46,12 @@ pub fn resolve_model_dir(spec: &Path) -> Result<PathBuf, HfError> {
 
 /// [`resolve_model_dir`] in the given hub cache (`None`: there is none to look in).
 pub fn resolve_model_dir_in(spec: &Path, cache: Option<Cache>) -> Result<PathBuf, HfError> {
+    if let Some(name) = spec.to_str().filter(|_| !spec.exists()).and_then(|s| s.strip_suffix('@')) {
+        return Err(HfError::File {
+            path: spec.display().to_string(),
+            message: format!("no revision after `@`: give {name}@BRANCH, {name}@TAG or {name}@COMMIT, or {name} alone"),
+        });
+    }
     let Some((name, revision)) = spec.to_str().filter(|_| !spec.exists()).and_then(repo_name) else {
         return Ok(spec.to_path_buf());
     };
@@ -66,18 +72,29 @@ pub fn resolve_model_dir_in(spec: &Path, cache: Option<Cache>) -> Result<PathBuf
         Some(revision) => Repo::with_revision(name.to_string(), RepoType::Model, revision.to_string()),
         None => Repo::model(name.to_string()),
     };
+    if !cache.path().is_dir() {
+        return Err(not_found(format!("the cache {} is not a folder", cache.path().display())));
+    }
     let folder = cache.path().join(repo.folder_name());
+    let snapshot = |commit: &str| folder.join("snapshots").join(commit);
     // A branch or tag goes through `refs/`; a commit hash names its snapshot itself.
     let by_ref = cache.repo(repo.clone()).get("config.json");
-    let by_commit = revision
-        .filter(|r| r.len() == 40 && r.chars().all(|c| c.is_ascii_hexdigit()))
-        .map(|commit| folder.join("snapshots").join(commit).join("config.json"))
-        .filter(|config| config.is_file());
-    match by_ref.or(by_commit).and_then(|config| config.parent().map(Path::to_path_buf)) {
+    let commit = revision.filter(|r| r.len() == 40 && r.chars().all(|c| c.is_ascii_hexdigit()));
+    let by_commit = commit.map(|commit| snapshot(commit).join("config.json")).filter(|config| config.is_file());
+    // A ref written by hand may end with a newline, which hf-hub reads as part of the commit.
+    let ref_file = folder.join("refs").join(revision.unwrap_or("main"));
+    let named = std::fs::read_to_string(&ref_file).ok().map(|commit| commit.trim().to_string());
+    let by_trimmed_ref = named.as_deref().map(|commit| snapshot(commit).join("config.json")).filter(|c| c.is_file());
+    match by_ref.or(by_commit).or(by_trimmed_ref).and_then(|config| config.parent().map(Path::to_path_buf)) {
         Some(dir) => Ok(dir),
         None if !folder.is_dir() => Err(not_found(format!("{} does not exist", folder.display()))),
-        None => {
-            Err(not_found(format!("{} holds no config.json for refs/{}", folder.display(), revision.unwrap_or("main"))))
-        }
+        None => Err(not_found(match named {
+            Some(commit) => format!(
+                "{} names commit `{commit}`, whose snapshot {} holds no config.json",
+                ref_file.display(),
+                snapshot(&commit).display()
+            ),
+            None => format!("{} holds no {} and no snapshot of that commit", folder.display(), ref_file.display()),
+        })),
     }
 }

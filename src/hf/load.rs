@@ -90,6 +90,14 @@ fn layer_index(key: &str) -> Option<usize> {
 pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, HfError> {
     let resolved = super::resolve_model_dir(dir.as_ref())?;
     let dir = resolved.as_path();
+    if !dir.is_dir() {
+        return Err(HfError::File {
+            path: dir.display().to_string(),
+            message: "no such folder: give a Hugging Face model folder (config.json and safetensors), or a model of \
+                      the local Hugging Face cache by name (org/name, org/name@revision)"
+                .into(),
+        });
+    }
     let config = read_hf_config(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
     check_sizes(&config, &checkpoint)?;

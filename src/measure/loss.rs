@@ -32,7 +32,9 @@ pub fn evaluation_batches<'a>(
 }
 
 /// Mean next-token loss of `model` on the first `batches` batches of `dataset`, with the given
-/// layers (1-based) skipped.
+/// layers (1-based) skipped: the mean of the batches' mean losses (each over its counted
+/// targets), as burn-train's validation metric and the paper authors' evaluation take it, so the
+/// final validation loss a run reports is the one its last validation logged.
 pub fn mean_loss(
     model: &Llama,
     dataset: &SequenceDataset,
@@ -42,10 +44,10 @@ pub fn mean_loss(
 ) -> Result<f64, Error> {
     let device = model.embed_tokens.weight.device();
     let (mut total, mut count) = (0.0, 0);
-    for (batch, size) in evaluation_batches(dataset, batch_size, batches, &device)? {
+    for (batch, _) in evaluation_batches(dataset, batch_size, batches, &device)? {
         let logits = model.forward_skipping(batch.inputs, skip)?;
-        total += cross_entropy_counting(logits, batch.targets, batch.counted).into_scalar::<f64>() * size as f64;
-        count += size;
+        total += cross_entropy_counting(logits, batch.targets, batch.counted).into_scalar::<f64>();
+        count += 1;
     }
     Ok(total / count as f64)
 }

@@ -18,7 +18,9 @@ mod run_model;
 
 #[cfg(feature = "data")]
 pub use model_dir::check_tokenizer_identity;
-pub use model_dir::{is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, tokenizer_spec, LoadedModel};
+pub use model_dir::{
+    is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
+};
 #[cfg(feature = "train")]
 pub(crate) use run_model::name_checkpoints_by_step;
 pub use run_model::{

@@ -61,7 +61,8 @@ pub(super) fn fit(
     // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
     let micro_batches = config.grad_accum * prepared.devices.len();
     let budget = DataBudget::new(&prepared.train, config.steps, micro_batches, config.batch_size);
-    record_run(&TrainConfig { data_budget: Some(budget), ..config.clone() }, dir.path(), prepared)?;
+    let recorded = TrainConfig { data_budget: Some(budget), init_from: prepared.init_dir.clone(), ..config.clone() };
+    record_run(&recorded, dir.path(), prepared)?;
     monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     monitor.report(TrainEvent::Data(budget));

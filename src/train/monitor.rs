@@ -42,6 +42,10 @@ impl std::fmt::Debug for RunMonitor {
 /// The advice every divergence ends with.
 const ADVICE: &str = "the loss diverged (try a lower --lr or --clip-grad-norm)";
 
+/// The least a run's validation loss must fall below its first training loss, as a fraction of
+/// it, for the run to count as having learned (far below any real run's fall, far above rounding).
+pub const LEARNED_AT_LEAST: f64 = 1e-3;
+
 impl RunMonitor {
     /// A monitor sending the run's events to `events`.
     pub fn new(events: Events) -> Arc<Self> {
@@ -146,8 +150,10 @@ impl RunMonitor {
     }
 
     /// Why a run that ended with validation loss `valid_loss` counts as diverged, if it does: a
-    /// divergence while it trained, a non-finite validation loss, or one no lower than its first
-    /// training loss (the model ends no better than its initial weights).
+    /// divergence while it trained, a non-finite validation loss, or one not clearly lower than
+    /// its first training loss (by less than [`LEARNED_AT_LEAST`] of it: the model ends no better
+    /// than its initial weights, such as a collapse to a uniform guess, `ln(vocab)`, that the
+    /// rounding of its losses puts a hair below the first).
     pub fn verdict(&self, valid_loss: f64) -> Option<String> {
         let state = self.state();
         if let Some(reason) = &state.divergence {
@@ -157,9 +163,10 @@ impl RunMonitor {
             return Some(format!("the validation loss is {valid_loss}"));
         }
         match state.first_train_loss {
-            Some(first) if valid_loss >= first => Some(format!(
-                "the final validation loss {valid_loss:.4} is no lower than the first training loss {first:.4}: the \
-                 model did not learn"
+            Some(first) if valid_loss > first - LEARNED_AT_LEAST * first.abs() => Some(format!(
+                "the final validation loss {valid_loss:.4} is no lower than the first training loss {first:.4} (by \
+                 less than {:.2}% of it): the model did not learn",
+                LEARNED_AT_LEAST * 100.0
             )),
             _ => None,
         }
@@ -208,6 +215,16 @@ mod tests {
         assert!(!monitor.may_checkpoint(Some(2.0)));
         assert_eq!(monitor.divergence().unwrap(), format!("the training loss is inf at step 2: {ADVICE}"));
         assert_eq!(monitor.train_losses().len(), 2);
+    }
+
+    #[test]
+    fn a_run_that_ends_at_its_first_loss_but_for_rounding_did_not_learn() {
+        // A collapse to a uniform guess over 256 ids: every loss is ln 256, the last a hair lower.
+        let monitor = RunMonitor::default();
+        monitor.train_loss(1, 5.545177936553955, true);
+        let verdict = monitor.verdict(5.545177863194392).expect("a uniform guess did not learn");
+        assert!(verdict.contains("(by less than 0.10% of it): the model did not learn"), "{verdict}");
+        assert_eq!(monitor.verdict(5.5), None, "a real fall of 0.8% learned");
     }
 
     #[test]

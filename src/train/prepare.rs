@@ -14,7 +14,7 @@ use crate::data::{
 };
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::Llama;
-use crate::run::{load_model_dir, read_model_dir_config, RunModelInfo};
+use crate::run::{load_model_dir, read_model_dir_config, resolve_dir, RunModelInfo};
 use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig, Precision};
 
 /// The model config a training config asks for: the preset or file of `model`, with `layers`
@@ -58,6 +58,9 @@ pub(super) struct Prepared {
     /// The weights of `init_from`, retrofitted to the run's scheme, on the main training device:
     /// read before the run directory is touched, so a run may replace the one it starts from.
     pub init: Option<Llama>,
+    /// The folder `init_from` names (a model of the Hugging Face cache by name resolved to its
+    /// snapshot), recorded in `train.json`.
+    pub init_dir: Option<std::path::PathBuf>,
 }
 
 /// Bytes a training step needs at least, activations only: the logits with their softmax and
@@ -143,14 +146,16 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
     for warning in warnings {
         events.warn(warning);
     }
-    let init = match &config.init_from {
+    // A model of the Hugging Face cache by name: its snapshot folder, which train.json records.
+    let init_dir = config.init_from.as_deref().map(resolve_dir).transpose()?;
+    let init = match &init_dir {
         Some(source) => {
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
             Some(crate::model::retrofit(loaded.model, &loaded.config, model.norm_scheme.clone())?.0)
         }
         None => None,
     };
-    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data, init })
+    Ok(Prepared { model, tokenizer, devices, train: Arc::new(train), valid: Arc::new(valid), data, init, init_dir })
 }
 
 /// The validation sequences a run of `config` evaluates on (its held-out documents or its

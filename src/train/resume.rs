@@ -195,7 +195,7 @@ fn setting_refusals(
         refused.push(format!("model: {} -> {} (as model.json records it)", describe(&info.model), describe(model)));
     }
     if data.is_some_and(|data| info.data.as_ref().is_some_and(|recorded| recorded != data)) {
-        refused.push("data: the content of the data (or the tokenizer) is not the run's".into());
+        refused.push("data: the content of the data (--data, --valid-data, or the tokenizer) is not the run's".into());
     }
     Ok((allowed, refused))
 }

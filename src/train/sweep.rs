@@ -264,7 +264,8 @@ impl Sweep {
     fn checked(&self) -> Result<(BTreeMap<String, PairOutcome>, Option<String>), Error> {
         if let Some(norm) = &self.config.norm {
             return Err(ConfigError::Conflict(format!(
-                "--norm {norm} (or `norm` in the config) does not apply to a sweep: list the schemes with --schemes"
+                "--norm {norm} does not apply to a sweep: list the schemes with --schemes (a config file's `norm` is \
+                 replaced by them)"
             ))
             .into());
         }
