@@ -151,7 +151,7 @@ impl RunMonitor {
 
     /// Why a run that ended with validation loss `valid_loss` counts as diverged, if it does: a
     /// divergence while it trained, a non-finite validation loss, or one not clearly lower than
-    /// its first training loss (by less than [`LEARNED_AT_LEAST`] of it: the model ends no better
+    /// its first training loss (by less than 0.1% of it, `LEARNED_AT_LEAST`: the model ends no better
     /// than its initial weights, such as a collapse to a uniform guess, `ln(vocab)`, that the
     /// rounding of its losses puts a hair below the first).
     pub fn verdict(&self, valid_loss: f64) -> Option<String> {
