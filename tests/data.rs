@@ -222,8 +222,10 @@ fn the_token_cache_is_reused_rebuilt_on_change_and_never_left_half_written() {
         Err(DataError::Corpus("interrupted".into()))
     });
     assert!(failed.is_err());
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(leftovers, vec![std::ffi::OsString::from("cache")], "no partial cache remains");
+    let mut leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    leftovers.sort();
+    let names = [".cache.lock", ".other.lock", "cache"].map(std::ffi::OsString::from);
+    assert_eq!(leftovers, names, "no partial cache remains (the builds' lock files do)");
     let empty = TokenCache::open_or_build(&dir.path().join("empty"), "k", 0, |_| Ok(()));
     assert!(empty.unwrap_err().to_string().contains("no text"));
 
@@ -243,6 +245,30 @@ fn the_token_cache_is_reused_rebuilt_on_change_and_never_left_half_written() {
         assert!(!stale.exists(), "the killed build's folder is removed");
         assert!(running.exists(), "a running build's folder is kept");
     }
+}
+
+#[test]
+fn two_builds_of_one_cache_at_once_tokenise_it_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cache");
+    let fills = AtomicUsize::new(0);
+    let build = || {
+        TokenCache::open_or_build(&path, "k", 0, |writer| {
+            fills.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            writer.push(&[1, 2, 3])
+        })
+        .unwrap()
+        .n_tokens()
+    };
+    let (a, b) = std::thread::scope(|scope| {
+        let first = scope.spawn(build);
+        let second = scope.spawn(build);
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    assert_eq!((a, b), (4, 4));
+    assert_eq!(fills.load(Ordering::SeqCst), 1, "the second waited and opened the first one's cache");
 }
 
 #[test]
@@ -851,7 +877,8 @@ fn a_token_cache_with_damaged_offsets_is_rebuilt_never_used() {
     assert_eq!(windows_of(cache), before);
     let mut left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     left.sort();
-    assert_eq!(left, vec![std::ffi::OsString::from("cache")], "no building or old folder remains");
+    let names = [".cache.lock", "cache"].map(std::ffi::OsString::from);
+    assert_eq!(left, names, "no building or old folder remains (the builds' lock file does)");
 }
 
 #[test]

@@ -94,16 +94,20 @@ impl TokenCache {
     /// offsets out of order, a cache of an earlier version without checksums) is never used: one
     /// warning ([`warnings`](Self::warnings)) names it and the problem, and it is replaced by a new build.
     ///
-    /// Several processes may share a cache folder: each builds in a folder of its own, opens its
-    /// build there (the tokens are mapped, so they stay readable whatever becomes of the folder),
-    /// then swaps it in for `dir`; a process that finds another's build already in place keeps its
-    /// own mapping (the same key gives the same tokens).
+    /// Several processes may share a cache folder. A build holds a lock (`.<name>.lock` beside
+    /// `dir`), so a second process that wants the same cache waits and then opens the first one's
+    /// instead of tokenising the corpus again (where the lock file cannot be made, as in a
+    /// read-only folder, there is no waiting). Each builds in a folder of its own, opens its build
+    /// there (the tokens are mapped, so they stay readable whatever becomes of the folder), then
+    /// swaps it in for `dir`; a process that finds another's build already in place keeps its own
+    /// mapping (the same key gives the same tokens).
     pub fn open_or_build(
         dir: &Path,
         key: &str,
         eot: u32,
         fill: impl FnOnce(&mut CacheWriter) -> Result<(), DataError>,
     ) -> Result<Self, DataError> {
+        let _lock = build_lock(dir);
         let mut warnings = Vec::new();
         if dir.exists() {
             match Self::open(dir) {
@@ -311,6 +315,18 @@ impl TokenCache {
             position += take as u64;
         }
     }
+}
+
+/// The lock of the cache folder `dir`'s builds, held until dropped; `None` when the lock file
+/// cannot be made or locked (a read-only folder: the cache is then only read, or built unlocked).
+fn build_lock(dir: &Path) -> Option<File> {
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let name = dir.file_name()?.to_string_lossy().into_owned();
+    std::fs::create_dir_all(parent).ok()?;
+    let file =
+        File::options().create(true).truncate(false).write(true).open(parent.join(format!(".{name}.lock"))).ok()?;
+    file.lock().ok()?;
+    Some(file)
 }
 
 /// Removes the half-built copies of cache `name` in `parent` (`.<name>.building<pid>`,
