@@ -128,9 +128,14 @@ pub fn results_markdown(results: &[SchemeResult], seeds: usize) -> String {
     md
 }
 
+/// A CSV cell of a value that may not exist: empty when it does not, else written to read back
+/// to the last bit.
+fn csv_cell(value: Option<f64>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
+}
+
 /// The table as CSV: one line per scheme (empty cells where a value does not exist).
 fn results_csv(results: &[SchemeResult]) -> String {
-    let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let mut csv = String::from("scheme,finished,diverged,loss_mean,loss_std,perplexity_mean,perplexity_std,best\n");
     for r in results {
         csv.push_str(&format!(
@@ -138,10 +143,10 @@ fn results_csv(results: &[SchemeResult]) -> String {
             r.scheme,
             r.finished,
             r.diverged,
-            cell(r.loss_mean),
-            cell(r.loss_std),
-            cell(r.perplexity_mean),
-            cell(r.perplexity_std),
+            csv_cell(r.loss_mean),
+            csv_cell(r.loss_std),
+            csv_cell(r.perplexity_mean),
+            csv_cell(r.perplexity_std),
             r.best
         ));
     }
@@ -150,7 +155,6 @@ fn results_csv(results: &[SchemeResult]) -> String {
 
 /// The paired comparison as CSV: one line per scheme and seed (the summary repeated on each).
 fn paired_csv(paired: &[PairedDifference]) -> String {
-    let cell = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let mut csv = String::from("scheme,baseline,seed,difference,mean,std,low,high,distinguishable\n");
     for p in paired {
         for (seed, difference) in &p.differences {
@@ -158,10 +162,10 @@ fn paired_csv(paired: &[PairedDifference]) -> String {
                 "{},{},{seed},{difference},{},{},{},{},{}\n",
                 p.scheme,
                 p.baseline,
-                cell(p.mean),
-                cell(p.std),
-                cell(p.interval.map(|i| i.0)),
-                cell(p.interval.map(|i| i.1)),
+                csv_cell(p.mean),
+                csv_cell(p.std),
+                csv_cell(p.interval.map(|i| i.0)),
+                csv_cell(p.interval.map(|i| i.1)),
                 p.distinguishable.map(|d| d.to_string()).unwrap_or_default()
             ));
         }

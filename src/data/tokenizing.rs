@@ -81,20 +81,18 @@ fn write_tokens_in_batches(
     batch_bytes: usize,
 ) -> Result<(), DataError> {
     let started = Instant::now();
-    let read = Arc::new(AtomicU64::new(0));
+    let read = AtomicU64::new(0);
     let total = match source {
         CorpusSource::Builtin { n_docs, .. } => *n_docs as u64,
-        CorpusSource::Files { .. } => files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum(),
+        CorpusSource::Files { .. } => files.iter().map(|file| file_size(file)).sum(),
     };
     let fraction = |read: u64| (read as f64 / total.max(1) as f64).min(1.0);
     std::thread::scope(|scope| {
         // Each batch comes with how much of the corpus was read when it was sent.
         let (batches, received) = sync_channel::<(Vec<String>, u64)>(2);
-        let reading = {
-            let (read, counted) = (read.clone(), read.clone());
-            let send = move |batch| batches.send((batch, counted.load(Ordering::Relaxed))).is_ok();
-            scope.spawn(move || read_batches(files, source, &read, batch_bytes, send))
-        };
+        let read = &read;
+        let send = move |batch| batches.send((batch, read.load(Ordering::Relaxed))).is_ok();
+        let reading = scope.spawn(move || read_batches(files, source, read, batch_bytes, send));
         let mut reported = Instant::now();
         let mut tokens = 0u64;
         let mut written = Ok(());
@@ -135,7 +133,7 @@ fn write_tokens_in_batches(
 fn read_batches(
     files: &[PathBuf],
     source: &CorpusSource,
-    read: &Arc<AtomicU64>,
+    read: &AtomicU64,
     batch_limit: usize,
     mut send: impl FnMut(Vec<String>) -> bool,
 ) -> Result<(), DataError> {

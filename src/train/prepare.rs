@@ -210,24 +210,18 @@ fn datasets(
     let mut warnings = cache.warnings().to_vec();
     let mut fingerprint = cache.content_fingerprint();
     let (train, valid) = if config.valid_data.is_empty() {
-        let (train, valid) = train_valid_datasets(
-            cache.clone(),
-            config.seq_len,
-            config.valid_fraction,
-            config.data_seed(),
-            config.sequences,
-        )?;
-        (train, valid)
+        train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.data_seed(), config.sequences)?
     } else {
         let valid_source =
             CorpusSource::Files { paths: config.valid_data.clone(), text_field: config.text_field.clone() };
         let valid_cache = tokenize(&valid_source).map_err(|e| e.about("the validation corpus (--valid-data)"))?;
         warnings.extend(valid_cache.warnings().iter().map(|w| format!("validation data: {w}")));
         fingerprint = format!("{fingerprint}+valid={}", valid_cache.content_fingerprint());
-        let all = |cache: &Arc<TokenCache>| (0..cache.n_docs()).collect::<Vec<_>>();
-        let train = SequenceDataset::with_mode(cache.clone(), &all(&cache), config.seq_len, config.sequences);
-        let valid =
-            SequenceDataset::with_mode(valid_cache.clone(), &all(&valid_cache), config.seq_len, config.sequences);
+        let every_document = |cache: Arc<TokenCache>| {
+            let docs: Vec<usize> = (0..cache.n_docs()).collect();
+            SequenceDataset::with_mode(cache, &docs, config.seq_len, config.sequences)
+        };
+        let (train, valid) = (every_document(cache), every_document(valid_cache));
         check_not_empty(&train, "the training corpus (--data)")?;
         check_not_empty(&valid, "the validation corpus (--valid-data)")?;
         (train, valid)
@@ -258,22 +252,32 @@ fn check_not_empty(dataset: &SequenceDataset, what: &str) -> Result<(), DataErro
 /// An error when a validation corpus shares a file with the training corpus: by path (the same
 /// file, however named) or by content (a copy: same size and CRC-32).
 fn check_disjoint(data: &[std::path::PathBuf], valid_data: &[std::path::PathBuf]) -> Result<(), DataError> {
-    let train = corpus_files(data)?.files;
-    let valid = corpus_files(valid_data)?.files;
-    let real = |file: &Path| std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    let size = |file: &Path| std::fs::metadata(file).map(|m| m.len()).ok();
-    for v in &valid {
-        for t in &train {
-            let same = real(v) == real(t)
-                || (size(v) == size(t)
-                    && crate::io::file_crc32(v).ok().is_some_and(|sum| crate::io::file_crc32(t).ok() == Some(sum)));
-            if same {
+    // Each file with its canonical path and size, found once.
+    let described = |paths: &[std::path::PathBuf]| -> Result<Vec<_>, DataError> {
+        Ok(corpus_files(paths)?
+            .files
+            .into_iter()
+            .map(|file| {
+                let real = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+                let size = std::fs::metadata(&file).map(|m| m.len()).ok();
+                (file, real, size)
+            })
+            .collect())
+    };
+    let train = described(data)?;
+    for (v, v_real, v_size) in described(valid_data)? {
+        for (t, t_real, t_size) in &train {
+            let linked = v_real == *t_real;
+            let copied = !linked
+                && v_size == *t_size
+                && crate::io::file_crc32(&v).ok().is_some_and(|sum| crate::io::file_crc32(t).ok() == Some(sum));
+            if linked || copied {
                 return Err(DataError::Corpus(format!(
                     "the validation corpus overlaps the training one: {} (--valid-data) is {} (--data){}; validate \
                      on documents the model does not train on (C4's c4-validation.*.json.gz for its c4-train shards)",
                     v.display(),
                     t.display(),
-                    if real(v) == real(t) { "" } else { " by content (a copy)" },
+                    if linked { "" } else { " by content (a copy)" },
                 )));
             }
         }
