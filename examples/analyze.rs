@@ -17,8 +17,8 @@ use std::sync::Arc;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use layernorm_scaling::analysis::{
-    analyze, choice_report, longest_choice_tokens, path_labels, read_choice_items, unique_labels, write_comparison,
-    AnalysisOptions, ChoiceItem, ComparedRun, Report,
+    analyze, choice_report, longest_choice_tokens, path_labels, read_choice_file, unique_labels, write_comparison,
+    AnalysisOptions, ChoiceFormat, ChoiceItem, ComparedRun, Report,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, Tokenizer};
 use layernorm_scaling::io::check_replaceable_dir;
@@ -65,9 +65,14 @@ struct Args {
     /// Device: auto, flex, wgpu, cuda:N, ...
     #[arg(long, default_value = "auto")]
     device: String,
-    /// ARC-style multiple-choice JSONL (question, choices, answer) to score, with and without each layer.
+    /// A multiple-choice set to score, with and without each layer, with lm-evaluation-harness's
+    /// prompt and metrics: ARC-style, HellaSwag, PIQA (with its X-labels.lst) or MMLU rows, as JSON
+    /// lines, JSON or Parquet, or MMLU's <subject>_test.csv (see docs/diagnostics.md).
     #[arg(long)]
     choices: Option<PathBuf>,
+    /// The layout of --choices: arc, hellaswag, piqa or mmlu (default: the one its first row shows).
+    #[arg(long, requires = "choices")]
+    choices_format: Option<ChoiceFormat>,
     /// Report directory (default: <run>/analysis for one run; required for a comparison).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -214,7 +219,13 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
     // Everything that can be wrong with the input is found before the first evaluation.
     let runs = sources.iter().map(|(dir, hf)| load(dir, *hf, args, options)).collect::<Result<Vec<_>, _>>()?;
     let choices = match &args.choices {
-        Some(path) => Some(read_choice_items(path)?),
+        Some(path) => {
+            let (format, items) = read_choice_file(path, args.choices_format)?;
+            if !format.has_acc_norm() {
+                outln!("--choices: {format}'s choices are one letter each, so acc_norm equals acc: read acc");
+            }
+            Some(items)
+        }
         None => None,
     };
     // Each question and choice runs whole through each model: it must fit in the model's context.

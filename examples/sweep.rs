@@ -4,6 +4,8 @@
 //! ```bash
 //! cargo run --release --example sweep -- --out runs/sweep                       # Table 1's schemes, seed 1
 //! cargo run --release --example sweep -- --out runs/sweep --schemes pre-ln,lns --seeds 1-3 --steps 400
+//! cargo run --release --example sweep -- --out runs/inits --schemes pre-ln,lns --inits normal,scaled
+//! cargo run --release --example sweep -- --out runs/depth --schemes pre-ln,lns --layers 4,8,16
 //! ```
 //!
 //! Run it again to go on after an interruption: finished runs are skipped, an interrupted one
@@ -15,11 +17,13 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::{
     analyze, paired_differences, paired_markdown, sweep_loss_curves, write_sweep_report, AnalysisOptions, ComparedRun,
+    EFFECTIVE_DEPTH_THRESHOLD,
 };
 use layernorm_scaling::data::SequenceMode;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{
-    parse_schemes, parse_seeds, validation_data, PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
+    arm_name, group_name, parse_depths, parse_inits, parse_schemes, parse_seeds, validation_data, PairAction,
+    PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
 };
 use layernorm_scaling::{cli, console, errln, out, outln, parse_devices, ConfigError, Error, NormScheme};
 
@@ -38,12 +42,21 @@ struct Args {
     /// Comma-separated seeds or ranges (`1,2,3`, `1-3`); default: the config's seed.
     #[arg(long)]
     seeds: Option<String>,
+    /// Comma-separated inits (`normal,scaled,depth-scaled`), an axis crossed with every scheme:
+    /// `lns+scaled` is LNS with scaled init. Default: the config's init, no axis.
+    #[arg(long)]
+    inits: Option<String>,
+    /// The removal threshold of the effective depth in the report of a depth sweep: a block counts
+    /// when removing it alone raises the perplexity by at least this fraction.
+    #[arg(long, default_value_t = EFFECTIVE_DEPTH_THRESHOLD)]
+    removal_threshold: f64,
     /// Skip the diagnostics of each scheme's final model in the report (they take a few forward
     /// passes per layer).
     #[arg(long)]
     no_diagnostics: bool,
     /// The scheme every other one is compared with, seed by seed, in the report's paired table
-    /// (one of `--schemes`); default: `pre-ln` when the sweep has it.
+    /// (one of `--schemes`, with `+<init>` on an init axis: `pre-ln+scaled`; at each depth on a
+    /// depth axis); default: `pre-ln` when the sweep has it.
     #[arg(long)]
     baseline: Option<String>,
 }
@@ -51,11 +64,19 @@ struct Args {
 fn main() -> ExitCode {
     layernorm_scaling::console::reuse_freed_memory();
     let defaults = TrainConfig { out: "runs/sweep".into(), ..TrainConfig::default() };
-    let matches = cli::matches(cli::augment(Args::command(), &defaults));
-    layernorm_scaling::console::exit_code(run(&matches, defaults))
+    // A sweep's --layers is a list of depths, an axis (one depth: every run at that depth).
+    let command = cli::augment(Args::command(), &defaults).mut_arg("layers", |arg| {
+        arg.value_parser(clap::value_parser!(String)).value_name("DEPTHS").help(
+            "Number of layers: one depth for every run, or a comma-separated list (`4,8,16`), an axis: every \
+             (depth, scheme, seed) trains, and the report adds loss, variance growth and effective depth against depth",
+        )
+    });
+    let mut matches = cli::matches(command);
+    let depths = matches.remove_one::<String>("layers");
+    layernorm_scaling::console::exit_code(run(&matches, depths.as_deref(), defaults))
 }
 
-fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
+fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) -> Result<(), Error> {
     let args = Args::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
     let base = match &args.config {
         Some(path) => {
@@ -68,30 +89,28 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
         }
         None => defaults,
     };
-    let config = cli::overridden(base, matches).unwrap_or_else(|e| e.exit());
+    let mut config = cli::overridden(base, matches).unwrap_or_else(|e| e.exit());
     let schemes = parse_schemes(&args.schemes)?;
+    let inits = args.inits.as_deref().map(parse_inits).transpose()?.unwrap_or_default();
+    let mut depths = depths.map(parse_depths).transpose()?.unwrap_or_default();
+    if let [depth] = depths[..] {
+        config.layers = Some(depth);
+        depths.clear();
+    }
+    if !(args.removal_threshold > 0.0 && args.removal_threshold < 1.0) {
+        return Err(ConfigError::OutOfRange {
+            field: "removal_threshold",
+            value: args.removal_threshold,
+            expected: "a fraction in (0, 1), e.g. 0.05 for a 5% perplexity rise",
+        }
+        .into());
+    }
     let seeds = match &args.seeds {
         Some(list) => parse_seeds(list)?,
         None => vec![config.seed],
     };
-    let baseline = match &args.baseline {
-        Some(name) if name.trim().is_empty() => {
-            return Err(ConfigError::Conflict("--baseline is empty: name one of the sweep's schemes".into()).into())
-        }
-        Some(name) => {
-            let scheme = parse_schemes(name)?.remove(0);
-            if !schemes.contains(&scheme) {
-                return Err(ConfigError::Conflict(format!(
-                    "--baseline {name} is not one of the sweep's schemes ({}); add it to --schemes or choose one of them",
-                    schemes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
-                ))
-                .into());
-            }
-            scheme.to_string()
-        }
-        None => NormScheme::PreLn.to_string(),
-    };
-    let sweep = Sweep { config, schemes, seeds };
+    let sweep = Sweep { config, schemes, seeds, inits, depths };
+    let baseline = baseline_arm(&sweep, args.baseline.as_deref())?;
     // `run` checks every pair's settings and the directory before the first step.
     let record = sweep.run(|event| match event {
         SweepEvent::Starting { pair, index, total, action, eta_seconds } => {
@@ -101,7 +120,7 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
                 PairAction::Resume => "resuming",
                 PairAction::Measure => "measuring the finished",
             };
-            outln!("\n=== sweep {index}/{total}: {verb} {} seed {}{eta} ===", pair.scheme, pair.seed);
+            outln!("\n=== sweep {index}/{total}: {verb} {} seed {}{eta} ===", pair.group(), pair.seed);
         }
         SweepEvent::Skipped { pair, outcome } => outln!("sweep: {} already {}", pair.key(), describe(outcome)),
         SweepEvent::Training { event, .. } => console::print_event(&event, event.is_notice()),
@@ -113,7 +132,7 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
         errln!("warning: {warning}");
     }
     let diagnostics = if args.no_diagnostics { Vec::new() } else { diagnostics(&sweep, &record)? };
-    let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics, &baseline)
+    let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics, &baseline, args.removal_threshold)
         .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;
     outln!();
     out!("{}", layernorm_scaling::analysis::results_markdown(&results, record.seeds.len()));
@@ -131,6 +150,37 @@ fn run(matches: &clap::ArgMatches, defaults: TrainConfig) -> Result<(), Error> {
     Ok(())
 }
 
+/// The arm (`pre-ln`, `pre-ln+scaled`) every other is paired with: `--baseline`'s, which must be
+/// one of the sweep's, or `pre-ln`.
+fn baseline_arm(sweep: &Sweep, baseline: Option<&str>) -> Result<String, Error> {
+    let arms: Vec<String> = sweep.groups().into_iter().map(|(_, arm)| arm).fold(Vec::new(), |mut arms, arm| {
+        if !arms.contains(&arm) {
+            arms.push(arm);
+        }
+        arms
+    });
+    let Some(name) = baseline else {
+        return Ok(NormScheme::PreLn.to_string());
+    };
+    if name.trim().is_empty() {
+        return Err(ConfigError::Conflict("--baseline is empty: name one of the sweep's schemes".into()).into());
+    }
+    // `lns+scaled` is a scheme and an init; each part is parsed so that aliases (`pre`) work.
+    let (scheme, init) = match name.split_once('+') {
+        Some((scheme, init)) => (scheme, Some(init.parse()?)),
+        None => (name, None),
+    };
+    let arm = arm_name(&parse_schemes(scheme)?.remove(0), init);
+    if !arms.contains(&arm) {
+        return Err(ConfigError::Conflict(format!(
+            "--baseline {name} is not one of the sweep's schemes ({}); add it to --schemes or choose one of them",
+            arms.join(", ")
+        ))
+        .into());
+    }
+    Ok(arm)
+}
+
 fn describe(outcome: &PairOutcome) -> String {
     match outcome {
         PairOutcome::Finished { valid_loss } => format!("finished: validation loss {valid_loss:.4}"),
@@ -138,15 +188,17 @@ fn describe(outcome: &PairOutcome) -> String {
     }
 }
 
-/// The diagnostics of each scheme's first finished seed whose model loads, on that run's
-/// validation data. A model that cannot be read (say, damaged since) is named and skipped.
+/// The diagnostics of each group's (scheme, init, depth) first finished seed whose model loads,
+/// on that run's validation data, labelled by group (`lns`, `layers-8/lns`). A model that cannot
+/// be read (say, damaged since) is named and skipped.
 fn diagnostics(sweep: &Sweep, record: &SweepRecord) -> Result<Vec<ComparedRun>, Error> {
     let device = parse_devices(&sweep.config.device)?.remove(0);
     let options = AnalysisOptions { batches: 4, ..AnalysisOptions::default() };
     let mut compared = Vec::new();
-    for scheme in &sweep.schemes {
+    for (layers, arm) in sweep.groups() {
+        let group = group_name(layers, &arm);
         let finished = sweep.pairs().into_iter().filter(|p| {
-            &p.scheme == scheme && matches!(record.outcomes.get(&p.key()), Some(PairOutcome::Finished { .. }))
+            p.group() == group && matches!(record.outcomes.get(&p.key()), Some(PairOutcome::Finished { .. }))
         });
         for pair in finished {
             outln!("diagnostics of {}", pair.key());
@@ -161,7 +213,7 @@ fn diagnostics(sweep: &Sweep, record: &SweepRecord) -> Result<Vec<ComparedRun>, 
             let data = validation_data(&TrainConfig { sequences: SequenceMode::Pack, ..sweep.pair_config(&pair) })?;
             let report = analyze(&model, &data, &options, &mut |_, _| {})?;
             let title = format!("{} ({})", pair.key(), path_name(&pair.dir));
-            compared.push(ComparedRun { label: layernorm_scaling::train::scheme_dir_name(scheme), title, report });
+            compared.push(ComparedRun { label: group.clone(), title, report });
             break;
         }
     }

@@ -115,7 +115,7 @@ pub use device::{compiled_backends, parse_device, parse_devices, set_precision, 
 pub use error::{ConfigError, Error};
 pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};
 pub use norm::{
-    apply_depth_scale, depth_scale, DynamicTanhScaling, DynamicTanhScalingConfig, LayerNormScaling,
+    apply_depth_scale, depth_scale, DynamicTanhScaling, DynamicTanhScalingConfig, InitScheme, LayerNormScaling,
     LayerNormScalingConfig, LnsPosition, NormKind, NormScheme, RmsNormScaling, RmsNormScalingConfig,
 };
 

@@ -164,11 +164,11 @@ fn the_scorer_picks_the_choice_with_the_highest_log_likelihood() {
         expected_norm.push(argmax(&per_char));
         let best = argmax(&scores);
         expected.push(best);
-        items.push(ChoiceItem {
-            question: question.to_string(),
-            choices: choices.iter().map(|c| c.to_string()).collect(),
-            answer: best,
-        });
+        items.push(ChoiceItem::with_question_prompt(
+            question.to_string(),
+            choices.iter().map(|c| c.to_string()).collect(),
+            best,
+        ));
     }
     // The last item's key is set to a wrong choice: accuracy 2/3.
     items[2].answer = 1 - expected[2];

@@ -92,16 +92,17 @@ fn adamw_decays_the_matrices_and_nothing_that_scales_gates_or_embeds_under_every
     let config = TrainConfig { weight_decay: 0.5, ..TrainConfig::default() };
     // What the names said before the groups came from shapes and types.
     let named_no_decay =
-        |path: &str| ["norm", "embed_tokens", "attn_gate", "ffn_gate"].iter().any(|name| path.contains(name));
+        |path: &str| ["norm", "embed_tokens", "attn_gate", "ffn_gate", "gpas_gate"].iter().any(|name| path.contains(name));
     for scheme in NormScheme::with_every_position() {
-        let llama = LlamaConfig { norm_scheme: scheme.clone(), ..LlamaConfig::tiny() }.init(&device).unwrap();
+        let llama_config = LlamaConfig { norm_scheme: scheme.clone(), ..LlamaConfig::tiny() };
+        let llama = llama_config.init(&device).unwrap();
         let model = TrainingModel::new(llama, StepSettings::default());
         let before = common::ParamValues::of(&model);
         // Zero gradients: Adam moves nothing, so whatever changes was decayed.
         let tokens = random_tokens(2, 9, 256, 3, &device);
         let loss = model.model.next_token_loss(tokens.clone().narrow(1, 0, 8), tokens.narrow(1, 1, 8)) * 0.0;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let mut optim = optimizer(&config, &model);
+        let mut optim = optimizer(&config, &llama_config, &model);
         let after = common::ParamValues::of(&optim.step(ModuleLearningRate::from(0.1), model, grads));
         let mut decayed = 0;
         for ((path, old), (_, new)) in before.iter().zip(&after) {

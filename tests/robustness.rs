@@ -166,6 +166,7 @@ fn record(step: usize) -> TrackRecord {
         block_output_variance: vec![1.0, 2.0 + step as f64, 3.0],
         after_attention_variance: vec![1.5, 2.5],
         grad_norm: vec![0.1, 0.2],
+        max_abs_activation: vec![0.5, 4.0, 9.0 + step as f64],
     }
 }
 

@@ -204,6 +204,16 @@ fn bad_sweeps_are_refused_before_any_training() {
             "--baseline pre-ln is not one",
         ),
         (dir.path().join("j"), vec!["--schemes", "lns,pre-ln", "--baseline", "pre-lm"], "unknown normalisation scheme"),
+        (dir.path().join("k"), vec!["--layers", ","], "--layers is empty"),
+        (dir.path().join("l"), vec!["--layers", "2,3,2"], "depth 2 is listed twice"),
+        (dir.path().join("m"), vec!["--layers", "0,2"], "`0` is not a number of layers"),
+        (dir.path().join("n"), vec!["--inits", "normal,scaled,normal"], "`normal` is listed twice"),
+        (dir.path().join("o"), vec!["--inits", "scaeld"], "unknown init scheme"),
+        (dir.path().join("p"), vec!["--init", "scaled", "--inits", "normal"], "both set the init"),
+        (dir.path().join("q"), vec!["--schemes", "deepnorm", "--inits", "scaled"], "sets its own init"),
+        (dir.path().join("r"), vec!["--layers", "2,3", "--init-from", "/nonexistent"], "depth is fixed"),
+        (dir.path().join("s"), vec!["--removal-threshold", "5"], "removal_threshold"),
+        (dir.path().join("t"), vec!["--schemes", "lns", "--inits", "scaled", "--baseline", "lns"], "is not one of"),
     ] {
         let output = sweep_command(&out, &extra).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -332,4 +342,66 @@ fn a_sweep_refuses_new_seeds_once_its_data_changed_in_place() {
     std::fs::write(&data, &corpus).unwrap();
     run(&mut with("1,2"));
     assert!(out.join("pre-ln/seed-2/model.bpk").is_file());
+}
+
+#[test]
+fn a_depth_sweep_reports_the_curse_against_depth_with_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("depth");
+    let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--layers", "2,3", "--seeds", "1"]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for group in ["layers-2/pre-ln", "layers-2/lns", "layers-3/pre-ln", "layers-3/lns"] {
+        assert!(out.join(group).join("seed-1/model.bpk").is_file(), "{group}: {stdout}");
+    }
+    let model: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("layers-3/lns/seed-1/model.json")).unwrap()).unwrap();
+    assert_eq!(model["model"]["n_layers"], 3, "the pair's depth is the run's");
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
+    let points = report["depth"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "{points:?}");
+    for point in points {
+        let layers = point["layers"].as_u64().unwrap();
+        assert!(point["loss_mean"].as_f64().unwrap().is_finite(), "{point}");
+        assert!(point["variance_growth"].as_f64().unwrap() > 0.0, "{point}");
+        assert!(point["effective_depth"].as_u64().unwrap() <= layers, "{point}");
+        // The row's loss is the pair's own.
+        let group = format!("layers-{layers}/{}", point["scheme"].as_str().unwrap());
+        let outcome = &report["outcomes"][format!("{group}/seed-1")];
+        assert_eq!(point["loss_mean"], outcome["valid_loss"], "{group}");
+    }
+    // Paired at each depth with that depth's pre-ln.
+    let paired = report["paired"].as_array().unwrap();
+    assert_eq!(paired.iter().map(|p| p["layers"].as_u64().unwrap()).collect::<Vec<_>>(), vec![2, 3]);
+    let md = std::fs::read_to_string(out.join("report/results.md")).unwrap();
+    assert!(md.contains("# Sweep: 2 depths x 2 schemes x 1 seed") && md.contains("The curse against depth"), "{md}");
+    for figure in ["loss_vs_depth.png", "variance_growth_vs_depth.png", "effective_depth_vs_depth.png"] {
+        assert_figure(&out.join("report").join(figure));
+        assert!(md.contains(&format!("![{figure}]({figure})")), "{figure}");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("report/depth.csv")).unwrap().lines().count(), 5);
+    // Run again: nothing trains, the record reads back with its axis.
+    let again = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--layers", "2,3", "--seeds", "1"]));
+    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("already finished").count(), 4);
+}
+
+#[test]
+fn an_init_sweep_crosses_every_scheme_with_every_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("inits");
+    let args = ["--schemes", "pre-ln,lns", "--inits", "normal,scaled", "--no-diagnostics", "--baseline", "pre-ln+scaled"];
+    run(&mut sweep_command(&out, &args));
+    for (group, init) in [("pre-ln", "normal"), ("pre-ln+scaled", "scaled"), ("lns", "normal"), ("lns+scaled", "scaled")]
+    {
+        let train: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join(group).join("seed-1/train.json")).unwrap()).unwrap();
+        assert_eq!(train["init"], init, "{group}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
+    let schemes: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(schemes, ["pre-ln", "pre-ln+scaled", "lns", "lns+scaled"]);
+    let paired = report["paired"].as_array().unwrap();
+    assert!(paired.iter().all(|p| p["baseline"] == "pre-ln+scaled") && paired.len() == 3, "{paired:?}");
 }

@@ -8,12 +8,18 @@ use burn::tensor::Tensor;
 
 /// Mean over tokens of the angular distance between `a` and `b`, both `[batch, seq, d_model]`.
 pub fn angular_distance(a: &Tensor<3>, b: &Tensor<3>) -> f64 {
+    let values = token_cosines(a, b);
+    let total: f64 = values.iter().map(|c| c.acos() / std::f64::consts::PI).sum();
+    total / values.len().max(1) as f64
+}
+
+/// The cosine similarity of each token's `a` and `b` (both `[batch, seq, d_model]`), in `[-1, 1]`:
+/// `batch * seq` values.
+pub(crate) fn token_cosines(a: &Tensor<3>, b: &Tensor<3>) -> Vec<f64> {
     let dot = (a.clone() * b.clone()).sum_dim(2); // [batch, seq, 1]
     let norms = a.clone().powf_scalar(2.0).sum_dim(2).sqrt() * b.clone().powf_scalar(2.0).sum_dim(2).sqrt();
     let cosine = (dot / norms.clamp_min(1e-12)).clamp(-1.0, 1.0);
-    let values = cosine.to_data().convert::<f64>().try_into_vec::<f64>().unwrap_or_default();
-    let total: f64 = values.iter().map(|c| c.acos() / std::f64::consts::PI).sum();
-    total / values.len().max(1) as f64
+    cosine.to_data().convert::<f64>().try_into_vec::<f64>().unwrap_or_default()
 }
 
 /// `d[l][n - 1]` = the angular distance between the hidden states entering block `l + 1` and

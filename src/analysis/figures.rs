@@ -5,7 +5,7 @@ use std::path::Path;
 use super::angular::normalize_per_n;
 use super::plot::{Heatmap, LineChart};
 use super::Report;
-use crate::measure::TrackRecord;
+use crate::measure::{TrackRecord, FP16_MAX};
 
 /// `(1, v_1), (2, v_2), ...`: one value per layer, layer 1 first.
 fn per_layer(values: &[f64]) -> Vec<(f64, f64)> {
@@ -67,6 +67,34 @@ pub fn write_report_figures(report: &Report, dir: &Path) -> std::io::Result<Vec<
         .with_series("update ratio", per_layer(&report.identity_ratio));
     save("identity_ratio.png", identity.write_png(&dir.join("identity_ratio.png")))?;
 
+    if !report.logit_lens_loss.is_empty() {
+        let lens = LineChart::new(
+            "Logit lens: each layer read through the final norm and LM head",
+            "layer (0 = embedding output)",
+            "nats",
+        )
+        .with_series("next-token loss", from_embedding(&report.logit_lens_loss))
+        .with_series("KL(model || lens)", from_embedding(&report.logit_lens_kl));
+        save("logit_lens.png", lens.write_png(&dir.join("logit_lens.png")))?;
+    }
+    if !report.block_influence.is_empty() {
+        let influence = LineChart::new("Block Influence (ShortGPT)", "layer", "1 - cos(input, output)")
+            .with_series("Block Influence", per_layer(&report.block_influence));
+        save("block_influence.png", influence.write_png(&dir.join("block_influence.png")))?;
+    }
+    if !report.max_abs_activation.is_empty() {
+        let fp16 = vec![(0.0, FP16_MAX), (report.n_layers as f64, FP16_MAX)];
+        let activation = LineChart::new(
+            "Largest absolute activation per layer",
+            "layer (0 = embedding output)",
+            "max |hidden state|",
+        )
+        .with_series("max |x|", from_embedding(&report.max_abs_activation))
+        .with_series("fp16 max (65504)", fp16)
+        .with_log_y(true);
+        save("max_abs_activation.png", activation.write_png(&dir.join("max_abs_activation.png")))?;
+    }
+
     let pruning = LineChart::new(
         format!("Perplexity change when one layer is removed (full model: {:.3})", report.perplexity),
         "layer removed",
@@ -121,10 +149,36 @@ pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::R
             records.iter().filter_map(|r| r.block_output_variance.get(layer).map(|&v| (r.step as f64, v))).collect();
         over_time = over_time.with_series(format!("layer {layer}"), points);
     }
+    let mut grads_over_time =
+        LineChart::new("Gradient norm of each layer over training", "step", "gradient L2 norm").with_log_y(true);
+    for layer in spread(layers, 8).into_iter().map(|i| i + 1) {
+        let points = records.iter().filter_map(|r| r.grad_norm.get(layer - 1).map(|&g| (r.step as f64, g))).collect();
+        grads_over_time = grads_over_time.with_series(format!("layer {layer}"), points);
+    }
     by_layer.write_png(&dir.join("training_variance.png"))?;
     over_time.write_png(&dir.join("training_variance_by_step.png"))?;
     grads.write_png(&dir.join("training_grad_norm.png"))?;
-    Ok(vec!["training_variance.png".into(), "training_variance_by_step.png".into(), "training_grad_norm.png".into()])
+    grads_over_time.write_png(&dir.join("training_grad_norm_by_step.png"))?;
+    let mut written: Vec<String> = [
+        "training_variance.png",
+        "training_variance_by_step.png",
+        "training_grad_norm.png",
+        "training_grad_norm_by_step.png",
+    ]
+    .map(String::from)
+    .to_vec();
+    if records.iter().any(|r| !r.max_abs_activation.is_empty()) {
+        let mut activation = LineChart::new("Largest absolute activation of each layer over training", "step", "max |x|")
+            .with_log_y(true);
+        for layer in spread(layers + 1, 8) {
+            let points =
+                records.iter().filter_map(|r| r.max_abs_activation.get(layer).map(|&m| (r.step as f64, m))).collect();
+            activation = activation.with_series(format!("layer {layer}"), points);
+        }
+        activation.write_png(&dir.join("training_max_abs_activation.png"))?;
+        written.push("training_max_abs_activation.png".into());
+    }
+    Ok(written)
 }
 
 /// The layer-wise output variance of several models overlaid (the paper's figure 1), on a log
@@ -149,17 +203,28 @@ pub fn write_comparison_figures(runs: &[(String, Report)], dir: &Path) -> std::i
     let mut identity = LineChart::new("How far each block is from the identity", "layer", "||f(x)|| / ||x||");
     let mut pruning = LineChart::new("Perplexity change when one layer is removed", "layer removed", "dPPL");
     let mut adjacent = LineChart::new("Angular distance to the next layer", "layer l", "d(l, l+1)");
+    let mut influence = LineChart::new("Block Influence (ShortGPT)", "layer", "1 - cos(input, output)");
+    let mut lens = LineChart::new("Logit lens: next-token loss of each layer", "layer (0 = embedding output)", "nats");
+    let mut activation =
+        LineChart::new("Largest absolute activation per layer", "layer (0 = embedding output)", "max |hidden state|")
+            .with_log_y(true);
     for (label, report) in runs {
         identity = identity.with_series(label, per_layer(&report.identity_ratio));
         pruning = pruning.with_series(label, per_layer(&report.pruning_drop));
         let next: Vec<f64> = report.angular_distance.iter().filter_map(|row| row.first().copied()).collect();
         adjacent = adjacent.with_series(label, from_embedding(&next));
+        influence = influence.with_series(label, per_layer(&report.block_influence));
+        lens = lens.with_series(label, from_embedding(&report.logit_lens_loss));
+        activation = activation.with_series(label, from_embedding(&report.max_abs_activation));
     }
     let charts = [
         ("variance.png", variance),
         ("identity_ratio.png", identity),
         ("pruning_drop.png", pruning),
         ("angular_distance_next.png", adjacent),
+        ("block_influence.png", influence),
+        ("logit_lens.png", lens),
+        ("max_abs_activation.png", activation),
     ];
     let mut written = Vec::new();
     for (name, chart) in charts {

@@ -1,10 +1,10 @@
 //! Multiple-choice accuracy, following lm-evaluation-harness: each choice is scored by the summed
-//! log-likelihood of its tokens after `Question: {question}\nAnswer:`; `acc` picks the highest sum,
-//! `acc_norm` the highest sum per character of the choice. As there, context and choice are
-//! encoded together (`"{context} {choice}"`) and the choice's tokens are those after the
-//! context's own encoding, so a tokenizer that merges across the space scores what it would read.
-
-use std::path::Path;
+//! log-likelihood of its tokens after the item's context (its task's prompt, see
+//! [`read_choice_file`](super::read_choice_file)); `acc` picks the highest sum, `acc_norm` the
+//! highest sum per character of the choice. As there, context and choice are encoded together
+//! (`"{context} {choice}"`, whitespace at the end of the context moved to the choice) and the
+//! choice's tokens are those after the context's own encoding, so a tokenizer that merges across
+//! the space scores what it would read.
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -13,79 +13,26 @@ use crate::data::{DataError, Tokenizer};
 use crate::model::Llama;
 use crate::Error;
 
-/// One question of an ARC-style JSONL file.
+/// One multiple-choice question, ready to score: the model reads `context`, then each choice after
+/// a space.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChoiceItem {
-    /// The question.
+    /// The question, as messages show it.
     pub question: String,
-    /// The candidate answers.
+    /// What the model reads before each choice: the task's prompt for this question.
+    pub context: String,
+    /// The candidate answers, without the space that joins each to the context.
     pub choices: Vec<String>,
     /// The index of the right answer.
     pub answer: usize,
 }
 
-/// Reads ARC-style JSONL: `question` (a string, or an object with a `stem`), `choices` (a list of
-/// strings, or an object with `text` and `label` lists, or a list of `{text, label}`), and the
-/// answer as `answer` / `answerKey` (an index, or a label such as `"B"`). Errors name the line.
-pub fn read_choice_items(path: &Path) -> Result<Vec<ChoiceItem>, DataError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
-    let mut items = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |what: &str| DataError::Corpus(format!("{shown}:{}: {what}", index + 1));
-        let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| bad(&format!("not a JSON object: {e}")))?;
-        let question = match &value["question"] {
-            serde_json::Value::String(q) => q.clone(),
-            q => q["stem"].as_str().ok_or_else(|| bad("no string `question` (or `question.stem`)"))?.to_string(),
-        };
-        let choices_value = if value["choices"].is_null() { &value["question"]["choices"] } else { &value["choices"] };
-        let (choices, labels) = parse_choices(choices_value).ok_or_else(|| bad("no `choices` list"))?;
-        if choices.len() < 2 {
-            return Err(bad("fewer than 2 choices"));
-        }
-        let key = if value["answer"].is_null() { &value["answerKey"] } else { &value["answer"] };
-        let answer = match key {
-            serde_json::Value::Number(n) => n.as_u64().map(|n| n as usize),
-            serde_json::Value::String(label) => labels
-                .iter()
-                .position(|l| l == label)
-                .or_else(|| label.parse::<usize>().ok().filter(|_| labels.iter().all(|l| l.parse::<usize>().is_err())))
-                .or_else(|| label.chars().next().filter(|c| c.is_ascii_uppercase()).map(|c| (c as u8 - b'A') as usize)),
-            _ => None,
-        }
-        .filter(|&a| a < choices.len())
-        .ok_or_else(|| bad("`answer` / `answerKey` is missing or names no choice"))?;
-        items.push(ChoiceItem { question, choices, answer });
+impl ChoiceItem {
+    /// An item with ARC's (and PIQA's) prompt, `Question: {question}\nAnswer:`.
+    pub fn with_question_prompt(question: String, choices: Vec<String>, answer: usize) -> Self {
+        let context = format!("Question: {question}\nAnswer:");
+        ChoiceItem { question, context, choices, answer }
     }
-    if items.is_empty() {
-        return Err(DataError::Corpus(format!("{shown}: no question")));
-    }
-    Ok(items)
-}
-
-/// Choice texts and labels (`A`, `B`, ... when none are given).
-fn parse_choices(value: &serde_json::Value) -> Option<(Vec<String>, Vec<String>)> {
-    let letters = |n: usize| (0..n).map(|i| ((b'A' + i as u8) as char).to_string()).collect::<Vec<_>>();
-    if let Some(list) = value.as_array() {
-        let texts: Option<Vec<String>> =
-            list.iter().map(|c| c.as_str().or_else(|| c["text"].as_str()).map(str::to_string)).collect();
-        let texts = texts?;
-        let labels: Vec<String> = list.iter().filter_map(|c| c["label"].as_str().map(str::to_string)).collect();
-        let labels = if labels.len() == texts.len() { labels } else { letters(texts.len()) };
-        return Some((texts, labels));
-    }
-    let texts: Vec<String> =
-        value["text"].as_array()?.iter().map(|t| t.as_str().map(str::to_string)).collect::<Option<_>>()?;
-    let labels: Vec<String> = value["label"]
-        .as_array()
-        .map(|l| l.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
-        .filter(|l: &Vec<String>| l.len() == texts.len())
-        .unwrap_or_else(|| letters(texts.len()));
-    Some((texts, labels))
 }
 
 /// Summed log-probability of `continuation` after `context` (both token ids, non-empty), with the
@@ -122,16 +69,25 @@ pub struct ChoiceAccuracy {
     pub acc_norm: f64,
 }
 
-/// The index picked by the highest score (the first on ties).
+/// The index picked by the highest score (the first on ties, as numpy's `argmax`).
 fn best(scores: &[f64]) -> usize {
     scores.iter().enumerate().fold(0, |best, (i, &s)| if s > scores[best] { i } else { best })
 }
 
-/// The text before the choices of `item`, and the whole text (context and choice) of each choice.
-fn item_texts(item: &ChoiceItem) -> (String, Vec<String>) {
-    let context = format!("Question: {}\nAnswer:", item.question);
-    let wholes = item.choices.iter().map(|choice| format!("{context} {choice}")).collect();
-    (context, wholes)
+/// The picks of lm-eval's two metrics from each choice's summed log-likelihood: `acc` by the
+/// highest sum, `acc_norm` by the highest sum per character of the choice (Python's `len`:
+/// characters, not bytes, without the joining space). Ties go to the first choice.
+pub fn choice_picks(log_likelihoods: &[f64], choices: &[String]) -> (usize, usize) {
+    let per_char: Vec<f64> =
+        log_likelihoods.iter().zip(choices).map(|(ll, choice)| ll / choice.chars().count().max(1) as f64).collect();
+    (best(log_likelihoods), best(&per_char))
+}
+
+/// The text the model reads before the choices of `item` (lm-eval moves whitespace at its end to
+/// each choice), and the whole text (context and choice) of each choice.
+fn item_texts(item: &ChoiceItem) -> (&str, Vec<String>) {
+    let wholes = item.choices.iter().map(|choice| format!("{} {choice}", item.context)).collect();
+    (item.context.trim_end(), wholes)
 }
 
 /// The most tokens [`score_choices`] gives the model for one question and choice: a model must
@@ -158,18 +114,16 @@ pub fn score_choices(
     let (mut right, mut right_norm) = (0, 0);
     for item in items {
         let (context_text, wholes) = item_texts(item);
-        let context = encode(&context_text)?;
+        let context = encode(context_text)?;
         let mut sums = Vec::new();
-        let mut per_char = Vec::new();
         for (choice, whole) in item.choices.iter().zip(&wholes) {
             let whole = encode(whole)?;
             let continuation = whole.get(context.len()..).unwrap_or_default();
             let sum = continuation_log_likelihood(model, &context, continuation, skip)
                 .map_err(|e| DataError::Corpus(format!("question {:?}, choice {choice:?}: {e}", item.question)))?;
             sums.push(sum);
-            per_char.push(sum / choice.chars().count().max(1) as f64);
         }
-        let pick = (best(&sums), best(&per_char));
+        let pick = choice_picks(&sums, &item.choices);
         right += usize::from(pick.0 == item.answer);
         right_norm += usize::from(pick.1 == item.answer);
         picks.push(pick);

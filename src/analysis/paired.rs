@@ -7,13 +7,16 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::sweep_report::{mean_std, SchemeResult};
+use super::sweep_report::{depths_of, mean_std, SchemeResult};
 
 /// One scheme against the baseline.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PairedDifference {
     /// The scheme.
     pub scheme: String,
+    /// The depth both have, on a depth axis (each depth is paired with its own baseline run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers: Option<usize>,
     /// The baseline scheme.
     pub baseline: String,
     /// `loss(scheme) - loss(baseline)` for each seed both finished; negative: the scheme is better.
@@ -30,10 +33,21 @@ pub struct PairedDifference {
     pub distinguishable: Option<bool>,
 }
 
-/// Each scheme of `results` but the baseline, against `baseline`'s row (`None` when no row is
-/// the baseline's).
+/// Each scheme of `results` but the baseline, against `baseline`'s row of the same depth (`None`
+/// when no row is the baseline's).
 pub fn paired_differences(results: &[SchemeResult], baseline: &str) -> Option<Vec<PairedDifference>> {
-    let base = results.iter().find(|r| r.scheme == baseline)?;
+    let mut all = Vec::new();
+    for layers in depths_of(results) {
+        let at_depth: Vec<&SchemeResult> = results.iter().filter(|r| r.layers == layers).collect();
+        if let Some(base) = at_depth.iter().find(|r| r.scheme == baseline) {
+            all.extend(paired_with(&at_depth, base, baseline));
+        }
+    }
+    (!all.is_empty() || results.iter().any(|r| r.scheme == baseline)).then_some(all)
+}
+
+/// Each row of `results` but the baseline's against `base`.
+fn paired_with(results: &[&SchemeResult], base: &SchemeResult, baseline: &str) -> Vec<PairedDifference> {
     let paired = results.iter().filter(|r| r.scheme != baseline).map(|r| {
         let differences: BTreeMap<u64, f64> = r
             .losses
@@ -48,6 +62,7 @@ pub fn paired_differences(results: &[SchemeResult], baseline: &str) -> Option<Ve
         });
         PairedDifference {
             scheme: r.scheme.clone(),
+            layers: r.layers,
             baseline: baseline.to_string(),
             differences,
             mean,
@@ -56,7 +71,7 @@ pub fn paired_differences(results: &[SchemeResult], baseline: &str) -> Option<Ve
             distinguishable: interval.map(|(low, high)| low > 0.0 || high < 0.0),
         }
     });
-    Some(paired.collect())
+    paired.collect()
 }
 
 /// The 0.975 quantile of Student's t with `dof` degrees of freedom (> 0): the table to 30, then
@@ -82,11 +97,17 @@ pub fn paired_markdown(paired: &[PairedDifference]) -> String {
     let Some(baseline) = paired.first().map(|p| p.baseline.as_str()) else {
         return String::new();
     };
+    let by_depth = paired.iter().any(|p| p.layers.is_some());
     let mut md = format!(
-        "| scheme | seeds paired | loss - {baseline}, by seed | mean ± std | 95% interval | distinguishable from 0 |\n\
-         |---|---|---|---|---|---|\n"
+        "| {}scheme | seeds paired | loss - {baseline}, by seed | mean ± std | 95% interval | distinguishable from 0 |\n\
+         |{}---|---|---|---|---|---|\n",
+        if by_depth { "layers | " } else { "" },
+        if by_depth { "---|" } else { "" },
     );
     for p in paired {
+        if let Some(layers) = p.layers {
+            md.push_str(&format!("| {layers} "));
+        }
         let by_seed: Vec<String> = p.differences.iter().map(|(seed, d)| format!("{seed}: {d:+.4}")).collect();
         let mean = match (p.mean, p.std) {
             (Some(m), Some(s)) => format!("{m:+.4} ± {s:.4}"),
@@ -118,6 +139,7 @@ mod tests {
     fn row(scheme: &str, losses: &[(u64, f64)]) -> SchemeResult {
         SchemeResult {
             scheme: scheme.into(),
+            layers: None,
             finished: losses.len(),
             diverged: 0,
             losses: losses.iter().copied().collect(),

@@ -8,11 +8,15 @@ use serde::Serialize;
 use super::figures::write_report_figures;
 use super::pruning::layers_or_all;
 use super::trace_statistics::TraceStatistics;
-use super::{normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
+use super::{logit_lens, normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
 use crate::data::{SequenceDataset, Tokenizer};
-use crate::measure::{evaluation_batches, TrackRecord};
+use crate::measure::{evaluation_batches, max_abs_activations, TrackRecord};
 use crate::model::{first_non_finite_parameter, Llama};
 use crate::{ConfigError, Error};
+
+/// The default threshold of [`Report::effective_depth`]: a layer counts when removing it alone
+/// raises the perplexity by 5% or more.
+pub const EFFECTIVE_DEPTH_THRESHOLD: f64 = 0.05;
 
 /// What [`analyze`] evaluates; also a command line (`clap::Args`, see [`crate::cli`]).
 #[derive(Clone, Debug, PartialEq, Serialize, clap::Args)]
@@ -50,6 +54,16 @@ pub struct Report {
     pub after_attention_variance: Vec<f64>,
     /// `||f(x)|| / ||x||` per block (`n_layers`).
     pub identity_ratio: Vec<f64>,
+    /// Block Influence `1 - cos(input, output)` per block (`n_layers`; ShortGPT).
+    pub block_influence: Vec<f64>,
+    /// Logit lens: next-token loss of the embedding output and of each block's output read
+    /// through the final norm and LM head (`n_layers + 1`; the last is the model's own loss).
+    pub logit_lens_loss: Vec<f64>,
+    /// Logit lens: `KL(model || lens)` of each (`n_layers + 1`; the last is 0).
+    pub logit_lens_kl: Vec<f64>,
+    /// The largest absolute value of the embedding output and of each block's output over the
+    /// evaluated tokens (`n_layers + 1`): the margin to fp16's 65504.
+    pub max_abs_activation: Vec<f64>,
     /// `angular_distance[l][n - 1]` between `hidden[l]` and `hidden[l + n]`.
     pub angular_distance: Vec<Vec<f64>>,
     /// The same, min-max normalised over `l` for each `n` (see [`normalize_per_n`]).
@@ -130,8 +144,16 @@ pub fn analyze(
     // Each statistic is a mean over tokens, and every sequence has as many: a batch's mean counts
     // with its number of sequences.
     let (mut sum, mut sequences) = (TraceStatistics::default(), 0);
+    let mut max_abs_activation: Vec<f64> = Vec::new();
     for (batch, size) in evaluation_batches(data, options.batch_size, options.batches, &device)? {
-        sum.add(&TraceStatistics::of(&model.forward_trace(batch.inputs)), size as f64);
+        let trace = model.forward_trace(batch.inputs);
+        let lens = logit_lens(model, &trace, batch.targets);
+        let batch_max = max_abs_activations(&trace);
+        max_abs_activation.resize(batch_max.len(), 0.0);
+        for (max, value) in max_abs_activation.iter_mut().zip(batch_max) {
+            *max = max.max(value);
+        }
+        sum.add(&TraceStatistics::of(&trace, lens), size as f64);
         sequences += size;
     }
     let mut stats = TraceStatistics::default();
@@ -144,6 +166,10 @@ pub fn analyze(
         block_output_variance: stats.block_output_variance,
         after_attention_variance: stats.after_attention_variance,
         identity_ratio: stats.identity_ratio,
+        block_influence: stats.block_influence,
+        logit_lens_loss: stats.lens.loss,
+        logit_lens_kl: stats.lens.kl,
+        max_abs_activation,
         angular_distance: stats.angular_distance,
         perplexity,
         pruned_layers,
@@ -175,14 +201,16 @@ impl Report {
         }
         std::fs::write(dir.join("angular_distance.csv"), angular)?;
         if let Some(records) = &self.tracking {
-            let mut csv = String::from("step,layer,block_output_variance,after_attention_variance,grad_norm\n");
+            let mut csv =
+                String::from("step,layer,block_output_variance,after_attention_variance,grad_norm,max_abs_activation\n");
             for r in records {
                 for (l, variance) in r.block_output_variance.iter().enumerate() {
                     let per_block = |values: &[f64]| {
                         l.checked_sub(1).and_then(|i| values.get(i)).map(f64::to_string).unwrap_or_default()
                     };
                     let (after, grad) = (per_block(&r.after_attention_variance), per_block(&r.grad_norm));
-                    csv.push_str(&format!("{},{l},{variance},{after},{grad}\n", r.step));
+                    let max = r.max_abs_activation.get(l).map(f64::to_string).unwrap_or_default();
+                    csv.push_str(&format!("{},{l},{variance},{after},{grad},{max}\n", r.step));
                 }
             }
             std::fs::write(dir.join("tracking.csv"), csv)?;
@@ -192,22 +220,42 @@ impl Report {
         Ok(figures)
     }
 
+    /// The effective depth: how many of the removed layers raise the perplexity by at least
+    /// `threshold` (relative, `0.05` for 5%) when removed alone; the others can go at that cost.
+    /// Every layer of the model counts when every layer was removed (the default).
+    pub fn effective_depth(&self, threshold: f64) -> usize {
+        self.pruning_drop.iter().filter(|&&drop| drop >= threshold * self.perplexity).count()
+    }
+
     /// The pruning drop of `layer` (1-based), when it was measured.
     pub fn drop_of(&self, layer: usize) -> Option<f64> {
         self.pruned_layers.iter().position(|&l| l == layer).map(|i| self.pruning_drop[i])
     }
 
     fn layers_csv(&self) -> String {
-        let mut csv =
-            String::from("layer,block_output_variance,after_attention_variance,identity_ratio,pruning_drop\n");
-        csv.push_str(&format!("0,{},,,\n", self.block_output_variance[0]));
+        let mut csv = String::from(
+            "layer,block_output_variance,after_attention_variance,identity_ratio,pruning_drop,block_influence,\
+             logit_lens_loss,logit_lens_kl,max_abs_activation\n",
+        );
+        let at = |values: &[f64], i: usize| values.get(i).map(f64::to_string).unwrap_or_default();
+        csv.push_str(&format!(
+            "0,{},,,,,{},{},{}\n",
+            self.block_output_variance[0],
+            at(&self.logit_lens_loss, 0),
+            at(&self.logit_lens_kl, 0),
+            at(&self.max_abs_activation, 0)
+        ));
         for l in 1..=self.n_layers {
             let drop = self.drop_of(l).map(|d| d.to_string()).unwrap_or_default();
             csv.push_str(&format!(
-                "{l},{},{},{},{drop}\n",
+                "{l},{},{},{},{drop},{},{},{},{}\n",
                 self.block_output_variance[l],
                 self.after_attention_variance[l - 1],
                 self.identity_ratio[l - 1],
+                at(&self.block_influence, l - 1),
+                at(&self.logit_lens_loss, l),
+                at(&self.logit_lens_kl, l),
+                at(&self.max_abs_activation, l),
             ));
         }
         csv
@@ -220,15 +268,23 @@ impl Report {
 
     fn summary_with_figures(&self, title: &str, figures: &[String]) -> String {
         let mut md = format!(
-            "# {title}\n\n{} layers; perplexity {:.4}.\n\n| layer | output variance | identity ratio | dPPL when removed |\n|---|---|---|---|\n",
+            "# {title}\n\n{} layers; perplexity {:.4}.\n\n| layer | output variance | identity ratio | Block Influence \
+             | logit-lens loss | logit-lens KL | max abs activation | dPPL when removed |\n|---|---|---|---|---|---|---|---|\n",
             self.n_layers, self.perplexity
         );
+        let cell = |values: &[f64], i: usize, digits: usize| {
+            values.get(i).map(|v| format!("{v:.digits$}")).unwrap_or_else(|| "-".into())
+        };
         for l in 1..=self.n_layers {
             let drop = self.drop_of(l).map(|d| format!("{d:+.4}")).unwrap_or_else(|| "-".into());
             md.push_str(&format!(
-                "| {l} | {:.4e} | {:.4} | {drop} |\n",
+                "| {l} | {:.4e} | {:.4} | {} | {} | {} | {} | {drop} |\n",
                 self.block_output_variance[l],
                 self.identity_ratio[l - 1],
+                cell(&self.block_influence, l - 1, 4),
+                cell(&self.logit_lens_loss, l, 4),
+                cell(&self.logit_lens_kl, l, 4),
+                cell(&self.max_abs_activation, l, 2),
             ));
         }
         if let Some(choices) = &self.multiple_choice {

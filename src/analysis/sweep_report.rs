@@ -9,17 +9,20 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::comparison::{write_comparison, ComparedRun};
+use super::depth_report::{depth_csv, depth_markdown, depth_points, write_depth_figures};
 use super::paired::{paired_differences, paired_markdown, PairedDifference};
 use super::plot::LineChart;
 use crate::measure::{read_metrics, MetricRow};
-use crate::norm::NormScheme;
-use crate::train::{PairOutcome, Sweep, SweepRecord};
+use crate::train::{group_name, PairOutcome, Sweep, SweepRecord};
 
-/// One scheme's row of the table.
+/// One scheme's row of the table (one per depth on a depth axis).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SchemeResult {
-    /// The scheme (`pre-ln`, `lns`, ...).
+    /// The scheme (`pre-ln`, `lns`, ...), with its init on an init axis (`lns+scaled`).
     pub scheme: String,
+    /// The number of layers, on a depth axis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers: Option<usize>,
     /// Seeds that trained to the end.
     pub finished: usize,
     /// Seeds that diverged.
@@ -49,16 +52,18 @@ pub(super) fn mean_std(values: &[f64]) -> (Option<f64>, Option<f64>) {
     (Some(mean), std)
 }
 
-/// The table of a sweep: one row per scheme, in the sweep's order.
+/// The table of a sweep: one row per scheme (and init, and depth), in the sweep's order. The best
+/// is marked among the rows of each depth.
 pub fn sweep_results(record: &SweepRecord) -> Vec<SchemeResult> {
     let mut results: Vec<SchemeResult> = record
-        .schemes
-        .iter()
-        .map(|scheme| {
-            let name = crate::train::scheme_dir_name(scheme);
+        .sweep()
+        .groups()
+        .into_iter()
+        .map(|(layers, arm)| {
+            let group = group_name(layers, &arm);
             let (mut losses, mut diverged) = (BTreeMap::new(), 0);
             for seed in &record.seeds {
-                match record.outcomes.get(&format!("{name}/seed-{seed}")) {
+                match record.outcomes.get(&format!("{group}/seed-{seed}")) {
                     Some(PairOutcome::Finished { valid_loss }) => {
                         losses.insert(*seed, *valid_loss);
                     }
@@ -71,7 +76,8 @@ pub fn sweep_results(record: &SweepRecord) -> Vec<SchemeResult> {
             let ((loss_mean, loss_std), (perplexity_mean, perplexity_std)) =
                 (mean_std(&values), mean_std(&perplexities));
             SchemeResult {
-                scheme: scheme.to_string(),
+                scheme: arm,
+                layers,
                 finished: losses.len(),
                 diverged,
                 losses,
@@ -83,18 +89,32 @@ pub fn sweep_results(record: &SweepRecord) -> Vec<SchemeResult> {
             }
         })
         .collect();
-    let best = results
-        .iter()
-        .enumerate()
-        // A scheme that lost a seed to divergence is not the best on its lucky seeds.
-        .filter(|(_, r)| r.diverged == 0)
-        .filter_map(|(i, r)| r.loss_mean.map(|m| (i, m)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(i, _)| i);
-    if let Some(i) = best {
-        results[i].best = true;
+    for layers in depths_of(&results) {
+        let best = results
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.layers == layers)
+            // A scheme that lost a seed to divergence is not the best on its lucky seeds.
+            .filter(|(_, r)| r.diverged == 0)
+            .filter_map(|(i, r)| r.loss_mean.map(|m| (i, m)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(i, _)| i);
+        if let Some(i) = best {
+            results[i].best = true;
+        }
     }
     results
+}
+
+/// The depths of the rows, in order (`[None]` without a depth axis).
+pub(super) fn depths_of(results: &[SchemeResult]) -> Vec<Option<usize>> {
+    let mut depths = Vec::new();
+    for r in results {
+        if !depths.contains(&r.layers) {
+            depths.push(r.layers);
+        }
+    }
+    depths
 }
 
 /// `1 scheme`, `2 schemes`.
@@ -111,10 +131,18 @@ fn mean_pm_std(mean: Option<f64>, std: Option<f64>, digits: usize) -> String {
     }
 }
 
-/// The table in Markdown, the best scheme in bold.
+/// The table in Markdown, the best scheme (of each depth) in bold.
 pub fn results_markdown(results: &[SchemeResult], seeds: usize) -> String {
-    let mut md = String::from("| scheme | seeds finished | validation loss | perplexity |\n|---|---|---|---|\n");
+    let by_depth = results.iter().any(|r| r.layers.is_some());
+    let mut md = if by_depth {
+        String::from("| layers | scheme | seeds finished | validation loss | perplexity |\n|---|---|---|---|---|\n")
+    } else {
+        String::from("| scheme | seeds finished | validation loss | perplexity |\n|---|---|---|---|\n")
+    };
     for r in results {
+        if let Some(layers) = r.layers {
+            md.push_str(&format!("| {layers} "));
+        }
         let loss = mean_pm_std(r.loss_mean, r.loss_std, 4);
         let ppl = mean_pm_std(r.perplexity_mean, r.perplexity_std, 3);
         let diverged = if r.diverged > 0 { format!(" ({} diverged)", r.diverged) } else { String::new() };
@@ -136,11 +164,13 @@ fn csv_cell(value: Option<f64>) -> String {
 
 /// The table as CSV: one line per scheme (empty cells where a value does not exist).
 fn results_csv(results: &[SchemeResult]) -> String {
-    let mut csv = String::from("scheme,finished,diverged,loss_mean,loss_std,perplexity_mean,perplexity_std,best\n");
+    let mut csv =
+        String::from("scheme,layers,finished,diverged,loss_mean,loss_std,perplexity_mean,perplexity_std,best\n");
     for r in results {
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{}\n",
             r.scheme,
+            r.layers.map(|l| l.to_string()).unwrap_or_default(),
             r.finished,
             r.diverged,
             csv_cell(r.loss_mean),
@@ -155,12 +185,13 @@ fn results_csv(results: &[SchemeResult]) -> String {
 
 /// The paired comparison as CSV: one line per scheme and seed (the summary repeated on each).
 fn paired_csv(paired: &[PairedDifference]) -> String {
-    let mut csv = String::from("scheme,baseline,seed,difference,mean,std,low,high,distinguishable\n");
+    let mut csv = String::from("scheme,layers,baseline,seed,difference,mean,std,low,high,distinguishable\n");
     for p in paired {
         for (seed, difference) in &p.differences {
             csv.push_str(&format!(
-                "{},{},{seed},{difference},{},{},{},{},{}\n",
+                "{},{},{},{seed},{difference},{},{},{},{},{}\n",
                 p.scheme,
+                p.layers.map(|l| l.to_string()).unwrap_or_default(),
                 p.baseline,
                 csv_cell(p.mean),
                 csv_cell(p.std),
@@ -206,16 +237,17 @@ impl LossCurves {
     }
 }
 
-/// Each scheme's loss curves from the runs of its pairs that `record` holds, averaged over seeds
-/// (diverged ones up to their last finite loss), and a warning for each run left out because its
-/// `metrics.jsonl` cannot be read (naming the file). A scheme left with no run is marked
-/// `(no data)` in the figures' legend.
+/// Each group's loss curves (a scheme, with its init and depth on those axes, labelled as its
+/// folder: `lns`, `layers-8/lns+scaled`) from the runs of its pairs that `record` holds, averaged
+/// over seeds (diverged ones up to their last finite loss), and a warning for each run left out
+/// because its `metrics.jsonl` cannot be read (naming the file). A group left with no run is
+/// marked `(no data)` in the figures' legend.
 pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, LossCurves)>, Vec<String>) {
     let pairs = sweep.pairs();
     let mut warnings = Vec::new();
-    let mut curves = |scheme: &NormScheme| {
+    let mut curves = |group: &str| {
         let mut runs = Vec::new();
-        for pair in pairs.iter().filter(|p| &p.scheme == scheme && record.outcomes.contains_key(&p.key())) {
+        for pair in pairs.iter().filter(|p| p.group() == group && record.outcomes.contains_key(&p.key())) {
             match read_metrics(&pair.dir) {
                 Ok(rows) => runs.push(rows),
                 Err(e) => warnings.push(format!("the loss curves leave out {}: {e}", pair.key())),
@@ -223,8 +255,9 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
         }
         LossCurves::of(&runs)
     };
-    let per_scheme = sweep.schemes.iter().map(|scheme| (scheme.to_string(), curves(scheme))).collect();
-    (per_scheme, warnings)
+    let groups = sweep.groups().into_iter().map(|(layers, arm)| group_name(layers, &arm));
+    let per_group = groups.map(|group| (group.clone(), curves(&group))).collect();
+    (per_group, warnings)
 }
 
 /// Writes the overlaid loss curves against steps and against tokens (`tokens_per_step` each).
@@ -249,32 +282,64 @@ fn write_curves(curves: &[(String, LossCurves)], tokens_per_step: f64, dir: &Pat
 /// Writes the sweep report into `dir`, whole or not at all: `results.md`, `results.csv`,
 /// `results.json`, `loss_vs_steps.png`, `loss_vs_tokens.png`, `diagnostics/` (the comparison
 /// of one model per scheme, when any finished), and when the sweep has the `baseline` scheme, the
-/// paired comparison against it (`paired.csv`, in `results.md` and `results.json`).
+/// paired comparison against it (`paired.csv`, in `results.md` and `results.json`). A sweep over
+/// depths adds the curse against depth ([`depth_points`], `depth.csv` and three figures), its
+/// effective depth counting the blocks whose removal costs at least `removal_threshold` of the
+/// perplexity (relative; the diagnostics give the removals: labelled by group, `layers-8/lns`).
 pub fn write_sweep_report(
     dir: &Path,
     record: &SweepRecord,
     curves: &[(String, LossCurves)],
     diagnostics: &[ComparedRun],
     baseline: &str,
+    removal_threshold: f64,
 ) -> std::io::Result<Vec<SchemeResult>> {
     let results = sweep_results(record);
     let paired = paired_differences(&results, baseline);
+    let depth = depth_points(&results, diagnostics, removal_threshold);
     let config = &record.config;
     let tokens_per_step = (config.batch_size * config.grad_accum * config.seq_len) as f64;
     crate::io::write_dir_atomically(dir, "results.json", |tmp| {
         let figures = write_curves(curves, tokens_per_step, tmp)?;
-        let json = serde_json::json!({ "results": results, "paired": paired, "outcomes": record.outcomes });
+        let json = serde_json::json!({
+            "results": results,
+            "paired": paired,
+            "depth": depth,
+            "removal_threshold": removal_threshold,
+            "outcomes": record.outcomes
+        });
         std::fs::write(tmp.join("results.json"), serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?)?;
         std::fs::write(tmp.join("results.csv"), results_csv(&results))?;
+        let axes = [
+            (!record.depths.is_empty()).then(|| count(record.depths.len(), "depth")),
+            Some(count(record.schemes.len(), "scheme")),
+            (!record.inits.is_empty()).then(|| count(record.inits.len(), "init")),
+            Some(count(record.seeds.len(), "seed")),
+        ];
         let mut md = format!(
-            "# Sweep: {} x {}\n\nFinal validation loss and perplexity (mean ± sample standard deviation over the seeds \
-             that finished; the best of the schemes with no diverged seed in bold), {} steps of {} tokens.\n\n",
-            count(record.schemes.len(), "scheme"),
-            count(record.seeds.len(), "seed"),
+            "# Sweep: {}\n\nFinal validation loss and perplexity (mean ± sample standard deviation over the seeds \
+             that finished; the best of the schemes with no diverged seed in bold{}), {} steps of {} tokens.\n\n",
+            axes.into_iter().flatten().collect::<Vec<_>>().join(" x "),
+            if record.depths.is_empty() { "" } else { ", at each depth" },
             config.steps,
             tokens_per_step
         );
         md.push_str(&results_markdown(&results, record.seeds.len()));
+        if !depth.is_empty() {
+            std::fs::write(tmp.join("depth.csv"), depth_csv(&depth))?;
+            md.push_str(&format!(
+                "\n## The curse against depth\n\nFor each scheme and depth: the mean final validation loss, how much the \
+                 hidden-state variance grows from the first block's output to the last's, and the effective depth, the \
+                 blocks whose removal alone raises the perplexity by at least {}% (both from the first finished seed's \
+                 model; `-` without diagnostics).\n\n",
+                removal_threshold * 100.0
+            ));
+            md.push_str(&depth_markdown(&depth, removal_threshold));
+            md.push('\n');
+            for name in write_depth_figures(&depth, removal_threshold, tmp)? {
+                md.push_str(&format!("![{name}]({name})\n\n"));
+            }
+        }
         if let Some(paired) = paired.as_ref().filter(|p| !p.is_empty()) {
             std::fs::write(tmp.join("paired.csv"), paired_csv(paired))?;
             md.push_str(&format!(

@@ -82,6 +82,10 @@ pub(crate) fn check_exportable_plan(plan: &LayerPlan) -> Result<(), HfError> {
         Placement::Sandwich => {
             return unsupported("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")
         }
+        Placement::Reordered => return unsupported("a norm on each sub-layer's output and none on its input (reordered-norm)"),
+    }
+    if plan.gpas {
+        return unsupported("GPAS's learned scaling of the residual stream (gpas)");
     }
     if plan.gate != BranchGate::None {
         return unsupported("a LayerScale or SkipInit gate");

@@ -1,12 +1,15 @@
-//! Measurements that training and the analysis share: the layer-wise variance of a forward pass,
+//! Measurements that training and the analysis share: the layer-wise variance and largest
+//! activation of a forward pass,
 //! the mean loss on held-out data, and the tracking and metric records a run writes.
 
+mod activation;
 #[cfg(feature = "data")]
 mod loss;
 mod metric_record;
 mod tracking_record;
 mod variance;
 
+pub use activation::{max_abs, max_abs_activations, FP16_MAX};
 #[cfg(feature = "data")]
 pub use loss::{evaluation_batches, mean_loss};
 #[cfg(feature = "train")]
@@ -87,6 +90,7 @@ pub(crate) mod tests {
                 block_output_variance: v[..3].to_vec(),
                 after_attention_variance: v[3..5].to_vec(),
                 grad_norm: v[5..7].to_vec(),
+                max_abs_activation: v[4..7].to_vec(),
             })
             .collect();
         let text: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
@@ -95,7 +99,7 @@ pub(crate) mod tests {
         let flat = |records: &[TrackRecord]| -> Vec<u64> {
             records
                 .iter()
-                .flat_map(|r| [&r.block_output_variance, &r.after_attention_variance, &r.grad_norm])
+                .flat_map(|r| [&r.block_output_variance, &r.after_attention_variance, &r.grad_norm, &r.max_abs_activation])
                 .flat_map(|v| bits(v))
                 .collect()
         };

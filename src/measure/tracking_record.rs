@@ -21,6 +21,10 @@ pub struct TrackRecord {
     pub after_attention_variance: Vec<f64>,
     /// L2 norm of the gradients of each block's parameters for the next update (`n_layers`).
     pub grad_norm: Vec<f64>,
+    /// The largest absolute value of the embedding output and of each block's output on the
+    /// probe batch (`n_layers + 1`; empty in records written before it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub max_abs_activation: Vec<f64>,
 }
 
 /// Reads `tracking.jsonl` (a path to the file or to its run directory). Every record must have
@@ -81,6 +85,12 @@ fn check_record(record: &TrackRecord, first: Option<&TrackRecord>) -> Result<(),
             record.block_output_variance.len(),
             record.after_attention_variance.len(),
             layers
+        ));
+    }
+    if !record.max_abs_activation.is_empty() && record.max_abs_activation.len() != layers + 1 {
+        return Err(format!(
+            "expected n_layers + 1 largest activations, found {} for {layers} layers",
+            record.max_abs_activation.len()
         ));
     }
     match first.map(|first| first.grad_norm.len()) {

@@ -8,7 +8,7 @@ use super::attention::{Attention, AttentionConfig};
 use super::feed_forward::{FeedForward, FeedForwardConfig};
 use super::kv_cache::LayerKv;
 use super::rope::RopeTables;
-use crate::norm::{scale_unless_one, BranchGate, LayerPlan, Norm, NormKind, Placement};
+use crate::norm::{gpas, scale_unless_one, BranchGate, LayerPlan, Norm, NormKind, Placement};
 use crate::ConfigError;
 
 /// The outputs of a block: `[batch, seq, d_model]` each.
@@ -23,12 +23,14 @@ pub struct BlockOutput {
 /// A LLaMA block (attention then SwiGLU feed-forward) under any normalisation scheme:
 ///
 /// ```text
-/// Pre-LN:   h = x + g_a * s_a * Attn(N_a(s_i x));   y = h + g_f * s_f * FFN(N_f(s_i h))
-/// Post-LN:  h = N_a(alpha x + Attn(x));             y = N_f(alpha h + FFN(h))
-/// Sandwich: h = x + N_a'(Attn(N_a(x)));             y = h + N_f'(FFN(N_f(h)))
+/// Pre-LN:    h = x + g_a * s_a * Attn(N_a(s_i x));   y = h + g_f * s_f * FFN(N_f(s_i h))
+/// Post-LN:   h = N_a(alpha x + Attn(x));             y = N_f(alpha h + FFN(h))
+/// Sandwich:  h = x + N_a'(Attn(N_a(x)));             y = h + N_f'(FFN(N_f(h)))
+/// Reordered: h = x + N_a(Attn(x));                   y = h + N_f(FFN(h))
 /// ```
 ///
 /// Sandwich-LN and Peri-LN share the Sandwich block; Peri-LN's embedding norm is the model's.
+/// Under GPAS (Pre-LN blocks) each residual sum `r` becomes `r - SiLU(g) sg(r)`.
 ///
 /// With LNS (after the norm) `N_a` and `N_f` carry the factor `1/sqrt(l)` themselves.
 #[derive(Module, Debug)]
@@ -49,6 +51,8 @@ pub struct Block {
     pub attn_gate: Option<Param<Tensor<1>>>,
     /// LayerScale or SkipInit gate on the feed-forward output.
     pub ffn_gate: Option<Param<Tensor<1>>>,
+    /// GPAS's gate `g`, `[1]`, starting at 0, shared by the block's two residual adds.
+    pub gpas_gate: Option<Param<Tensor<1>>>,
     /// What the scheme does in this layer; derived from the config, never stored in checkpoints.
     #[module(skip)]
     plan: LayerPlan,
@@ -98,6 +102,7 @@ impl Block {
             ffn_out_norm: if sandwich { Some(norm(1)?) } else { None },
             attn_gate: gate(),
             ffn_gate: gate(),
+            gpas_gate: plan.gpas.then(|| Initializer::Zeros.init([1], device)),
             plan,
             layer,
         })
@@ -121,10 +126,11 @@ impl Block {
             Placement::Pre => {
                 let attn_in = self.attn_norm.forward(scale_unless_one(x.clone(), plan.norm_input_scale));
                 let attn = self.self_attn.forward(attn_in, rope, cache);
-                let h = x + gated(scale_unless_one(attn, plan.attn_output_scale), &self.attn_gate);
+                let h = self.gpas(x + gated(scale_unless_one(attn, plan.attn_output_scale), &self.attn_gate));
                 let ffn_in = self.ffn_norm.forward(scale_unless_one(h.clone(), plan.norm_input_scale));
                 let ffn = self.mlp.forward(ffn_in);
-                let output = h.clone() + gated(scale_unless_one(ffn, plan.ffn_output_scale), &self.ffn_gate);
+                let output =
+                    self.gpas(h.clone() + gated(scale_unless_one(ffn, plan.ffn_output_scale), &self.ffn_gate));
                 BlockOutput { output, after_attention: h }
             }
             Placement::Post => {
@@ -141,6 +147,20 @@ impl Block {
                 let output = h.clone() + post_norm(&self.ffn_out_norm, ffn);
                 BlockOutput { output, after_attention: h }
             }
+            Placement::Reordered => {
+                let h = x.clone() + self.attn_norm.forward(self.self_attn.forward(x, rope, cache));
+                let output = h.clone() + self.ffn_norm.forward(self.mlp.forward(h.clone()));
+                BlockOutput { output, after_attention: h }
+            }
+        }
+    }
+
+    /// [`gpas`] on a residual sum `r: [batch, seq, d_model]` with this block's gate; `r` itself
+    /// without GPAS.
+    fn gpas(&self, r: Tensor<3>) -> Tensor<3> {
+        match &self.gpas_gate {
+            Some(gate) => gpas(r, gate.val()),
+            None => r,
         }
     }
 }

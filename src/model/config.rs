@@ -9,7 +9,7 @@ use super::block::{Block, BlockShape};
 use super::llama::Llama;
 use super::rope::{RopeScaling, RotaryEmbedding};
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
-use crate::norm::{check_alpha_init, BranchGate, NormKind, NormScheme, DYT_ALPHA_INIT};
+use crate::norm::{check_alpha_init, BranchGate, InitScheme, NormKind, NormScheme, DYT_ALPHA_INIT};
 use crate::{ConfigError, Error};
 
 /// A LLaMA decoder: embeddings, `n_layers` blocks, a final norm (never depth-scaled) and an LM head.
@@ -57,16 +57,21 @@ pub struct LlamaConfig {
     /// Std of the normal init of the token embedding (0.02).
     #[config(default = 0.02)]
     pub embed_init_std: f64,
-    /// RMSNorm (default), LayerNorm or DyT (`rms-norm`, `layer-norm`, `dyt`).
+    /// RMSNorm (default), LayerNorm, DyT, Derf or BHyT (`rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`).
     #[config(default = "NormKind::RmsNorm")]
     pub norm_kind: NormKind,
-    /// Initial `alpha` of every DyT norm (`norm_kind: dyt`); `None` means DyT's default 0.5 (and
-    /// lets config files written before DyT existed load). Unused by the other kinds.
+    /// Initial value of every norm's learnable scalar: DyT's and Derf's `alpha`, BHyT's `lambda`;
+    /// `None` means the kind's default (0.5, 0.5, 2; and lets config files written before DyT
+    /// existed load). Unused by RMSNorm and LayerNorm.
     #[config(default = "None")]
     pub dyt_alpha_init: Option<f64>,
     /// The normalisation scheme; default LayerNorm Scaling.
     #[config(default = "NormScheme::default()")]
     pub norm_scheme: NormScheme,
+    /// How the output and down projections are initialised (`normal`, `scaled`, `depth-scaled`);
+    /// `None` means `normal` (and lets config files written before the init axis existed load).
+    #[config(default = "None")]
+    pub init: Option<InitScheme>,
 }
 
 impl LlamaConfig {
@@ -75,9 +80,17 @@ impl LlamaConfig {
         self.n_kv_heads.unwrap_or(self.n_heads)
     }
 
-    /// The initial `alpha` of DyT norms: `dyt_alpha_init`, or DyT's default 0.5.
+    /// The initial value of the norms' learnable scalar (DyT's and Derf's `alpha`, BHyT's
+    /// `lambda`): `dyt_alpha_init`, or the kind's default (0.5, 0.5, 2; 0.5, unused, for RMSNorm
+    /// and LayerNorm).
     pub fn dyt_alpha(&self) -> f64 {
-        self.dyt_alpha_init.unwrap_or(DYT_ALPHA_INIT)
+        let default = if self.norm_kind.has_alpha() { self.norm_kind.default_alpha() } else { DYT_ALPHA_INIT };
+        self.dyt_alpha_init.unwrap_or(default)
+    }
+
+    /// The init scheme: `init`, or `normal`.
+    pub fn init_scheme(&self) -> InitScheme {
+        self.init.unwrap_or_default()
     }
 
     /// Size of one attention head.
@@ -125,7 +138,8 @@ impl LlamaConfig {
         positive("init_std", self.init_std)?;
         positive("embed_init_std", self.embed_init_std)?;
         check_alpha_init(self.dyt_alpha())?;
-        self.norm_scheme.validate()
+        self.norm_scheme.validate()?;
+        self.norm_scheme.check_init(self.init_scheme())
     }
 
     /// Builds the model with the paper's init on `device` (add `.autodiff()` to the device to train).
@@ -152,7 +166,8 @@ impl LlamaConfig {
         };
         let layers = (1..=self.n_layers)
             .map(|layer| {
-                let plan = self.norm_scheme.plan(layer, self.n_layers, self.init_std)?;
+                let mut plan = self.norm_scheme.plan(layer, self.n_layers, self.init_std)?;
+                plan.init = self.init_scheme().apply(plan.init, self.init_std, layer, self.n_layers);
                 Block::init(shape, plan, layer, device)
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -171,19 +186,23 @@ impl LlamaConfig {
         let feed_forward = 3.0 * d * d_ff;
         let norm = self.norm_kind.num_params(self.d_model) as f64;
         let norms_per_block = self.norm_scheme.norms_per_block() as f64;
-        // The final norm, and Peri-LN's embedding norm.
-        let model_norms = if self.norm_scheme.embedding_norm() { 2.0 } else { 1.0 };
+        // The final norm (RMSNorm under BHyT), and Peri-LN's embedding norm.
+        let final_norm = self.norm_kind.final_kind().num_params(self.d_model) as f64;
+        let embedding_norm = if self.norm_scheme.embedding_norm() { norm } else { 0.0 };
         // Two gates a block (attention, feed-forward), as the layer plan says; the same in every layer.
-        let gates = match self.norm_scheme.plan(1, self.n_layers.max(1), self.init_std).map(|plan| plan.gate) {
+        let plan = self.norm_scheme.plan(1, self.n_layers.max(1), self.init_std);
+        let gates = match plan.as_ref().map(|plan| plan.gate) {
             Ok(BranchGate::PerChannel { .. }) => 2.0 * d,
             Ok(BranchGate::Scalar { .. }) => 2.0,
             _ => 0.0,
         };
+        // GPAS's one gate a block.
+        let gates = gates + if plan.is_ok_and(|plan| plan.gpas) { 1.0 } else { 0.0 };
         let block = attention + feed_forward + norms_per_block * norm + gates;
         let embeddings = vocab * d;
         let head = if self.tie_embeddings { 0.0 } else { vocab * d };
         // `as` saturates at usize::MAX.
-        (embeddings + n_layers * block + model_norms * norm + head) as usize
+        (embeddings + n_layers * block + final_norm + embedding_norm + head) as usize
     }
 
     /// An error unless `tokens` positions fit in [`max_seq_len`](LlamaConfig::max_seq_len), the

@@ -11,7 +11,7 @@ use super::init::normal_linear;
 use super::kv_cache::KvCache;
 use super::loss::{cross_entropy_counting, lm_head_cross_entropy};
 use super::rope::RotaryEmbedding;
-use crate::norm::Norm;
+use crate::norm::{Norm, NormKind};
 use crate::ConfigError;
 
 /// A LLaMA decoder. Build it with [`LlamaConfig::init`].
@@ -60,9 +60,10 @@ impl Llama {
                 device,
             )
         });
-        let norm = || config.norm_kind.init(config.d_model, config.norm_eps, config.dyt_alpha(), 1, device);
-        let embed_norm = config.norm_scheme.embedding_norm().then(norm).transpose()?;
-        Ok(Self { embed_tokens, embed_norm, layers, norm: norm()?, lm_head, rope })
+        let norm = |kind: NormKind| kind.init(config.d_model, config.norm_eps, config.dyt_alpha(), 1, device);
+        let embed_norm = config.norm_scheme.embedding_norm().then(|| norm(config.norm_kind)).transpose()?;
+        let final_norm = norm(config.norm_kind.final_kind())?;
+        Ok(Self { embed_tokens, embed_norm, layers, norm: final_norm, lm_head, rope })
     }
 
     /// The number of blocks.
@@ -115,6 +116,13 @@ impl Llama {
         let mut trace = Trace::default();
         let logits = self.run(tokens, &[], None, Some(&mut trace));
         ForwardTrace { logits, hidden: trace.hidden, after_attention: trace.after_attention }
+    }
+
+    /// The logit lens of a hidden state: the final norm and the LM head applied to it, as if the
+    /// blocks after it were removed. Shapes: `[batch, seq, d_model] -> [batch, seq, vocab]`. Of the
+    /// last block's output it is [`forward`](Llama::forward)'s logits.
+    pub fn logit_lens(&self, hidden: Tensor<3>) -> Tensor<3> {
+        self.head(self.norm.forward(hidden))
     }
 
     /// Logits with the given blocks (1-based layer numbers) skipped: their input passes straight

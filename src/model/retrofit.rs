@@ -8,9 +8,9 @@ use crate::{ConfigError, NormScheme};
 
 /// `model` (built from `config`) under `scheme`: every weight is kept; only what the scheme
 /// derives from the layer number changes (LNS's `1/sqrt(l)` factors, DeepNorm's residual scale,
-/// Post-LN placement). Parameters the new scheme adds (LayerScale/SkipInit gates, Sandwich-LN's
-/// and Peri-LN's output norms, Peri-LN's embedding norm) start at the scheme's init; those it
-/// drops are discarded.
+/// Post-LN placement). Parameters the new scheme adds (LayerScale/SkipInit/GPAS gates,
+/// Sandwich-LN's and Peri-LN's output norms, Peri-LN's embedding norm) start at the scheme's init;
+/// those it drops are discarded.
 ///
 /// Returns the model and its new config.
 pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Result<(Llama, LlamaConfig), ConfigError> {
@@ -22,7 +22,9 @@ pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Resul
         )));
     }
     let device = model.embed_tokens.weight.device();
-    let new_config = LlamaConfig { norm_scheme: scheme, ..config.clone() };
+    // The weights are kept, not drawn: an init the new scheme would refuse (it sets its own) goes.
+    let init = if scheme.sets_init() { None } else { config.init };
+    let new_config = LlamaConfig { norm_scheme: scheme, init, ..config.clone() };
     let mut new = new_config.init(&device)?;
     new.embed_tokens = model.embed_tokens;
     new.lm_head = model.lm_head;
@@ -44,6 +46,9 @@ pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Resul
             }
             if block.ffn_gate.is_some() && old.ffn_gate.is_some() {
                 block.ffn_gate = old.ffn_gate;
+            }
+            if block.gpas_gate.is_some() && old.gpas_gate.is_some() {
+                block.gpas_gate = old.gpas_gate;
             }
             Ok(block)
         })

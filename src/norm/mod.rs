@@ -1,7 +1,11 @@
-//! The method: LayerNorm Scaling modules (RMSNorm, LayerNorm, Dynamic Tanh), its functional form, and every normalisation scheme.
+//! The method: LayerNorm Scaling modules (RMSNorm, LayerNorm, Dynamic Tanh, Dynamic erf, BHyT), its functional form, and every normalisation scheme.
 
+mod bounded_tanh;
 mod depth_scale;
+mod dynamic_erf;
 mod dynamic_tanh;
+mod gpas;
+mod init;
 mod layer_norm_scaling;
 #[allow(clippy::module_inception)]
 mod norm;
@@ -9,13 +13,17 @@ mod rms_norm_scaling;
 mod scheme;
 
 pub(crate) use depth_scale::scale_unless_one;
+pub use bounded_tanh::{BoundedTanhScaling, BoundedTanhScalingConfig, BHYT_KAPPA, BHYT_LAMBDA_INIT};
 pub use depth_scale::{apply_depth_scale, depth_scale};
+pub use dynamic_erf::{DynamicErfScaling, DynamicErfScalingConfig, DERF_ALPHA_INIT};
 pub(crate) use dynamic_tanh::check_alpha_init;
 pub use dynamic_tanh::{DynamicTanhScaling, DynamicTanhScalingConfig, DYT_ALPHA_INIT};
+pub use gpas::gpas;
+pub use init::InitScheme;
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
 pub use scheme::{
-    scheme_as_string, scheme_names, schemes_markdown, BranchGate, LayerInit, LayerPlan, LnsPosition, NormScheme,
+    scheme_as_string, scheme_names, schemes_markdown, BranchGate, GpasBase, LayerInit, LayerPlan, LnsPosition, NormScheme,
     Placement, SchemeArgument, SchemeInfo, SCHEMES,
 };

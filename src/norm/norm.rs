@@ -1,24 +1,27 @@
-//! `Norm`: the norm a model uses, RMSNorm, LayerNorm or Dynamic Tanh, each with LayerNorm Scaling
-//! built in.
+//! `Norm`: the norm a model uses, RMSNorm, LayerNorm, Dynamic Tanh, Dynamic erf or Bounded
+//! Hyperbolic Tanh, each with LayerNorm Scaling built in.
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DynamicTanhScaling, DynamicTanhScalingConfig, LayerNormScaling, LayerNormScalingConfig, RmsNormScaling,
-    RmsNormScalingConfig,
+    BoundedTanhScaling, BoundedTanhScalingConfig, DynamicErfScaling, DynamicErfScalingConfig, DynamicTanhScaling,
+    DynamicTanhScalingConfig, LayerNormScaling, LayerNormScalingConfig, RmsNormScaling, RmsNormScalingConfig,
+    BHYT_LAMBDA_INIT, DERF_ALPHA_INIT, DYT_ALPHA_INIT,
 };
 use crate::ConfigError;
 
-/// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`. Every
-/// [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor.
+/// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`.
+/// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor.
 ///
 /// | kind | `N(x)` of layer `l` | parameters |
 /// |---|---|---|
 /// | RMSNorm | `x / sqrt(mean(x^2) + eps) * gamma / sqrt(l)` | `gamma` |
 /// | LayerNorm | `((x - mean) / sqrt(var + eps) * gamma + beta) / sqrt(l)` | `gamma`, `beta` |
 /// | DyT | `(gamma * tanh(alpha x) + beta) / sqrt(l)` | `alpha` (scalar), `gamma`, `beta` |
+/// | Derf | `(gamma * erf(alpha x + s) + beta) / sqrt(l)` | `alpha`, `s` (scalars), `gamma`, `beta` |
+/// | BHyT | `gamma * tanh(lambda x / (kappa sqrt(mean(x^2) + eps))) / sqrt(l)` | `lambda` (scalar), `gamma` |
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NormKind {
@@ -30,21 +33,52 @@ pub enum NormKind {
     /// Dynamic Tanh ("Transformers without Normalization"): no statistics, a learnable scalar
     /// `alpha` inside a tanh ([`DynamicTanhScaling`]).
     Dyt,
+    /// Dynamic erf (arXiv 2512.10938): DyT's form with an erf and a learnable shift
+    /// ([`DynamicErfScaling`]).
+    Derf,
+    /// Bounded Hyperbolic Tanh (arXiv 2601.09719): a tanh of the RMS-normalised input
+    /// ([`BoundedTanhScaling`]). The model's final norm stays RMSNorm, as the authors'.
+    Bhyt,
 }
 
 impl NormKind {
     /// Every kind, in declaration order.
-    pub const ALL: [NormKind; 3] = [NormKind::RmsNorm, NormKind::LayerNorm, NormKind::Dyt];
+    pub const ALL: [NormKind; 5] = [NormKind::RmsNorm, NormKind::LayerNorm, NormKind::Dyt, NormKind::Derf, NormKind::Bhyt];
+
+    /// The initial value of the kind's learnable scalar (DyT's and Derf's `alpha`, BHyT's
+    /// `lambda`) when the model sets none; 0 for the kinds without one.
+    pub fn default_alpha(self) -> f64 {
+        match self {
+            NormKind::RmsNorm | NormKind::LayerNorm => 0.0,
+            NormKind::Dyt => DYT_ALPHA_INIT,
+            NormKind::Derf => DERF_ALPHA_INIT,
+            NormKind::Bhyt => BHYT_LAMBDA_INIT,
+        }
+    }
+
+    /// Whether the kind has a learnable scalar that `alpha_init` sets.
+    pub fn has_alpha(self) -> bool {
+        self.default_alpha() > 0.0
+    }
+
+    /// The kind of the model's final norm (before the LM head): this kind, but RMSNorm for BHyT,
+    /// whose authors keep the last norm a plain RMSNorm.
+    pub fn final_kind(self) -> NormKind {
+        match self {
+            NormKind::Bhyt => NormKind::RmsNorm,
+            kind => kind,
+        }
+    }
 
     /// Builds a norm of this kind over `d_model` features, scaled by `1/sqrt(layer)`.
     ///
-    /// `layer = 1` gives the plain, unscaled norm. `epsilon` is used by RMSNorm and LayerNorm,
-    /// `dyt_alpha_init` (the initial `alpha`) by DyT.
+    /// `layer = 1` gives the plain, unscaled norm. `epsilon` is used by RMSNorm, LayerNorm and
+    /// BHyT; `alpha_init` is the initial value of DyT's and Derf's `alpha` and of BHyT's `lambda`.
     pub fn init(
         self,
         d_model: usize,
         epsilon: f64,
-        dyt_alpha_init: f64,
+        alpha_init: f64,
         layer: usize,
         device: &Device,
     ) -> Result<Norm, ConfigError> {
@@ -56,8 +90,17 @@ impl NormKind {
                 Norm::LayerNorm(LayerNormScalingConfig::new(d_model, layer).with_epsilon(epsilon).init(device)?)
             }
             NormKind::Dyt => {
-                Norm::Dyt(DynamicTanhScalingConfig::new(d_model, layer).with_alpha_init(dyt_alpha_init).init(device)?)
+                Norm::Dyt(DynamicTanhScalingConfig::new(d_model, layer).with_alpha_init(alpha_init).init(device)?)
             }
+            NormKind::Derf => {
+                Norm::Derf(DynamicErfScalingConfig::new(d_model, layer).with_alpha_init(alpha_init).init(device)?)
+            }
+            NormKind::Bhyt => Norm::Bhyt(
+                BoundedTanhScalingConfig::new(d_model, layer)
+                    .with_lambda_init(alpha_init)
+                    .with_epsilon(epsilon)
+                    .init(device)?,
+            ),
         })
     }
 
@@ -67,15 +110,19 @@ impl NormKind {
             NormKind::RmsNorm => d_model,
             NormKind::LayerNorm => 2 * d_model,
             NormKind::Dyt => 2 * d_model + 1,
+            NormKind::Derf => 2 * d_model + 2,
+            NormKind::Bhyt => d_model + 1,
         }
     }
 
-    /// The kind's name in messages: `RMSNorm`, `LayerNorm`, `DyT`.
+    /// The kind's name in messages: `RMSNorm`, `LayerNorm`, `DyT`, `Derf`, `BHyT`.
     pub fn name(self) -> &'static str {
         match self {
             NormKind::RmsNorm => "RMSNorm",
             NormKind::LayerNorm => "LayerNorm",
             NormKind::Dyt => "DyT (Dynamic Tanh)",
+            NormKind::Derf => "Derf (Dynamic erf)",
+            NormKind::Bhyt => "BHyT (Bounded Hyperbolic Tanh)",
         }
     }
 }
@@ -89,6 +136,10 @@ pub enum Norm {
     LayerNorm(LayerNormScaling),
     /// [`DynamicTanhScaling`].
     Dyt(DynamicTanhScaling),
+    /// [`DynamicErfScaling`].
+    Derf(DynamicErfScaling),
+    /// [`BoundedTanhScaling`].
+    Bhyt(BoundedTanhScaling),
 }
 
 impl Norm {
@@ -98,6 +149,8 @@ impl Norm {
             Norm::RmsNorm(norm) => norm.forward(x),
             Norm::LayerNorm(norm) => norm.forward(x),
             Norm::Dyt(norm) => norm.forward(x),
+            Norm::Derf(norm) => norm.forward(x),
+            Norm::Bhyt(norm) => norm.forward(x),
         }
     }
 
@@ -107,6 +160,8 @@ impl Norm {
             Norm::RmsNorm(norm) => norm.scale(),
             Norm::LayerNorm(norm) => norm.scale(),
             Norm::Dyt(norm) => norm.scale(),
+            Norm::Derf(norm) => norm.scale(),
+            Norm::Bhyt(norm) => norm.scale(),
         }
     }
 
@@ -116,11 +171,14 @@ impl Norm {
             Norm::RmsNorm(_) => NormKind::RmsNorm,
             Norm::LayerNorm(_) => NormKind::LayerNorm,
             Norm::Dyt(_) => NormKind::Dyt,
+            Norm::Derf(_) => NormKind::Derf,
+            Norm::Bhyt(_) => NormKind::Bhyt,
         }
     }
 
     /// This norm with the learned weights (`gamma`, and `beta` for LayerNorm, `alpha`, `gamma`
-    /// and `beta` for DyT) of `other`; the depth factor and epsilon stay this norm's.
+    /// and `beta` for DyT, also `shift` for Derf, `lambda` and `gamma` for BHyT) of `other`; the
+    /// depth factor, epsilon and BHyT's `kappa` stay this norm's.
     pub fn with_weights_of(self, other: &Norm) -> Result<Norm, ConfigError> {
         match (self, other) {
             (Norm::RmsNorm(mut norm), Norm::RmsNorm(from)) => {
@@ -137,6 +195,18 @@ impl Norm {
                 norm.gamma = from.gamma.clone();
                 norm.beta = from.beta.clone();
                 Ok(Norm::Dyt(norm))
+            }
+            (Norm::Derf(mut norm), Norm::Derf(from)) => {
+                norm.alpha = from.alpha.clone();
+                norm.shift = from.shift.clone();
+                norm.gamma = from.gamma.clone();
+                norm.beta = from.beta.clone();
+                Ok(Norm::Derf(norm))
+            }
+            (Norm::Bhyt(mut norm), Norm::Bhyt(from)) => {
+                norm.lambda = from.lambda.clone();
+                norm.gamma = from.gamma.clone();
+                Ok(Norm::Bhyt(norm))
             }
             (norm, from) => Err(ConfigError::Conflict(format!(
                 "cannot copy the weights of a {} norm into a {} norm",

@@ -29,6 +29,7 @@ use core::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::depth_scale;
+use super::InitScheme;
 use crate::ConfigError;
 
 /// Where LayerNorm Scaling applies its factor `1/sqrt(l)` (the positions of the paper's Table 8).
@@ -132,6 +133,49 @@ pub enum NormScheme {
     SandwichLn,
     /// Peri-LN: Sandwich-LN's blocks, `x + N2(F(N1(x)))`, plus a norm on the embedding output.
     PeriLn,
+    /// OLMo-2's reordered norm (OLMo-core's `ReorderedNormTransformerBlock`): `x + N(F(x))`, a norm
+    /// on each sub-layer's output and none on its input.
+    ReorderedNorm,
+    /// CompleteP (arXiv 2505.01618, depth part at `alpha = 1`): Pre-LN with each branch output
+    /// multiplied by `L_base / L`, and Adam's epsilon by the same factor, so that settings tuned
+    /// at depth `L_base` transfer to depth `L`.
+    #[serde(rename = "completep")]
+    CompleteP {
+        /// The depth the settings were tuned at, `L_base`. Default 2 (the authors' depth check).
+        #[serde(default = "default_base_depth")]
+        base_depth: f64,
+    },
+    /// GPAS (arXiv 2506.22049) over Pre-LN or LNS: after each residual add, `y - SiLU(g) sg(y)` with
+    /// one learnable scalar `g` per layer (starting at 0) and `sg` the stop-gradient.
+    Gpas {
+        /// The blocks GPAS acts on.
+        #[serde(default)]
+        base: GpasBase,
+    },
+}
+
+/// The blocks GPAS acts on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpasBase {
+    /// Pre-LN: `x + F(N(x))`.
+    #[default]
+    PreLn,
+    /// LayerNorm Scaling: `x + F(N(x) / sqrt(l))`.
+    Lns,
+}
+
+impl GpasBase {
+    const ALL: [(GpasBase, &'static str); 2] = [(GpasBase::PreLn, "pre-ln"), (GpasBase::Lns, "lns")];
+
+    /// The base's name after `gpas:`.
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|row| row.0 == self).map_or("pre-ln", |row| row.1)
+    }
+
+    fn from_name(name: &str) -> Option<GpasBase> {
+        Self::ALL.iter().find(|row| row.1 == name).map(|row| row.0)
+    }
 }
 
 /// Mix-LN's default fraction of Post-LN layers.
@@ -140,6 +184,8 @@ const POST_LN_FRACTION: f64 = 0.25;
 const LAYER_SCALE_INIT: f64 = 0.1;
 /// SkipInit's default initial scalar (the paper's runs).
 const SKIP_INIT: f64 = 0.001;
+/// CompleteP's default base depth (the authors' public depth check).
+const BASE_DEPTH: f64 = 2.0;
 
 fn default_post_ln_fraction() -> f64 {
     POST_LN_FRACTION
@@ -149,6 +195,9 @@ fn default_layer_scale_init() -> f64 {
 }
 fn default_skip_init() -> f64 {
     SKIP_INIT
+}
+fn default_base_depth() -> f64 {
+    BASE_DEPTH
 }
 
 impl Default for NormScheme {
@@ -167,6 +216,8 @@ pub enum Placement {
     Post,
     /// `x + N2(F(N1(x)))` (Sandwich-LN and Peri-LN).
     Sandwich,
+    /// `x + N(F(x))` (OLMo-2's reordered norm).
+    Reordered,
 }
 
 /// A learnable multiplier on each residual branch's output.
@@ -224,6 +275,8 @@ pub struct LayerPlan {
     pub residual_scale: f64,
     /// The learnable gate on each branch output.
     pub gate: BranchGate,
+    /// Whether GPAS follows each residual add: `y - SiLU(g) sg(y)`, one scalar `g` a layer.
+    pub gpas: bool,
     /// The init of the layer's projections.
     pub init: LayerInit,
 }
@@ -246,6 +299,13 @@ impl NormScheme {
                     expected: "a finite number >= 0 (the gate's initial value, e.g. 0.1)",
                 })
             }
+            NormScheme::CompleteP { base_depth } if !(base_depth >= 1.0 && base_depth.is_finite()) => {
+                Err(ConfigError::OutOfRange {
+                    field: "base_depth",
+                    value: base_depth,
+                    expected: "a finite number of layers >= 1 (the depth the settings were tuned at, e.g. 2)",
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -263,12 +323,52 @@ impl NormScheme {
         *self == NormScheme::PeriLn
     }
 
-    /// Norms in each block: 4 with a norm on each sub-layer's output (Sandwich-LN, Peri-LN), else 2.
+    /// Norms in each block: 4 with a norm on each sub-layer's input and output (Sandwich-LN,
+    /// Peri-LN), else 2.
     pub fn norms_per_block(&self) -> usize {
         match self {
             NormScheme::SandwichLn | NormScheme::PeriLn => 4,
             _ => 2,
         }
+    }
+
+    /// Whether the scheme sets its own init (DeepNorm's gain, `scaled-init`, `depth-scaled-init`,
+    /// CompleteP's depth-independent `N(0, sigma)`): such a scheme combines with no [`InitScheme`]
+    /// but `normal`.
+    pub fn sets_init(&self) -> bool {
+        matches!(
+            self,
+            NormScheme::DeepNorm | NormScheme::ScaledInit | NormScheme::DepthScaledInit | NormScheme::CompleteP { .. }
+        )
+    }
+
+    /// The factor on Adam's epsilon at depth `n_layers`: CompleteP's `L_base / L`, else 1.
+    pub fn adam_eps_factor(&self, n_layers: usize) -> f64 {
+        match *self {
+            NormScheme::CompleteP { base_depth } => base_depth / n_layers.max(1) as f64,
+            _ => 1.0,
+        }
+    }
+
+    /// An error unless `init` combines with this scheme (any init does, but with a scheme that sets
+    /// its own); it says why and what to use instead.
+    pub fn check_init(&self, init: InitScheme) -> Result<(), ConfigError> {
+        if init == InitScheme::Normal || !self.sets_init() {
+            return Ok(());
+        }
+        let instead = match self {
+            NormScheme::ScaledInit | NormScheme::DepthScaledInit => {
+                "; `scaled-init` and `depth-scaled-init` are Pre-LN with those inits: write --norm pre-ln --init ..."
+            }
+            NormScheme::CompleteP { .. } => {
+                ": its rules keep every init independent of depth, so that settings transfer across depths"
+            }
+            _ => "",
+        };
+        Err(ConfigError::Conflict(format!(
+            "the init `{init}` does not combine with the scheme `{self}`: that scheme sets its own init ({}); use              --init normal with it{instead}",
+            self.info().init
+        )))
     }
 
     /// DeepNorm's residual factor `alpha = (2L)^(1/4)`.
@@ -296,6 +396,7 @@ impl NormScheme {
             ffn_output_scale: 1.0,
             residual_scale: 1.0,
             gate: BranchGate::None,
+            gpas: false,
             init: LayerInit::uniform(std),
         };
         match *self {
@@ -322,20 +423,24 @@ impl NormScheme {
                     plan.placement = Placement::Post;
                 }
             }
-            NormScheme::ScaledInit => {
-                let scaled = std / (2.0 * n_layers as f64).sqrt();
-                plan.init.o_std = scaled;
-                plan.init.down_std = scaled;
-            }
-            NormScheme::DepthScaledInit => {
-                let scaled = std / (2.0 * layer as f64).sqrt();
-                plan.init.o_std = scaled;
-                plan.init.down_std = scaled;
-            }
+            NormScheme::ScaledInit => plan.init = InitScheme::Scaled.apply(plan.init, std, layer, n_layers),
+            NormScheme::DepthScaledInit => plan.init = InitScheme::DepthScaled.apply(plan.init, std, layer, n_layers),
             NormScheme::LayerScale { init } => plan.gate = BranchGate::PerChannel { init },
             NormScheme::SkipInit { init } => plan.gate = BranchGate::Scalar { init },
             // Peri-LN's embedding norm is the model's, not a block's: see `embedding_norm`.
             NormScheme::SandwichLn | NormScheme::PeriLn => plan.placement = Placement::Sandwich,
+            NormScheme::ReorderedNorm => plan.placement = Placement::Reordered,
+            NormScheme::CompleteP { base_depth } => {
+                let branch = base_depth / n_layers as f64;
+                plan.attn_output_scale = branch;
+                plan.ffn_output_scale = branch;
+            }
+            NormScheme::Gpas { base } => {
+                plan.gpas = true;
+                if base == GpasBase::Lns {
+                    plan.norm_layer = layer;
+                }
+            }
         }
         Ok(plan)
     }
@@ -348,6 +453,8 @@ pub enum SchemeArgument {
     None,
     /// Where LNS applies its factor: an [`LnsPosition`] name (default `after-norm`).
     Position,
+    /// The blocks GPAS acts on: a [`GpasBase`] name (default `pre-ln`).
+    Base,
     /// A number.
     Number {
         /// Its name in the help text (`FRACTION`, `INIT`).
@@ -363,6 +470,7 @@ impl SchemeArgument {
         match self {
             SchemeArgument::None => ArgumentValue::None,
             SchemeArgument::Position => ArgumentValue::Position(LnsPosition::AfterNorm),
+            SchemeArgument::Base => ArgumentValue::Base(GpasBase::PreLn),
             SchemeArgument::Number { default, .. } => ArgumentValue::Number(default),
         }
     }
@@ -373,6 +481,7 @@ impl SchemeArgument {
 enum ArgumentValue {
     None,
     Position(LnsPosition),
+    Base(GpasBase),
     Number(f64),
 }
 
@@ -407,7 +516,7 @@ pub struct SchemeInfo {
 }
 
 /// Every scheme, in the order the lists, the help text and the docs show them.
-pub const SCHEMES: [SchemeInfo; 11] = [
+pub const SCHEMES: [SchemeInfo; 14] = [
     SchemeInfo {
         name: "pre-ln",
         aliases: &["pre", "preln"],
@@ -510,6 +619,36 @@ pub const SCHEMES: [SchemeInfo; 11] = [
         init: "plain",
         build: |_| NormScheme::PeriLn,
     },
+    SchemeInfo {
+        name: "reordered-norm",
+        aliases: &["reordered", "olmo2"],
+        argument: SchemeArgument::None,
+        title: "Reordered norm (OLMo 2)",
+        block: "`x + N(F(x))`: a norm on each sub-layer's output, none on its input",
+        init: "plain",
+        build: |_| NormScheme::ReorderedNorm,
+    },
+    SchemeInfo {
+        name: "completep",
+        aliases: &["complete-p"],
+        argument: SchemeArgument::Number { name: "L_BASE", default: BASE_DEPTH },
+        title: "CompleteP (depth, alpha = 1)",
+        block: "`x + (L_BASE / L) F(N(x))`; Adam's eps times `L_BASE / L`",
+        init: "all `N(0, sigma)` at every depth",
+        build: |argument| NormScheme::CompleteP { base_depth: argument.number() },
+    },
+    SchemeInfo {
+        name: "gpas",
+        aliases: &[],
+        argument: SchemeArgument::Base,
+        title: "GPAS",
+        block: "after each residual add `y - SiLU(g) sg(y)`, scalar `g` per layer learnable from 0; blocks of BASE (`pre-ln` or `lns`)",
+        init: "plain",
+        build: |argument| match argument {
+            ArgumentValue::Base(base) => NormScheme::Gpas { base },
+            _ => NormScheme::Gpas { base: GpasBase::PreLn },
+        },
+    },
 ];
 
 impl NormScheme {
@@ -527,6 +666,9 @@ impl NormScheme {
             NormScheme::SkipInit { .. } => "skip-init",
             NormScheme::SandwichLn => "sandwich-ln",
             NormScheme::PeriLn => "peri-ln",
+            NormScheme::ReorderedNorm => "reordered-norm",
+            NormScheme::CompleteP { .. } => "completep",
+            NormScheme::Gpas { .. } => "gpas",
         };
         SCHEMES.iter().find(|info| info.name == name).expect("every variant has a row in SCHEMES")
     }
@@ -536,6 +678,8 @@ impl NormScheme {
             NormScheme::Lns { position } => ArgumentValue::Position(position),
             NormScheme::MixLn { post_ln_fraction } => ArgumentValue::Number(post_ln_fraction),
             NormScheme::LayerScale { init } | NormScheme::SkipInit { init } => ArgumentValue::Number(init),
+            NormScheme::CompleteP { base_depth } => ArgumentValue::Number(base_depth),
+            NormScheme::Gpas { base } => ArgumentValue::Base(base),
             _ => ArgumentValue::None,
         }
     }
@@ -576,6 +720,7 @@ pub fn scheme_names() -> String {
     let shown = |info: &SchemeInfo| match info.argument {
         SchemeArgument::None => info.name.to_string(),
         SchemeArgument::Position => format!("{}[:{positions}]", info.name),
+        SchemeArgument::Base => format!("{}[:{}]", info.name, GpasBase::ALL.map(|row| row.1).join("|")),
         SchemeArgument::Number { name, .. } => format!("{}[:{name}]", info.name),
     };
     SCHEMES.iter().map(shown).collect::<Vec<_>>().join(", ")
@@ -605,6 +750,13 @@ pub fn schemes_markdown() -> String {
                 let string = format!("`{}[:{}]`{also}", info.name, short_number(default));
                 table += &format!("| {string} | {} | {} | {} |\n", info.title, info.block, info.init);
             }
+            SchemeArgument::Base => {
+                for (i, (_, base)) in GpasBase::ALL.iter().enumerate() {
+                    let string = if i == 0 { format!("`{}`{also}", info.name) } else { format!("`{}:{base}`", info.name) };
+                    let block = format!("{}; over {base}", info.block);
+                    table += &format!("| {string} | {} | {block} | {} |\n", info.title, info.init);
+                }
+            }
             SchemeArgument::None => {
                 table += &format!("| `{}`{also} | {} | {} | {} |\n", info.name, info.title, info.block, info.init);
             }
@@ -619,8 +771,11 @@ impl fmt::Display for NormScheme {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = self.info().name;
         match self.argument() {
-            ArgumentValue::None | ArgumentValue::Position(LnsPosition::AfterNorm) => write!(f, "{name}"),
+            ArgumentValue::None
+            | ArgumentValue::Position(LnsPosition::AfterNorm)
+            | ArgumentValue::Base(GpasBase::PreLn) => write!(f, "{name}"),
             ArgumentValue::Position(position) => write!(f, "{name}:{}", position.name()),
+            ArgumentValue::Base(base) => write!(f, "{name}:{}", base.name()),
             ArgumentValue::Number(x) => write!(f, "{name}:{}", short_number(x)),
         }
     }
@@ -652,6 +807,7 @@ impl FromStr for NormScheme {
             (SchemeArgument::Position, Some(a)) => {
                 ArgumentValue::Position(LnsPosition::from_name(a).ok_or_else(unknown)?)
             }
+            (SchemeArgument::Base, Some(a)) => ArgumentValue::Base(GpasBase::from_name(a).ok_or_else(unknown)?),
             (SchemeArgument::Number { .. }, Some(a)) => ArgumentValue::Number(a.parse().map_err(|_| unknown())?),
         };
         let scheme = (info.build)(value);

@@ -95,7 +95,7 @@ pub fn benchmark_step(
     let device = device.autodiff();
     let settings = StepSettings { clip_grad_norm: config.clip_grad_norm, ..StepSettings::default() };
     let mut model = Some(TrainingModel::new(model_config.init(&device)?, settings));
-    let mut optim = optimizer(config, model.as_ref().expect("the model is set"));
+    let mut optim = optimizer(config, &model_config, model.as_ref().expect("the model is set"));
     let (batch, seq) = (config.batch_size, config.seq_len);
     // Token ids drawn on the host: a float draw cast to int rounds up to `vocab` in bf16.
     let vocab = model_config.vocab_size as u64;

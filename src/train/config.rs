@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::SequenceMode;
 use crate::run::EpochSteps;
-use crate::{ConfigError, Error, NormScheme};
+use crate::{ConfigError, Error, InitScheme, NormScheme};
 
 /// The data seed of a run that sets none ([`TrainConfig::data_seed`]): the same for every `seed`.
 pub const DEFAULT_DATA_SEED: u64 = 1;
@@ -48,6 +48,11 @@ pub struct TrainConfig {
     #[arg(long, help = norm_help(), long_help = norm_help())]
     #[serde(with = "crate::norm::scheme_as_string")]
     pub norm: Option<NormScheme>,
+    /// How the output and down projections are initialised, overriding the model's: `normal`
+    /// (`N(0, sigma)`), `scaled` (`sigma / sqrt(2L)`) or `depth-scaled` (`sigma / sqrt(2l)` in
+    /// layer `l`); valid with every `norm` that does not set its own init.
+    #[arg(long)]
+    pub init: Option<InitScheme>,
     /// Device string (`auto`, `flex`, `wgpu`, `cuda:0`, ...), or a comma-separated list
     /// (`cuda:0,cuda:1`) for data-parallel training, the first device holding the optimiser.
     #[arg(long, required = false)]
@@ -186,6 +191,7 @@ impl Default for TrainConfig {
             model: "tiny-8l".into(),
             layers: None,
             norm: None,
+            init: None,
             device: "auto".into(),
             data: Vec::new(),
             text_field: crate::data::DEFAULT_TEXT_FIELD.into(),

@@ -84,7 +84,7 @@ pub(super) fn fit(
         ..StepSettings::default()
     };
     let model = TrainingModel::new(initial_model(prepared, &devices[0])?, settings);
-    let optim = optimizer(config, &model);
+    let optim = optimizer(config, &prepared.model, &model);
     let learner = Learner::new(model, optim, config.schedule().init()?);
 
     let started = Instant::now();

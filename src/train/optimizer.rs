@@ -8,11 +8,14 @@ use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
 use burn::tensor::Tensor;
 
 use super::config::{OptimizerKind, TrainConfig};
+use crate::LlamaConfig;
 
 /// The optimiser `config` asks for, for `module` (the module the optimiser steps: its parameter
-/// paths decide the groups).
-pub fn optimizer<M: Module>(config: &TrainConfig, module: &M) -> ModuleOptimizer {
-    let (beta1, beta2, eps) = (config.beta1 as f32, config.beta2 as f32, config.eps as f32);
+/// paths decide the groups), a model of `model`'s config: its scheme may scale Adam's epsilon
+/// (CompleteP: `eps L_base / L`, on every parameter as the authors' code does).
+pub fn optimizer<M: Module>(config: &TrainConfig, model: &LlamaConfig, module: &M) -> ModuleOptimizer {
+    let eps = config.eps * model.norm_scheme.adam_eps_factor(model.n_layers);
+    let (beta1, beta2, eps) = (config.beta1 as f32, config.beta2 as f32, eps as f32);
     match config.optimizer {
         OptimizerKind::Adam => AdamConfig::new().with_beta_1(beta1).with_beta_2(beta2).with_epsilon(eps).init(),
         OptimizerKind::Adamw => {

@@ -29,6 +29,14 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
             ))
             .into());
         }
+        if let Some(init) = config.init {
+            return Err(ConfigError::Conflict(format!(
+                "`init` ({init}) cannot apply to the weights of `init_from` ({}), which are loaded, not drawn; \
+                 leave --init unset",
+                source.display()
+            ))
+            .into());
+        }
         read_model_dir_config(source)?
     } else if config.model.ends_with(".json") || path.is_file() {
         LlamaConfig::from_file(path)?
@@ -40,6 +48,9 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
     }
     if let Some(norm) = &config.norm {
         model.norm_scheme = norm.clone();
+    }
+    if let Some(init) = config.init {
+        model.init = Some(init);
     }
     model.validate()?;
     Ok(model)

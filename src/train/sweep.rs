@@ -1,5 +1,7 @@
 //! A sweep: one training config run under several normalisation schemes and seeds, as the
-//! paper's Table 1 compares them, into `<out>/<scheme>/seed-<n>/`, resumable.
+//! paper's Table 1 compares them, into `<out>/<scheme>/seed-<n>/`, resumable. Two more axes are
+//! optional: inits (`--inits normal,scaled`: `<out>/<scheme>+<init>/seed-<n>/`, `normal` adding
+//! nothing to the name) and depths (`--layers 4,8,16`: `<out>/layers-<L>/<scheme>/seed-<n>/`).
 //!
 //! Every `(scheme, seed)` pair gets the same data order and initial weights for its seed (the
 //! seed drives both). A pair already finished is skipped, an interrupted one resumed, and a
@@ -22,7 +24,7 @@ use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::io::{verify_sum, write_atomically};
 use crate::measure::read_metrics;
-use crate::norm::NormScheme;
+use crate::norm::{InitScheme, NormScheme};
 use crate::run::load_run_model;
 use crate::run::{LOCK_FILE, MODEL, TRAIN_CONFIG};
 use crate::{ConfigError, Error};
@@ -98,6 +100,33 @@ pub fn parse_seeds(list: &str) -> Result<Vec<u64>, ConfigError> {
     Ok(seeds)
 }
 
+/// Parses a depth list, `4,8,16`: each a number of layers of at least 1, none repeated.
+pub fn parse_depths(list: &str) -> Result<Vec<usize>, ConfigError> {
+    let mut depths = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let depth = item.parse::<usize>().ok().filter(|&d| d > 0).ok_or_else(|| {
+            ConfigError::Conflict(format!("--layers: `{item}` is not a number of layers (at least 1); e.g. `4,8,16`"))
+        })?;
+        push_once(&mut depths, depth, |d| format!("--layers: depth {d} is listed twice"))?;
+    }
+    if depths.is_empty() {
+        return Err(ConfigError::Conflict("--layers is empty; give e.g. `4,8,16`".into()));
+    }
+    Ok(depths)
+}
+
+/// Parses an init list, `normal,scaled`: each an [`InitScheme`], none repeated.
+pub fn parse_inits(list: &str) -> Result<Vec<InitScheme>, ConfigError> {
+    let mut inits = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        push_once(&mut inits, item.parse()?, |i| format!("--inits: `{i}` is listed twice"))?;
+    }
+    if inits.is_empty() {
+        return Err(ConfigError::Conflict(format!("--inits is empty; give some of {}", InitScheme::names())));
+    }
+    Ok(inits)
+}
+
 /// Appends `item`, or says (`twice`) that the list already holds it.
 fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T, twice: impl Fn(&T) -> String) -> Result<(), ConfigError> {
     if list.contains(&item) {
@@ -112,16 +141,47 @@ fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T, twice: impl Fn(&T) -> Str
 pub struct SweepPair {
     /// The scheme it trains.
     pub scheme: NormScheme,
+    /// Its init, when the sweep has an init axis.
+    pub init: Option<InitScheme>,
+    /// Its number of layers, when the sweep has a depth axis.
+    pub layers: Option<usize>,
     /// Its seed (data order and initial weights).
     pub seed: u64,
-    /// Its run directory, `<out>/<scheme>/seed-<seed>`.
+    /// Its run directory, `<out>/<group>/seed-<seed>`.
     pub dir: PathBuf,
 }
 
 impl SweepPair {
-    /// The key of the pair in `sweep.json`: `<scheme>/seed-<seed>`.
+    /// The pair's scheme and init as one name, `lns` or `lns+scaled` ([`arm_name`]).
+    pub fn arm(&self) -> String {
+        arm_name(&self.scheme, self.init)
+    }
+
+    /// The runs this pair is a seed of: `[layers-<L>/]<arm>`, the folder of its seeds.
+    pub fn group(&self) -> String {
+        group_name(self.layers, &self.arm())
+    }
+
+    /// The key of the pair in `sweep.json`: `<group>/seed-<seed>`.
     pub fn key(&self) -> String {
-        format!("{}/seed-{}", scheme_dir_name(&self.scheme), self.seed)
+        format!("{}/seed-{}", self.group(), self.seed)
+    }
+}
+
+/// A scheme with an init as one name: the scheme's directory name, and `+<init>` for an init
+/// other than `normal` (`lns`, `pre-ln+scaled`).
+pub fn arm_name(scheme: &NormScheme, init: Option<InitScheme>) -> String {
+    match init.filter(|&init| init != InitScheme::Normal) {
+        Some(init) => format!("{}+{init}", scheme_dir_name(scheme)),
+        None => scheme_dir_name(scheme),
+    }
+}
+
+/// The folder of an arm's seeds: `layers-<L>/<arm>` on a depth axis, `<arm>` otherwise.
+pub fn group_name(layers: Option<usize>, arm: &str) -> String {
+    match layers {
+        Some(layers) => format!("layers-{layers}/{arm}"),
+        None => arm.to_string(),
     }
 }
 
@@ -156,7 +216,13 @@ pub struct SweepRecord {
     pub schemes: Vec<NormScheme>,
     /// The seeds, as given.
     pub seeds: Vec<u64>,
-    /// The outcome of each pair by its key (`<scheme>/seed-<seed>`).
+    /// The inits, when the sweep has an init axis.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inits: Vec<InitScheme>,
+    /// The depths, when the sweep has a depth axis.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depths: Vec<usize>,
+    /// The outcome of each pair by its key (`[layers-<L>/]<arm>/seed-<seed>`).
     pub outcomes: BTreeMap<String, PairOutcome>,
     /// The content fingerprint of the `--data` files and tokenizer ([`corpus_fingerprint`]); `None`
     /// for the built-in corpus and in records written before it was kept.
@@ -164,8 +230,22 @@ pub struct SweepRecord {
     pub data: Option<String>,
 }
 
-/// A sweep to run: the shared settings (`config.out` is the sweep's directory), schemes and seeds.
-#[derive(Clone, Debug)]
+impl SweepRecord {
+    /// The sweep this record is of: its settings and axes (its pairs and groups).
+    pub fn sweep(&self) -> Sweep {
+        Sweep {
+            config: self.config.clone(),
+            schemes: self.schemes.clone(),
+            seeds: self.seeds.clone(),
+            inits: self.inits.clone(),
+            depths: self.depths.clone(),
+        }
+    }
+}
+
+/// A sweep to run: the shared settings (`config.out` is the sweep's directory), schemes and
+/// seeds, and optionally inits and depths.
+#[derive(Clone, Debug, Default)]
 pub struct Sweep {
     /// The shared settings.
     pub config: TrainConfig,
@@ -173,6 +253,10 @@ pub struct Sweep {
     pub schemes: Vec<NormScheme>,
     /// The seeds, in order.
     pub seeds: Vec<u64>,
+    /// The inits, in order; empty: no init axis (every pair takes the config's `init`).
+    pub inits: Vec<InitScheme>,
+    /// The depths, in order; empty: no depth axis (every pair takes the config's depth).
+    pub depths: Vec<usize>,
 }
 
 /// What a sweep does with a pair that has no recorded outcome.
@@ -226,16 +310,37 @@ pub enum SweepEvent<'a> {
 }
 
 impl Sweep {
-    /// Every pair, scheme by scheme, seeds in order.
+    /// Every pair: depth by depth (shallow first), scheme by scheme, init by init, seeds in order.
     pub fn pairs(&self) -> Vec<SweepPair> {
+        let axis = |values: Vec<Option<_>>| if values.is_empty() { vec![None] } else { values };
+        let depths = axis(self.depths.iter().copied().map(Some).collect());
+        let inits = axis(self.inits.iter().copied().map(Some).collect());
         let mut pairs = Vec::new();
-        for scheme in &self.schemes {
-            for &seed in &self.seeds {
-                let dir = self.config.out.join(scheme_dir_name(scheme)).join(format!("seed-{seed}"));
-                pairs.push(SweepPair { scheme: scheme.clone(), seed, dir });
+        for &layers in &depths {
+            for scheme in &self.schemes {
+                for &init in &inits {
+                    for &seed in &self.seeds {
+                        let mut pair = SweepPair { scheme: scheme.clone(), init, layers, seed, dir: PathBuf::new() };
+                        pair.dir = self.config.out.join(pair.group()).join(format!("seed-{seed}"));
+                        pairs.push(pair);
+                    }
+                }
             }
         }
         pairs
+    }
+
+    /// Every group of seeds (`[layers-<L>/]<arm>`), in the order of [`pairs`](Self::pairs), with its
+    /// depth and arm.
+    pub fn groups(&self) -> Vec<(Option<usize>, String)> {
+        let mut groups: Vec<(Option<usize>, String)> = Vec::new();
+        for pair in self.pairs() {
+            let group = (pair.layers, pair.arm());
+            if !groups.contains(&group) {
+                groups.push(group);
+            }
+        }
+        groups
     }
 
     /// The training settings of `pair`. Every pair shares one token cache, `<out>/.token-cache`,
@@ -244,6 +349,8 @@ impl Sweep {
         let cache_dir = self.config.cache_dir.clone().or_else(|| Some(self.config.out.join(".token-cache")));
         TrainConfig {
             norm: Some(pair.scheme.clone()),
+            init: pair.init.or(self.config.init),
+            layers: pair.layers.or(self.config.layers),
             seed: pair.seed,
             out: pair.dir.clone(),
             cache_dir,
@@ -269,6 +376,7 @@ impl Sweep {
             ))
             .into());
         }
+        self.check_axes()?;
         for pair in self.pairs() {
             let config = self.pair_config(&pair);
             config.validate()?;
@@ -306,7 +414,7 @@ impl Sweep {
                 })
                 .map(|(_, change)| change)
                 .collect();
-            let recorded = Sweep { config: self.config.clone(), schemes: record.schemes.clone(), seeds: record.seeds };
+            let recorded = Sweep { config: self.config.clone(), ..record.sweep() };
             let started =
                 !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| pair.dir.join(TRAIN_CONFIG).exists());
             if !changed.is_empty() && started {
@@ -363,6 +471,8 @@ impl Sweep {
             config: self.config.clone(),
             schemes: self.schemes.clone(),
             seeds: self.seeds.clone(),
+            inits: self.inits.clone(),
+            depths: self.depths.clone(),
             outcomes,
             data,
         };
@@ -413,6 +523,36 @@ impl Sweep {
         Ok(record)
     }
 
+    /// An error when an axis clashes with the shared settings: the config's own `init` or `layers`
+    /// beside an init or depth axis, a depth axis on the fixed depth of `init_from`, or an init
+    /// axis with a scheme that sets its own init.
+    fn check_axes(&self) -> Result<(), ConfigError> {
+        let listed = |values: Vec<String>| values.join(",");
+        if let (Some(init), false) = (self.config.init, self.inits.is_empty()) {
+            return Err(ConfigError::Conflict(format!(
+                "the config's init `{init}` and --inits {} both set the init; give one of them",
+                listed(self.inits.iter().map(|i| i.to_string()).collect())
+            )));
+        }
+        if self.depths.is_empty() {
+            return Ok(());
+        }
+        let depths = listed(self.depths.iter().map(|d| d.to_string()).collect());
+        if let Some(layers) = self.config.layers {
+            return Err(ConfigError::Conflict(format!(
+                "the config's `layers = {layers}` and the depth axis --layers {depths} both set the depth; give one"
+            )));
+        }
+        if let Some(source) = &self.config.init_from {
+            return Err(ConfigError::Conflict(format!(
+                "a depth axis (--layers {depths}) cannot apply to `init_from` ({}): its model's depth is fixed; drop \
+                 --layers or --init-from",
+                source.display()
+            )));
+        }
+        Ok(())
+    }
+
     fn write_record(&self, record: &SweepRecord) -> Result<(), Error> {
         let path = self.config.out.join(SWEEP_FILE);
         let json = serde_json::to_string_pretty(record).expect("a sweep record serialises");
@@ -460,7 +600,12 @@ mod tests {
             ..TrainConfig::default()
         };
         let losses = random_floats(400);
-        let sweep = Sweep { config, schemes: vec!["lns".parse().unwrap()], seeds: (1..=losses.len() as u64).collect() };
+        let sweep = Sweep {
+            config,
+            schemes: vec!["lns".parse().unwrap()],
+            seeds: (1..=losses.len() as u64).collect(),
+            ..Sweep::default()
+        };
         let mut outcomes = BTreeMap::new();
         for (pair, &valid_loss) in sweep.pairs().iter().zip(&losses) {
             std::fs::create_dir_all(&pair.dir).unwrap();
@@ -470,6 +615,8 @@ mod tests {
             config: sweep.config.clone(),
             schemes: sweep.schemes.clone(),
             seeds: sweep.seeds.clone(),
+            inits: Vec::new(),
+            depths: Vec::new(),
             outcomes: outcomes.clone(),
             data: None,
         };

@@ -1,5 +1,6 @@
-//! `track_every`: the layer-wise variance and per-layer gradient norms recorded during training
-//! (the paper's figure 6), one JSON line per record in `<run>/tracking.jsonl`.
+//! `track_every`: the layer-wise variance, per-layer gradient norms and largest activations
+//! recorded during training (the paper's figure 6, Mix-LN's gradient figure, Peri-LN's activation
+//! margin), one JSON line per record in `<run>/tracking.jsonl`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 use super::clip::global_grad_norm;
 use super::events::Events;
-use crate::measure::{layer_variances, read_tracking_lines, TrackRecord, TRACKING_FILE};
+use crate::measure::{layer_variances, max_abs_activations, read_tracking_lines, TrackRecord, TRACKING_FILE};
 use crate::model::Llama;
 
 /// Records a [`TrackRecord`] every `every` optimiser steps, on a fixed probe batch.
@@ -101,5 +102,6 @@ pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: Tensor
         block_output_variance: variances.block_output,
         after_attention_variance: variances.after_attention,
         grad_norm,
+        max_abs_activation: max_abs_activations(&trace),
     }
 }

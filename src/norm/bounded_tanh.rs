@@ -1,0 +1,118 @@
+//! `BoundedTanhScaling`: Bounded Hyperbolic Tanh (BHyT, arXiv 2601.09719, Byun et al., ICML
+//! 2026), a tanh of the RMS-normalised input, with its output multiplied by `1/sqrt(layer)`.
+
+use burn::config::Config;
+use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
+use burn::nn::Initializer;
+use burn::tensor::{assert_shape, Device, Tensor};
+
+use super::depth_scale::{check_norm_config, factor};
+use super::dynamic_tanh::check_alpha_init;
+use crate::ConfigError;
+
+/// BHyT's default initial `lambda` (the authors' 1B sweep: 2 on the attention side, 1 or 3 on the
+/// feed-forward side; one value here for every norm).
+pub const BHYT_LAMBDA_INIT: f64 = 2.0;
+
+/// BHyT's `kappa` (the authors' default, the same in every layer).
+pub const BHYT_KAPPA: f64 = 10.0;
+
+/// Configuration of [`BoundedTanhScaling`].
+#[derive(Config, Debug)]
+pub struct BoundedTanhScalingConfig {
+    /// The size of the last (feature) dimension.
+    pub d_model: usize,
+    /// The 1-based number of the layer this norm belongs to; the output is scaled by `1/sqrt(layer)`.
+    pub layer: usize,
+    /// Initial value of the learnable scalar `lambda`.
+    #[config(default = "BHYT_LAMBDA_INIT")]
+    pub lambda_init: f64,
+    /// The fixed divisor `kappa` of the normalised input.
+    #[config(default = "BHYT_KAPPA")]
+    pub kappa: f64,
+    /// Added to the mean square for numerical stability.
+    #[config(default = 1e-6)]
+    pub epsilon: f64,
+}
+
+impl BoundedTanhScalingConfig {
+    /// Builds the module with `lambda = lambda_init` and `gamma = 1`.
+    ///
+    /// Fails for layer 0, `d_model = 0`, a non-positive epsilon, or a `lambda_init` or `kappa`
+    /// that is not a finite number > 0.
+    pub fn init(&self, device: &Device) -> Result<BoundedTanhScaling, ConfigError> {
+        check_norm_config(self.d_model, self.layer, self.epsilon)?;
+        check_alpha_init(self.lambda_init)?;
+        if !(self.kappa > 0.0 && self.kappa.is_finite()) {
+            return Err(ConfigError::OutOfRange { field: "kappa", value: self.kappa, expected: "a finite number > 0" });
+        }
+        Ok(BoundedTanhScaling {
+            lambda: Initializer::Constant { value: self.lambda_init }.init([1], device),
+            gamma: Initializer::Ones.init([self.d_model], device),
+            kappa: self.kappa,
+            epsilon: self.epsilon,
+            layer: self.layer,
+        })
+    }
+}
+
+/// Bounded Hyperbolic Tanh with LayerNorm Scaling:
+///
+/// `Y = gamma * tanh(lambda * X / (kappa * sqrt(mean(X^2) + eps))) / sqrt(l)`
+///
+/// The RMS over the features bounds the tanh's input whatever the residual stream's scale;
+/// `lambda` (a learnable scalar) and `kappa` (fixed, 10) set how far into the tanh it goes, so at
+/// init the output's RMS is about `lambda / kappa`. This is the exact form (the authors' `bhytstar`):
+/// their default approximates the feed-forward-side mean square from the attention side's to save
+/// one reduction, which changes the speed, not the function being approximated.
+#[derive(Module, Debug)]
+#[module(custom_display)]
+pub struct BoundedTanhScaling {
+    /// The learnable input scale, `[1]`, initialised to `lambda_init`.
+    pub lambda: Param<Tensor<1>>,
+    /// The learnable per-feature scale, `[d_model]`, initialised to 1.
+    pub gamma: Param<Tensor<1>>,
+    /// The fixed divisor of the normalised input.
+    pub kappa: f64,
+    /// Added to the mean square for numerical stability.
+    pub epsilon: f64,
+    /// The 1-based layer number; never 0.
+    layer: usize,
+}
+
+impl BoundedTanhScaling {
+    /// The 1-based layer number.
+    pub fn layer(&self) -> usize {
+        self.layer
+    }
+
+    /// The factor `1/sqrt(layer)` applied to the output.
+    pub fn scale(&self) -> f64 {
+        factor(self.layer)
+    }
+
+    /// Applies BHyT over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
+    ///
+    /// # Panics
+    ///
+    /// If the last dimension of `x` is not `d_model` (the message names both sizes).
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let [d_model] = self.gamma.shape().dims();
+        assert_shape!(x, [.., d_model]);
+        let inverse_rms = (x.clone().square().mean_dim(D - 1) + self.epsilon).sqrt().recip(); // [..., 1]
+        let lambda = (self.lambda.val() / self.kappa).unsqueeze::<D>(); // [1, ..., 1]
+        let gamma = (self.gamma.val() * self.scale()).unsqueeze::<D>(); // [1, ..., d_model]
+        (x * inverse_rms * lambda).tanh() * gamma
+    }
+}
+
+impl ModuleDisplay for BoundedTanhScaling {
+    fn custom_settings(&self) -> Option<DisplaySettings> {
+        DisplaySettings::new().with_new_line_after_attribute(false).optional()
+    }
+
+    fn custom_content(&self, content: Content) -> Option<Content> {
+        let [d_model] = self.gamma.shape().dims();
+        content.add("d_model", &d_model).add("kappa", &self.kappa).add("layer", &self.layer).optional()
+    }
+}

@@ -1,0 +1,105 @@
+//! `DynamicErfScaling`: Dynamic erf (Derf, arXiv 2512.10938, Chen et al. 2025), a point-wise
+//! replacement of a norm in DyT's family, with its output multiplied by `1/sqrt(layer)`.
+
+use burn::config::Config;
+use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
+use burn::nn::Initializer;
+use burn::tensor::{assert_shape, Device, Tensor};
+
+use super::depth_scale::{check_norm_config, factor};
+use super::dynamic_tanh::check_alpha_init;
+use crate::ConfigError;
+
+/// Derf's default initial `alpha` (the authors' code: 0.5 for vision and DNA, 1.0 in their GPT-2 patch).
+pub const DERF_ALPHA_INIT: f64 = 0.5;
+
+/// Configuration of [`DynamicErfScaling`].
+#[derive(Config, Debug)]
+pub struct DynamicErfScalingConfig {
+    /// The size of the last (feature) dimension.
+    pub d_model: usize,
+    /// The 1-based number of the layer this norm belongs to; the output is scaled by `1/sqrt(layer)`.
+    pub layer: usize,
+    /// Initial value of the learnable scalar `alpha`.
+    #[config(default = "DERF_ALPHA_INIT")]
+    pub alpha_init: f64,
+}
+
+impl DynamicErfScalingConfig {
+    /// Builds the module with `alpha = alpha_init`, `shift = 0`, `gamma = 1` and `beta = 0`.
+    ///
+    /// Fails for layer 0, `d_model = 0` or an `alpha_init` that is not a finite number > 0.
+    pub fn init(&self, device: &Device) -> Result<DynamicErfScaling, ConfigError> {
+        // Derf has no epsilon: 1.0 stands in for the check shared with the other norms.
+        check_norm_config(self.d_model, self.layer, 1.0)?;
+        check_alpha_init(self.alpha_init)?;
+        Ok(DynamicErfScaling {
+            alpha: Initializer::Constant { value: self.alpha_init }.init([1], device),
+            shift: Initializer::Zeros.init([1], device),
+            gamma: Initializer::Ones.init([self.d_model], device),
+            beta: Initializer::Zeros.init([self.d_model], device),
+            layer: self.layer,
+        })
+    }
+}
+
+/// Dynamic erf with LayerNorm Scaling:
+///
+/// `Y = (gamma * erf(alpha * X + s) + beta) / sqrt(l)`
+///
+/// Element-wise, like [`DynamicTanhScaling`](super::DynamicTanhScaling): no statistics over the
+/// features and no epsilon. `alpha` and the shift `s` are learnable scalars; `gamma` and `beta`
+/// are per feature. The factor derives from the layer number in the config and is never stored.
+#[derive(Module, Debug)]
+#[module(custom_display)]
+pub struct DynamicErfScaling {
+    /// The learnable input scale, `[1]`, initialised to `alpha_init`.
+    pub alpha: Param<Tensor<1>>,
+    /// The learnable input shift `s`, `[1]`, initialised to 0.
+    pub shift: Param<Tensor<1>>,
+    /// The learnable per-feature scale, `[d_model]`, initialised to 1.
+    pub gamma: Param<Tensor<1>>,
+    /// The learnable per-feature shift, `[d_model]`, initialised to 0.
+    pub beta: Param<Tensor<1>>,
+    /// The 1-based layer number; never 0.
+    layer: usize,
+}
+
+impl DynamicErfScaling {
+    /// The 1-based layer number.
+    pub fn layer(&self) -> usize {
+        self.layer
+    }
+
+    /// The factor `1/sqrt(layer)` applied to the output.
+    pub fn scale(&self) -> f64 {
+        factor(self.layer)
+    }
+
+    /// Applies Derf element-wise. Shapes: `[..., d_model] -> [..., d_model]`.
+    ///
+    /// # Panics
+    ///
+    /// If the last dimension of `x` is not `d_model` (the message names both sizes).
+    pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let [d_model] = self.gamma.shape().dims();
+        assert_shape!(x, [.., d_model]);
+        let scale = self.scale();
+        let alpha = self.alpha.val().unsqueeze::<D>(); // [1, ..., 1]
+        let shift = self.shift.val().unsqueeze::<D>();
+        let gamma = (self.gamma.val() * scale).unsqueeze::<D>(); // [1, ..., d_model]
+        let beta = (self.beta.val() * scale).unsqueeze::<D>();
+        (x * alpha + shift).erf() * gamma + beta
+    }
+}
+
+impl ModuleDisplay for DynamicErfScaling {
+    fn custom_settings(&self) -> Option<DisplaySettings> {
+        DisplaySettings::new().with_new_line_after_attribute(false).optional()
+    }
+
+    fn custom_content(&self, content: Content) -> Option<Content> {
+        let [d_model] = self.gamma.shape().dims();
+        content.add("d_model", &d_model).add("layer", &self.layer).optional()
+    }
+}
