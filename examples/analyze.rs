@@ -8,7 +8,11 @@
 //! cargo run --release --example analyze -- --run runs/shakespeare-lns --data ../shared/data/tinyshakespeare.txt
 //! cargo run --release --example analyze -- --run runs/pre-ln runs/lns --out runs/comparison
 //! cargo run --release --example analyze -- --hf-dir path/to/model --data some.txt --out runs/model-analysis
+//! cargo run --release --example analyze -- --run runs/pre-ln --hf-dir path/to/bert-large --out runs/figure-2
 //! ```
+//!
+//! A BERT-style encoder given to `--hf-dir` is scored by masked-token pseudo-perplexity with each
+//! layer removed: beside decoders, the report is the paper's figure 2 (Post-LN against Pre-LN).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,11 +24,15 @@ use layernorm_scaling::analysis::{
     analyze, choice_report, longest_choice_tokens, path_labels, read_choice_file, unique_labels, write_comparison,
     AnalysisOptions, ChoiceFormat, ChoiceItem, ComparedRun, Report,
 };
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, Tokenizer};
+use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, TokenCache, Tokenizer};
+use layernorm_scaling::hf::{
+    bert_layer_removal, encoder_sequences, is_bert_dir, load_bert_model, write_removal_comparison, BertConfig,
+    BertForMaskedLm, BertTokens, ComparedEncoder, EncoderReport,
+};
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
-use layernorm_scaling::run::{is_hf_dir, load_model_dir, require_hf_dir};
+use layernorm_scaling::run::{load_model_dir, require_hf_dir};
 use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.
@@ -35,7 +43,8 @@ struct Args {
     /// Run directories (each holds model.json and model.bpk); two or more models give a comparison.
     #[arg(long, num_args = 1.., required_unless_present = "hf_dir")]
     run: Vec<PathBuf>,
-    /// Hugging Face model directories (config.json, safetensors, tokenizer.json), analysed like runs.
+    /// Hugging Face model directories (config.json, safetensors, tokenizer.json): decoders are
+    /// analysed like runs, BERT-style encoders by their pseudo-perplexity with each layer removed.
     #[arg(long, num_args = 1..)]
     hf_dir: Vec<PathBuf>,
     /// Legend labels of the runs (default: the shortest ends of their paths that differ, e.g.
@@ -62,6 +71,10 @@ struct Args {
     /// Tokens per sequence.
     #[arg(long, default_value_t = 128)]
     seq_len: usize,
+    /// Sequences an encoder's pseudo-perplexity scores (default 8). Each scored token is a
+    /// forward pass of its own: an encoder costs about sequences x seq-len x (layers + 1) passes.
+    #[arg(long)]
+    sequences: Option<usize>,
     /// Device: auto, flex, wgpu, cuda:N, ...
     #[arg(long, default_value = "auto")]
     device: String,
@@ -148,23 +161,30 @@ fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<
     Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, config: loaded.config, tokenizer, title, tracking })
 }
 
-fn report_of(
-    run: &LoadedRun,
-    args: &Args,
-    options: &AnalysisOptions,
-    choices: Option<&[ChoiceItem]>,
-) -> Result<Report, Error> {
+/// The evaluation text (`--data`, or fresh built-in documents) tokenised by `tokenizer` and
+/// checked against a model vocabulary of `vocab_size`.
+fn evaluation_tokens(args: &Args, tokenizer: &Tokenizer, vocab_size: usize) -> Result<Arc<TokenCache>, Error> {
     let source = if args.data.is_empty() {
         CorpusSource::Builtin { n_docs: 2000, seed: 0xa11a }
     } else {
         CorpusSource::Files { paths: args.data.clone(), text_field: args.text_field.clone() }
     };
     let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
-    let cache = Arc::new(tokenize_corpus(&source, &run.tokenizer, &cache_root)?);
+    let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
     for warning in cache.warnings() {
         errln!("warning: {warning}");
     }
-    cache.check_vocabulary(&run.tokenizer, run.config.vocab_size)?;
+    cache.check_vocabulary(tokenizer, vocab_size)?;
+    Ok(cache)
+}
+
+fn report_of(
+    run: &LoadedRun,
+    args: &Args,
+    options: &AnalysisOptions,
+    choices: Option<&[ChoiceItem]>,
+) -> Result<Report, Error> {
+    let cache = evaluation_tokens(args, &run.tokenizer, run.config.vocab_size)?;
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
     let data = SequenceDataset::new(cache, &docs, args.seq_len);
     errln!("{}", run.title);
@@ -177,24 +197,88 @@ fn report_of(
     Ok(report)
 }
 
+/// The sequences an encoder scores when `--sequences` is not given.
+const DEFAULT_ENCODER_SEQUENCES: usize = 8;
+
+/// A loaded BERT-style encoder, checked before any evaluation starts.
+struct LoadedEncoder {
+    dir: PathBuf,
+    model: BertForMaskedLm,
+    config: BertConfig,
+    tokenizer: Tokenizer,
+    tokens: BertTokens,
+    title: String,
+}
+
+/// Loads the BERT-style encoder of the Hugging Face directory `dir` and checks the options against it.
+fn load_encoder(dir: &Path, args: &Args, options: &AnalysisOptions) -> Result<LoadedEncoder, Error> {
+    if args.step.is_some() || args.epoch.is_some() {
+        return Err(usage(format!(
+            "--step picks a checkpoint of a run; {} is a Hugging Face encoder, which has only its weights",
+            dir.display()
+        )));
+    }
+    let device = parse_device(&args.device)?;
+    let (model, config) = load_bert_model(dir, &device).map_err(|e| Error::file(dir, e))?;
+    let tokenizer = Tokenizer::from_file(args.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json")))?;
+    let tokens = BertTokens::of(&tokenizer)?;
+    if args.seq_len < 3 || args.seq_len > model.max_positions() {
+        return Err(usage(format!(
+            "--seq-len {}: the encoder {} takes sequences of 3 to {} tokens ([CLS] and [SEP] included)",
+            args.seq_len,
+            dir.display(),
+            model.max_positions()
+        )));
+    }
+    model.check_layers(&options.layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
+    let title = format!("Layer removal of {} (Post-LN encoder, {} layers)", dir.display(), config.num_hidden_layers);
+    Ok(LoadedEncoder { dir: dir.to_path_buf(), model, config, tokenizer, tokens, title })
+}
+
+/// The pseudo-perplexity of `encoder` on the evaluation text with each layer removed.
+fn encoder_report(encoder: &LoadedEncoder, args: &Args, options: &AnalysisOptions) -> Result<EncoderReport, Error> {
+    let cache = evaluation_tokens(args, &encoder.tokenizer, encoder.config.vocab_size)?;
+    let wanted = args.sequences.unwrap_or(DEFAULT_ENCODER_SEQUENCES);
+    let sequences = encoder_sequences(&cache, encoder.tokens, args.seq_len, wanted)?;
+    if sequences.len() < wanted {
+        errln!("warning: the evaluation text holds {} sequences of {} tokens, fewer than {wanted}", sequences.len(), args.seq_len);
+    }
+    errln!("{}", encoder.title);
+    let mut bar = progress_bar("pseudo-perplexity");
+    let removal = bert_layer_removal(&encoder.model, &sequences, encoder.tokens.mask, &options.layers, &mut bar)?;
+    Ok(EncoderReport::new(&encoder.dir, encoder.config.clone(), args.seq_len, removal))
+}
+
 fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
-    if args.seq_len == 0 || options.batch_size == 0 || options.batches == 0 {
-        return Err(usage("--seq-len, --batch-size and --batches must be at least 1".into()));
+    if args.seq_len == 0 || options.batch_size == 0 || options.batches == 0 || args.sequences == Some(0) {
+        return Err(usage("--seq-len, --batch-size, --batches and --sequences must be at least 1".into()));
     }
     // `--hf-dir org/name` names a model of the local Hugging Face cache: its folder from here on.
     let hf_dirs: Vec<PathBuf> = args.hf_dir.iter().map(|dir| require_hf_dir(dir)).collect::<Result<_, _>>()?;
-    let sources: Vec<(&PathBuf, bool)> =
-        args.run.iter().map(|dir| (dir, false)).chain(hf_dirs.iter().map(|dir| (dir, true))).collect();
-    if !args.label.is_empty() && args.label.len() != sources.len() {
+    // Every model in the order given (runs, then Hugging Face directories), with its kind.
+    let mut models: Vec<(&PathBuf, Kind)> = args.run.iter().map(|dir| (dir, Kind::Run)).collect();
+    models.extend(hf_dirs.iter().map(|dir| (dir, if is_bert_dir(dir) { Kind::Encoder } else { Kind::HfDecoder })));
+    let has_encoder = models.iter().any(|(_, kind)| *kind == Kind::Encoder);
+    let has_decoder = models.iter().any(|(_, kind)| *kind != Kind::Encoder);
+    if !args.label.is_empty() && args.label.len() != models.len() {
         return Err(usage(format!(
             "{} --label values for {} models; give one per --run/--hf-dir or none",
             args.label.len(),
-            sources.len()
+            models.len()
         )));
     }
-    let out = match (&args.out, sources.as_slice()) {
+    if args.sequences.is_some() && !has_encoder {
+        return Err(usage("--sequences counts an encoder's sequences; no --hf-dir is a BERT-style encoder".into()));
+    }
+    if args.choices.is_some() && !has_decoder {
+        return Err(usage(
+            "--choices scores decoders (a continuation's likelihood); the models given are all BERT-style encoders"
+                .into(),
+        ));
+    }
+    let out = match (&args.out, models.as_slice()) {
         (Some(out), _) => out.clone(),
-        (None, [(dir, _)]) if !is_hf_dir(dir) => dir.join("analysis"),
+        (None, [(dir, Kind::Run)]) => dir.join("analysis"),
         (None, [_]) => {
             return Err(usage(
                 "analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into(),
@@ -202,12 +286,12 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         }
         (None, _) => return Err(usage("comparing several models needs --out DIR for the comparison report".into())),
     };
-    let marker = if sources.len() == 1 { "report.json" } else { "comparison.json" };
+    let marker = if models.len() == 1 { "report.json" } else { "comparison.json" };
     check_replaceable_dir(&out, marker).map_err(|e| Error::file(&out, format!("--out: {e}")))?;
     // An existing `--out` is replaced whole: it must not hold a model being analysed, and it is
     // named by its absolute path (`--out .` would otherwise name the replaced directory).
     let out = if out.exists() { out.canonicalize().map_err(|e| Error::file(&out, e))? } else { out };
-    for (dir, _) in &sources {
+    for (dir, _) in &models {
         if dir.canonicalize().is_ok_and(|dir| dir.starts_with(&out)) {
             return Err(usage(format!(
                 "--out {} holds the model {}, which writing the report would replace",
@@ -216,8 +300,21 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
             )));
         }
     }
+    let names: Vec<String> = if args.label.is_empty() {
+        path_labels(&models.iter().map(|(dir, _)| dir.as_path()).collect::<Vec<_>>())
+    } else {
+        args.label.clone()
+    };
+    let labels = unique_labels(&names);
     // Everything that can be wrong with the input is found before the first evaluation.
-    let runs = sources.iter().map(|(dir, hf)| load(dir, *hf, args, options)).collect::<Result<Vec<_>, _>>()?;
+    let mut runs = Vec::new();
+    let mut encoders = Vec::new();
+    for ((dir, kind), label) in models.iter().zip(labels) {
+        match kind {
+            Kind::Encoder => encoders.push((label, load_encoder(dir, args, options)?)),
+            _ => runs.push((label, load(dir, *kind == Kind::HfDecoder, args, options)?)),
+        }
+    }
     let choices = match &args.choices {
         Some(path) => {
             let (format, items) = read_choice_file(path, args.choices_format)?;
@@ -229,34 +326,53 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         None => None,
     };
     // Each question and choice runs whole through each model: it must fit in the model's context.
-    for (run, items) in runs.iter().filter_map(|run| Some((run, choices.as_deref()?))) {
+    for (run, items) in runs.iter().filter_map(|(_, run)| Some((run, choices.as_deref()?))) {
         let longest = longest_choice_tokens(&run.tokenizer, items)?;
         run.config
             .check_seq_len(longest, "--choices (its longest question with a choice)")
             .map_err(|e| usage(format!("{e} ({}); shorten the questions", run.dir.display())))?;
     }
-    let reports =
-        runs.iter().map(|run| report_of(run, args, options, choices.as_deref())).collect::<Result<Vec<_>, _>>()?;
+    let mut compared = Vec::new();
+    for (label, run) in &runs {
+        let report = report_of(run, args, options, choices.as_deref())?;
+        compared.push(ComparedRun { label: label.clone(), title: run.title.clone(), report });
+    }
+    let mut compared_encoders = Vec::new();
+    for (label, encoder) in &encoders {
+        let report = encoder_report(encoder, args, options)?;
+        compared_encoders.push(ComparedEncoder { label: label.clone(), title: encoder.title.clone(), report });
+    }
 
-    if runs.len() == 1 {
-        let (run, report) = (&runs[0], &reports[0]);
-        report.write(&out, &run.title).map_err(|e| Error::file(&out, format!("cannot write the report: {e}")))?;
-        out!("{}", report.summary(&run.title));
-    } else {
-        let names: Vec<String> = if args.label.is_empty() {
-            path_labels(&runs.iter().map(|r| r.dir.as_path()).collect::<Vec<_>>())
-        } else {
-            args.label.clone()
-        };
-        let compared: Vec<ComparedRun> = unique_labels(&names)
-            .into_iter()
-            .zip(runs.iter().zip(reports))
-            .map(|(label, (run, report))| ComparedRun { label, title: run.title.clone(), report })
-            .collect();
-        write_comparison(&compared, &out)
-            .map_err(|e| Error::file(&out, format!("cannot write the comparison: {e}")))?;
-        out!("{}", std::fs::read_to_string(out.join("comparison.md")).unwrap_or_default());
+    let written = |e: std::io::Error| Error::file(&out, format!("cannot write the report: {e}"));
+    match (compared.as_slice(), compared_encoders.as_slice()) {
+        ([run], []) => {
+            run.report.write(&out, &run.title).map_err(written)?;
+            out!("{}", run.report.summary(&run.title));
+        }
+        ([], [encoder]) => {
+            encoder.report.write(&out, &encoder.title).map_err(written)?;
+            out!("{}", encoder.report.summary(&encoder.title));
+        }
+        (_, []) => {
+            write_comparison(&compared, &out).map_err(written)?;
+            out!("{}", std::fs::read_to_string(out.join("comparison.md")).unwrap_or_default());
+        }
+        _ => {
+            write_removal_comparison(&compared, &compared_encoders, &out).map_err(written)?;
+            out!("{}", std::fs::read_to_string(out.join("comparison.md")).unwrap_or_default());
+        }
     }
     outln!("\nreport written to {}", out.display());
     Ok(())
+}
+
+/// What a model directory holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A run directory of the train example.
+    Run,
+    /// A Hugging Face decoder (LLaMA, Mistral, Qwen2).
+    HfDecoder,
+    /// A Hugging Face BERT-style encoder.
+    Encoder,
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use burn::module::{Module, Param};
-use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Tensor, TensorData};
 use common::{cpu, max_abs_diff, random_tokens, values};
 use layernorm_scaling::model::RotaryEmbedding;

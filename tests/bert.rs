@@ -306,3 +306,78 @@ fn analyze_reports_the_layer_removal_of_an_encoder() {
     assert_mentions(&summary, &["pseudo-perplexity", "SQuAD", "| 3 |"]);
     common::assert_png_not_blank(&out.join("pseudo_perplexity_drop.png"));
 }
+
+#[test]
+fn analyze_sets_an_encoder_beside_a_decoder_as_the_papers_figure_2() {
+    use layernorm_scaling::train::{train, Start};
+    let tmp = tempfile::tempdir().unwrap();
+    let run_dir = tmp.path().join("lns");
+    let mut config = common::quick(&run_dir, 2, 2);
+    config.layers = Some(2);
+    train(&config, Start::New, |_| {}).unwrap();
+    let out = tmp.path().join("figure-2");
+    let output = Command::new(example("analyze"))
+        .arg("--run")
+        .arg(&run_dir)
+        .arg("--hf-dir")
+        .arg(fixture())
+        .args(["--device", "flex", "--seq-len", "12", "--sequences", "2", "--batches", "1", "--label", "llama", "bert"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let comparison: Value = serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap()).unwrap();
+    let kinds: Vec<(&str, &str, u64)> = comparison
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["label"].as_str().unwrap(), m["kind"].as_str().unwrap(), m["n_layers"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("llama", "decoder", 2), ("bert", "Post-LN encoder", 3)]);
+    assert_eq!(comparison[1]["relative_change_percent"].as_array().unwrap().len(), 3);
+    // Each model's own report sits beside the comparison, and the encoder's numbers are its own.
+    let encoder: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bert/report.json")).unwrap()).unwrap();
+    assert_eq!(encoder["layer_removal"]["scored_tokens"], 20);
+    assert_eq!(encoder["layer_removal"]["pseudo_perplexity"], comparison[1]["full_model"]);
+    assert!(out.join("llama/report.json").is_file());
+    common::assert_png_not_blank(&out.join("layer_removal.png"));
+}
+
+#[test]
+fn options_that_do_not_apply_to_an_encoder_are_refused_before_scoring() {
+    let tmp = tempfile::tempdir().unwrap();
+    let analyze = |extra: &[&str]| {
+        let output = Command::new(example("analyze"))
+            .arg("--hf-dir")
+            .arg(fixture())
+            .args(["--device", "flex", "--out"])
+            .arg(tmp.path().join("out"))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{extra:?} was accepted");
+        String::from_utf8_lossy(&output.stderr).to_string()
+    };
+    assert_mentions(&analyze(&["--seq-len", "25"]), &["--seq-len 25", "3 to 24 tokens"]);
+    assert_mentions(&analyze(&["--seq-len", "12", "--step", "2"]), &["--step", "encoder"]);
+    assert_mentions(&analyze(&["--seq-len", "12", "--layers", "4"]), &["--layers", "layer 4"]);
+    assert_mentions(&analyze(&["--seq-len", "12", "--sequences", "0"]), &["--sequences", "at least 1"]);
+    let choices = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/choices/piqa_hf.jsonl");
+    assert_mentions(&analyze(&["--seq-len", "12", "--choices", choices.to_str().unwrap()]), &["--choices", "encoders"]);
+    assert!(!tmp.path().join("out").exists(), "a refused analysis wrote its report");
+}
+
+
+#[test]
+fn training_from_an_encoder_is_refused_before_anything_is_written() {
+    use layernorm_scaling::train::{train, Start};
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let config = layernorm_scaling::train::TrainConfig { init_from: Some(fixture()), ..common::quick(&out, 2, 2) };
+    let error = train(&config, Start::New, |_| {}).map(drop).unwrap_err().to_string();
+    assert_mentions(&error, &["BERT encoder", "cannot be trained", "analyze --hf-dir"]);
+    assert!(!out.exists(), "a refused run wrote its directory");
+}

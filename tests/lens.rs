@@ -40,7 +40,7 @@ fn the_logit_lens_of_the_last_block_is_the_models_own_loss() {
     let [b, s, v] = logits.dims();
     let lens_log_probs = values(&log_softmax(logits, 2));
     let model_log_probs = values(&log_softmax(trace.logits.clone(), 2));
-    let targets: Vec<i64> = batch.targets.to_data().convert::<i64>().to_vec().unwrap();
+    let targets: Vec<i64> = batch.targets.to_data().convert::<i64>().try_to_vec::<i64>().unwrap();
     let (mut loss, mut kl) = (0.0f64, 0.0f64);
     for token in 0..b * s {
         let row = token * v;

@@ -476,7 +476,9 @@ fn the_scheme_table_drives_parsing_display_and_the_docs() {
                 assert_eq!(format!("{}:{default}", info.name).parse::<NormScheme>().unwrap(), scheme);
                 assert!(format!("{}:x", info.name).parse::<NormScheme>().is_err());
             }
-            SchemeArgument::Position => assert!(format!("{}:nowhere", info.name).parse::<NormScheme>().is_err()),
+            SchemeArgument::Position | SchemeArgument::Base => {
+                assert!(format!("{}:nowhere", info.name).parse::<NormScheme>().is_err())
+            }
         }
     }
     let err = "lsn".parse::<NormScheme>().unwrap_err().to_string();

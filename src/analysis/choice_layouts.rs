@@ -17,7 +17,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use super::choice_rows::{extension, read_rows, shown, Row};
+use super::choice_rows::{read_rows, shown, Row};
 use super::ChoiceItem;
 use crate::data::DataError;
 use crate::ConfigError;

@@ -4,6 +4,8 @@
 
 mod angular;
 mod block_influence;
+mod choice_layouts;
+mod choice_rows;
 mod comparison;
 mod figures;
 mod identity;

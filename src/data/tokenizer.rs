@@ -113,6 +113,16 @@ impl Tokenizer {
         }
     }
 
+    /// The id of the token written `token` (a special token such as `[MASK]`), if the tokenizer
+    /// has one; the byte tokenizer has none.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        match self {
+            Tokenizer::Byte => None,
+            #[cfg(feature = "tokenizers")]
+            Tokenizer::HuggingFace { inner, .. } => inner.token_to_id(token),
+        }
+    }
+
     /// The token placed between documents.
     pub fn eot(&self) -> u32 {
         match self {

@@ -160,6 +160,14 @@ pub fn read_hf_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, HfError> {
 
 /// A [`LlamaConfig`] from a parsed `config.json`.
 pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
+    if super::bert::describes_bert(json) {
+        return Err(HfError::Unsupported(
+            "a BERT encoder (model_type `bert`) cannot be trained or loaded as a decoder: training, generation \
+             and export take llama, mistral and qwen2; give an encoder to `analyze --hf-dir`, which measures its \
+             layer removal by pseudo-perplexity"
+                .into(),
+        ));
+    }
     let config = HfConfig::from_json(json)?;
     let model_type = config.model_type.as_deref().unwrap_or("");
     if !["llama", "mistral", "qwen2"].contains(&model_type) {

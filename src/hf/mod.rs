@@ -8,6 +8,7 @@
 //! adapters (`[out, in]` weights); shards and the depth factors folded into exported weights
 //! are this module's own.
 
+mod bert;
 mod cache;
 mod config;
 mod error;
@@ -16,6 +17,14 @@ mod layout;
 mod load;
 mod weights;
 
+#[cfg(feature = "data")]
+pub use bert::{encoder_sequences, BertTokens};
+pub use bert::{
+    bert_layer_removal, is_bert_dir, load_bert_model, pseudo_log_likelihood, pseudo_perplexity, BertActivation,
+    BertConfig, BertEmbeddings, BertForMaskedLm, BertLayer, LayerRemoval, MaskedLmHead,
+};
+#[cfg(feature = "analysis")]
+pub use bert::{write_removal_comparison, ComparedEncoder, EncoderReport};
 pub use cache::{hub_cache, repo_name, resolve_model_dir, resolve_model_dir_in};
 pub use config::{hf_config_json, parse_hf_config, read_hf_config, SCHEME_KEY};
 pub use error::HfError;

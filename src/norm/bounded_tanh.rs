@@ -10,8 +10,8 @@ use super::depth_scale::{check_norm_config, factor};
 use super::dynamic_tanh::check_alpha_init;
 use crate::ConfigError;
 
-/// BHyT's default initial `lambda` (the authors' 1B sweep: 2 on the attention side, 1 or 3 on the
-/// feed-forward side; one value here for every norm).
+/// BHyT's default initial `lambda` (the authors' configs: 2 on the attention side, 1 on the
+/// feed-forward side; their sweep also tries 3 on both; one value here for every norm).
 pub const BHYT_LAMBDA_INIT: f64 = 2.0;
 
 /// BHyT's `kappa` (the authors' default, the same in every layer).

@@ -366,7 +366,7 @@ impl NormScheme {
             _ => "",
         };
         Err(ConfigError::Conflict(format!(
-            "the init `{init}` does not combine with the scheme `{self}`: that scheme sets its own init ({}); use              --init normal with it{instead}",
+            "the init `{init}` does not combine with the scheme `{self}`: that scheme sets its own init ({}); use --init normal with it{instead}",
             self.info().init
         )))
     }

@@ -127,6 +127,15 @@ pub fn parse_inits(list: &str) -> Result<Vec<InitScheme>, ConfigError> {
     Ok(inits)
 }
 
+/// An axis's values for [`Sweep::pairs`]: each of `values`, or `None` alone when the axis is absent.
+fn axis<T: Copy>(values: &[T]) -> Vec<Option<T>> {
+    if values.is_empty() {
+        vec![None]
+    } else {
+        values.iter().copied().map(Some).collect()
+    }
+}
+
 /// Appends `item`, or says (`twice`) that the list already holds it.
 fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T, twice: impl Fn(&T) -> String) -> Result<(), ConfigError> {
     if list.contains(&item) {
@@ -312,9 +321,8 @@ pub enum SweepEvent<'a> {
 impl Sweep {
     /// Every pair: depth by depth (shallow first), scheme by scheme, init by init, seeds in order.
     pub fn pairs(&self) -> Vec<SweepPair> {
-        let axis = |values: Vec<Option<_>>| if values.is_empty() { vec![None] } else { values };
-        let depths = axis(self.depths.iter().copied().map(Some).collect());
-        let inits = axis(self.inits.iter().copied().map(Some).collect());
+        let depths = axis(&self.depths);
+        let inits = axis(&self.inits);
         let mut pairs = Vec::new();
         for &layers in &depths {
             for scheme in &self.schemes {
