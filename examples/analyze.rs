@@ -241,7 +241,11 @@ fn encoder_report(encoder: &LoadedEncoder, args: &Args, options: &AnalysisOption
     let wanted = args.sequences.unwrap_or(DEFAULT_ENCODER_SEQUENCES);
     let sequences = encoder_sequences(&cache, encoder.tokens, args.seq_len, wanted)?;
     if sequences.len() < wanted {
-        errln!("warning: the evaluation text holds {} sequences of {} tokens, fewer than {wanted}", sequences.len(), args.seq_len);
+        errln!(
+            "warning: the evaluation text holds {} sequences of {} tokens, fewer than {wanted}",
+            sequences.len(),
+            args.seq_len
+        );
     }
     errln!("{}", encoder.title);
     let mut bar = progress_bar("pseudo-perplexity");

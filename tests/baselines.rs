@@ -49,9 +49,8 @@ fn derf_matches_erf_from_a_table_and_its_gradient() {
     assert_close(&values(&y), &expected, 1e-6, "Derf");
     // dY/dx = gamma alpha (2 / sqrt(pi)) exp(-(alpha x + s)^2) / sqrt(l).
     let grads = y.sum().backward();
-    let expected: Vec<f64> = (0..4)
-        .map(|i| gamma[i] * 0.5 * 2.0 / std::f64::consts::PI.sqrt() * (-z[i] * z[i]).exp() / 2.0)
-        .collect();
+    let expected: Vec<f64> =
+        (0..4).map(|i| gamma[i] * 0.5 * 2.0 / std::f64::consts::PI.sqrt() * (-z[i] * z[i]).exp() / 2.0).collect();
     assert_close(&values(&x.grad(&grads).unwrap()), &expected, 1e-5, "dDerf/dx");
     // dY/ds summed: sum_i gamma_i (2 / sqrt(pi)) exp(-z_i^2) / 2.
     let ds: f64 = (0..4).map(|i| gamma[i] * 2.0 / std::f64::consts::PI.sqrt() * (-z[i] * z[i]).exp() / 2.0).sum();
@@ -165,25 +164,46 @@ fn each_scheme_is_its_formula_written_out_from_the_modules_of_a_two_layer_model(
 }
 
 #[test]
-fn a_gpas_gate_gets_the_gradient_of_finite_differences() {
-    // The gate's gradient is the only one GPAS's stop-gradient changes: check it on the whole
-    // 2-layer model's loss against central differences.
+fn a_gpas_gate_gets_the_gradient_its_stop_gradient_defines() {
+    // GPAS's gradient is by design not the loss's derivative: the value of each residual sum `r`
+    // is scaled by `1 - s` (`s = SiLU(g)`), its gradient is not. For the last layer's gate, shared
+    // by its adds `h = (1 - s) a` and `y = (1 - s) r`, with `A = -s' <dL/dy, r>` (nothing above `y`
+    // is scaled) and `B = -s' <G_h, a>` (`G_h` the gradient autodiff gives `h`, `1 / (1 - s)` times
+    // the true one, since every path from `h` runs through `r`):
+    //   autodiff gives `A + B`; the loss's derivative (central differences) is `A + (1 - s) B`.
+    // `A` is measured alone as the derivative of the head's loss along `y -> y - eps s' r`.
     let device = cpu().autodiff();
     let tokens = random_tokens(2, 9, 256, 3, &device);
     let (inputs, targets) = (tokens.clone().narrow(1, 0, 8), tokens.narrow(1, 1, 8));
-    let model = with_gates(two_layers("gpas").init(&device).unwrap(), 0.3);
-    let loss = model.next_token_loss(inputs.clone(), targets.clone());
-    let grads = loss.backward();
+    let g = 0.3f64;
+    let model = with_gates(two_layers("gpas").init(&device).unwrap(), g as f32);
+    let grads = model.next_token_loss(inputs.clone(), targets.clone()).backward();
     let analytic = values(&model.layers[1].gpas_gate.as_ref().unwrap().val().grad(&grads).unwrap())[0] as f64;
-    let loss_at = |g: f32| {
+
+    let sigmoid = 1.0 / (1.0 + (-g).exp());
+    let (s, s_prime) = (g * sigmoid, sigmoid * (1.0 + g * (1.0 - sigmoid)));
+    let eps = 0.05;
+    let loss_at = |gate: f64| {
         let mut m = model.clone();
-        m.layers[1].gpas_gate = Some(Param::from_tensor(tensor(&[g], &device)));
+        m.layers[1].gpas_gate = Some(Param::from_tensor(tensor(&[gate as f32], &device)));
         values(&m.next_token_loss(inputs.clone(), targets.clone()))[0] as f64
     };
-    let h = 0.05;
-    let numeric = (loss_at(0.3 + h) - loss_at(0.3 - h)) / (2.0 * h as f64);
-    assert!(analytic.abs() > 1e-4, "the gate moves the loss: {analytic}");
-    assert!((analytic - numeric).abs() < 0.02 * analytic.abs() + 1e-4, "analytic {analytic} vs numeric {numeric}");
+    let derivative = (loss_at(g + eps) - loss_at(g - eps)) / (2.0 * eps);
+    // The head's loss of a last hidden state `y: [batch, seq, d_model]`.
+    let head_loss = |y: Tensor<3>| {
+        let log_probs = burn::tensor::activation::log_softmax(model.logit_lens(y), 2);
+        let picked = log_probs.gather(2, targets.clone().unsqueeze_dim::<3>(2));
+        -(values(&picked.mean())[0] as f64)
+    };
+    let y = model.forward_trace(inputs.clone()).hidden[2].clone().detach();
+    let direction = y.clone() * (-s_prime / (1.0 - s)); // -s' r
+    let a = (head_loss(y.clone() + direction.clone() * eps) - head_loss(y - direction * eps)) / (2.0 * eps);
+    let b = (derivative - a) / (1.0 - s);
+    assert!(a.abs() > 1e-4 && b.abs() > 1e-4, "both adds move the loss: A {a}, B {b}");
+    let expected = a + b;
+    assert!((analytic - expected).abs() < 0.02 * expected.abs() + 1e-5, "autodiff {analytic} vs A + B {expected}");
+    // And it is not the loss's derivative: the stop-gradient shows.
+    assert!((analytic - derivative).abs() > 0.05 * derivative.abs(), "{analytic} vs {derivative}");
 }
 
 #[test]
@@ -199,9 +219,17 @@ fn completep_scales_adams_epsilon_and_keeps_its_init() {
 
 #[test]
 fn new_schemes_and_kinds_parse_print_and_serialise() {
-    for text in ["reordered-norm", "completep", "completep:8", "gpas", "gpas:lns"] {
+    // A scheme with a number shows it, its default too (as `mix-ln:0.25`).
+    let shown = [
+        ("reordered-norm", "reordered-norm"),
+        ("completep", "completep:2"),
+        ("completep:8", "completep:8"),
+        ("gpas", "gpas"),
+        ("gpas:lns", "gpas:lns"),
+    ];
+    for (text, display) in shown {
         let scheme: NormScheme = text.parse().unwrap();
-        assert_eq!(scheme.to_string(), text);
+        assert_eq!(scheme.to_string(), display);
         let json = serde_json::to_string(&scheme).unwrap();
         assert_eq!(serde_json::from_str::<NormScheme>(&json).unwrap(), scheme, "{json}");
     }
@@ -229,7 +257,8 @@ fn lns_composes_with_derf_and_bhyt_and_bhyt_keeps_an_rms_final_norm() {
         let config = two_layers("lns").with_norm_kind(kind);
         assert_eq!(model.num_params(), config.num_params(), "{kind:?}");
     }
-    let Norm::Bhyt(norm) = &two_layers("pre-ln").with_norm_kind(NormKind::Bhyt).init(&device).unwrap().layers[0].attn_norm
+    let Norm::Bhyt(norm) =
+        &two_layers("pre-ln").with_norm_kind(NormKind::Bhyt).init(&device).unwrap().layers[0].attn_norm
     else {
         panic!("a BHyT model has BHyT block norms")
     };

@@ -314,6 +314,7 @@ fn analyze_sets_an_encoder_beside_a_decoder_as_the_papers_figure_2() {
     let run_dir = tmp.path().join("lns");
     let mut config = common::quick(&run_dir, 2, 2);
     config.layers = Some(2);
+    config.warmup = Some(1);
     train(&config, Start::New, |_| {}).unwrap();
     let out = tmp.path().join("figure-2");
     let output = Command::new(example("analyze"))
@@ -328,7 +329,8 @@ fn analyze_sets_an_encoder_beside_a_decoder_as_the_papers_figure_2() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    let comparison: Value = serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap()).unwrap();
+    let comparison: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("comparison.json")).unwrap()).unwrap();
     let kinds: Vec<(&str, &str, u64)> = comparison
         .as_array()
         .unwrap()
@@ -338,8 +340,7 @@ fn analyze_sets_an_encoder_beside_a_decoder_as_the_papers_figure_2() {
     assert_eq!(kinds, [("llama", "decoder", 2), ("bert", "Post-LN encoder", 3)]);
     assert_eq!(comparison[1]["relative_change_percent"].as_array().unwrap().len(), 3);
     // Each model's own report sits beside the comparison, and the encoder's numbers are its own.
-    let encoder: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("bert/report.json")).unwrap()).unwrap();
+    let encoder: Value = serde_json::from_str(&std::fs::read_to_string(out.join("bert/report.json")).unwrap()).unwrap();
     assert_eq!(encoder["layer_removal"]["scored_tokens"], 20);
     assert_eq!(encoder["layer_removal"]["pseudo_perplexity"], comparison[1]["full_model"]);
     assert!(out.join("llama/report.json").is_file());
@@ -370,13 +371,16 @@ fn options_that_do_not_apply_to_an_encoder_are_refused_before_scoring() {
     assert!(!tmp.path().join("out").exists(), "a refused analysis wrote its report");
 }
 
-
 #[test]
 fn training_from_an_encoder_is_refused_before_anything_is_written() {
     use layernorm_scaling::train::{train, Start};
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
-    let config = layernorm_scaling::train::TrainConfig { init_from: Some(fixture()), ..common::quick(&out, 2, 2) };
+    let config = layernorm_scaling::train::TrainConfig {
+        init_from: Some(fixture()),
+        warmup: Some(1),
+        ..common::quick(&out, 2, 2)
+    };
     let error = train(&config, Start::New, |_| {}).map(drop).unwrap_err().to_string();
     assert_mentions(&error, &["BERT encoder", "cannot be trained", "analyze --hf-dir"]);
     assert!(!out.exists(), "a refused run wrote its directory");

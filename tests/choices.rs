@@ -82,7 +82,10 @@ fn hellaswag_capitalizes_ctx_b_and_strips_the_wikihow_brackets() {
     assert_eq!(items[1].question, items[1].context);
     // rowanz's original (`label` an int).
     let (_, items) = read("hellaswag_val.jsonl");
-    assert_eq!(items[0].context, "Clean and jerk: A lady walks to a barbell. She bends down and grabs the pole. The lady");
+    assert_eq!(
+        items[0].context,
+        "Clean and jerk: A lady walks to a barbell. She bends down and grabs the pole. The lady"
+    );
     assert_eq!(items[0].choices[3], "stands and lifts the weight over her head.");
     assert_eq!(items[0].answer, 3);
 }
@@ -106,7 +109,10 @@ fn piqa_reads_the_hub_export_and_the_original_with_its_labels_file() {
         assert_eq!(format, ChoiceFormat::Piqa);
         assert_eq!(items[1].context, "Question: To open a jar lid, you can\nAnswer:");
         assert_eq!(items[1].question, "To open a jar lid, you can");
-        assert_eq!(items[1].choices, strings(&["tap it on the counter, then twist.", "hold it under cold water, then twist."]));
+        assert_eq!(
+            items[1].choices,
+            strings(&["tap it on the counter, then twist.", "hold it under cold water, then twist."])
+        );
         assert_eq!(items.iter().map(|i| i.answer).collect::<Vec<_>>(), vec![0, 1], "{name}");
     }
 }
@@ -138,7 +144,9 @@ fn mmlu_reads_the_hub_export_and_hendrycks_csv() {
     assert_eq!(items[0].answer, 2);
     assert_eq!(
         items[1].context,
-        format!("{about}Consider the program:\nx = 1\nWhat is x after it runs?\nA. 0\nB. 1\nC. 2\nD. undefined\nAnswer:")
+        format!(
+            "{about}Consider the program:\nx = 1\nWhat is x after it runs?\nA. 0\nB. 1\nC. 2\nD. undefined\nAnswer:"
+        )
     );
     assert_eq!((items[1].answer, items[2].answer), (1, 0));
     assert!(!ChoiceFormat::Mmlu.has_acc_norm() && ChoiceFormat::Hellaswag.has_acc_norm());
@@ -172,8 +180,8 @@ fn acc_and_acc_norm_pick_as_lm_eval() {
     // acc: the highest log-likelihood; acc_norm: the highest per character of the choice.
     let choices = strings(&["a", "bbbb"]);
     assert_eq!(choice_picks(&[-2.0, -4.0], &choices), (0, 1)); // -2/1 < -4/4
-    // Characters, not bytes: "éé" is 2 characters (4 bytes). Per character -1.5 against -1.33;
-    // per byte it would be -0.75 against -1.33 and pick the first.
+                                                               // Characters, not bytes: "éé" is 2 characters (4 bytes). Per character -1.5 against -1.33;
+                                                               // per byte it would be -0.75 against -1.33 and pick the first.
     assert_eq!(choice_picks(&[-3.0, -4.0], &strings(&["éé", "abc"])), (0, 1));
     // Ties go to the first choice (numpy's argmax).
     assert_eq!(choice_picks(&[-1.0, -1.0, -2.0], &strings(&["x", "y", "z"])), (0, 0));
@@ -204,7 +212,9 @@ fn scoring_uses_each_items_context() {
             let lls: Vec<f64> = item
                 .choices
                 .iter()
-                .map(|c| continuation_log_likelihood(&model, &bytes(&item.context), &bytes(&format!(" {c}")), &[]).unwrap())
+                .map(|c| {
+                    continuation_log_likelihood(&model, &bytes(&item.context), &bytes(&format!(" {c}")), &[]).unwrap()
+                })
                 .collect();
             choice_picks(&lls, &item.choices)
         })
@@ -253,7 +263,15 @@ fn unknown_layouts_and_bad_answers_are_named_with_their_line() {
     let (_dir, path) = temp_file("odd.jsonl", "{\"prompt\": \"q\", \"options\": [\"a\", \"b\"]}\n");
     assert_mentions(
         &error(&path, None),
-        &["odd.jsonl:1", "prompt", "options", "arc: `question`", "hellaswag: `activity_label`", "piqa: `goal`", "mmlu: `question`, `subject`"],
+        &[
+            "odd.jsonl:1",
+            "prompt",
+            "options",
+            "arc: `question`",
+            "hellaswag: `activity_label`",
+            "piqa: `goal`",
+            "mmlu: `question`, `subject`",
+        ],
     );
     // An answer out of range, on the second line.
     let mmlu = "{\"question\": \"q\", \"subject\": \"s\", \"choices\": [\"a\", \"b\", \"c\", \"d\"], \"answer\": 0}\n\
@@ -261,7 +279,8 @@ fn unknown_layouts_and_bad_answers_are_named_with_their_line() {
     let (_dir, path) = temp_file("mmlu.jsonl", mmlu);
     assert_mentions(&error(&path, None), &["mmlu.jsonl:2", "`answer` 4 names no choice", "0 to 3"]);
     // HellaSwag's test split has an empty label.
-    let row = std::fs::read_to_string(fixture("hellaswag_hf.jsonl")).unwrap().replace("\"label\": \"0\"", "\"label\": \"\"");
+    let row =
+        std::fs::read_to_string(fixture("hellaswag_hf.jsonl")).unwrap().replace("\"label\": \"0\"", "\"label\": \"\"");
     let (_dir, path) = temp_file("hellaswag.jsonl", &row);
     assert_mentions(&error(&path, None), &["hellaswag.jsonl:2", "`label` is empty", "test split"]);
     // PIQA's test split in the Hub's export: label -1.
@@ -276,12 +295,18 @@ fn unknown_layouts_and_bad_answers_are_named_with_their_line() {
     assert_mentions(&error(&path, None), &["questions.csv:1", "no `subject`", "<subject>_test.csv"]);
     // A named format the rows do not have.
     let (_dir, path) = temp_file("piqa.jsonl", "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\", \"label\": 0}\n");
-    assert_mentions(&error(&path, Some(ChoiceFormat::Hellaswag)), &["piqa.jsonl:1", "no string `ctx_a`", "hellaswag rows have"]);
+    assert_mentions(
+        &error(&path, Some(ChoiceFormat::Hellaswag)),
+        &["piqa.jsonl:1", "no string `ctx_a`", "hellaswag rows have"],
+    );
     let err = error(&fixture("college_computer_science_test.csv"), Some(ChoiceFormat::Arc));
     assert_mentions(&err, &["college_computer_science_test.csv", "mmlu format only"]);
     // The format's name.
     assert_eq!("HellaSwag".parse::<ChoiceFormat>().unwrap(), ChoiceFormat::Hellaswag);
-    assert_mentions(&"gsm8k".parse::<ChoiceFormat>().unwrap_err().to_string(), &["gsm8k", "arc, hellaswag, piqa, mmlu"]);
+    assert_mentions(
+        &"gsm8k".parse::<ChoiceFormat>().unwrap_err().to_string(),
+        &["gsm8k", "arc, hellaswag, piqa, mmlu"],
+    );
     // An empty file.
     let (_dir, path) = temp_file("empty.jsonl", "\n");
     assert_mentions(&error(&path, None), &["empty.jsonl", "no question"]);

@@ -15,7 +15,8 @@ use layernorm_scaling::measure::max_abs_activations;
 use layernorm_scaling::{LlamaConfig, NormScheme};
 
 fn builtin_data(dir: &std::path::Path) -> SequenceDataset {
-    let cache = Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs: 200, seed: 2 }, &Tokenizer::Byte, dir).unwrap());
+    let cache =
+        Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs: 200, seed: 2 }, &Tokenizer::Byte, dir).unwrap());
     let docs: Vec<usize> = (0..cache.n_docs()).collect();
     SequenceDataset::new(cache, &docs, 32)
 }

@@ -91,8 +91,9 @@ fn adamw_decays_the_matrices_and_nothing_that_scales_gates_or_embeds_under_every
     let device = cpu().autodiff();
     let config = TrainConfig { weight_decay: 0.5, ..TrainConfig::default() };
     // What the names said before the groups came from shapes and types.
-    let named_no_decay =
-        |path: &str| ["norm", "embed_tokens", "attn_gate", "ffn_gate", "gpas_gate"].iter().any(|name| path.contains(name));
+    let named_no_decay = |path: &str| {
+        ["norm", "embed_tokens", "attn_gate", "ffn_gate", "gpas_gate"].iter().any(|name| path.contains(name))
+    };
     for scheme in NormScheme::with_every_position() {
         let llama_config = LlamaConfig { norm_scheme: scheme.clone(), ..LlamaConfig::tiny() };
         let llama = llama_config.init(&device).unwrap();

@@ -390,9 +390,11 @@ fn a_depth_sweep_reports_the_curse_against_depth_with_its_figures() {
 fn an_init_sweep_crosses_every_scheme_with_every_init() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("inits");
-    let args = ["--schemes", "pre-ln,lns", "--inits", "normal,scaled", "--no-diagnostics", "--baseline", "pre-ln+scaled"];
+    let args =
+        ["--schemes", "pre-ln,lns", "--inits", "normal,scaled", "--no-diagnostics", "--baseline", "pre-ln+scaled"];
     run(&mut sweep_command(&out, &args));
-    for (group, init) in [("pre-ln", "normal"), ("pre-ln+scaled", "scaled"), ("lns", "normal"), ("lns+scaled", "scaled")]
+    for (group, init) in
+        [("pre-ln", "normal"), ("pre-ln+scaled", "scaled"), ("lns", "normal"), ("lns+scaled", "scaled")]
     {
         let train: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join(group).join("seed-1/train.json")).unwrap()).unwrap();
@@ -400,7 +402,8 @@ fn an_init_sweep_crosses_every_scheme_with_every_init() {
     }
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
-    let schemes: Vec<&str> = report["results"].as_array().unwrap().iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    let schemes: Vec<&str> =
+        report["results"].as_array().unwrap().iter().map(|r| r["scheme"].as_str().unwrap()).collect();
     assert_eq!(schemes, ["pre-ln", "pre-ln+scaled", "lns", "lns+scaled"]);
     let paired = report["paired"].as_array().unwrap();
     assert!(paired.iter().all(|p| p["baseline"] == "pre-ln+scaled") && paired.len() == 3, "{paired:?}");

@@ -130,7 +130,10 @@ pub fn write_depth_figures(points: &[DepthPoint], threshold: f64, dir: &Path) ->
         (
             "effective_depth_vs_depth.png",
             LineChart::new(
-                format!("Effective depth against depth (blocks whose removal costs >= {}% perplexity)", threshold * 100.0),
+                format!(
+                    "Effective depth against depth (blocks whose removal costs >= {}% perplexity)",
+                    threshold * 100.0
+                ),
                 "layers",
                 "effective depth",
             ),

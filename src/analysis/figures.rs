@@ -168,8 +168,9 @@ pub fn write_tracking_figures(records: &[TrackRecord], dir: &Path) -> std::io::R
     .map(String::from)
     .to_vec();
     if records.iter().any(|r| !r.max_abs_activation.is_empty()) {
-        let mut activation = LineChart::new("Largest absolute activation of each layer over training", "step", "max |x|")
-            .with_log_y(true);
+        let mut activation =
+            LineChart::new("Largest absolute activation of each layer over training", "step", "max |x|")
+                .with_log_y(true);
         for layer in spread(layers + 1, 8) {
             let points =
                 records.iter().filter_map(|r| r.max_abs_activation.get(layer).map(|&m| (r.step as f64, m))).collect();

@@ -7,12 +7,12 @@ mod block_influence;
 mod choice_layouts;
 mod choice_rows;
 mod comparison;
+#[cfg(feature = "train")]
+mod depth_report;
 mod figures;
 mod identity;
 mod logit_lens;
 mod multiple_choice;
-#[cfg(feature = "train")]
-mod depth_report;
 #[cfg(feature = "train")]
 mod paired;
 mod plot;
@@ -24,20 +24,18 @@ mod trace_statistics;
 
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use block_influence::block_influence;
+pub use choice_layouts::{hellaswag_preprocess, piqa_labels_path, read_choice_file, read_choice_items, ChoiceFormat};
 pub use comparison::{path_labels, unique_labels, write_comparison, ComparedRun, RunSummary};
+#[cfg(feature = "train")]
+pub use depth_report::{depth_csv, depth_markdown, depth_points, write_depth_figures, DepthPoint};
 pub use figures::{
     angular_heatmap, variance_chart, write_comparison_figures, write_report_figures, write_tracking_figures,
 };
 pub use identity::{identity_ratios, update_ratio};
 pub use logit_lens::{logit_lens, LogitLens};
-pub use choice_layouts::{
-    hellaswag_preprocess, piqa_labels_path, read_choice_file, read_choice_items, ChoiceFormat,
-};
 pub use multiple_choice::{
     choice_picks, continuation_log_likelihood, longest_choice_tokens, score_choices, ChoiceAccuracy, ChoiceItem,
 };
-#[cfg(feature = "train")]
-pub use depth_report::{depth_csv, depth_markdown, depth_points, write_depth_figures, DepthPoint};
 #[cfg(feature = "train")]
 pub use paired::{paired_differences, paired_markdown, t_quantile_975, PairedDifference};
 pub use plot::{Heatmap, LineChart, Series};

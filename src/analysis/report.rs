@@ -201,8 +201,9 @@ impl Report {
         }
         std::fs::write(dir.join("angular_distance.csv"), angular)?;
         if let Some(records) = &self.tracking {
-            let mut csv =
-                String::from("step,layer,block_output_variance,after_attention_variance,grad_norm,max_abs_activation\n");
+            let mut csv = String::from(
+                "step,layer,block_output_variance,after_attention_variance,grad_norm,max_abs_activation\n",
+            );
             for r in records {
                 for (l, variance) in r.block_output_variance.iter().enumerate() {
                     let per_block = |values: &[f64]| {

@@ -82,7 +82,9 @@ pub(crate) fn check_exportable_plan(plan: &LayerPlan) -> Result<(), HfError> {
         Placement::Sandwich => {
             return unsupported("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")
         }
-        Placement::Reordered => return unsupported("a norm on each sub-layer's output and none on its input (reordered-norm)"),
+        Placement::Reordered => {
+            return unsupported("a norm on each sub-layer's output and none on its input (reordered-norm)")
+        }
     }
     if plan.gpas {
         return unsupported("GPAS's learned scaling of the residual stream (gpas)");

@@ -17,12 +17,12 @@ mod layout;
 mod load;
 mod weights;
 
-#[cfg(feature = "data")]
-pub use bert::{encoder_sequences, BertTokens};
 pub use bert::{
     bert_layer_removal, is_bert_dir, load_bert_model, pseudo_log_likelihood, pseudo_perplexity, BertActivation,
     BertConfig, BertEmbeddings, BertForMaskedLm, BertLayer, LayerRemoval, MaskedLmHead,
 };
+#[cfg(feature = "data")]
+pub use bert::{encoder_sequences, BertTokens};
 #[cfg(feature = "analysis")]
 pub use bert::{write_removal_comparison, ComparedEncoder, EncoderReport};
 pub use cache::{hub_cache, repo_name, resolve_model_dir, resolve_model_dir_in};

@@ -99,7 +99,9 @@ pub(crate) mod tests {
         let flat = |records: &[TrackRecord]| -> Vec<u64> {
             records
                 .iter()
-                .flat_map(|r| [&r.block_output_variance, &r.after_attention_variance, &r.grad_norm, &r.max_abs_activation])
+                .flat_map(|r| {
+                    [&r.block_output_variance, &r.after_attention_variance, &r.grad_norm, &r.max_abs_activation]
+                })
                 .flat_map(|v| bits(v))
                 .collect()
         };

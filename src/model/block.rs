@@ -129,8 +129,7 @@ impl Block {
                 let h = self.gpas(x + gated(scale_unless_one(attn, plan.attn_output_scale), &self.attn_gate));
                 let ffn_in = self.ffn_norm.forward(scale_unless_one(h.clone(), plan.norm_input_scale));
                 let ffn = self.mlp.forward(ffn_in);
-                let output =
-                    self.gpas(h.clone() + gated(scale_unless_one(ffn, plan.ffn_output_scale), &self.ffn_gate));
+                let output = self.gpas(h.clone() + gated(scale_unless_one(ffn, plan.ffn_output_scale), &self.ffn_gate));
                 BlockOutput { output, after_attention: h }
             }
             Placement::Post => {

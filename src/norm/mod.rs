@@ -12,8 +12,8 @@ mod norm;
 mod rms_norm_scaling;
 mod scheme;
 
-pub(crate) use depth_scale::scale_unless_one;
 pub use bounded_tanh::{BoundedTanhScaling, BoundedTanhScalingConfig, BHYT_KAPPA, BHYT_LAMBDA_INIT};
+pub(crate) use depth_scale::scale_unless_one;
 pub use depth_scale::{apply_depth_scale, depth_scale};
 pub use dynamic_erf::{DynamicErfScaling, DynamicErfScalingConfig, DERF_ALPHA_INIT};
 pub(crate) use dynamic_tanh::check_alpha_init;
@@ -24,6 +24,6 @@ pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
 pub use scheme::{
-    scheme_as_string, scheme_names, schemes_markdown, BranchGate, GpasBase, LayerInit, LayerPlan, LnsPosition, NormScheme,
-    Placement, SchemeArgument, SchemeInfo, SCHEMES,
+    scheme_as_string, scheme_names, schemes_markdown, BranchGate, GpasBase, LayerInit, LayerPlan, LnsPosition,
+    NormScheme, Placement, SchemeArgument, SchemeInfo, SCHEMES,
 };

@@ -43,7 +43,8 @@ pub enum NormKind {
 
 impl NormKind {
     /// Every kind, in declaration order.
-    pub const ALL: [NormKind; 5] = [NormKind::RmsNorm, NormKind::LayerNorm, NormKind::Dyt, NormKind::Derf, NormKind::Bhyt];
+    pub const ALL: [NormKind; 5] =
+        [NormKind::RmsNorm, NormKind::LayerNorm, NormKind::Dyt, NormKind::Derf, NormKind::Bhyt];
 
     /// The initial value of the kind's learnable scalar (DyT's and Derf's `alpha`, BHyT's
     /// `lambda`) when the model sets none; 0 for the kinds without one.

@@ -642,7 +642,7 @@ pub const SCHEMES: [SchemeInfo; 14] = [
         aliases: &[],
         argument: SchemeArgument::Base,
         title: "GPAS",
-        block: "after each residual add `y - SiLU(g) sg(y)`, scalar `g` per layer learnable from 0; blocks of BASE (`pre-ln` or `lns`)",
+        block: "after each residual add `y - SiLU(g) sg(y)`, scalar `g` per layer learnable from 0",
         init: "plain",
         build: |argument| match argument {
             ArgumentValue::Base(base) => NormScheme::Gpas { base },
@@ -752,8 +752,9 @@ pub fn schemes_markdown() -> String {
             }
             SchemeArgument::Base => {
                 for (i, (_, base)) in GpasBase::ALL.iter().enumerate() {
-                    let string = if i == 0 { format!("`{}`{also}", info.name) } else { format!("`{}:{base}`", info.name) };
-                    let block = format!("{}; over {base}", info.block);
+                    let string =
+                        if i == 0 { format!("`{}`{also}", info.name) } else { format!("`{}:{base}`", info.name) };
+                    let block = format!("{}; on `{base}` blocks", info.block);
                     table += &format!("| {string} | {} | {block} | {} |\n", info.title, info.init);
                 }
             }

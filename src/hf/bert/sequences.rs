@@ -21,7 +21,8 @@ impl BertTokens {
         match ids {
             [Some(cls), Some(sep), Some(mask)] => Ok(Self { cls, sep, mask }),
             _ => {
-                let missing: Vec<&str> = names.iter().zip(ids).filter(|(_, id)| id.is_none()).map(|(n, _)| *n).collect();
+                let missing: Vec<&str> =
+                    names.iter().zip(ids).filter(|(_, id)| id.is_none()).map(|(n, _)| *n).collect();
                 Err(DataError::Tokenizer(format!(
                     "{} has no {} token: an encoder's pseudo-perplexity needs BERT's [CLS], [SEP] and [MASK]; give \
                      the model's own tokenizer.json (--tokenizer)",
