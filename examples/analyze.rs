@@ -32,7 +32,7 @@ use layernorm_scaling::hf::{
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
-use layernorm_scaling::run::{load_model_dir, require_hf_dir};
+use layernorm_scaling::run::{is_hf_dir, load_model_dir, require_hf_dir};
 use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.
@@ -282,7 +282,7 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
     }
     let out = match (&args.out, models.as_slice()) {
         (Some(out), _) => out.clone(),
-        (None, [(dir, Kind::Run)]) => dir.join("analysis"),
+        (None, [(dir, Kind::Run)]) if !is_hf_dir(dir) => dir.join("analysis"),
         (None, [_]) => {
             return Err(usage(
                 "analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into(),
