@@ -220,6 +220,10 @@ fn load_encoder(dir: &Path, args: &Args, options: &AnalysisOptions) -> Result<Lo
     }
     let device = parse_device(&args.device)?;
     let (model, config) = load_bert_model(dir, &device).map_err(|e| Error::file(dir, e))?;
+    if let Some(parameter) = first_non_finite_parameter(&model) {
+        let advice = format!("the weights of {} are damaged; download the model again", dir.display());
+        return Err(Error::NonFinite { parameter, advice });
+    }
     let tokenizer = Tokenizer::from_file(args.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json")))?;
     let tokens = BertTokens::of(&tokenizer)?;
     if args.seq_len < 3 || args.seq_len > model.max_positions() {
@@ -271,9 +275,6 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
             models.len()
         )));
     }
-    if args.sequences.is_some() && !has_encoder {
-        return Err(usage("--sequences counts an encoder's sequences; no --hf-dir is a BERT-style encoder".into()));
-    }
     if args.choices.is_some() && !has_decoder {
         return Err(usage(
             "--choices scores decoders (a continuation's likelihood); the models given are all BERT-style encoders"
@@ -318,6 +319,10 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
             Kind::Encoder => encoders.push((label, load_encoder(dir, args, options)?)),
             _ => runs.push((label, load(dir, *kind == Kind::HfDecoder, args, options)?)),
         }
+    }
+    // After loading, so that a damaged config.json is named as such, not taken for a decoder's.
+    if args.sequences.is_some() && !has_encoder {
+        return Err(usage("--sequences counts an encoder's sequences; no --hf-dir is a BERT-style encoder".into()));
     }
     let choices = match &args.choices {
         Some(path) => {

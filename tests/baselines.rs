@@ -6,7 +6,6 @@
 mod common;
 
 use burn::module::{Module, Param};
-use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Tensor, TensorData};
 use common::{cpu, max_abs_diff, random_tokens, values};
 use layernorm_scaling::model::RotaryEmbedding;
@@ -99,7 +98,7 @@ fn gpas_scales_the_value_and_passes_the_gradient_unscaled() {
     assert_close(&values(&r.grad(&grads).unwrap()), &w, 1e-6, "GPAS dL/dr");
     let sigmoid = 1.0 / (1.0 + (-0.7f64).exp());
     let silu_prime = sigmoid * (1.0 + 0.7 * (1.0 - sigmoid));
-    let dot = 0.3 * 1.0 + 0.2 * -2.0 + -1.0 * 0.5;
+    let dot: f64 = [0.3, 0.2, -1.0].iter().zip([1.0, -2.0, 0.5]).map(|(w, r)| w * r).sum();
     assert_close(&values(&gate.grad(&grads).unwrap()), &[-silu_prime * dot], 1e-5, "GPAS dL/dg");
 }
 
@@ -265,23 +264,6 @@ fn lns_composes_with_derf_and_bhyt_and_bhyt_keeps_an_rms_final_norm() {
     assert_eq!(values(&norm.lambda.val()), vec![2.0], "lambda starts at 2");
 }
 
-/// Losses of 20 Adam steps (lr 1e-2) on one fixed batch, and the trained model.
-fn train_20_steps(config: &LlamaConfig) -> (Vec<f32>, layernorm_scaling::Llama) {
-    let device = cpu().autodiff();
-    let tokens = random_tokens(4, 17, 256, 21, &device);
-    let (inputs, targets) = (tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16));
-    let mut model = config.init(&device).unwrap();
-    let mut optim = AdamConfig::new().init();
-    let mut losses = Vec::new();
-    for _ in 0..20 {
-        let loss = model.next_token_loss(inputs.clone(), targets.clone());
-        losses.push(values(&loss)[0]);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(1e-2, model, grads);
-    }
-    (losses, model)
-}
-
 #[test]
 fn every_new_scheme_and_kind_trains_20_steps_and_round_trips_through_a_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -295,7 +277,7 @@ fn every_new_scheme_and_kind_trains_20_steps_and_round_trips_through_a_file() {
     ];
     for (index, config) in configs.iter().enumerate() {
         let what = format!("{} over {:?}", config.norm_scheme, config.norm_kind);
-        let (losses, model) = train_20_steps(config);
+        let (losses, model) = common::train_on_one_batch(config, 20);
         assert!(losses.iter().all(|l| l.is_finite()), "{what}: {losses:?}");
         assert!(losses[19] < losses[0] - 0.5, "{what}: the loss must fall: {losses:?}");
         let model = model.valid();

@@ -117,3 +117,29 @@ fn the_docs_show_the_init_table() {
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/schemes.md")).unwrap();
     assert!(docs.contains(&InitScheme::markdown()), "docs/schemes.md must hold:\n{}", InitScheme::markdown());
 }
+
+#[test]
+fn a_model_drawn_with_scaled_init_moves_to_a_scheme_that_sets_its_own() {
+    // The weights of `init_from` are loaded, not drawn: its recorded init does not bind the new
+    // scheme, which refuses any init but its own only when it draws weights.
+    let dir = tempfile::tempdir().unwrap();
+    let drawn = LlamaConfig::new(64, 128, 2, 4).with_vocab_size(256).with_init(Some(InitScheme::Scaled));
+    drawn.validate().unwrap();
+    let info = serde_json::json!({"model": drawn, "tokenizer": "byte", "steps": 0});
+    std::fs::write(dir.path().join("model.json"), info.to_string()).unwrap();
+    for scheme in [NormScheme::DeepNorm, NormScheme::ScaledInit, "completep".parse().unwrap()] {
+        let train = TrainConfig {
+            init_from: Some(dir.path().to_path_buf()),
+            norm: Some(scheme.clone()),
+            ..TrainConfig::default()
+        };
+        let model = model_config(&train).unwrap();
+        assert_eq!((model.init_scheme(), model.norm_scheme), (InitScheme::Normal, scheme));
+    }
+    let kept = TrainConfig {
+        init_from: Some(dir.path().to_path_buf()),
+        norm: Some(NormScheme::PreLn),
+        ..TrainConfig::default()
+    };
+    assert_eq!(model_config(&kept).unwrap().init_scheme(), InitScheme::Scaled, "a scheme that takes it keeps it");
+}

@@ -4,7 +4,6 @@
 mod common;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
-use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Gradients, Tensor};
 use common::{cpu, max_abs_diff, mean_std, randn, random_tokens, values};
 use layernorm_scaling::model::{cross_entropy, RotaryEmbedding};
@@ -394,23 +393,6 @@ fn computed_parameter_counts_include_dyt_alpha_and_peri_ln_norms() {
     assert_eq!(count(NormScheme::PreLn, NormKind::Dyt) - count(NormScheme::PreLn, NormKind::LayerNorm), 2 * 4 + 1);
 }
 
-/// Losses of `steps` Adam steps (lr 1e-2) on one fixed batch.
-fn train_losses(config: LlamaConfig, steps: usize) -> Vec<f32> {
-    let device = cpu().autodiff();
-    let tokens = random_tokens(4, 17, 256, 21, &device);
-    let (inputs, targets) = (tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16));
-    let mut model = config.init(&device).unwrap();
-    let mut optim = AdamConfig::new().init();
-    let mut losses = Vec::new();
-    for _ in 0..steps {
-        let loss = model.next_token_loss(inputs.clone(), targets.clone());
-        losses.push(values(&loss)[0]);
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        model = optim.step(1e-2, model, grads);
-    }
-    losses
-}
-
 #[test]
 fn peri_ln_and_dyt_train_with_finite_falling_loss() {
     for config in [
@@ -419,7 +401,7 @@ fn peri_ln_and_dyt_train_with_finite_falling_loss() {
         tiny(NormScheme::PeriLn).with_norm_kind(NormKind::Dyt),
     ] {
         let what = format!("{} over {:?}", config.norm_scheme, config.norm_kind);
-        let losses = train_losses(config, 8);
+        let losses = common::train_on_one_batch(&config, 8).0;
         assert!(losses.iter().all(|l| l.is_finite()), "{what}: {losses:?}");
         assert!(losses[7] < losses[0] - 0.5, "{what}: the loss must fall: {losses:?}");
         assert!(losses.windows(2).filter(|w| w[1] < w[0]).count() >= 5, "{what}: mostly falling: {losses:?}");

@@ -3,11 +3,9 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{FloatDType, Tensor};
 
-use super::llama::Llama;
-
 /// The path of the first parameter of `model` holding a NaN or an infinity (e.g.
 /// `layers.3.mlp.down_proj.weight`), or `None` when every weight is finite.
-pub fn first_non_finite_parameter(model: &Llama) -> Option<String> {
+pub fn first_non_finite_parameter<M: Module>(model: &M) -> Option<String> {
     struct FirstNonFinite {
         path: Vec<String>,
         found: Option<String>,

@@ -24,6 +24,6 @@ pub use kv_cache::{KvCache, LayerKv};
 pub use llama::{ForwardTrace, Llama};
 pub use loss::{cross_entropy, cross_entropy_counting, lm_head_cross_entropy};
 pub use presets::PRESETS;
-pub use retrofit::retrofit;
+pub use retrofit::{retrofit, retrofit_config};
 pub use rope::{RopeScaling, RopeTables, RotaryEmbedding};
 pub use sampling::{generate, sample_from_logits, SamplingConfig};

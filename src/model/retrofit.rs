@@ -22,9 +22,7 @@ pub fn retrofit(model: Llama, config: &LlamaConfig, scheme: NormScheme) -> Resul
         )));
     }
     let device = model.embed_tokens.weight.device();
-    // The weights are kept, not drawn: an init the new scheme would refuse (it sets its own) goes.
-    let init = if scheme.sets_init() { None } else { config.init };
-    let new_config = LlamaConfig { norm_scheme: scheme, init, ..config.clone() };
+    let new_config = retrofit_config(config, scheme);
     let mut new = new_config.init(&device)?;
     new.embed_tokens = model.embed_tokens;
     new.lm_head = model.lm_head;
@@ -62,4 +60,12 @@ fn keep_weights(norm: Option<Norm>, old: &Option<Norm>) -> Result<Option<Norm>, 
         (Some(norm), Some(old)) => Ok(Some(norm.with_weights_of(old)?)),
         (norm, _) => Ok(norm),
     }
+}
+
+/// The config of a model of `config` moved to `scheme` with its weights kept: the scheme replaced,
+/// and an init the new scheme refuses (DeepNorm, CompleteP and the init-only schemes set their
+/// own) dropped, since no weight is drawn.
+pub fn retrofit_config(config: &LlamaConfig, scheme: NormScheme) -> LlamaConfig {
+    let init = if scheme.sets_init() { None } else { config.init };
+    LlamaConfig { norm_scheme: scheme, init, ..config.clone() }
 }

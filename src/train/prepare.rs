@@ -37,7 +37,11 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
             ))
             .into());
         }
-        read_model_dir_config(source)?
+        let loaded = read_model_dir_config(source)?;
+        match &config.norm {
+            Some(norm) => crate::model::retrofit_config(&loaded, norm.clone()),
+            None => loaded,
+        }
     } else if config.model.ends_with(".json") || path.is_file() {
         LlamaConfig::from_file(path)?
     } else {

@@ -170,7 +170,7 @@ impl BertConfig {
             layer_norm_eps,
             tie_word_embeddings: flag("tie_word_embeddings")?.unwrap_or(true),
         };
-        if config.hidden_size % config.num_attention_heads != 0 {
+        if !config.hidden_size.is_multiple_of(config.num_attention_heads) {
             return Err(HfError::config(
                 "num_attention_heads",
                 format!("{} does not divide hidden_size {}", config.num_attention_heads, config.hidden_size),

@@ -105,6 +105,22 @@ impl EncoderReport {
     }
 }
 
+/// One model's change of performance when each layer is removed, in a comparison.
+struct RemovalCurve {
+    /// Legend label.
+    label: String,
+    /// `decoder` or `Post-LN encoder`.
+    kind: &'static str,
+    /// What is measured: `perplexity` or `pseudo-perplexity`.
+    metric: &'static str,
+    /// The full model's value.
+    full: f64,
+    /// The model's number of layers.
+    layers: usize,
+    /// `(layer removed, relative change in %)`.
+    points: Vec<(usize, f64)>,
+}
+
 /// The mean relative change (%) of the removals of layers in `1..=half` and in `half+1..=n`.
 fn half_means(points: &[(usize, f64)], n_layers: usize) -> (f64, f64) {
     let mean = |deep: bool| {
@@ -132,38 +148,40 @@ pub fn write_removal_comparison(
             let sub = tmp.join(label);
             std::fs::create_dir_all(&sub).map(|()| sub)
         };
-        // (label, kind, metric, full value, layers, (layer, relative change in %))
-        let mut curves: Vec<(String, String, &str, f64, usize, Vec<(usize, f64)>)> = Vec::new();
+        let mut curves: Vec<RemovalCurve> = Vec::new();
         for run in decoders {
             run.report.write_into(&sub_dir(&run.label)?, &run.title)?;
             let report = &run.report;
             let changes = report.pruned_layers.iter().zip(&report.pruning_drop);
-            let points = changes.map(|(&l, &d)| (l, 100.0 * d / report.perplexity)).collect();
-            curves.push((
-                run.label.clone(),
-                "decoder".into(),
-                "perplexity",
-                report.perplexity,
-                report.n_layers,
-                points,
-            ));
+            curves.push(RemovalCurve {
+                label: run.label.clone(),
+                kind: "decoder",
+                metric: "perplexity",
+                full: report.perplexity,
+                layers: report.n_layers,
+                points: changes.map(|(&l, &d)| (l, 100.0 * d / report.perplexity)).collect(),
+            });
         }
         for encoder in encoders {
             encoder.report.write_into(&sub_dir(&encoder.label)?, &encoder.title)?;
             let removal = &encoder.report.layer_removal;
             let changes = removal.removed_layers.iter().zip(&removal.pseudo_perplexity_drop);
-            let points = changes.map(|(&l, &d)| (l, 100.0 * d / removal.pseudo_perplexity)).collect();
-            let layers = encoder.report.config.num_hidden_layers;
-            let full = removal.pseudo_perplexity;
-            curves.push((encoder.label.clone(), "Post-LN encoder".into(), "pseudo-perplexity", full, layers, points));
+            curves.push(RemovalCurve {
+                label: encoder.label.clone(),
+                kind: "Post-LN encoder",
+                metric: "pseudo-perplexity",
+                full: removal.pseudo_perplexity,
+                layers: encoder.report.config.num_hidden_layers,
+                points: changes.map(|(&l, &d)| (l, 100.0 * d / removal.pseudo_perplexity)).collect(),
+            });
         }
         let figure = "layer_removal.png";
         curves
             .iter()
             .fold(
                 LineChart::new("Change when one layer is removed", "layer removed", "change of (pseudo-)perplexity, %"),
-                |chart, (label, _, _, _, _, points)| {
-                    chart.with_series(label, points.iter().map(|&(l, p)| (l as f64, p)).collect())
+                |chart, curve| {
+                    chart.with_series(&curve.label, curve.points.iter().map(|&(l, p)| (l as f64, p)).collect())
                 },
             )
             .write_png(&tmp.join(figure))?;
@@ -175,7 +193,7 @@ pub fn write_removal_comparison(
              first half | mean change, second half |\n|---|---|---|---|---|---|---|\n",
         );
         let mut summaries = Vec::new();
-        for (label, kind, metric, full, layers, points) in &curves {
+        for RemovalCurve { label, kind, metric, full, layers, points } in &curves {
             let (shallow, deep) = half_means(points, *layers);
             md.push_str(&format!(
                 "| {label} | {kind} | {layers} | {metric} | {full:.4} | {shallow:+.2}% | {deep:+.2}% |\n"
