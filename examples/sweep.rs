@@ -22,10 +22,10 @@ use layernorm_scaling::analysis::{
 use layernorm_scaling::data::SequenceMode;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{
-    arm_name, group_name, parse_depths, parse_inits, parse_schemes, parse_seeds, validation_data, PairAction,
-    PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
+    arm_name, group_name, model_config, parse_depths, parse_inits, parse_schemes, parse_seeds, validation_data,
+    PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
 };
-use layernorm_scaling::{cli, console, errln, out, outln, parse_devices, ConfigError, Error, NormScheme};
+use layernorm_scaling::{cli, console, errln, out, outln, parse_devices, ConfigError, Error, InitScheme, NormScheme};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -111,6 +111,11 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
     };
     let sweep = Sweep { config, schemes, seeds, inits, depths };
     let baseline = baseline_arm(&sweep, args.baseline.as_deref())?;
+    // Without an init axis the arms are named by scheme: say so when every run has another init.
+    let shared_init = model_config(&sweep.config).ok().and_then(|model| model.init);
+    if let Some(init) = shared_init.filter(|&init| sweep.inits.is_empty() && init != InitScheme::Normal) {
+        outln!("note: every run uses the init `{init}` (of the config or the model file); the report names the schemes alone");
+    }
     // `run` checks every pair's settings and the directory before the first step.
     let record = sweep.run(|event| match event {
         SweepEvent::Starting { pair, index, total, action, eta_seconds } => {
@@ -151,16 +156,22 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
 }
 
 /// The arm (`pre-ln`, `pre-ln+scaled`) every other is paired with: `--baseline`'s, which must be
-/// one of the sweep's, or `pre-ln`.
+/// one of the sweep's, or Pre-LN (with the first init of an init axis that lacks `normal`).
 fn baseline_arm(sweep: &Sweep, baseline: Option<&str>) -> Result<String, Error> {
-    let arms: Vec<String> = sweep.groups().into_iter().map(|(_, arm)| arm).fold(Vec::new(), |mut arms, arm| {
-        if !arms.contains(&arm) {
-            arms.push(arm);
+    // Each arm's directory name (`gpas-lns+scaled`) and the name --baseline takes (`gpas:lns+scaled`).
+    let mut arms: Vec<(String, String)> = Vec::new();
+    for pair in sweep.pairs() {
+        let shown = match pair.init.filter(|&init| init != InitScheme::Normal) {
+            Some(init) => format!("{}+{init}", pair.scheme),
+            None => pair.scheme.to_string(),
+        };
+        if !arms.iter().any(|(arm, _)| *arm == pair.arm()) {
+            arms.push((pair.arm(), shown));
         }
-        arms
-    });
+    }
     let Some(name) = baseline else {
-        return Ok(NormScheme::PreLn.to_string());
+        let init = sweep.inits.first().copied().filter(|_| !sweep.inits.contains(&InitScheme::Normal));
+        return Ok(arm_name(&NormScheme::PreLn, init));
     };
     if name.trim().is_empty() {
         return Err(ConfigError::Conflict("--baseline is empty: name one of the sweep's schemes".into()).into());
@@ -171,10 +182,12 @@ fn baseline_arm(sweep: &Sweep, baseline: Option<&str>) -> Result<String, Error> 
         None => (name, None),
     };
     let arm = arm_name(&parse_schemes(scheme)?.remove(0), init);
-    if !arms.contains(&arm) {
+    if !arms.iter().any(|(known, _)| *known == arm) {
+        let names: Vec<&str> = arms.iter().map(|(_, shown)| shown.as_str()).collect();
         return Err(ConfigError::Conflict(format!(
-            "--baseline {name} is not one of the sweep's schemes ({}); add it to --schemes or choose one of them",
-            arms.join(", ")
+            "--baseline {name} is not one of the sweep's arms ({}); name one of them (`scheme+init` on an init \
+             axis), or add it to --schemes",
+            names.join(", ")
         ))
         .into());
     }

@@ -384,6 +384,17 @@ fn a_depth_sweep_reports_the_curse_against_depth_with_its_figures() {
     // Run again: nothing trains, the record reads back with its axis.
     let again = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--layers", "2,3", "--seeds", "1"]));
     assert_eq!(String::from_utf8_lossy(&again.stdout).matches("already finished").count(), 4);
+    // Without its axis, or with one depth (a fixed depth, not the axis), it is refused and says how.
+    for extra in [&["--layers", "3"][..], &[]] {
+        let output =
+            sweep_command(&out, &[&["--schemes", "pre-ln,lns", "--seeds", "1"][..], extra].concat()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains("holds a depth sweep (--layers 2,3)"),
+            "{extra:?}: {stderr}"
+        );
+    }
+    assert!(!out.join("lns").exists() && !out.join("pre-ln").exists(), "a refused sweep trained");
 }
 
 #[test]
@@ -407,4 +418,35 @@ fn an_init_sweep_crosses_every_scheme_with_every_init() {
     assert_eq!(schemes, ["pre-ln", "pre-ln+scaled", "lns", "lns+scaled"]);
     let paired = report["paired"].as_array().unwrap();
     assert!(paired.iter().all(|p| p["baseline"] == "pre-ln+scaled") && paired.len() == 3, "{paired:?}");
+}
+
+#[test]
+fn an_init_axis_without_normal_pairs_with_its_first_pre_ln_and_names_arms_as_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("inits");
+    let args = ["--schemes", "pre-ln,gpas:lns", "--inits", "scaled", "--no-diagnostics"];
+    run(&mut sweep_command(&out, &args));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
+    let paired = report["paired"].as_array().unwrap();
+    assert!(paired.len() == 1 && paired[0]["baseline"] == "pre-ln+scaled", "{paired:?}");
+    // An arm is named as --schemes and --inits write it, and a name it lacks lists them so.
+    run(&mut sweep_command(&out, &[&args[..], &["--baseline", "gpas:lns+scaled"]].concat()));
+    let output = sweep_command(&out, &[&args[..], &["--baseline", "pre-ln"]].concat()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("(pre-ln+scaled, gpas:lns+scaled)"), "{stderr}");
+    // A model file's own init and --inits both set the init: refused.
+    let model = dir.path().join("model.json");
+    let config = layernorm_scaling::LlamaConfig::tiny().with_init(Some("scaled".parse().unwrap()));
+    std::fs::write(&model, serde_json::to_string(&config).unwrap()).unwrap();
+    let output = Command::new(example("sweep"))
+        .args(["--device", "flex", "--out"])
+        .arg(dir.path().join("other"))
+        .arg("--model")
+        .arg(&model)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("the model file's init `scaled`"), "{stderr}");
 }

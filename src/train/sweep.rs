@@ -127,6 +127,24 @@ pub fn parse_inits(list: &str) -> Result<Vec<InitScheme>, ConfigError> {
     Ok(inits)
 }
 
+/// Why a sweep with a depth axis (`recorded`, or `given`) cannot go on in the directory of one
+/// without (the other, empty), and what to do.
+fn depth_axis_change(recorded: &[usize], given: &[usize]) -> String {
+    let list = |depths: &[usize]| depths.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    if given.is_empty() {
+        format!(
+            "holds a depth sweep (--layers {}): give --layers with two or more of its depths to go on with it (one \
+             depth is every run's fixed depth, not the axis), or a new --out",
+            list(recorded)
+        )
+    } else {
+        format!(
+            "holds a sweep without a depth axis (every run at one depth): a depth axis (--layers {}) needs a new --out",
+            list(given)
+        )
+    }
+}
+
 /// An axis's values for [`Sweep::pairs`]: each of `values`, or `None` alone when the axis is absent.
 fn axis<T: Copy>(values: &[T]) -> Vec<Option<T>> {
     if values.is_empty() {
@@ -425,6 +443,9 @@ impl Sweep {
             let recorded = Sweep { config: self.config.clone(), ..record.sweep() };
             let started =
                 !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| pair.dir.join(TRAIN_CONFIG).exists());
+            if started && record.depths.is_empty() != self.depths.is_empty() {
+                return Err(Error::file(out, depth_axis_change(&record.depths, &self.depths)));
+            }
             if !changed.is_empty() && started {
                 return Err(Error::file(
                     out,
@@ -536,11 +557,19 @@ impl Sweep {
     /// axis with a scheme that sets its own init.
     fn check_axes(&self) -> Result<(), ConfigError> {
         let listed = |values: Vec<String>| values.join(",");
-        if let (Some(init), false) = (self.config.init, self.inits.is_empty()) {
-            return Err(ConfigError::Conflict(format!(
-                "the config's init `{init}` and --inits {} both set the init; give one of them",
-                listed(self.inits.iter().map(|i| i.to_string()).collect())
-            )));
+        if !self.inits.is_empty() {
+            // The model file's own init (a `model` JSON with `init`), unless the config sets one.
+            let model_init = || model_config(&self.config).ok().and_then(|model| model.init);
+            let set = match self.config.init {
+                Some(init) => Some(("the config's", init)),
+                None => model_init().map(|init| ("the model file's", init)),
+            };
+            if let Some((whose, init)) = set {
+                return Err(ConfigError::Conflict(format!(
+                    "{whose} init `{init}` and --inits {} both set the init; give one of them",
+                    listed(self.inits.iter().map(|i| i.to_string()).collect())
+                )));
+            }
         }
         if self.depths.is_empty() {
             return Ok(());
