@@ -224,8 +224,15 @@ fn load_encoder(dir: &Path, args: &Args, options: &AnalysisOptions) -> Result<Lo
         let advice = format!("the weights of {} are damaged; download the model again", dir.display());
         return Err(Error::NonFinite { parameter, advice });
     }
-    let tokenizer = Tokenizer::from_file(args.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json")))?;
-    let tokens = BertTokens::of(&tokenizer)?;
+    let tokenizer_path = args.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
+    if !tokenizer_path.is_file() {
+        return Err(Error::file(
+            &tokenizer_path,
+            format!("no such file: the encoder {} needs its tokenizer.json; give it with --tokenizer", dir.display()),
+        ));
+    }
+    let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+    let tokens = BertTokens::of(&tokenizer).map_err(|e| Error::file(&tokenizer_path, e))?;
     if args.seq_len < 3 || args.seq_len > model.max_positions() {
         return Err(usage(format!(
             "--seq-len {}: the encoder {} takes sequences of 3 to {} tokens ([CLS] and [SEP] included)",

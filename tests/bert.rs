@@ -385,3 +385,14 @@ fn training_from_an_encoder_is_refused_before_anything_is_written() {
     assert_mentions(&error, &["BERT encoder", "cannot be trained", "analyze --hf-dir"]);
     assert!(!out.exists(), "a refused run wrote its directory");
 }
+
+#[test]
+fn the_special_tokens_come_from_the_tokenizer_and_a_tokenizer_without_them_is_named() {
+    use layernorm_scaling::hf::BertTokens;
+    let tokenizer = Tokenizer::from_file(fixture().join("tokenizer.json")).unwrap();
+    let mask = mask_token(&reference());
+    assert_eq!(BertTokens::of(&tokenizer).unwrap(), BertTokens { cls: 2, sep: 3, mask });
+    let llama = fixture().parent().unwrap().join("llama_mha_untied/tokenizer.json");
+    let error = BertTokens::of(&Tokenizer::from_file(llama).unwrap()).unwrap_err().to_string();
+    assert_mentions(&error, &["[CLS]", "[MASK]", "--tokenizer"]);
+}

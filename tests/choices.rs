@@ -249,7 +249,7 @@ fn bad_piqa_labels_are_named() {
     assert_mentions(&error(&path, None), &["dev.jsonl:1", "dev-labels.lst", "label"]);
     // One label for two rows.
     std::fs::write(dir.path().join("dev-labels.lst"), "1\n").unwrap();
-    assert_mentions(&error(&path, None), &["dev-labels.lst holds 1 labels", "dev.jsonl holds 2 rows"]);
+    assert_mentions(&error(&path, None), &["dev-labels.lst holds 1 label(s)", "dev.jsonl holds 2 row(s)"]);
     // A label that is not 0 or 1.
     std::fs::write(dir.path().join("dev-labels.lst"), "1\n2\n").unwrap();
     assert_mentions(&error(&path, None), &["dev-labels.lst:2", "`2`", "0 or 1"]);

@@ -78,6 +78,10 @@ fn init_names_parse_print_and_serialise() {
     }
     assert_eq!("Depth_Scaled".parse::<InitScheme>().unwrap(), InitScheme::DepthScaled);
     assert_eq!("scaled-init".parse::<InitScheme>().unwrap(), InitScheme::Scaled);
+    // A config file takes the aliases the command line takes.
+    for (alias, init) in [("plain", InitScheme::Normal), ("depth-scaled-init", InitScheme::DepthScaled)] {
+        assert_eq!(serde_json::from_str::<InitScheme>(&format!("\"{alias}\"")).unwrap(), init);
+    }
     let err = "scaeld".parse::<InitScheme>().unwrap_err().to_string();
     assert!(err.contains("scaeld") && err.contains("normal, scaled, depth-scaled"), "{err}");
     // A model file written before the init axis has no `init`, and loads as `normal`.

@@ -340,7 +340,7 @@ fn read_piqa_labels(path: &Path, rows: &[Row]) -> Result<Vec<usize>, DataError> 
     }
     if labels.len() != rows.len() {
         return Err(DataError::Corpus(format!(
-            "{lst} holds {} labels but {} holds {} rows; they pair line by line",
+            "{lst} holds {} label(s) but {} holds {} row(s); they pair line by line",
             labels.len(),
             shown(path),
             rows.len()

@@ -290,7 +290,7 @@ impl Report {
         }
         if let Some(choices) = &self.multiple_choice {
             md.push_str(&format!(
-                "\nMultiple choice ({} questions): acc {:.4}, acc_norm {:.4}.\n\n| layer removed | d acc | d acc_norm |\n|---|---|---|\n",
+                "\nMultiple choice ({} question(s)): acc {:.4}, acc_norm {:.4}.\n\n| layer removed | d acc | d acc_norm |\n|---|---|---|\n",
                 choices.questions, choices.accuracy.acc, choices.accuracy.acc_norm
             ));
             for ((l, a), n) in choices.pruned_layers.iter().zip(&choices.acc_drop).zip(&choices.acc_norm_drop) {

@@ -73,7 +73,7 @@ pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
 pub(crate) fn check_exportable_plan(plan: &LayerPlan) -> Result<(), HfError> {
     let unsupported = |what: &str| {
         Err(HfError::Unsupported(format!(
-            "{what} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA checkpoint; export supports Pre-LN, LNS (after the norm or the sub-layer) and the init-only schemes; {SAVE_INSTEAD}"
+            "{what} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA checkpoint; export supports Pre-LN, LNS (after the norm or the sub-layer), CompleteP and the init-only schemes; {SAVE_INSTEAD}"
         )))
     };
     match plan.placement {

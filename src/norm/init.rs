@@ -28,10 +28,13 @@ use crate::ConfigError;
 pub enum InitScheme {
     /// Every projection `N(0, sigma)`.
     #[default]
+    #[serde(alias = "plain")]
     Normal,
     /// `o` and `down` of every layer `N(0, sigma / sqrt(2L))`.
+    #[serde(alias = "scaled-init")]
     Scaled,
     /// `o` and `down` of layer `l` `N(0, sigma / sqrt(2l))`.
+    #[serde(alias = "depth-scaled-init")]
     DepthScaled,
 }
 

@@ -452,8 +452,8 @@ impl TrainConfig {
 /// `--norm`'s help: the scheme strings, from the scheme table.
 fn norm_help() -> String {
     format!(
-        "Normalisation scheme, overriding the model's: {} (the norm kind, rms-norm, layer-norm or dyt, is the \
-         model's `norm_kind`)",
+        "Normalisation scheme, overriding the model's: {} (the norm kind, rms-norm, layer-norm, dyt, derf or \
+         bhyt, is the model's `norm_kind`)",
         crate::norm::scheme_names()
     )
 }

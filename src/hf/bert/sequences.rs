@@ -24,9 +24,8 @@ impl BertTokens {
                 let missing: Vec<&str> =
                     names.iter().zip(ids).filter(|(_, id)| id.is_none()).map(|(n, _)| *n).collect();
                 Err(DataError::Tokenizer(format!(
-                    "{} has no {} token: an encoder's pseudo-perplexity needs BERT's [CLS], [SEP] and [MASK]; give \
-                     the model's own tokenizer.json (--tokenizer)",
-                    tokenizer.describe(),
+                    "has no {} token: an encoder's pseudo-perplexity needs BERT's [CLS], [SEP] and \
+                     [MASK]; give the model's own tokenizer.json (--tokenizer)",
                     missing.join(", ")
                 )))
             }
@@ -48,14 +47,14 @@ pub fn encoder_sequences(
     count: usize,
 ) -> Result<Vec<Vec<u32>>, DataError> {
     if seq_len < 3 {
-        return Err(DataError::Tokenizer(format!(
+        return Err(DataError::Split(format!(
             "--seq-len {seq_len}: an encoder's sequence needs at least 3 tokens ([CLS], one token to score, [SEP])"
         )));
     }
     let body = (seq_len - 2) as u64;
     let available = (cache.n_tokens() / body) as usize;
     if available == 0 {
-        return Err(DataError::Tokenizer(format!(
+        return Err(DataError::Split(format!(
             "the evaluation text holds {} tokens, fewer than one sequence of {body} (--seq-len {seq_len} less [CLS] \
              and [SEP]); give more text (--data) or a lower --seq-len",
             cache.n_tokens()
