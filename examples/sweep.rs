@@ -176,6 +176,10 @@ fn baseline_arm(sweep: &Sweep, baseline: Option<&str>) -> Result<String, Error> 
     if name.trim().is_empty() {
         return Err(ConfigError::Conflict("--baseline is empty: name one of the sweep's schemes".into()).into());
     }
+    // An arm as the report names it (`gpas-lns+scaled`) or as --schemes writes it.
+    if let Some((arm, _)) = arms.iter().find(|(arm, shown)| arm == name || shown == name) {
+        return Ok(arm.clone());
+    }
     // `lns+scaled` is a scheme and an init; each part is parsed so that aliases (`pre`) work.
     let (scheme, init) = match name.split_once('+') {
         Some((scheme, init)) => (scheme, Some(init.parse()?)),

@@ -171,12 +171,36 @@ pub fn fault_injected(point: &str) -> bool {
     std::env::var_os(FAIL_AT).is_some_and(|at| at == point)
 }
 
+/// The file in a directory [`write_dir_atomically`] wrote that lists what it wrote there (one
+/// relative path a line, `/`-separated): what a later output may replace.
+pub const CONTENTS_FILE: &str = ".contents";
+
+/// Every file and directory below `dir` (symbolic links not followed), as sorted relative
+/// `/`-separated paths.
+fn relative_paths(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut pending = vec![(dir.to_path_buf(), String::new())];
+    while let Some((folder, prefix)) = pending.pop() {
+        for entry in std::fs::read_dir(&folder)? {
+            let entry = entry?;
+            let path = format!("{prefix}{}", entry.file_name().to_string_lossy());
+            if entry.file_type()?.is_dir() {
+                pending.push((entry.path(), format!("{path}/")));
+            }
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    Ok(paths)
+}
+
 /// Fills a temporary sibling of `dir` with `fill`, then swaps it in for `dir`: `dir` never holds
 /// half of its new contents, and on an error the old contents (if any) stay.
 ///
 /// An existing `dir` is replaced only when it is empty or holds the file `marker` (an earlier
-/// output of the same kind, e.g. `report.json`): a mistyped output path never deletes a run, a
-/// model or a working directory. The old directory is renamed aside before the new one is renamed
+/// output of the same kind, e.g. `report.json`) and nothing its [`CONTENTS_FILE`] does not list: a
+/// mistyped output path never deletes a run, a model or a working directory, nor a file put
+/// beside an earlier report. The old directory is renamed aside before the new one is renamed
 /// in, and put back if that fails.
 pub fn write_dir_atomically(
     dir: &Path,
@@ -200,6 +224,12 @@ pub fn write_dir_atomically(
     remove_stale_siblings(parent, &name);
     std::fs::create_dir_all(&tmp)?;
     let result = fill(&tmp).and_then(|()| {
+        let contents = relative_paths(&tmp)?.join("\n");
+        std::fs::write(tmp.join(CONTENTS_FILE), contents + "\n")?;
+        if existing {
+            // Again: files may have been added while `fill` ran.
+            check_replaceable_dir(&dir, marker)?;
+        }
         if !existing {
             return std::fs::rename(&tmp, &dir);
         }
@@ -246,8 +276,25 @@ pub fn check_replaceable_dir(dir: &Path, marker: &str) -> std::io::Result<()> {
         return Err(std::io::Error::other(format!("{} exists and is not a directory", dir.display())));
     }
     let empty = std::fs::read_dir(dir)?.next().is_none();
-    if empty || dir.join(marker).is_file() {
+    if empty {
         return Ok(());
+    }
+    if dir.join(marker).is_file() {
+        // Outputs written before the list was kept have none: they are replaced whole.
+        let Ok(listed) = std::fs::read_to_string(dir.join(CONTENTS_FILE)) else { return Ok(()) };
+        let listed: std::collections::HashSet<&str> = listed.lines().collect();
+        let added: Vec<String> =
+            relative_paths(dir)?.into_iter().filter(|p| p != CONTENTS_FILE && !listed.contains(p.as_str())).collect();
+        if added.is_empty() {
+            return Ok(());
+        }
+        let shown = added.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        let more = if added.len() > 3 { format!(" and {} more", added.len() - 3) } else { String::new() };
+        return Err(std::io::Error::other(format!(
+            "{} holds an earlier output, but also what it did not write ({shown}{more}), which replacing it would \
+             delete; move that out, or choose a new output directory",
+            dir.display()
+        )));
     }
     Err(std::io::Error::other(format!(
         "{} is not empty and holds no {marker}, so it is not an earlier output that may be replaced; \
@@ -291,6 +338,31 @@ mod tests {
         std::os::unix::fs::symlink("real/later.json", dir.path().join("dangling.json")).unwrap();
         write_atomically(&dir.path().join("dangling.json"), b"made").unwrap();
         assert_eq!(std::fs::read(dir.path().join("real/later.json")).unwrap(), b"made");
+    }
+
+    #[test]
+    fn an_earlier_output_is_replaced_but_not_what_was_put_beside_it() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("report");
+        let write = |text: &str| {
+            write_dir_atomically(&dir, "report.json", |tmp| {
+                std::fs::create_dir(tmp.join("figures"))?;
+                std::fs::write(tmp.join("figures/a.png"), text)?;
+                std::fs::write(tmp.join("report.json"), text)
+            })
+        };
+        write("one").unwrap();
+        write("two").unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("figures/a.png")).unwrap(), "two");
+        std::fs::write(dir.join("figures/notes.txt"), "mine").unwrap();
+        let error = write("three").unwrap_err().to_string();
+        assert!(error.contains("figures/notes.txt") && error.contains("move that out"), "{error}");
+        assert_eq!(std::fs::read_to_string(dir.join("figures/notes.txt")).unwrap(), "mine");
+        assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "two", "the old output stays");
+        // An output written before the list was kept is replaced whole, as it always was.
+        std::fs::remove_file(dir.join(CONTENTS_FILE)).unwrap();
+        write("four").unwrap();
+        assert!(!dir.join("figures/notes.txt").exists());
     }
 
     #[test]

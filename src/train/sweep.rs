@@ -133,8 +133,8 @@ fn depth_axis_change(recorded: &[usize], given: &[usize]) -> String {
     let list = |depths: &[usize]| depths.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
     if given.is_empty() {
         format!(
-            "holds a depth sweep (--layers {}): give --layers with two or more of its depths to go on with it (one \
-             depth is every run's fixed depth, not the axis), or a new --out",
+            "holds a depth sweep (--layers {}): give --layers with a list of two or more depths to go on with it \
+             (one depth is every run's fixed depth, not the axis), or a new --out",
             list(recorded)
         )
     } else {
@@ -568,6 +568,13 @@ impl Sweep {
                 return Err(ConfigError::Conflict(format!(
                     "{whose} init `{init}` and --inits {} both set the init; give one of them",
                     listed(self.inits.iter().map(|i| i.to_string()).collect())
+                )));
+            }
+            let other = self.inits.iter().find(|&&init| init != InitScheme::Normal);
+            if let (Some(init), Some(scheme)) = (other, self.schemes.iter().find(|scheme| scheme.sets_init())) {
+                return Err(ConfigError::Conflict(format!(
+                    "the scheme `{scheme}` sets its own init and takes no other, but --inits has `{init}`: drop \
+                     `{scheme}` from --schemes, or keep --inits to normal"
                 )));
             }
         }

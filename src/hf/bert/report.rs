@@ -121,15 +121,17 @@ struct RemovalCurve {
     points: Vec<(usize, f64)>,
 }
 
-/// The mean relative change (%) of the removals of layers in `1..=half` and in `half+1..=n`.
-fn half_means(points: &[(usize, f64)], n_layers: usize) -> (f64, f64) {
+/// A mean change as the comparison's table shows it: `+1.25%`, or `-` where no layer was removed.
+fn percent_cell(value: Option<f64>) -> String {
+    value.map_or("-".into(), |v| format!("{v:+.2}%"))
+}
+
+/// The mean relative change (%) of the removals of layers in `1..=half` and in `half+1..=n`;
+/// `None` for a half none of whose layers was removed.
+fn half_means(points: &[(usize, f64)], n_layers: usize) -> (Option<f64>, Option<f64>) {
     let mean = |deep: bool| {
         let values: Vec<f64> = points.iter().filter(|(l, _)| (*l > n_layers / 2) == deep).map(|p| p.1).collect();
-        if values.is_empty() {
-            f64::NAN
-        } else {
-            values.iter().sum::<f64>() / values.len() as f64
-        }
+        (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
     };
     (mean(false), mean(true))
 }
@@ -196,7 +198,9 @@ pub fn write_removal_comparison(
         for RemovalCurve { label, kind, metric, full, layers, points } in &curves {
             let (shallow, deep) = half_means(points, *layers);
             md.push_str(&format!(
-                "| {label} | {kind} | {layers} | {metric} | {full:.4} | {shallow:+.2}% | {deep:+.2}% |\n"
+                "| {label} | {kind} | {layers} | {metric} | {full:.4} | {} | {} |\n",
+                percent_cell(shallow),
+                percent_cell(deep)
             ));
             summaries.push(serde_json::json!({
                 "label": label, "kind": kind, "n_layers": layers, "metric": metric, "full_model": full,
