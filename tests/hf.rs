@@ -484,3 +484,41 @@ fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.code() == Some(1) && stderr.contains("no snapshot of the model lns/missing"), "{stderr}");
 }
+
+#[test]
+fn training_from_a_model_with_nan_weights_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = fixture("llama_mha_untied");
+    let damaged = tmp.path().join("damaged");
+    std::fs::create_dir_all(&damaged).unwrap();
+    for file in ["config.json", "tokenizer.json"] {
+        std::fs::copy(source.join(file), damaged.join(file)).unwrap();
+    }
+    let checkpoint = Checkpoint::open(&source).unwrap();
+    let tensors: Vec<_> = checkpoint
+        .keys()
+        .into_iter()
+        .map(|key| {
+            let shape = checkpoint.shape(key).unwrap();
+            let mut values = checkpoint.tensor(key, &shape).unwrap();
+            if key.contains("layers.1.mlp.down_proj") {
+                values[3] = f32::NAN;
+            }
+            (key.to_string(), shape, values)
+        })
+        .collect();
+    write_safetensors(&damaged.join("model.safetensors"), &tensors).unwrap();
+    let out = tmp.path().join("run");
+    let config = layernorm_scaling::train::TrainConfig {
+        init_from: Some(damaged.clone()),
+        tokenizer: damaged.join("tokenizer.json").display().to_string(),
+        warmup: Some(1),
+        ..quick(&out, 2, 2)
+    };
+    let error = layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New, |_| {})
+        .map(drop)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("layers.1.mlp.down_proj") && error.contains("not finite"), "{error}");
+    assert!(!out.exists(), "a refused run wrote its directory");
+}

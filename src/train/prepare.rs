@@ -166,6 +166,15 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
     let init = match &init_dir {
         Some(source) => {
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
+            // Training from NaN weights would only end in a "diverged" that blames the settings.
+            if let Some(parameter) = crate::model::first_non_finite_parameter(&loaded.model) {
+                let advice = format!(
+                    "the weights of `init_from` ({}) are not finite: start from an earlier checkpoint of that run, or \
+                     download the model again",
+                    source.display()
+                );
+                return Err(Error::NonFinite { parameter, advice });
+            }
             Some(crate::model::retrofit(loaded.model, &loaded.config, model.norm_scheme.clone())?.0)
         }
         None => None,
