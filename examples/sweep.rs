@@ -20,6 +20,7 @@ use layernorm_scaling::analysis::{
     EFFECTIVE_DEPTH_THRESHOLD,
 };
 use layernorm_scaling::data::SequenceMode;
+use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{
     arm_name, group_name, model_config, parse_depths, parse_inits, parse_schemes, parse_seeds, validation_data,
@@ -116,6 +117,9 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
     if let Some(init) = shared_init.filter(|&init| sweep.inits.is_empty() && init != InitScheme::Normal) {
         outln!("note: every run uses the init `{init}` (of the config or the model file); the report names the schemes alone");
     }
+    // The report replaces an earlier one at the end: anything else in its folder is found now.
+    let report_dir = sweep.config.out.join("report");
+    check_replaceable_dir(&report_dir, "results.json").map_err(|e| Error::file(&report_dir, e))?;
     // `run` checks every pair's settings and the directory before the first step.
     let record = sweep.run(|event| match event {
         SweepEvent::Starting { pair, index, total, action, eta_seconds } => {
@@ -131,7 +135,6 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         SweepEvent::Training { event, .. } => console::print_event(&event, event.is_notice()),
         SweepEvent::Done { pair, outcome } => outln!("sweep: {} {}", pair.key(), describe(outcome)),
     })?;
-    let report_dir = sweep.config.out.join("report");
     let (curves, left_out) = sweep_loss_curves(&sweep, &record);
     for warning in left_out {
         errln!("warning: {warning}");

@@ -418,6 +418,12 @@ fn an_init_sweep_crosses_every_scheme_with_every_init() {
     assert_eq!(schemes, ["pre-ln", "pre-ln+scaled", "lns", "lns+scaled"]);
     let paired = report["paired"].as_array().unwrap();
     assert!(paired.iter().all(|p| p["baseline"] == "pre-ln+scaled") && paired.len() == 3, "{paired:?}");
+    // A file put beside the report is kept: the rerun refuses before any work, naming it.
+    std::fs::write(out.join("report/notes.md"), "mine").unwrap();
+    let output = sweep_command(&out, &args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("notes.md") && output.stdout.is_empty(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(out.join("report/notes.md")).unwrap(), "mine");
 }
 
 #[test]
