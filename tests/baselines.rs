@@ -170,12 +170,16 @@ fn a_gpas_gate_gets_the_gradient_its_stop_gradient_defines() {
     // is scaled) and `B = -s' <G_h, a>` (`G_h` the gradient autodiff gives `h`, `1 / (1 - s)` times
     // the true one, since every path from `h` runs through `r`):
     //   autodiff gives `A + B`; the loss's derivative (central differences) is `A + (1 - s) B`.
-    // `A` is measured alone as the derivative of the head's loss along `y -> y - eps s' r`.
+    // `A` is computed alone from the head's gradient at `y` (near 0: the final RMSNorm is scale
+    // invariant), so `B` follows from the derivative. An init std of 0.2 makes the branches
+    // comparable to the residual stream, so that the gate moves the loss well above f32's noise.
     let device = cpu().autodiff();
-    let tokens = random_tokens(2, 9, 256, 3, &device);
-    let (inputs, targets) = (tokens.clone().narrow(1, 0, 8), tokens.narrow(1, 1, 8));
-    let g = 0.3f64;
-    let model = with_gates(two_layers("gpas").init(&device).unwrap(), g as f32);
+    device.seed(11);
+    let tokens = random_tokens(4, 17, 256, 3, &device);
+    let (inputs, targets) = (tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16));
+    let g = 1.0f64;
+    let config = two_layers("gpas").with_init_std(0.2);
+    let model = with_gates(config.init(&device).unwrap(), g as f32);
     let grads = model.next_token_loss(inputs.clone(), targets.clone()).backward();
     let analytic = values(&model.layers[1].gpas_gate.as_ref().unwrap().val().grad(&grads).unwrap())[0] as f64;
 
@@ -188,21 +192,19 @@ fn a_gpas_gate_gets_the_gradient_its_stop_gradient_defines() {
         values(&m.next_token_loss(inputs.clone(), targets.clone()))[0] as f64
     };
     let derivative = (loss_at(g + eps) - loss_at(g - eps)) / (2.0 * eps);
-    // The head's loss of a last hidden state `y: [batch, seq, d_model]`.
-    let head_loss = |y: Tensor<3>| {
-        let log_probs = burn::tensor::activation::log_softmax(model.logit_lens(y), 2);
-        let picked = log_probs.gather(2, targets.clone().unsqueeze_dim::<3>(2));
-        -(values(&picked.mean())[0] as f64)
-    };
-    let y = model.forward_trace(inputs.clone()).hidden[2].clone().detach();
-    let direction = y.clone() * (-s_prime / (1.0 - s)); // -s' r
-    let a = (head_loss(y.clone() + direction.clone() * eps) - head_loss(y - direction * eps)) / (2.0 * eps);
+    // dL/dy of the head (final norm, LM head, mean cross-entropy) at the last hidden state y.
+    let y = model.forward_trace(inputs.clone()).hidden[2].clone().detach().require_grad();
+    let log_probs = burn::tensor::activation::log_softmax(model.logit_lens(y.clone()), 2);
+    let head_loss = -log_probs.gather(2, targets.clone().unsqueeze_dim::<3>(2)).mean();
+    let head_grads = head_loss.backward();
+    let r = y.clone().detach() / (1.0 - s);
+    let a = -s_prime * values(&(y.grad(&head_grads).unwrap() * r).sum())[0] as f64;
     let b = (derivative - a) / (1.0 - s);
-    assert!(a.abs() > 1e-4 && b.abs() > 1e-4, "both adds move the loss: A {a}, B {b}");
+    assert!(b.abs() > 1e-3, "the first add moves the loss: A {a}, B {b}, derivative {derivative}");
     let expected = a + b;
-    assert!((analytic - expected).abs() < 0.02 * expected.abs() + 1e-5, "autodiff {analytic} vs A + B {expected}");
+    assert!((analytic - expected).abs() < 0.02 * expected.abs(), "autodiff {analytic} vs A + B {expected} (A {a})");
     // And it is not the loss's derivative: the stop-gradient shows.
-    assert!((analytic - derivative).abs() > 0.05 * derivative.abs(), "{analytic} vs {derivative}");
+    assert!((analytic - derivative).abs() > 0.2 * derivative.abs(), "{analytic} vs {derivative}");
 }
 
 #[test]
