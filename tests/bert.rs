@@ -366,6 +366,7 @@ fn options_that_do_not_apply_to_an_encoder_are_refused_before_scoring() {
     assert_mentions(&analyze(&["--seq-len", "12", "--step", "2"]), &["--step", "encoder"]);
     assert_mentions(&analyze(&["--seq-len", "12", "--layers", "4"]), &["--layers", "layer 4"]);
     assert_mentions(&analyze(&["--seq-len", "12", "--sequences", "0"]), &["--sequences", "at least 1"]);
+    assert_mentions(&analyze(&["--seq-len", "12", "--layers", "2,2"]), &["layer 2 is listed twice"]);
     let choices = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/choices/piqa_hf.jsonl");
     assert_mentions(&analyze(&["--seq-len", "12", "--choices", choices.to_str().unwrap()]), &["--choices", "encoders"]);
     assert!(!tmp.path().join("out").exists(), "a refused analysis wrote its report");
