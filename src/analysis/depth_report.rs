@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::comparison::{ComparedRun, RunSummary};
 use super::plot::LineChart;
 use super::sweep_report::SchemeResult;
-use crate::train::group_name;
+use crate::train::{distinct, group_name};
 
 /// One scheme at one depth.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -50,13 +50,7 @@ pub fn depth_points(results: &[SchemeResult], diagnostics: &[ComparedRun], thres
 
 /// The schemes of `points`, in order.
 fn schemes(points: &[DepthPoint]) -> Vec<&str> {
-    let mut names: Vec<&str> = Vec::new();
-    for p in points {
-        if !names.contains(&p.scheme.as_str()) {
-            names.push(&p.scheme);
-        }
-    }
-    names
+    distinct(points.iter().map(|p| p.scheme.as_str()))
 }
 
 /// The table in Markdown: one row per scheme and depth.

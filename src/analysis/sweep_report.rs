@@ -13,7 +13,7 @@ use super::depth_report::{depth_csv, depth_markdown, depth_points, write_depth_f
 use super::paired::{paired_differences, paired_markdown, PairedDifference};
 use super::plot::LineChart;
 use crate::measure::{read_metrics, MetricRow};
-use crate::train::{group_name, PairOutcome, Sweep, SweepRecord};
+use crate::train::{distinct, group_name, PairOutcome, Sweep, SweepRecord};
 
 /// One scheme's row of the table (one per depth on a depth axis).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -108,13 +108,7 @@ pub fn sweep_results(record: &SweepRecord) -> Vec<SchemeResult> {
 
 /// The depths of the rows, in order (`[None]` without a depth axis).
 pub(super) fn depths_of(results: &[SchemeResult]) -> Vec<Option<usize>> {
-    let mut depths = Vec::new();
-    for r in results {
-        if !depths.contains(&r.layers) {
-            depths.push(r.layers);
-        }
-    }
-    depths
+    distinct(results.iter().map(|r| r.layers))
 }
 
 /// `1 scheme`, `2 schemes`.

@@ -84,8 +84,7 @@ impl LlamaConfig {
     /// `lambda`): `dyt_alpha_init`, or the kind's default (0.5, 0.5, 2; 0.5, unused, for RMSNorm
     /// and LayerNorm).
     pub fn dyt_alpha(&self) -> f64 {
-        let default = if self.norm_kind.has_alpha() { self.norm_kind.default_alpha() } else { DYT_ALPHA_INIT };
-        self.dyt_alpha_init.unwrap_or(default)
+        self.dyt_alpha_init.or(self.norm_kind.default_alpha()).unwrap_or(DYT_ALPHA_INIT)
     }
 
     /// The init scheme: `init`, or `normal`.

@@ -159,12 +159,7 @@ impl Llama {
 
     /// Checks that every 1-based layer number names a block of this model.
     pub fn check_layers(&self, layers: &[usize]) -> Result<(), ConfigError> {
-        let n_layers = self.layers.len();
-        match layers.iter().find(|&&layer| layer == 0 || layer > n_layers) {
-            Some(&0) => Err(ConfigError::LayerZero),
-            Some(&layer) => Err(ConfigError::NoSuchLayer { layer, n_layers }),
-            None => Ok(()),
-        }
+        check_layer_numbers(layers, self.layers.len())
     }
 
     /// Logits of every position: [`hidden`](Self::hidden), then the head.
@@ -230,4 +225,13 @@ impl Llama {
 struct Trace {
     hidden: Vec<Tensor<3>>,
     after_attention: Vec<Tensor<3>>,
+}
+
+/// An error unless every layer of `layers` (1-based) is one of `1..=n_layers`.
+pub(crate) fn check_layer_numbers(layers: &[usize], n_layers: usize) -> Result<(), ConfigError> {
+    match layers.iter().find(|&&layer| layer == 0 || layer > n_layers) {
+        Some(&0) => Err(ConfigError::LayerZero),
+        Some(&layer) => Err(ConfigError::NoSuchLayer { layer, n_layers }),
+        None => Ok(()),
+    }
 }

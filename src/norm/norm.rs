@@ -47,19 +47,14 @@ impl NormKind {
         [NormKind::RmsNorm, NormKind::LayerNorm, NormKind::Dyt, NormKind::Derf, NormKind::Bhyt];
 
     /// The initial value of the kind's learnable scalar (DyT's and Derf's `alpha`, BHyT's
-    /// `lambda`) when the model sets none; 0 for the kinds without one.
-    pub fn default_alpha(self) -> f64 {
+    /// `lambda`) when the model sets none; `None` for the kinds without one.
+    pub fn default_alpha(self) -> Option<f64> {
         match self {
-            NormKind::RmsNorm | NormKind::LayerNorm => 0.0,
-            NormKind::Dyt => DYT_ALPHA_INIT,
-            NormKind::Derf => DERF_ALPHA_INIT,
-            NormKind::Bhyt => BHYT_LAMBDA_INIT,
+            NormKind::RmsNorm | NormKind::LayerNorm => None,
+            NormKind::Dyt => Some(DYT_ALPHA_INIT),
+            NormKind::Derf => Some(DERF_ALPHA_INIT),
+            NormKind::Bhyt => Some(BHYT_LAMBDA_INIT),
         }
-    }
-
-    /// Whether the kind has a learnable scalar that `alpha_init` sets.
-    pub fn has_alpha(self) -> bool {
-        self.default_alpha() > 0.0
     }
 
     /// The kind of the model's final norm (before the LM head): this kind, but RMSNorm for BHyT,

@@ -44,6 +44,7 @@ pub use run_dir::RunDir;
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;
+pub(crate) use sweep::distinct;
 pub use sweep::{
     arm_name, group_name, parse_depths, parse_inits, parse_schemes, parse_seeds, scheme_dir_name, table_1_schemes,
     PairAction, PairOutcome, Sweep, SweepEvent, SweepPair, SweepRecord, SWEEP_FILE,

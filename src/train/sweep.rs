@@ -154,6 +154,17 @@ fn axis<T: Copy>(values: &[T]) -> Vec<Option<T>> {
     }
 }
 
+/// The items in their first order, each once.
+pub(crate) fn distinct<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut kept = Vec::new();
+    for item in items {
+        if !kept.contains(&item) {
+            kept.push(item);
+        }
+    }
+    kept
+}
+
 /// Appends `item`, or says (`twice`) that the list already holds it.
 fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T, twice: impl Fn(&T) -> String) -> Result<(), ConfigError> {
     if list.contains(&item) {
@@ -359,14 +370,7 @@ impl Sweep {
     /// Every group of seeds (`[layers-<L>/]<arm>`), in the order of [`pairs`](Self::pairs), with its
     /// depth and arm.
     pub fn groups(&self) -> Vec<(Option<usize>, String)> {
-        let mut groups: Vec<(Option<usize>, String)> = Vec::new();
-        for pair in self.pairs() {
-            let group = (pair.layers, pair.arm());
-            if !groups.contains(&group) {
-                groups.push(group);
-            }
-        }
-        groups
+        distinct(self.pairs().iter().map(|pair| (pair.layers, pair.arm())))
     }
 
     /// The training settings of `pair`. Every pair shares one token cache, `<out>/.token-cache`,

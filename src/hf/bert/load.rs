@@ -58,16 +58,8 @@ impl<'a> Tensors<'a> {
     /// `{key}.weight` `[d_out, d_in]` (PyTorch's orientation, turned to Burn's `[d_in, d_out]`) and `{key}.bias`.
     fn linear(&self, key: &str, d_in: usize, d_out: usize) -> Result<Linear, HfError> {
         let weight = self.read(&format!("{key}.weight"), &[d_out, d_in])?;
-        let mut transposed = vec![0.0; weight.len()];
-        for (row, values) in weight.chunks_exact(d_in).enumerate() {
-            for (column, &value) in values.iter().enumerate() {
-                transposed[column * d_out + row] = value;
-            }
-        }
-        Ok(Linear {
-            weight: Param::from_tensor(Tensor::from_data(TensorData::new(transposed, [d_in, d_out]), self.device)),
-            bias: Some(self.param(&format!("{key}.bias"), [d_out])?),
-        })
+        let weight = Tensor::<2>::from_data(TensorData::new(weight, [d_out, d_in]), self.device).transpose();
+        Ok(Linear { weight: Param::from_tensor(weight), bias: Some(self.param(&format!("{key}.bias"), [d_out])?) })
     }
 
     /// `{key}.weight` and `{key}.bias`, or the original checkpoints' `{key}.gamma` and `{key}.beta`.

@@ -212,10 +212,6 @@ impl BertForMaskedLm {
 
     /// An error unless every layer of `layers` (1-based) exists.
     pub fn check_layers(&self, layers: &[usize]) -> Result<(), ConfigError> {
-        match layers.iter().find(|&&layer| layer == 0 || layer > self.n_layers()) {
-            Some(&0) => Err(ConfigError::LayerZero),
-            Some(&layer) => Err(ConfigError::NoSuchLayer { layer, n_layers: self.n_layers() }),
-            None => Ok(()),
-        }
+        crate::model::check_layer_numbers(layers, self.n_layers())
     }
 }
