@@ -197,11 +197,13 @@ fn relative_paths(dir: &Path) -> std::io::Result<Vec<String>> {
 /// Fills a temporary sibling of `dir` with `fill`, then swaps it in for `dir`: `dir` never holds
 /// half of its new contents, and on an error the old contents (if any) stay.
 ///
-/// An existing `dir` is replaced only when it is empty or holds the file `marker` (an earlier
-/// output of the same kind, e.g. `report.json`) and nothing its [`CONTENTS_FILE`] does not list: a
-/// mistyped output path never deletes a run, a model or a working directory, nor a file put
-/// beside an earlier report. The old directory is renamed aside before the new one is renamed
-/// in, and put back if that fails.
+/// An existing `dir` is replaced only when every file in it is provably an earlier output's: it
+/// is empty, or it holds the file `marker` (an earlier output of the same kind, e.g.
+/// `report.json`) and nothing but what its [`CONTENTS_FILE`] lists, or (an output written
+/// without that list) nothing but files the new output writes too. Otherwise it is refused,
+/// naming the files that are not ours: a mistyped output path never deletes a run, a model or a
+/// working directory, nor a file put beside an earlier report. The old directory is renamed
+/// aside before the new one is renamed in, and put back if that fails.
 pub fn write_dir_atomically(
     dir: &Path,
     marker: &str,
@@ -224,11 +226,12 @@ pub fn write_dir_atomically(
     remove_stale_siblings(parent, &name);
     std::fs::create_dir_all(&tmp)?;
     let result = fill(&tmp).and_then(|()| {
-        let contents = relative_paths(&tmp)?.join("\n");
-        std::fs::write(tmp.join(CONTENTS_FILE), contents + "\n")?;
+        let written = relative_paths(&tmp)?;
+        std::fs::write(tmp.join(CONTENTS_FILE), written.join("\n") + "\n")?;
         if existing {
-            // Again: files may have been added while `fill` ran.
-            check_replaceable_dir(&dir, marker)?;
+            // Again, now that the new output's files are known (and files may have been added
+            // while `fill` ran).
+            check_replaceable(&dir, marker, Some(&written))?;
         }
         if !existing {
             return std::fs::rename(&tmp, &dir);
@@ -266,39 +269,55 @@ fn remove_stale_siblings(parent: &Path, name: &str) {
     }
 }
 
-/// An error unless `dir` is absent, or a directory that is empty or holds `marker`: whether
-/// [`write_dir_atomically`] may write there (check it before long work).
+/// An error unless `dir` is absent, empty, or an earlier output that [`write_dir_atomically`]
+/// may replace (it holds `marker` and no file that its [`CONTENTS_FILE`] does not list): check it
+/// before long work. An output written without that list passes here; the write itself then
+/// refuses it if it holds a file the new output does not write.
 pub fn check_replaceable_dir(dir: &Path, marker: &str) -> std::io::Result<()> {
+    check_replaceable(dir, marker, None)
+}
+
+/// [`check_replaceable_dir`], and with `written` (the new output's relative paths) the check of an
+/// output that has no [`CONTENTS_FILE`]: each of its files must be one the new output writes.
+fn check_replaceable(dir: &Path, marker: &str, written: Option<&[String]>) -> std::io::Result<()> {
     if !dir.exists() {
         return Ok(());
     }
     if !dir.is_dir() {
         return Err(std::io::Error::other(format!("{} exists and is not a directory", dir.display())));
     }
-    let empty = std::fs::read_dir(dir)?.next().is_none();
-    if empty {
+    let present = relative_paths(dir)?;
+    if present.is_empty() {
         return Ok(());
     }
-    if dir.join(marker).is_file() {
-        // Outputs written before the list was kept have none: they are replaced whole.
-        let Ok(listed) = std::fs::read_to_string(dir.join(CONTENTS_FILE)) else { return Ok(()) };
-        let listed: std::collections::HashSet<&str> = listed.lines().collect();
-        let added: Vec<String> =
-            relative_paths(dir)?.into_iter().filter(|p| p != CONTENTS_FILE && !listed.contains(p.as_str())).collect();
-        if added.is_empty() {
-            return Ok(());
-        }
-        let shown = added.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
-        let more = if added.len() > 3 { format!(" and {} more", added.len() - 3) } else { String::new() };
+    if !dir.join(marker).is_file() {
         return Err(std::io::Error::other(format!(
-            "{} holds an earlier output, but also what it did not write ({shown}{more}), which replacing it would \
-             delete; move that out, or choose a new output directory",
+            "{} is not empty and holds no {marker}, so it is not an earlier output that may be replaced; \
+             choose a new output directory",
             dir.display()
         )));
     }
+    let (ours, how): (std::collections::HashSet<String>, &str) = match std::fs::read_to_string(dir.join(CONTENTS_FILE))
+    {
+        Ok(listed) => (listed.lines().map(str::to_string).collect(), "what it did not write"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match written {
+            Some(written) => (
+                written.iter().cloned().collect(),
+                "no list of what it wrote (.contents), and files this output does not write",
+            ),
+            None => return Ok(()),
+        },
+        Err(e) => return Err(std::io::Error::other(format!("{}: {e}", dir.join(CONTENTS_FILE).display()))),
+    };
+    let foreign: Vec<&String> = present.iter().filter(|p| *p != CONTENTS_FILE && !ours.contains(p.as_str())).collect();
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    let shown = foreign.iter().take(3).map(|p| p.as_str()).collect::<Vec<_>>().join(", ");
+    let more = if foreign.len() > 3 { format!(" and {} more", foreign.len() - 3) } else { String::new() };
     Err(std::io::Error::other(format!(
-        "{} is not empty and holds no {marker}, so it is not an earlier output that may be replaced; \
-         choose a new output directory",
+        "{} holds an earlier output, but also {how} ({shown}{more}), which replacing it would delete; move \
+         that out, or choose a new output directory",
         dir.display()
     )))
 }
@@ -359,10 +378,31 @@ mod tests {
         assert!(error.contains("figures/notes.txt") && error.contains("move that out"), "{error}");
         assert_eq!(std::fs::read_to_string(dir.join("figures/notes.txt")).unwrap(), "mine");
         assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "two", "the old output stays");
-        // An output written before the list was kept is replaced whole, as it always was.
+        // An output written without the list (copied with `cp -r report/*`, or by 0.1.0) is
+        // replaced only when it holds nothing but files the new output writes too.
         std::fs::remove_file(dir.join(CONTENTS_FILE)).unwrap();
-        write("four").unwrap();
-        assert!(!dir.join("figures/notes.txt").exists());
+        let error = write("four").unwrap_err().to_string();
+        assert!(error.contains("figures/notes.txt") && error.contains(".contents"), "{error}");
+        assert_eq!(std::fs::read_to_string(dir.join("figures/notes.txt")).unwrap(), "mine");
+        std::fs::remove_file(dir.join("figures/notes.txt")).unwrap();
+        write("five").unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "five");
+    }
+
+    #[test]
+    fn a_folder_of_the_users_holding_a_file_named_like_the_marker_is_not_replaced() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("myproj");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("report.json"), "my own").unwrap();
+        std::fs::write(dir.join("thesis.tex"), "years of work").unwrap();
+        let error = write_dir_atomically(&dir, "report.json", |tmp| std::fs::write(tmp.join("report.json"), "new"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("thesis.tex"), "{error}");
+        assert_eq!(std::fs::read_to_string(dir.join("thesis.tex")).unwrap(), "years of work");
+        assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "my own");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary folder is left");
     }
 
     #[test]

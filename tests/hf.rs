@@ -150,10 +150,19 @@ fn export_round_trips_in_the_crate_with_lns_restored() {
         let expected: Vec<f32> = original.iter().map(|g| g / 2f32.sqrt()).collect();
         assert!(max_diff(&stored, &expected) < 1e-6, "{name}: layer 2's input norm holds gamma / sqrt(2)");
     }
-    // An occupied directory is refused and left alone.
+    // Exporting again replaces an earlier export (docs/hf.md); a file added to it since is named
+    // and kept, and a folder that is no export (a downloaded model's) is refused and left alone.
     let loaded = load_hf_model(fixture("mistral"), &cpu()).unwrap();
-    let err = export_hf(&loaded.model, &loaded.config, dir.path().join("mistral"), None).unwrap_err().to_string();
-    assert!(err.contains("not empty"), "{err}");
+    let again = dir.path().join("mistral");
+    export_hf(&loaded.model, &loaded.config, &again, None).unwrap();
+    assert!(!again.join("tokenizer.json").exists(), "the new export, without a tokenizer, replaced the old");
+    std::fs::write(again.join("README.md"), "my model card").unwrap();
+    let err = export_hf(&loaded.model, &loaded.config, &again, None).unwrap_err().to_string();
+    assert!(err.contains("README.md"), "{err}");
+    assert_eq!(std::fs::read_to_string(again.join("README.md")).unwrap(), "my model card");
+    let downloaded = copy_fixture("mistral", &dir.path().join("downloads"));
+    let err = export_hf(&loaded.model, &loaded.config, &downloaded, None).unwrap_err().to_string();
+    assert!(err.contains("not an earlier export"), "{err}");
     // Schemes transformers cannot express are refused before anything is written.
     let (post, config) = retrofit(loaded.model, &loaded.config, NormScheme::PostLn).unwrap();
     let err = export_hf(&post, &config, dir.path().join("post"), None).unwrap_err().to_string();
