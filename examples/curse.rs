@@ -14,8 +14,9 @@ use std::time::Instant;
 use burn::tensor::{Device, Distribution, Int, Tensor};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::variance_chart;
+use layernorm_scaling::console::write_result;
 use layernorm_scaling::measure::token_variance;
-use layernorm_scaling::{cli, out, outln, parse_device, ConfigError, Error, LlamaConfig, NormScheme};
+use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, LlamaConfig, NormScheme};
 
 /// Layer-wise output variance of a randomly initialised LLaMA, per normalisation scheme.
 #[derive(Parser, Debug)]
@@ -69,6 +70,7 @@ fn run(args: Args) -> Result<(), Error> {
             base.max_seq_len
         ))
     })?;
+    base.check_trace_fits(args.batch, args.seq_len, &device)?;
     let started = Instant::now();
     outln!(
         "{}-layer model (d_model {}, {} parameters) on {device:?}, {} x {} random tokens",
@@ -84,22 +86,23 @@ fn run(args: Args) -> Result<(), Error> {
         columns.push(layer_variances(&base.clone().with_norm_scheme(scheme.clone()), &args, &device)?);
     }
 
-    out!("\n{:>5}", "layer");
+    // The table is the program's result: a write that fails (a full disk) is an error.
+    let mut header = format!("\n{:>5}", "layer");
     for scheme in &schemes {
-        out!(" {:>14}", scheme.to_string());
+        header += &format!(" {:>14}", scheme.to_string());
     }
-    outln!();
+    write_result(format_args!("{header}"))?;
     let step = (base.n_layers / 16).max(1);
     for layer in (0..=base.n_layers).filter(|l| l % step == 0 || *l == base.n_layers) {
-        out!("{layer:>5}");
+        let mut row = format!("{layer:>5}");
         for column in &columns {
-            out!(" {:>14.4e}", column[layer]);
+            row += &format!(" {:>14.4e}", column[layer]);
         }
-        outln!();
+        write_result(format_args!("{row}"))?;
     }
-    outln!("\ngrowth of the variance from the embedding (layer 0) to the last layer:");
+    write_result(format_args!("\ngrowth of the variance from the embedding (layer 0) to the last layer:"))?;
     for (scheme, column) in schemes.iter().zip(&columns) {
-        outln!("  {:>18}: x{:.1}", scheme.to_string(), column[base.n_layers] / column[0]);
+        write_result(format_args!("  {:>18}: x{:.1}", scheme.to_string(), column[base.n_layers] / column[0]))?;
     }
     if let Some(path) = &args.plot {
         let labels: Vec<String> = schemes.iter().map(ToString::to_string).collect();

@@ -3,10 +3,56 @@
 
 use burn::tensor::Device;
 
-/// Bytes of memory the machine can still give to new allocations (Linux `MemAvailable` of
-/// `/proc/meminfo`), or `None` where that cannot be read (then no check should be made).
+/// Bytes of memory this process can still allocate, or `None` where that cannot be read (then no
+/// check should be made): the least of the machine's (Linux `MemAvailable` of `/proc/meminfo`),
+/// what the process's control group has left under its limit (a container's `--memory`), and
+/// what its address-space limit (`ulimit -v`) has left.
 pub fn available_memory_bytes() -> Option<u64> {
-    mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    let machine = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| mem_available(&text));
+    [machine, cgroup_headroom(), address_space_headroom()].into_iter().flatten().min()
+}
+
+/// What the control group's memory limit leaves (cgroup v2's `memory.max` less `memory.current`,
+/// or v1's `memory.limit_in_bytes` less `memory.usage_in_bytes`), when it sets one.
+/// The page cache the group can drop (`inactive_file`) does not count as used.
+fn cgroup_headroom() -> Option<u64> {
+    let read = |path: &str| std::fs::read_to_string(path).ok()?.trim().parse::<u64>().ok();
+    let stat = |path: &str, key: &str| -> u64 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let value = text.lines().find_map(|line| line.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok());
+        value.unwrap_or(0)
+    };
+    let (limit, used, cache) = match read("/sys/fs/cgroup/memory.max") {
+        Some(limit) => {
+            (limit, read("/sys/fs/cgroup/memory.current")?, stat("/sys/fs/cgroup/memory.stat", "inactive_file"))
+        }
+        None => (
+            read("/sys/fs/cgroup/memory/memory.limit_in_bytes")?,
+            read("/sys/fs/cgroup/memory/memory.usage_in_bytes")?,
+            stat("/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"),
+        ),
+    };
+    // "No limit" reads as `max` (not a number) in v2, and as about 2^63 in v1.
+    (limit < 1 << 60).then(|| limit.saturating_sub(used.saturating_sub(cache)))
+}
+
+/// What the address-space limit (`RLIMIT_AS`, `ulimit -v`) leaves beyond the process's virtual
+/// size (`VmSize`), when one is set.
+fn address_space_headroom() -> Option<u64> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: getrlimit writes the limit into the struct it is given, nothing else.
+        if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } != 0 || limit.rlim_cur == libc::RLIM_INFINITY {
+            return None;
+        }
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|line| line.starts_with("VmSize:"))?;
+        let size = line.split_whitespace().nth(1)?.parse::<u64>().ok()?.checked_mul(1024)?;
+        Some(limit.rlim_cur.saturating_sub(size))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
 }
 
 /// The peak resident memory of this process so far (Linux `VmHWM` of `/proc/self/status`), in

@@ -87,6 +87,40 @@ fn a_result_that_cannot_be_written_is_an_error_not_a_success() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot write the result"), "{stderr}");
+    // The tables of `curse` and `presets` are their results too.
+    for (program, args) in [("curse", &["--layers", "2", "--device", "flex"][..]), ("presets", &[][..])] {
+        let output = Command::new(example(program)).args(args).stdout(full()).output().unwrap();
+        assert_refused(&output, &["cannot write the result"], program);
+    }
+}
+
+#[test]
+fn presets_has_help_and_refuses_an_unknown_option_with_usage() {
+    let output = Command::new(example("presets")).arg("--help").output().unwrap();
+    assert_succeeded(&output, "presets --help");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("--write"));
+    let output = Command::new(example("presets")).arg("--wirte").output().unwrap();
+    assert_refused(&output, &["--wirte", "Usage"], "presets --wirte");
+}
+
+/// A model that fits in memory but whose trace does not, and a model that fits only once (its
+/// init draws each weight beside the kept ones), are refused before anything is allocated,
+/// whatever limits the memory: here the address-space limit (`ulimit -v`) of 3 GiB.
+#[test]
+fn curse_checks_memory_before_it_builds_a_model() {
+    let limited = |args: &str| {
+        let script = format!("ulimit -v {}; exec \"$0\" {args} --device flex", 3 << 20);
+        Command::new("bash").arg("-c").arg(script).arg(example("curse")).output().unwrap()
+    };
+    // The tiny preset (d_model 64, d_ff 176) has about 50k parameters a layer: 12,000 layers
+    // take 2.4 GB at 4 bytes each, and 4.8 GB with their draws.
+    let output = limited("--layers 12000");
+    assert_refused(&output, &["does not fit in memory", "n_layers 12000"], "curse --layers 12000 under 3 GiB");
+    // 1,024 sequences of 256 tokens after each of 64 layers: 65 x 262,144 x 64 floats, 4.4 GB.
+    let output = limited("--layers 64 --batch 1024 --seq-len 256");
+    assert_refused(&output, &["hidden state after each of its 64 layers", "fewer sequences"], "a trace too big");
+    let output = limited("--layers 2");
+    assert_succeeded(&output, "curse within the limit");
 }
 
 #[test]

@@ -144,14 +144,13 @@ impl LlamaConfig {
     /// Builds the model with the paper's init on `device` (add `.autodiff()` to the device to train).
     ///
     /// On a device that allocates in the machine's memory (CPU backends), a model whose parameters
-    /// do not fit in the memory available is refused before anything is allocated
+    /// do not fit twice in the memory available (the weights, and as much again for drawing them
+    /// and a first forward pass) is refused before anything is allocated
     /// ([`check_fits`](LlamaConfig::check_fits)).
     pub fn init(&self, device: &Device) -> Result<Llama, ConfigError> {
         self.validate()?;
-        if uses_host_memory(device) {
-            if let Some(available) = available_memory_bytes() {
-                self.check_fits(DType::from(device.settings().float_dtype).size(), available)?;
-            }
+        if let Some(available) = host_memory_available(device) {
+            self.check_fits(2 * float_bytes(device), available)?;
         }
         let shape = BlockShape {
             d_model: self.d_model,
@@ -242,6 +241,29 @@ impl LlamaConfig {
         )))
     }
 
+    /// An error unless a forward pass of `batch` x `seq` tokens that keeps the hidden state around
+    /// every block (a trace, as the diagnostics take it: `n_layers + 1` tensors `[batch, seq,
+    /// d_model]`, and the logits `[batch, seq, vocab_size]`) fits beside the weights, on a device
+    /// that allocates in the machine's memory; it names the sizes to lower.
+    pub fn check_trace_fits(&self, batch: usize, seq: usize, device: &Device) -> Result<(), ConfigError> {
+        let Some(available) = host_memory_available(device) else { return Ok(()) };
+        self.check_fits(2 * float_bytes(device), available)?;
+        let tokens = batch as f64 * seq as f64;
+        let values = self.num_params() as f64
+            + tokens * ((self.n_layers as f64 + 1.0) * self.d_model as f64 + self.vocab_size as f64);
+        let needed = values * float_bytes(device) as f64;
+        if needed <= available as f64 {
+            return Ok(());
+        }
+        Err(ConfigError::TooLarge(format!(
+            "the model's weights and the hidden state after each of its {} layers for {batch} x {seq} tokens take {}, \
+             but only {} of memory is available; use fewer sequences, shorter ones or fewer layers",
+            self.n_layers,
+            format_bytes(needed.min(u64::MAX as f64) as u64),
+            format_bytes(available),
+        )))
+    }
+
     /// Reads a JSON config file (the format of `configs/models/*.json`) and validates it.
     ///
     /// Only `d_model`, `d_ff`, `n_layers` and `n_heads` are required; missing fields take their
@@ -289,4 +311,15 @@ impl LlamaConfig {
         let json = serde_json::to_string_pretty(self).map_err(|e| Error::file(path, e))?;
         crate::io::write_atomically(path, format!("{json}\n").as_bytes()).map_err(|e| Error::file(path, e))
     }
+}
+
+/// The bytes of memory left to a device that allocates in the machine's memory, or `None` for a
+/// device with memory of its own (a GPU) or where it cannot be read.
+fn host_memory_available(device: &Device) -> Option<u64> {
+    uses_host_memory(device).then(available_memory_bytes).flatten()
+}
+
+/// The size of one float of `device`'s float type.
+fn float_bytes(device: &Device) -> usize {
+    DType::from(device.settings().float_dtype).size()
 }
