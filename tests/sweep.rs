@@ -222,6 +222,27 @@ fn bad_sweeps_are_refused_before_any_training() {
         assert!(!out.join("sweep.json").exists() && !out.join("lns").exists(), "{extra:?}: nothing is written");
     }
     assert_eq!(std::fs::read_to_string(occupied.join("notes.txt")).unwrap(), "mine", "nothing deleted");
+    // Paths that are not UTF-8 cannot be recorded in sweep.json or train.json: refused up front,
+    // naming the option (it panicked while writing sweep.json).
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bad = |name: &[u8]| dir.path().join(std::ffi::OsStr::from_bytes(name));
+        let corpus = bad(b"v\xff.txt");
+        std::fs::write(&corpus, "some text\n".repeat(500)).unwrap();
+        for (out, extra, expected) in
+            [(bad(b"sw\xffbad"), None, "`out`"), (dir.path().join("u"), Some(&corpus), "`data`")]
+        {
+            let mut command = sweep_command(&out, &["--schemes", "lns"]);
+            if let Some(corpus) = extra {
+                command.arg("--data").arg(corpus);
+            }
+            let output = command.output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(1), "{expected}: {stderr}");
+            assert!(stderr.contains(expected) && stderr.contains("not valid UTF-8"), "{stderr}");
+            assert!(!stderr.contains("panicked") && !out.exists(), "{expected}: {stderr}");
+        }
+    }
 
     // A run's config file with its `norm` serves a sweep: --schemes replaces it, with a note.
     let config = dir.path().join("run.toml");

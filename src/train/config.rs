@@ -317,6 +317,18 @@ impl TrainConfig {
                 self.batch_size, self.eval_batches
             )));
         }
+        // A run records its settings, paths included, in train.json: JSON text holds no other bytes.
+        let paths = self.data.iter().map(|p| ("data", p)).chain(self.valid_data.iter().map(|p| ("valid_data", p)));
+        let paths = paths.chain([("out", &self.out)]).chain(self.cache_dir.iter().map(|p| ("cache_dir", p)));
+        if let Some((field, path)) =
+            paths.chain(self.init_from.iter().map(|p| ("init_from", p))).find(|(_, p)| p.to_str().is_none())
+        {
+            return Err(ConfigError::Conflict(format!(
+                "`{field}` ({}) is not valid UTF-8, and a run records its paths in train.json (JSON text); rename it, \
+                 or give it through a link whose name is UTF-8",
+                path.display()
+            )));
+        }
         if self.text_field.is_empty() {
             return Err(ConfigError::Conflict(
                 "`text_field` is empty; give the JSON field or Parquet column that holds the documents' text \

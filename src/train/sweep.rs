@@ -603,7 +603,8 @@ impl Sweep {
 
     fn write_record(&self, record: &SweepRecord) -> Result<(), Error> {
         let path = self.config.out.join(SWEEP_FILE);
-        let json = serde_json::to_string_pretty(record).expect("a sweep record serialises");
+        let json =
+            serde_json::to_string_pretty(record).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))?;
         write_atomically(&path, json.as_bytes()).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))
     }
 }
