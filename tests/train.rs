@@ -5,11 +5,13 @@ mod common;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
 use common::{cpu, quick, ParamValues};
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceMode, Tokenizer};
+use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceMode, Tokenizer};
 use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
+use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{train, validation_data, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{Error, NormScheme};
@@ -433,6 +435,54 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
         TrainConfig { valid_tokens: Some(10_000_000), ..config.clone() },
         "--valid-tokens 10000000 is more than the validation documents hold",
     );
+}
+
+/// One definition of the validation loss: the mean over exactly the chosen targets, each batch
+/// weighted by its targets. It does not move with the batch size (a short last batch counted as
+/// a whole one made it move), in packed or truncated sequences, and the validation the run logs
+/// (its loss and its perplexity) says the same as the final figure.
+#[test]
+fn the_validation_loss_is_over_the_chosen_tokens_whatever_the_batch_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train_file, valid_file) = (dir.path().join("train.txt"), dir.path().join("valid.txt"));
+    write_text_corpus(&train_file, 0, 600);
+    write_text_corpus(&valid_file, 600, 100);
+    for sequences in [SequenceMode::Pack, SequenceMode::Truncate] {
+        let config = TrainConfig {
+            data: vec![train_file.clone()],
+            valid_data: vec![valid_file.clone()],
+            valid_tokens: Some(1000),
+            sequences,
+            batch_size: 5,
+            ..quick(&dir.path().join(format!("{sequences:?}")), 6, 6)
+        };
+        let report = train(&config, Start::New, |_| {}).unwrap();
+        let valid = validation_data(&config).unwrap();
+        // Sequence by sequence, each weighted by its targets: the definition.
+        let (mut sum, mut targets) = (0.0, 0);
+        for i in 0..valid.len() {
+            let window = valid.window(i);
+            let counted = window.real - 1;
+            let batch = LmBatcher.batch(vec![window], &cpu());
+            let logits = report.model.forward(batch.inputs);
+            let loss = cross_entropy_counting(logits, batch.targets, batch.counted).into_scalar::<f64>();
+            sum += loss * counted as f64;
+            targets += counted;
+        }
+        let expected = sum / targets as f64;
+        for batch in [1, 3, 5, 7, 16] {
+            let loss = mean_loss(&report.model, &valid, batch, usize::MAX, &[]).unwrap();
+            assert!((loss - expected).abs() < 1e-5, "{sequences:?}, batch {batch}: {loss} against {expected}");
+        }
+        assert!((report.valid_loss - expected).abs() < 1e-5, "{sequences:?}: {} against {expected}", report.valid_loss);
+        let rows = read_metrics(&config.out).unwrap();
+        let logged = |metric: &str| {
+            rows.iter().rev().find(|r| r.split == "valid" && r.metric == metric && r.is_final).unwrap().value
+        };
+        let (loss, perplexity) = (logged("Loss"), logged("Perplexity"));
+        assert!((loss - report.valid_loss).abs() < 1e-5, "{sequences:?}: logged {loss}, final {}", report.valid_loss);
+        assert!((perplexity.ln() - loss).abs() < 1e-5, "{sequences:?}: perplexity {perplexity} beside loss {loss}");
+    }
 }
 
 #[test]

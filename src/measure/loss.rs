@@ -32,9 +32,12 @@ pub fn evaluation_batches<'a>(
 }
 
 /// Mean next-token loss of `model` on the first `batches` batches of `dataset`, with the given
-/// layers (1-based) skipped: the mean of the batches' mean losses (each over its counted
-/// targets), as burn-train's validation metric and the paper authors' evaluation take it, so the
-/// final validation loss a run reports is the one its last validation logged.
+/// layers (1-based) skipped: the mean over every counted target (padding is not counted), each
+/// batch weighted by its targets, so it does not move with the batch size or the number of
+/// devices. The validation a run logs takes it the same way ([`StepMetric::loss`]), so the final
+/// validation loss a run reports is the one its last validation logged.
+///
+/// [`StepMetric::loss`]: crate::train::StepMetric::loss
 pub fn mean_loss(
     model: &Llama,
     dataset: &SequenceDataset,
@@ -46,8 +49,9 @@ pub fn mean_loss(
     let (mut total, mut count) = (0.0, 0);
     for (batch, _) in evaluation_batches(dataset, batch_size, batches, &device)? {
         let logits = model.forward_skipping(batch.inputs, skip)?;
-        total += cross_entropy_counting(logits, batch.targets, batch.counted).into_scalar::<f64>();
-        count += 1;
+        let targets = batch.n_targets;
+        total += cross_entropy_counting(logits, batch.targets, batch.counted).into_scalar::<f64>() * targets as f64;
+        count += targets;
     }
     Ok(total / count as f64)
 }

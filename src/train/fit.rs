@@ -13,7 +13,7 @@ use burn::data::dataset::transform::PartialDataset;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
 use burn::tensor::Device;
-use burn::train::metric::{LearningRateMetric, LossMetric, Metric};
+use burn::train::metric::{LearningRateMetric, Metric};
 use burn::train::{ExecutionStrategy, Learner, LearningResult, MultiDeviceOptim, SupervisedTraining};
 
 use super::budget::DataBudget;
@@ -152,7 +152,7 @@ fn supervised_training(
 
     let logger = RunMetricLogger::open(out, start_epoch, (steps_per_epoch, micro_batches), monitor.clone())
         .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {METRICS}: {e}") })?;
-    let loss_metric = LossMetric::new();
+    let loss_metric = StepMetric::loss();
     let checkpoint_dir = dir.checkpoint_dir();
     let mut training = SupervisedTraining::new(out, train_loader, valid_loader)
         .num_epochs(config.epochs())
@@ -168,7 +168,7 @@ fn supervised_training(
         // No application logger: it would install a process-wide panic hook and tracing subscriber.
         .with_application_logger(None)
         .with_metric_logger(logger)
-        .metrics((LossMetric::new(), StepMetric::perplexity()))
+        .metrics((StepMetric::loss(), StepMetric::perplexity()))
         .metric_train_numeric(LearningRateMetric::new())
         .metric_train_numeric(StepMetric::tokens_per_second())
         .metric_train_numeric(StepMetric::grad_norm())

@@ -1,5 +1,5 @@
-//! Metrics burn-train does not have: perplexity from the loss, tokens per second, the global
-//! gradient norm and model FLOP utilisation.
+//! Metrics burn-train does not have: the token-weighted loss, perplexity from it, tokens per
+//! second, the global gradient norm and model FLOP utilisation.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,6 +25,7 @@ pub const KNOWN_GPU_PEAK_TFLOPS: [(&str, f64); 6] =
 
 #[derive(Clone, Debug)]
 enum Kind {
+    Loss,
     Perplexity,
     TokensPerSecond,
     GradNorm,
@@ -52,6 +53,14 @@ impl StepMetric {
             since: None,
             loss_sum: (0.0, 0),
         }
+    }
+
+    /// The mean next-token loss of each batch; over an epoch (a validation), the mean over every
+    /// counted target, each batch weighted by its targets (burn-train's `LossMetric` takes the mean
+    /// of the batches' means, which moves with the batch size when the last batch is short). Its
+    /// name is burn-train's, "Loss".
+    pub fn loss() -> Self {
+        Self::new("Loss", Kind::Loss)
     }
 
     /// `exp(loss)` of each batch; over an epoch, `exp` of the token-weighted mean loss (not the
@@ -115,6 +124,7 @@ impl Metric for StepMetric {
             }
         };
         match &self.kind {
+            Kind::Loss => self.state.update(item.loss.clone().try_into_scalar::<f64>()?, item.tokens),
             Kind::Perplexity => {
                 let loss = item.loss.clone().try_into_scalar::<f64>()?;
                 self.loss_sum.0 += loss * item.tokens as f64;
