@@ -296,6 +296,19 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
     // Both pairs shared one token cache.
     assert!(out.join(".token-cache").is_dir() && !out.join("lns/.token-cache").exists());
 
+    // So does a whole line of garbage at the end (a cut write has no line end), and a file of
+    // nothing but that line: the run is named, never dropped from the mean without a word.
+    for damaged in [format!("{text}garbage{{\n"), "garbage{\n".to_string()] {
+        std::fs::write(&metrics, damaged).unwrap();
+        let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("warning: the loss curves leave out pre-ln/seed-1"), "{stderr}");
+    }
+    std::fs::write(&metrics, "").unwrap();
+    let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("pre-ln/seed-1") && stderr.contains("holds no training loss"), "{stderr}");
+
     // So does a missing one.
     std::fs::remove_file(out.join("lns/seed-1/metrics.jsonl")).unwrap();
     let output = run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));

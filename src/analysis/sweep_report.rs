@@ -12,7 +12,7 @@ use super::comparison::{write_comparison, ComparedRun};
 use super::depth_report::{depth_csv, depth_markdown, depth_points, write_depth_figures};
 use super::paired::{paired_differences, paired_markdown, PairedDifference};
 use super::plot::LineChart;
-use crate::measure::{read_metrics, MetricRow};
+use crate::measure::{read_metrics, MetricRow, METRICS_FILE};
 use crate::train::{distinct, group_name, PairOutcome, Sweep, SweepRecord};
 
 /// One scheme's row of the table (one per depth on a depth axis).
@@ -243,7 +243,12 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
         let mut runs = Vec::new();
         for pair in pairs.iter().filter(|p| p.group() == group && record.outcomes.contains_key(&p.key())) {
             match read_metrics(&pair.dir) {
-                Ok(rows) => runs.push(rows),
+                Ok(rows) if rows.iter().any(MetricRow::is_train_loss) => runs.push(rows),
+                Ok(_) => warnings.push(format!(
+                    "the loss curves leave out {}: {} holds no training loss",
+                    pair.key(),
+                    pair.dir.join(METRICS_FILE).display()
+                )),
                 Err(e) => warnings.push(format!("the loss curves leave out {}: {e}", pair.key())),
             }
         }

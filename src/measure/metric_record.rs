@@ -62,13 +62,16 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64,
 }
 
 /// Reads `metrics.jsonl` of the run directory `dir`. A last line cut short (a training killed
-/// while it wrote) is skipped; any other line that is not a record is an error naming it.
+/// while it wrote: it has no line end) is skipped; any other line that is not a record, a whole
+/// last line among them, is an error naming it.
 pub fn read_metrics(dir: &Path) -> Result<Vec<MetricRow>, Error> {
     let path = dir.join(METRICS_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::file(&path, format!("cannot read it: {e}")))?;
     let (rows, cut) = parse_metric_lines(&text);
     match cut {
-        Some((line, what)) if line < text.lines().count() => Err(Error::file(&path, format!("line {line}: {what}"))),
+        Some((line, what)) if line < text.lines().count() || text.ends_with('\n') => {
+            Err(Error::file(&path, format!("line {line}: {what}")))
+        }
         _ => Ok(rows),
     }
 }
