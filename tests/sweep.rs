@@ -277,6 +277,28 @@ fn bad_sweeps_are_refused_before_any_training() {
     run(&mut sweep_command(&typo, &["--schemes", "lns", "--no-diagnostics"]));
 }
 
+/// Truncated sequences: the report counts real targets per step, as `train` does, not the
+/// padded positions (it said "6 steps of 128 tokens" for about 40 real ones).
+#[test]
+fn a_truncated_sweep_counts_real_tokens_not_padding() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("short.txt");
+    let docs: Vec<String> = (0..400).map(|i| format!("doc {i} is short")).collect();
+    std::fs::write(&corpus, docs.join("\n\n")).unwrap();
+    let out = dir.path().join("sweep");
+    let mut command = sweep_command(&out, &["--schemes", "lns", "--sequences", "truncate", "--no-diagnostics"]);
+    run(command.arg("--data").arg(&corpus));
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("lns/seed-1/train.json")).unwrap()).unwrap();
+    let budget = &recorded["data_budget"];
+    let per_sequence = budget["tokens"].as_f64().unwrap() / budget["sequences"].as_f64().unwrap();
+    let per_step = budget["read"].as_f64().unwrap() / 6.0 * per_sequence;
+    assert!(per_step < 4.0 * 32.0 / 2.0, "the documents are short: {per_step} real targets a step");
+    let md = std::fs::read_to_string(out.join("report/results.md")).unwrap();
+    let expected = format!("6 steps of {per_step:.0} real target tokens on average (padding not counted)");
+    assert!(md.contains(&expected) && !md.contains("of 128 tokens"), "{expected} in:\n{md}");
+}
+
 #[test]
 fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs() {
     let dir = tempfile::tempdir().unwrap();

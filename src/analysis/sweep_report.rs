@@ -259,12 +259,37 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
     (per_group, warnings)
 }
 
+/// The target tokens of one optimiser step, and whether they are a mean over truncated, padded
+/// sequences: from the data budget a finished pair recorded in its `train.json` (real targets
+/// only, as `train` counts them), else `batch_size x grad_accum x seq_len` (packed sequences,
+/// one device).
+fn tokens_per_step(record: &SweepRecord) -> (f64, bool) {
+    let config = &record.config;
+    let budget = record.outcomes.keys().find_map(|key| {
+        let recorded = crate::train::TrainConfig::from_file(config.out.join(key).join(crate::run::TRAIN_CONFIG));
+        recorded.ok()?.data_budget.filter(|budget| budget.sequences > 0 && budget.read > 0)
+    });
+    match budget {
+        Some(budget) => {
+            let sequences_per_step = budget.read as f64 / config.steps.max(1) as f64;
+            let targets_per_sequence = budget.tokens as f64 / budget.sequences as f64;
+            (sequences_per_step * targets_per_sequence, budget.sequences_mode == crate::data::SequenceMode::Truncate)
+        }
+        None => ((config.batch_size * config.grad_accum * config.seq_len) as f64, false),
+    }
+}
+
 /// Writes the overlaid loss curves against steps and against tokens (`tokens_per_step` each).
-fn write_curves(curves: &[(String, LossCurves)], tokens_per_step: f64, dir: &Path) -> std::io::Result<Vec<String>> {
+fn write_curves(
+    curves: &[(String, LossCurves)],
+    (tokens_per_step, padded): (f64, bool),
+    dir: &Path,
+) -> std::io::Result<Vec<String>> {
     let mut written = Vec::new();
+    let tokens = if padded { "real tokens, padding not counted (millions)" } else { "tokens (millions)" };
     for (name, per, x_label) in [
         ("loss_vs_steps.png", 1.0, "optimiser step".to_string()),
-        ("loss_vs_tokens.png", tokens_per_step / 1e6, "tokens (millions)".to_string()),
+        ("loss_vs_tokens.png", tokens_per_step / 1e6, tokens.to_string()),
     ] {
         let mut chart = LineChart::new("Training and validation loss", x_label, "loss");
         for (scheme, c) in curves {
@@ -297,9 +322,9 @@ pub fn write_sweep_report(
     let paired = paired_differences(&results, baseline);
     let depth = depth_points(&results, diagnostics, removal_threshold);
     let config = &record.config;
-    let tokens_per_step = (config.batch_size * config.grad_accum * config.seq_len) as f64;
+    let (tokens_per_step, padded) = tokens_per_step(record);
     crate::io::write_dir_atomically(dir, "results.json", |tmp| {
-        let figures = write_curves(curves, tokens_per_step, tmp)?;
+        let figures = write_curves(curves, (tokens_per_step, padded), tmp)?;
         let json = serde_json::json!({
             "results": results,
             "paired": paired,
@@ -317,11 +342,15 @@ pub fn write_sweep_report(
         ];
         let mut md = format!(
             "# Sweep: {}\n\nFinal validation loss and perplexity (mean ± sample standard deviation over the seeds \
-             that finished; the best of the schemes with no diverged seed in bold{}), {} steps of {} tokens.\n\n",
+             that finished; the best of the schemes with no diverged seed in bold{}), {} steps of {}.\n\n",
             axes.into_iter().flatten().collect::<Vec<_>>().join(" x "),
             if record.depths.is_empty() { "" } else { ", at each depth" },
             config.steps,
-            tokens_per_step
+            if padded {
+                format!("{tokens_per_step:.0} real target tokens on average (padding not counted)")
+            } else {
+                format!("{tokens_per_step} tokens")
+            }
         );
         md.push_str(&results_markdown(&results, record.seeds.len()));
         if !depth.is_empty() {
