@@ -31,7 +31,14 @@ struct State {
     log_failure: Option<String>,
     /// Optimiser steps done, including those of a resumed run's checkpoint.
     steps: usize,
+    /// The last training losses (of this process or the log), at most [`RECENT`].
+    recent_losses: std::collections::VecDeque<f64>,
+    /// The first and the last global gradient norm (of this process or the log).
+    grad_norms: Option<(f64, f64)>,
 }
+
+/// How many of the last training losses stand for where the training loss ended.
+const RECENT: usize = 16;
 
 impl std::fmt::Debug for RunMonitor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,9 +49,13 @@ impl std::fmt::Debug for RunMonitor {
 /// The advice every divergence ends with.
 const ADVICE: &str = "the loss diverged (try a lower --lr or --clip-grad-norm)";
 
-/// The least a run's validation loss must fall below its first training loss, as a fraction of
-/// it, for the run to count as having learned (far below any real run's fall, far above rounding).
+/// The least a loss must fall below the run's first training loss, as a fraction of it, for the
+/// run to count as having learned (far below any real run's fall, far above rounding).
 pub const LEARNED_AT_LEAST: f64 = 1e-3;
+
+/// A gradient norm below this fraction of the run's first has vanished: with a loss that did not
+/// fall, the model has collapsed (it gives every input the same prediction, and nothing moves it).
+pub const VANISHED_GRADIENT: f64 = 1e-4;
 
 impl RunMonitor {
     /// A monitor sending the run's events to `events`.
@@ -100,6 +111,10 @@ impl RunMonitor {
             if this_process {
                 state.train_losses.push(loss);
             }
+            if state.recent_losses.len() == RECENT {
+                state.recent_losses.pop_front();
+            }
+            state.recent_losses.push_back(loss);
         }
         if !loss.is_finite() {
             self.diverge(format!("the training loss is {loss} at step {step}: {ADVICE}"));
@@ -109,9 +124,21 @@ impl RunMonitor {
     /// The training losses of a run's log (`metrics.jsonl`) that this process did not train:
     /// those a resumed run keeps, or those of a finished run being judged.
     pub fn read_log(&self, rows: &[MetricRow]) {
-        for row in rows.iter().filter(|row| row.is_train_loss()) {
-            self.train_loss(row.step, row.value, false);
+        for row in rows.iter().filter(|row| row.split == "train" && row.is_batch_value()) {
+            match row.metric.as_str() {
+                "Loss" => self.train_loss(row.step, row.value, false),
+                // Micro-batches that do not end a step log no norm (NaN, weight 0).
+                "Gradient norm" if row.value.is_finite() => self.grad_norm(row.value),
+                _ => {}
+            }
         }
+    }
+
+    /// Records a finite global gradient norm.
+    fn grad_norm(&self, norm: f64) {
+        let mut state = self.state();
+        let first = state.grad_norms.map_or(norm, |(first, _)| first);
+        state.grad_norms = Some((first, norm));
     }
 
     /// The run starts after `step` optimiser steps (those of the checkpoint it resumes from).
@@ -127,7 +154,9 @@ impl RunMonitor {
             state.steps += 1;
             state.steps
         };
-        if !grad_norm.is_finite() {
+        if grad_norm.is_finite() {
+            self.grad_norm(grad_norm);
+        } else {
             self.diverge(format!("the gradient norm is {grad_norm} at step {step}: {ADVICE}"));
         }
         self.state().divergence.is_none()
@@ -149,11 +178,12 @@ impl RunMonitor {
         self.state().divergence.clone()
     }
 
-    /// Why a run that ended with validation loss `valid_loss` counts as diverged, if it does: a
-    /// divergence while it trained, a non-finite validation loss, or one not clearly lower than
-    /// its first training loss (by less than 0.1% of it, `LEARNED_AT_LEAST`: the model ends no better
-    /// than its initial weights, such as a collapse to a uniform guess, `ln(vocab)`, that the
-    /// rounding of its losses puts a hair below the first).
+    /// Why a run that ended with validation loss `valid_loss` counts as failed, if it does: a
+    /// divergence while it trained, a non-finite validation loss, or a collapse: its gradient norm
+    /// vanished (below [`VANISHED_GRADIENT`] of its first) while its loss did not fall (the model
+    /// gives every input the same prediction, a uniform guess `ln(vocab)` among them, and nothing
+    /// moves it any more). A run that is only short, or validated on other data, is not a failure:
+    /// [`caution`](Self::caution) says so.
     pub fn verdict(&self, valid_loss: f64) -> Option<String> {
         let state = self.state();
         if let Some(reason) = &state.divergence {
@@ -162,14 +192,49 @@ impl RunMonitor {
         if !valid_loss.is_finite() {
             return Some(format!("the validation loss is {valid_loss}"));
         }
-        match state.first_train_loss {
-            Some(first) if valid_loss > first - LEARNED_AT_LEAST * first.abs() => Some(format!(
-                "the final validation loss {valid_loss:.4} is no lower than the first training loss {first:.4} (by \
-                 less than {:.2}% of it): the model did not learn",
-                LEARNED_AT_LEAST * 100.0
-            )),
-            _ => None,
+        let (Some(first), Some((first_norm, last_norm))) = (state.first_train_loss, state.grad_norms) else {
+            return None;
+        };
+        let vanished = last_norm <= VANISHED_GRADIENT * first_norm;
+        let fell = |loss: f64| loss < first - LEARNED_AT_LEAST * first.abs();
+        (vanished && !fell(valid_loss)).then(|| {
+            format!(
+                "the model collapsed: its gradient norm vanished ({first_norm:.3e} at the first step, {last_norm:.3e} \
+                 at the last) and its validation loss {valid_loss:.4} is no lower than its first training loss \
+                 {first:.4}, so it gives every input the same prediction"
+            )
+        })
+    }
+
+    /// A warning for a run that is no failure (no [`verdict`](Self::verdict)) but whose validation
+    /// loss `valid_loss` is no lower than its first training loss, saying which of the two it looks
+    /// like: validation data unlike the training data (the training loss fell), or a run too short
+    /// to learn (it did not).
+    pub fn caution(&self, valid_loss: f64) -> Option<String> {
+        if self.verdict(valid_loss).is_some() {
+            return None;
         }
+        let state = self.state();
+        let first = state.first_train_loss?;
+        let fell = |loss: f64| loss < first - LEARNED_AT_LEAST * first.abs();
+        if fell(valid_loss) {
+            return None;
+        }
+        let recent = state.recent_losses.iter().sum::<f64>() / state.recent_losses.len().max(1) as f64;
+        Some(if fell(recent) {
+            format!(
+                "the validation loss {valid_loss:.4} is no lower than the first training loss {first:.4}, though the \
+                 training loss fell to {recent:.4} (the mean of its last losses): the validation data looks unlike the training data (or the model \
+                 overfits)"
+            )
+        } else {
+            format!(
+                "neither the training loss ({recent:.4} at the end) nor the validation loss ({valid_loss:.4}) fell \
+                 below the first training loss {first:.4} in {} steps: the run is too short to learn, or its learning \
+                 rate too low",
+                state.steps
+            )
+        })
     }
 
     /// Records that the metric log failed (reported once, as a warning).
@@ -218,13 +283,59 @@ mod tests {
     }
 
     #[test]
-    fn a_run_that_ends_at_its_first_loss_but_for_rounding_did_not_learn() {
-        // A collapse to a uniform guess over 256 ids: every loss is ln 256, the last a hair lower.
+    fn a_collapse_is_a_failure_and_says_so() {
+        // A collapse to a uniform guess over 256 ids: every loss is ln 256, the last a hair lower,
+        // and the gradient norm falls to 0.
         let monitor = RunMonitor::default();
         monitor.train_loss(1, 5.545177936553955, true);
-        let verdict = monitor.verdict(5.545177863194392).expect("a uniform guess did not learn");
-        assert!(verdict.contains("(by less than 0.10% of it): the model did not learn"), "{verdict}");
+        assert!(monitor.may_apply(1.3));
+        assert!(monitor.may_apply(0.0));
+        let verdict = monitor.verdict(5.545177863194392).expect("a uniform guess that nothing moves");
+        assert!(verdict.contains("the model collapsed") && verdict.contains("same prediction"), "{verdict}");
+        assert_eq!(monitor.caution(5.545177863194392), None, "the verdict says it");
         assert_eq!(monitor.verdict(5.5), None, "a real fall of 0.8% learned");
+    }
+
+    #[test]
+    fn a_short_run_or_other_validation_data_is_cautioned_not_failed() {
+        // A 4-step smoke run: the losses barely move, the gradients do not vanish.
+        let short = RunMonitor::default();
+        for (step, loss) in [(1, 5.56), (2, 5.561), (3, 5.559), (4, 5.558)] {
+            short.train_loss(step, loss, true);
+            assert!(short.may_apply(1.0 - step as f64 * 0.01));
+        }
+        assert_eq!(short.verdict(5.562), None);
+        let caution = short.caution(5.562).unwrap();
+        assert!(caution.contains("too short to learn") && caution.contains("in 4 steps"), "{caution}");
+        // Out-of-domain validation data: the training loss fell from 5.574 to 2.479.
+        let other = RunMonitor::default();
+        other.train_loss(1, 5.574, true);
+        other.train_loss(2, 2.479, true);
+        assert!(other.may_apply(2.0) && other.may_apply(0.5));
+        assert_eq!(other.verdict(6.1), None);
+        assert!(other.caution(6.1).unwrap().contains("unlike the training data"));
+        assert_eq!(other.caution(2.6), None, "a run that learned needs no caution");
+    }
+
+    #[test]
+    fn a_finished_runs_log_is_judged_with_its_gradient_norms() {
+        let row = |metric: &str, step: usize, value: f64| MetricRow {
+            split: "train".into(),
+            epoch: 1,
+            batch: step,
+            step,
+            metric: metric.into(),
+            value,
+            count: Some(1),
+            is_final: false,
+        };
+        let log = [row("Loss", 1, 5.545), row("Gradient norm", 1, 2.0), row("Loss", 2, 5.545)];
+        let monitor = RunMonitor::default();
+        monitor.read_log(&[&log[..], &[row("Gradient norm", 2, f64::NAN), row("Gradient norm", 2, 1e-9)]].concat());
+        assert!(monitor.verdict(5.545).unwrap().contains("collapsed"));
+        let monitor = RunMonitor::default();
+        monitor.read_log(&[&log[..], &[row("Gradient norm", 2, 1.5)]].concat());
+        assert_eq!(monitor.verdict(5.545), None);
     }
 
     #[test]
@@ -248,7 +359,8 @@ mod tests {
         assert_eq!(monitor.first_train_loss(), Some(3.0));
         assert_eq!(monitor.train_losses(), vec![2.0]);
         assert_eq!(monitor.verdict(2.9), None);
-        assert!(monitor.verdict(3.0).unwrap().contains("did not learn"));
+        assert_eq!(monitor.verdict(3.0), None, "no gradient norm vanished: not a collapse");
+        assert!(monitor.caution(3.0).unwrap().contains("though the training loss fell to 2.5000"));
         assert_eq!(monitor.verdict(f64::INFINITY).unwrap(), "the validation loss is inf");
     }
 

@@ -44,8 +44,9 @@ pub struct TrainReport {
     /// Mean validation loss of the final model.
     pub valid_loss: f64,
     /// Why the run counts as failed though it ran to the end, if it does: a non-finite final
-    /// validation loss, or one no lower than its first training loss (the model ends no better
-    /// than its initial weights). A run that diverged while training is an error instead.
+    /// validation loss, or a collapse (the gradient norm vanished while the loss did not fall;
+    /// [`RunMonitor::verdict`](super::RunMonitor::verdict)). A run that diverged while training is
+    /// an error instead; one that is only short, or validated on other data, is warned about.
     pub verdict: Option<String>,
     /// Training loss of every micro-batch, in order (this process's steps only when resumed).
     pub train_losses: Vec<f64>,
@@ -199,6 +200,9 @@ fn finish(
 ) -> Result<TrainReport, Error> {
     save_run_model(&config.out, &model, &prepared.model_info(config, config.steps))?;
     let valid_loss = validation_loss(config, &model, &prepared.valid, prepared.devices.len())?;
+    if let Some(caution) = monitor.caution(valid_loss) {
+        monitor.warn(caution);
+    }
     Ok(TrainReport {
         model,
         model_config: prepared.model,

@@ -237,8 +237,8 @@ pub enum PairOutcome {
         /// Mean validation loss of the final model.
         valid_loss: f64,
     },
-    /// Stopped for a non-finite value, or ended with a validation loss no lower than its first
-    /// training loss.
+    /// Stopped for a non-finite value, or ended collapsed (its gradient norm vanished while its
+    /// loss did not fall).
     Diverged {
         /// What happened.
         reason: String,
@@ -628,6 +628,9 @@ fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) ->
              loss alone",
             config.out.display()
         ))),
+    }
+    if let Some(caution) = monitor.caution(valid_loss) {
+        report(TrainEvent::Warning(format!("{}: {caution}", config.out.display())));
     }
     Ok((valid_loss, monitor.verdict(valid_loss)))
 }
