@@ -113,10 +113,22 @@ fn a_resumed_run_of_truncated_documents_is_bit_identical_too() {
     resumes_bit_identically(SequenceMode::Truncate);
 }
 
+/// With gradient accumulation a step spans micro-batches: the log of a resumed run still holds
+/// what an uninterrupted one measured (its learning rates read 0.0 for the first micro-batches
+/// after the resume, and their interval's aggregate moved).
+#[test]
+fn a_resumed_run_with_gradient_accumulation_logs_what_was_measured() {
+    resumes_bit_identically_with(SequenceMode::Pack, 3);
+}
+
 fn resumes_bit_identically(sequences: SequenceMode) {
+    resumes_bit_identically_with(sequences, 1);
+}
+
+fn resumes_bit_identically_with(sequences: SequenceMode, grad_accum: usize) {
     let dir = tempfile::tempdir().unwrap();
     let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
-    let mut config = TrainConfig { sequences, ..quick(&whole, 20, 10) };
+    let mut config = TrainConfig { sequences, grad_accum, ..quick(&whole, 20, 10) };
     config.clip_grad_norm = Some(1.0);
     config.track_every = Some(3);
     train(&config, Start::New, |_| {}).unwrap();
@@ -133,7 +145,7 @@ fn resumes_bit_identically(sequences: SequenceMode) {
     }
     config.out = resumed.clone();
     let report = train(&config, Start::Resume, |_| {}).unwrap();
-    assert_eq!(report.train_losses.len(), 10, "only steps 11..=20 ran");
+    assert_eq!(report.train_losses.len(), 10 * grad_accum, "only steps 11..=20 ran");
 
     let losses = |dir: &Path| -> Vec<(usize, u64)> {
         let rows = read_metrics(dir).unwrap().into_iter();
@@ -141,8 +153,19 @@ fn resumes_bit_identically(sequences: SequenceMode) {
             .map(|r| (r.step, r.value.to_bits()))
             .collect()
     };
-    assert_eq!(losses(&whole).len(), 10);
+    assert_eq!(losses(&whole).len(), 10 * grad_accum);
     assert_eq!(losses(&whole), losses(&resumed), "the same losses, to the last digit");
+    // Every measured value of the resumed interval, and its aggregates, as the whole run logged them.
+    let measured = |dir: &Path| -> Vec<(String, usize, bool, u64)> {
+        let rows = read_metrics(dir).unwrap().into_iter().filter(|r| r.epoch == 2);
+        rows.filter(|r| ["Loss", "Perplexity", "Learning Rate", "Gradient norm"].contains(&r.metric.as_str()))
+            .map(|r| (format!("{} {}", r.split, r.metric), r.step, r.is_final, r.value.to_bits()))
+            .collect()
+    };
+    assert_eq!(measured(&whole), measured(&resumed));
+    let rates = read_metrics(&whole).unwrap().into_iter().filter(|r| r.metric == "Learning Rate" && !r.is_final);
+    assert!(rates.clone().all(|r| r.value > 0.0), "no micro-batch logs a rate of 0");
+    assert_eq!(rates.count(), 20 * grad_accum);
     assert_eq!(parameters(&whole), parameters(&resumed), "the same weights, bit for bit");
 
     // The resume rewrites the rows before its checkpoint byte for byte.

@@ -13,7 +13,7 @@ use burn::data::dataset::transform::PartialDataset;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
 use burn::tensor::Device;
-use burn::train::metric::{LearningRateMetric, Metric};
+use burn::train::metric::Metric;
 use burn::train::{ExecutionStrategy, Learner, LearningResult, MultiDeviceOptim, SupervisedTraining};
 
 use super::budget::DataBudget;
@@ -169,7 +169,11 @@ fn supervised_training(
         .with_application_logger(None)
         .with_metric_logger(logger)
         .metrics((StepMetric::loss(), StepMetric::perplexity()))
-        .metric_train_numeric(LearningRateMetric::new())
+        .metric_train_numeric(StepMetric::learning_rate(
+            config.schedule().init()?,
+            existing.last().copied().unwrap_or(0),
+            micro_batches,
+        ))
         .metric_train_numeric(StepMetric::tokens_per_second())
         .metric_train_numeric(StepMetric::grad_norm())
         .with_custom_checkpointers(

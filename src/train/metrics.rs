@@ -1,5 +1,6 @@
-//! Metrics burn-train does not have: the token-weighted loss, perplexity from it, tokens per
-//! second, the global gradient norm and model FLOP utilisation.
+//! Metrics burn-train does not have: the token-weighted loss, perplexity from it, the learning
+//! rate of each micro-batch's step, tokens per second, the global gradient norm and model FLOP
+//! utilisation.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,6 +11,7 @@ use burn::train::metric::{
     Metric, MetricAttributes, MetricMetadata, MetricName, Numeric, NumericAttributes, NumericEntry, SerializedEntry,
 };
 
+use super::schedule::WarmupCosine;
 use super::step::StepInput;
 use crate::LlamaConfig;
 
@@ -29,7 +31,17 @@ enum Kind {
     Perplexity,
     TokensPerSecond,
     GradNorm,
-    Mfu { flops_per_token: f64, peak_flops: f64 },
+    Mfu {
+        flops_per_token: f64,
+        peak_flops: f64,
+    },
+    /// The schedule, the step the run started after, the micro-batches of a step and those seen.
+    LearningRate {
+        schedule: WarmupCosine,
+        start_step: usize,
+        micro_batches: usize,
+        seen: usize,
+    },
 }
 
 /// A numeric metric computed from each step's [`StepInput`].
@@ -93,6 +105,16 @@ impl StepMetric {
         SerializedEntry::new(format!("epoch {running:.3} - batch {current:.3}"), serialized.serialize())
     }
 
+    /// The learning rate of the optimiser step each micro-batch belongs to, in a run that starts
+    /// after `start_step` steps of `micro_batches` micro-batches (a resumed run's checkpoint).
+    /// burn-train's `LearningRateMetric` logs the rate of the last step applied, so the first
+    /// micro-batches of a step got the step before's, and after a start or a resume 0.0: the same
+    /// run logged other rates when resumed.
+    pub fn learning_rate(schedule: WarmupCosine, start_step: usize, micro_batches: usize) -> Self {
+        let micro_batches = micro_batches.max(1);
+        Self::new("Learning Rate", Kind::LearningRate { schedule, start_step, micro_batches, seen: 0 })
+    }
+
     /// Model FLOP utilisation: achieved model FLOP/s over the device's peak.
     pub fn mfu(flops_per_token: f64, peak_tflops: f64) -> Self {
         Self::new("MFU", Kind::Mfu { flops_per_token, peak_flops: peak_tflops * 1e12 })
@@ -123,8 +145,14 @@ impl Metric for StepMetric {
                 Some(*tokens as f64 / now.duration_since(*start).as_secs_f64().max(1e-9))
             }
         };
+        if let Kind::LearningRate { schedule, start_step, micro_batches, seen } = &mut self.kind {
+            *seen += 1;
+            let lr = schedule.lr_at(*start_step + seen.div_ceil(*micro_batches));
+            self.state.update(lr, 1);
+        }
         match &self.kind {
             Kind::Loss => self.state.update(item.loss.clone().try_into_scalar::<f64>()?, item.tokens),
+            Kind::LearningRate { .. } => {}
             Kind::Perplexity => {
                 let loss = item.loss.clone().try_into_scalar::<f64>()?;
                 self.loss_sum.0 += loss * item.tokens as f64;
