@@ -62,7 +62,8 @@ pub fn show_defaults<T: Serialize>(command: Command, defaults: &T) -> Command {
 /// command line prints clap's message and exits 1, as every other bad input of the examples, and
 /// so does a bad `LAYERNORM_SCALING_OPS` (the [`fused`](crate::fused) ops' path).
 pub fn matches(command: Command) -> ArgMatches {
-    let matches = command.try_get_matches().unwrap_or_else(|error| {
+    let args = negative_numbers_attached(std::env::args_os().collect());
+    let matches = command.try_get_matches_from(args).unwrap_or_else(|error| {
         if error.use_stderr() {
             let _ = error.print();
             std::process::exit(1);
@@ -79,6 +80,30 @@ pub fn matches(command: Command) -> ArgMatches {
         std::process::exit(1);
     }
     matches
+}
+
+/// `args` with each negative number that follows a long option attached to it (`--lr -1e-3`
+/// becomes `--lr=-1e-3`): clap takes `-1e-3` for a short flag `-1` (its test for a negative
+/// number knows no exponent), so the value would never reach the option's range check.
+pub fn negative_numbers_attached(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let is_negative_number = |arg: &std::ffi::OsString| {
+        arg.to_str().and_then(|a| a.strip_prefix('-')).is_some_and(|rest| rest.parse::<f64>().is_ok())
+    };
+    let mut attached: Vec<std::ffi::OsString> = Vec::with_capacity(args.len());
+    for arg in args {
+        let option = attached
+            .last()
+            .and_then(|last| last.to_str())
+            .filter(|last| last.starts_with("--") && last.len() > 2 && !last.contains('='));
+        match option {
+            Some(option) if is_negative_number(&arg) => {
+                let joined = format!("{option}={}", arg.to_string_lossy());
+                *attached.last_mut().expect("an option precedes it") = joined.into();
+            }
+            _ => attached.push(arg),
+        }
+    }
+    attached
 }
 
 /// `base` with every option of `T` given on the command line applied (an option not given
@@ -106,4 +131,21 @@ pub fn checkpoint_step(
     let step = crate::run::step_of_epoch(dir, epoch)?;
     crate::errln!("warning: --epoch is deprecated and goes in the next release; use --step {step}");
     Ok(Some(step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::negative_numbers_attached;
+
+    #[test]
+    fn a_negative_number_in_any_notation_is_attached_to_its_option() {
+        let args = |list: &[&str]| list.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let given = args(&["train", "--lr", "-1e-3", "--steps", "5", "--x=1", "-2", "--", "-3", "--seed", "-inf"]);
+        let expected = args(&["train", "--lr=-1e-3", "--steps", "5", "--x=1", "-2", "--", "-3", "--seed=-inf"]);
+        assert_eq!(negative_numbers_attached(given), expected);
+        assert_eq!(
+            negative_numbers_attached(args(&["t", "--overwrite", "--out", "d"])),
+            args(&["t", "--overwrite", "--out", "d"])
+        );
+    }
 }

@@ -504,6 +504,8 @@ fn negative_numbers_reach_the_range_check_and_bad_options_exit_cleanly() {
     for (args, expected) in [
         (vec!["--min-lr-ratio", "-1"], "min_lr_ratio"),
         (vec!["--lr", "nan"], "`lr`"),
+        // An exponent: clap took `-1e-3` for a flag `-1` ("unexpected argument '-1' found").
+        (vec!["--lr", "-1e-3"], "`lr` = -0.001 is out of range"),
         (vec!["--clip-grad-norm", "-3"], "clip_grad_norm"),
         (vec!["--warmup", "30"], "`warmup` (30)"),
     ] {
