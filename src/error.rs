@@ -162,3 +162,16 @@ pub enum ConfigError {
         message: String,
     },
 }
+
+/// An error unless `value` is a number > 0 that f32 holds as such (not infinite, not rounded to
+/// 0): a setting the model computes with in f32, where `1e40` is finite in f64 but infinite.
+pub(crate) fn check_positive_f32(field: &'static str, value: f64) -> Result<(), ConfigError> {
+    let single = value as f32;
+    if value > 0.0 && single > 0.0 && single.is_finite() {
+        return Ok(());
+    }
+    Err(ConfigError::OutOfRange { field, value, expected: POSITIVE_F32 })
+}
+
+/// What [`check_positive_f32`] expects.
+pub(crate) const POSITIVE_F32: &str = "a number > 0 within f32's range (1.2e-38 to 3.4e38; the model computes in f32)";

@@ -179,6 +179,22 @@ fn bad_configs_are_clear_errors() {
     check(LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: 1.5 }), "post_ln_fraction");
     check(LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: -0.1 }), "in [0, 1]");
     check(LlamaConfig::tiny().with_norm_eps(0.0), "norm_eps");
+    // Finite in f64, infinite (or 0) in the f32 the model computes with: refused naming the
+    // field, not trained and blamed on the learning rate.
+    for (field, value) in [("norm_eps", 1e40), ("init_std", 1e40), ("embed_init_std", 1e-50), ("dyt_alpha_init", 1e40)]
+    {
+        let mut json = serde_json::to_value(LlamaConfig::tiny()).unwrap();
+        json[field] = value.into();
+        if field == "dyt_alpha_init" {
+            json["norm_kind"] = "dyt".into();
+        }
+        let config: LlamaConfig = serde_json::from_value(json).unwrap();
+        check(config, &format!("`{field}` = {value} is out of range: a number > 0 within f32's range"));
+    }
+    for (scheme, field) in [("completep:1e300", "base_depth"), ("layer-scale:1e40", "init")] {
+        let err = scheme.parse::<NormScheme>().and_then(|s| s.validate()).unwrap_err().to_string();
+        assert!(err.contains(field) && err.contains("within f32's range"), "{scheme}: {err}");
+    }
 
     let err = LlamaConfig::preset("13m").unwrap_err().to_string();
     assert!(err.contains("unknown model preset `13m`") && err.contains("130m"), "{err}");

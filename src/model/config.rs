@@ -8,6 +8,7 @@ use burn::tensor::{DType, Device};
 use super::block::{Block, BlockShape};
 use super::llama::Llama;
 use super::rope::{RopeScaling, RotaryEmbedding};
+use crate::error::check_positive_f32;
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::norm::{check_alpha_init, BranchGate, InitScheme, NormKind, NormScheme, DYT_ALPHA_INIT};
 use crate::{ConfigError, Error};
@@ -133,9 +134,9 @@ impl LlamaConfig {
         if let Some(scaling) = &self.rope_scaling {
             scaling.validate()?;
         }
-        positive("norm_eps", self.norm_eps)?;
-        positive("init_std", self.init_std)?;
-        positive("embed_init_std", self.embed_init_std)?;
+        check_positive_f32("norm_eps", self.norm_eps)?;
+        check_positive_f32("init_std", self.init_std)?;
+        check_positive_f32("embed_init_std", self.embed_init_std)?;
         check_alpha_init(self.dyt_alpha())?;
         self.norm_scheme.validate()?;
         self.norm_scheme.check_init(self.init_scheme())

@@ -43,9 +43,7 @@ impl BoundedTanhScalingConfig {
     pub fn init(&self, device: &Device) -> Result<BoundedTanhScaling, ConfigError> {
         check_norm_config(self.d_model, self.layer, self.epsilon)?;
         check_alpha_init(self.lambda_init)?;
-        if !(self.kappa > 0.0 && self.kappa.is_finite()) {
-            return Err(ConfigError::OutOfRange { field: "kappa", value: self.kappa, expected: "a finite number > 0" });
-        }
+        crate::error::check_positive_f32("kappa", self.kappa)?;
         Ok(BoundedTanhScaling {
             lambda: Initializer::Constant { value: self.lambda_init }.init([1], device),
             gamma: Initializer::Ones.init([self.d_model], device),

@@ -44,10 +44,7 @@ pub(crate) fn check_norm_config(d_model: usize, layer: usize, epsilon: f64) -> R
     if d_model == 0 {
         return Err(ConfigError::Zero { field: "d_model" });
     }
-    if !(epsilon > 0.0 && epsilon.is_finite()) {
-        return Err(ConfigError::OutOfRange { field: "epsilon", value: epsilon, expected: "a finite number > 0" });
-    }
-    Ok(())
+    crate::error::check_positive_f32("epsilon", epsilon)
 }
 
 /// Multiplies `x` (any shape) by the factor of a 1-based `layer`.

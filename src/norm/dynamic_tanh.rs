@@ -44,11 +44,7 @@ impl DynamicTanhScalingConfig {
 
 /// An error unless DyT's `alpha_init` is a finite number > 0.
 pub(crate) fn check_alpha_init(alpha_init: f64) -> Result<(), ConfigError> {
-    if alpha_init > 0.0 && alpha_init.is_finite() {
-        Ok(())
-    } else {
-        Err(ConfigError::OutOfRange { field: "dyt_alpha_init", value: alpha_init, expected: "a finite number > 0" })
-    }
+    crate::error::check_positive_f32("dyt_alpha_init", alpha_init)
 }
 
 /// Dynamic Tanh with LayerNorm Scaling:

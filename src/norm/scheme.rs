@@ -296,14 +296,16 @@ impl NormScheme {
                 Err(ConfigError::OutOfRange {
                     field: "init",
                     value: init,
-                    expected: "a finite number >= 0 (the gate's initial value, e.g. 0.1)",
+                    expected: "a number >= 0 within f32's range (at most 3.4e38; the gate's initial value, e.g. 0.1)",
                 })
             }
-            NormScheme::CompleteP { base_depth } if !(base_depth >= 1.0 && base_depth.is_finite()) => {
+            // Its factor L_BASE / L scales f32 branches and Adam's epsilon.
+            NormScheme::CompleteP { base_depth } if !(base_depth >= 1.0 && (base_depth as f32).is_finite()) => {
                 Err(ConfigError::OutOfRange {
                     field: "base_depth",
                     value: base_depth,
-                    expected: "a finite number of layers >= 1 (the depth the settings were tuned at, e.g. 2)",
+                    expected: "a number of layers >= 1 within f32's range (the depth the settings were tuned at, \
+                               e.g. 2)",
                 })
             }
             _ => Ok(()),
