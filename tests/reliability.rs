@@ -555,7 +555,29 @@ fn sizes_that_cannot_work_are_refused_before_anything_is_written() {
     std::fs::write(dir.path().join("afile"), "x").unwrap();
     expect_error(&quick(&dir.path().join("afile/sub"), 10, 5), Start::New, "is a file, not a folder");
     std::os::unix::fs::symlink(dir.path().join("nowhere"), dir.path().join("link")).unwrap();
-    expect_error(&quick(&dir.path().join("link"), 10, 5), Start::New, "symbolic link to nothing");
+    expect_error(&quick(&dir.path().join("link"), 10, 5), Start::New, "symbolic link that leads to no folder");
+    // A loop of links says so (it said "a symbolic link to nothing").
+    std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+    let err = expect_error(&quick(&dir.path().join("loop"), 10, 5), Start::New, "leads to no folder").to_string();
+    assert!(err.contains("levels of symbolic links"), "{err}");
+}
+
+#[test]
+fn a_cache_dir_that_cannot_hold_the_cache_is_refused_before_tokenising() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    std::fs::write(dir.path().join("afile"), "x").unwrap();
+    // A file given as the folder: it said "File exists (os error 17)".
+    let file = TrainConfig { cache_dir: Some(dir.path().join("afile")), ..quick(&out, 5, 5) };
+    expect_error(&file, Start::New, "--cache-dir: ");
+    expect_error(&file, Start::New, "afile is a file, not a folder");
+    // The run directory itself, or a folder in it: it tokenised there, then refused the directory
+    // for holding the cache's files.
+    for cache in [out.clone(), out.join("cache"), dir.path().join(".").join("run")] {
+        let config = TrainConfig { cache_dir: Some(cache.clone()), ..quick(&out, 5, 5) };
+        expect_error(&config, Start::New, "is the run directory");
+        assert!(!out.exists(), "{}: nothing is written", cache.display());
+    }
 }
 
 #[test]

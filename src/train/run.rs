@@ -114,6 +114,9 @@ fn forward(received: Receiver<TrainEvent>, finished: &AtomicBool, mut on_event: 
 /// [`train`], sending its events to `events`.
 fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainReport, Error> {
     RunDir::check(&config.out)?;
+    if let Some(cache_dir) = &config.cache_dir {
+        RunDir::check_cache_dir(&config.out, cache_dir)?;
+    }
     check_start(&config.out, config, start)?;
     let mut prepared = prepare(config, events)?;
     let config = config.resolved();

@@ -52,8 +52,13 @@ impl RunDir {
     /// directory under existing folders, an empty one, or a run of this crate.
     pub fn check(path: &Path) -> Result<(), Error> {
         let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
-        if path.symlink_metadata().is_ok() && !path.exists() {
-            return Err(error("is a symbolic link to nothing; remove it or choose another --out".into()));
+        if path.symlink_metadata().is_ok() {
+            if let Err(e) = std::fs::metadata(path) {
+                // A link to a missing target, or a loop of links.
+                return Err(error(format!(
+                    "is a symbolic link that leads to no folder ({e}); remove it or choose another --out"
+                )));
+            }
         }
         if path.exists() {
             return check_run_dir(path).map_err(error);
@@ -65,6 +70,38 @@ impl RunDir {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Whether `cache_dir` (`--cache-dir`) may hold the token cache of a run in `out`, checked
+    /// before any tokenising: a folder, or a path where one can be made, and neither the run
+    /// directory nor inside it (the run directory holds the run alone).
+    pub fn check_cache_dir(out: &Path, cache_dir: &Path) -> Result<(), Error> {
+        let error = |message: String| Error::file(cache_dir, format!("--cache-dir: {message}"));
+        let existing = cache_dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists());
+        if let Some(file) = existing.filter(|a| !a.is_dir()) {
+            return Err(error(format!(
+                "{} is a file, not a folder; give a folder for the token cache",
+                file.display()
+            )));
+        }
+        let resolved = |path: &Path| {
+            std::path::absolute(path).map(|p| {
+                // The longest existing ancestor resolved (links, `..`), the rest as given.
+                let base = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+                let rest = p.strip_prefix(base).unwrap_or(Path::new(""));
+                base.canonicalize().unwrap_or_else(|_| base.to_path_buf()).join(rest)
+            })
+        };
+        if let (Ok(cache), Ok(run)) = (resolved(cache_dir), resolved(out)) {
+            if cache.starts_with(&run) {
+                return Err(error(format!(
+                    "it is the run directory {} or inside it, which holds the run alone; give another folder, or leave \
+                     --cache-dir unset (the cache then goes beside the run, in .token-cache)",
+                    out.display()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The directory.
