@@ -304,6 +304,12 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
+    // A sweep folder given where a run is expected names its runs (it began "No such file").
+    let mut train = Command::new(example("train"));
+    let output = train.arg("--init-from").arg(&out).arg("--out").arg(dir.path().join("x")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("holds runs: give one of them") && !stderr.contains("No such file"), "{stderr}");
     std::fs::remove_dir_all(out.join("lns/seed-1")).unwrap();
     // A damaged metrics.jsonl leaves its run out of the curves, with a warning naming it.
     let metrics = out.join("pre-ln/seed-1/metrics.jsonl");

@@ -150,10 +150,12 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
     }
     let path = dir.join(MODEL_INFO);
     let text = std::fs::read_to_string(&path).map_err(|e| {
+        // A missing model.json is the message itself; another failure (no permission) is said.
+        let cause = if e.kind() == std::io::ErrorKind::NotFound { String::new() } else { format!("{e}: ") };
         Error::file(
             dir,
             format!(
-                "{e}: not a run directory (model.json) nor a Hugging Face model directory (config.json); {}",
+                "{cause}not a run directory (model.json) nor a Hugging Face model directory (config.json); {}",
                 not_a_run(dir)
             ),
         )
