@@ -155,6 +155,14 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         None => {}
     }
     outln!("\nreport: {}", report_dir.join("results.md").display());
+    let diverged = record.outcomes.values().filter(|o| matches!(o, PairOutcome::Diverged { .. })).count();
+    if diverged > 0 {
+        errln!(
+            "note: {diverged} pair(s) diverged. A sweep's pairs share one set of settings, so a rerun here with another \
+             --lr or --clip-grad-norm is refused: give those with a new --out (a diverged pair is not retrained here; \
+             delete its folder to retry it with the same settings)"
+        );
+    }
     Ok(())
 }
 

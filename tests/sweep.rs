@@ -180,6 +180,9 @@ fn a_diverging_scheme_is_recorded_and_the_others_finish() {
     // Run again, the diverged pair is not retrained.
     let output = run(&mut sweep_command(&out, &["--schemes", "skip-init:1e30,pre-ln"]));
     assert!(String::from_utf8_lossy(&output.stdout).contains("already diverged"));
+    // How to try other settings: a new --out, since this one refuses them.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("1 pair(s) diverged") && stderr.contains("with a new --out"), "{stderr}");
 }
 
 #[test]
