@@ -325,6 +325,9 @@ fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
     let longer = TrainConfig { steps: 20, ..config.clone() };
     let err = expect_error(&longer, Start::Resume, "steps: 10 -> 20");
     assert!(err.to_string().contains("--init-from"), "{err}");
+    // A model change names the fields that differ ("4 layers x d_model 64 (lns)" on both sides).
+    let scaled = TrainConfig { init: Some("scaled".parse().unwrap()), ..config.clone() };
+    expect_error(&scaled, Start::Resume, "model: init null -> \"scaled\" (as model.json records it)");
     // The learning rate may change on resume (the usual answer to a divergence).
     let report = train(&TrainConfig { lr: 1e-3, ..config }, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 5);

@@ -165,6 +165,24 @@ fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Resu
     Ok(allowed)
 }
 
+/// The fields in which model config `b` differs from `a`, as `field: a -> b` (the depth, width
+/// and scheme alone can read the same on both sides, for an init or an epsilon).
+fn model_differences(a: &LlamaConfig, b: &LlamaConfig) -> String {
+    let fields = |m: &LlamaConfig| match serde_json::to_value(m) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    let (a, b) = (fields(a), fields(b));
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let null = serde_json::Value::Null;
+    let changed: Vec<String> = keys
+        .into_iter()
+        .filter(|key| a.get(*key) != b.get(*key))
+        .map(|key| format!("{key} {} -> {}", a.get(key).unwrap_or(&null), b.get(key).unwrap_or(&null)))
+        .collect();
+    changed.join(", ")
+}
+
 /// A resume's refusal of the settings, before anything is prepared (the data is compared once
 /// it is tokenised, under the lock). Skipped while an interrupted --overwrite has the run's files
 /// set aside, and when the model config is bad (preparing reports it).
@@ -191,8 +209,7 @@ fn setting_refusals(
     let info = read_model_info(out)?;
     let (allowed, mut refused) = resume_changes(&saved, config);
     if info.model != *model {
-        let describe = |m: &LlamaConfig| format!("{} layers x d_model {} ({})", m.n_layers, m.d_model, m.norm_scheme);
-        refused.push(format!("model: {} -> {} (as model.json records it)", describe(&info.model), describe(model)));
+        refused.push(format!("model: {} (as model.json records it)", model_differences(&info.model, model)));
     }
     if data.is_some_and(|data| info.data.as_ref().is_some_and(|recorded| recorded != data)) {
         refused.push("data: the content of the data (--data, --valid-data, or the tokenizer) is not the run's".into());
