@@ -351,6 +351,34 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
         Some(last) => assert!(err.contains(&format!("at step {last}")), "{err}"),
         None => assert!(err.contains("no checkpoint was written"), "{err}"),
     }
+    // Loading its final model while a training holds the run says so (not "finish the run"), and
+    // once it is released, that it diverged (resuming with the same settings diverges again).
+    let held = load_run_model(&out, None, &cpu).unwrap_err().to_string();
+    assert!(held.contains("the training is still running"), "{held}");
+    drop(run);
+    let diverged = load_run_model(&out, None, &cpu).unwrap_err().to_string();
+    assert!(diverged.contains("the run diverged") && diverged.contains("--lr"), "{diverged}");
+    assert!(!diverged.contains("(same settings)"), "{diverged}");
+}
+
+/// A finished run whose checkpoints were deleted and whose final model was damaged since: train
+/// sent the user to generate, and generate back to `train --resume`. Both now say to train again.
+#[test]
+fn a_finished_run_with_a_damaged_model_and_no_checkpoint_says_to_train_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = quick(&dir.path().join("run"), 10, 5);
+    train(&config, Start::New, |_| {}).unwrap();
+    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
+    let model = config.out.join("model.bpk");
+    let mut bytes = std::fs::read(&model).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xff;
+    std::fs::write(&model, bytes).unwrap();
+    let err = expect_error(&config, Start::Resume, "nothing can finish it").to_string();
+    assert!(err.contains("--overwrite") && !err.contains("generate"), "{err}");
+    let cpu = layernorm_scaling::parse_device("flex").unwrap();
+    let err = load_run_model(&config.out, None, &cpu).unwrap_err().to_string();
+    assert!(err.contains("train it again") && err.contains("--overwrite") && !err.contains("--resume"), "{err}");
 }
 
 /// A training loss that is infinite while its gradient stays finite (as when the loss overflows;

@@ -232,7 +232,7 @@ pub fn load_run_model(
             _ => (checkpoint_file(&checkpoints, "model", step), true),
         },
     };
-    let finish = format!("finish the run with `train --resume --out {}` (same settings)", dir.display());
+    let finish = how_to_finish(dir);
     // What else to load: a checkpoint, when the run has one.
     let or_checkpoint = || {
         if steps.is_empty() {
@@ -273,6 +273,57 @@ pub fn load_run_model(
         model.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?
     };
     Ok((model, info))
+}
+
+/// What to do about a run in `dir` that has no (sound) final model, by what it shows: a training
+/// still running (its lock is held), a run that diverged (its log holds a non-finite loss or
+/// gradient norm: resuming with the same settings would diverge again), a run that reached its
+/// last step (its final model was damaged since: nothing can finish it), or one stopped early.
+fn how_to_finish(dir: &Path) -> String {
+    let shown = dir.display();
+    if let Some(pid) = training_holding(dir) {
+        return format!("the training is still running (PID {pid}); wait for it to end");
+    }
+    let rows = crate::measure::read_metrics(dir).unwrap_or_default();
+    let diverged = rows.iter().find(|row| {
+        let watched = ["Loss", "Gradient norm"].contains(&row.metric.as_str());
+        row.split == "train" && row.is_batch_value() && watched && !row.value.is_finite()
+    });
+    if let Some(row) = diverged {
+        return format!(
+            "the run diverged (its {} is {} at step {}); resume it from a checkpoint with a lower learning rate \
+             (`train --resume --lr ... --out {shown}`), or train again",
+            row.metric.to_lowercase(),
+            row.value,
+            row.step
+        );
+    }
+    let steps = std::fs::read_to_string(dir.join(TRAIN_CONFIG))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|config| config["steps"].as_u64());
+    let last = rows.iter().filter(|row| row.is_train_loss()).map(|row| row.step as u64).max();
+    if let (Some(steps), Some(last)) = (steps, last) {
+        if last >= steps && checkpoint_steps(&dir.join(CHECKPOINTS)).is_empty() {
+            return format!(
+                "the run reached its last step, but its final model is damaged and no checkpoint is left to finish it \
+                 from; train it again (`train --overwrite --out {shown}`, or a new --out)"
+            );
+        }
+    }
+    format!("finish the run with `train --resume --out {shown}` (same settings)")
+}
+
+/// The PID of the training that holds the lock of the run in `dir`, if one does.
+fn training_holding(dir: &Path) -> Option<String> {
+    let file = std::fs::File::open(dir.join(super::LOCK_FILE)).ok()?;
+    match file.try_lock_shared() {
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(dir.join(super::LOCK_FILE)).unwrap_or_default();
+            Some(if pid.trim().is_empty() { "unknown".into() } else { pid.trim().to_string() })
+        }
+        _ => None,
+    }
 }
 
 /// The first run (a folder with `model.json`) inside `dir`, one or two levels down, by name: a

@@ -85,9 +85,9 @@ pub(super) fn starting_point(
                 None if reached_the_end(dir, config) => {
                     return Err(run_dir_error(
                         "finished (its final model.bpk, or its checksum, or its metrics' last step is there) but \
-                         its final model does not verify and no checkpoint is complete: resuming would train it \
-                         again from step 0 over its model and history. Check model.bpk (load it with generate); \
-                         to train again, use --overwrite or a new --out"
+                         its final model does not verify and no checkpoint is complete, so nothing can finish it: \
+                         resuming would train it again from step 0 over its model and history. Train it again \
+                         with --overwrite, or into a new --out"
                             .into(),
                     ))
                 }
