@@ -361,6 +361,43 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     assert!(!diverged.contains("(same settings)"), "{diverged}");
 }
 
+/// Removes the final model and the last checkpoint (step `step`) of a run: as if killed after
+/// its checkpoint before.
+fn kill_after_checkpoint_before(out: &Path, step: usize) {
+    std::fs::remove_file(out.join("model.bpk")).unwrap();
+    for kind in ["model", "optim", "scheduler"] {
+        std::fs::remove_file(out.join(format!("checkpoint/{kind}-step-{step}.bpk"))).unwrap();
+    }
+}
+
+/// A run started from `--init-from` resumes from its own checkpoints without reading its source:
+/// neither a source deleted since ("initsrc: No such file or directory") nor a source that is the
+/// run itself (`--init-from X --out X --overwrite`, killed after its first checkpoint) stops it.
+#[test]
+fn a_run_started_from_another_resumes_without_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    train(&quick(&source, 10, 5), Start::New, |_| {}).unwrap();
+    let run = TrainConfig { init_from: Some(source.clone()), ..quick(&dir.path().join("run"), 10, 5) };
+    train(&run, Start::New, |_| {}).unwrap();
+    kill_after_checkpoint_before(&run.out, 10);
+    let copy = dir.path().join("source-copy");
+    std::fs::rename(&source, &copy).unwrap();
+    let report = train(&run, Start::Resume, |_| {}).unwrap();
+    assert_eq!(report.train_losses.len(), 5, "steps 6..=10 resumed from the run's own checkpoint");
+
+    // Overwriting the source with a run started from it.
+    let itself = TrainConfig { init_from: Some(copy.clone()), out: copy.clone(), ..quick(&copy, 10, 5) };
+    train(&itself, Start::Overwrite, |_| {}).unwrap();
+    kill_after_checkpoint_before(&copy, 10);
+    let report = train(&itself, Start::Resume, |_| {}).unwrap();
+    assert_eq!(report.train_losses.len(), 5);
+    // A resume that changes the scheme is still refused, naming it.
+    let other = TrainConfig { norm: Some("pre-ln".parse().unwrap()), ..run.clone() };
+    kill_after_checkpoint_before(&run.out, 10);
+    expect_error(&other, Start::Resume, "norm_scheme");
+}
+
 /// A finished run whose checkpoints were deleted and whose final model was damaged since: train
 /// sent the user to generate, and generate back to `train --resume`. Both now say to train again.
 #[test]

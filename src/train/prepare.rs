@@ -20,6 +20,23 @@ use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig, Preci
 /// The model config a training config asks for: the preset or file of `model`, with `layers`
 /// and `norm` applied when set (or the shape of `init_from`, retrofitted to `norm`).
 pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
+    model_config_from(config, None)
+}
+
+/// The model config of a training (`resumed` or not): [`model_config`], except that a resumed
+/// run that started from `init_from` takes the shape its own `model.json` records (then
+/// `norm`, when set): its weights are in its checkpoints, so the source is never read. It may be
+/// gone since, or be the run itself (`--init-from X --out X --overwrite`).
+pub(super) fn start_model_config(config: &TrainConfig, resumed: bool) -> Result<LlamaConfig, Error> {
+    let recorded = (resumed && config.init_from.is_some())
+        .then(|| std::fs::read_to_string(config.out.join(crate::run::MODEL_INFO)).ok())
+        .flatten()
+        .and_then(|text| serde_json::from_str::<RunModelInfo>(&text).ok());
+    model_config_from(config, recorded.map(|info| info.model))
+}
+
+/// [`model_config`], with the shape of `init_from` given as `source` (read from it when `None`).
+fn model_config_from(config: &TrainConfig, source_shape: Option<LlamaConfig>) -> Result<LlamaConfig, Error> {
     let path = Path::new(&config.model);
     let mut model = if let Some(source) = &config.init_from {
         if let Some(layers) = config.layers {
@@ -37,7 +54,10 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
             ))
             .into());
         }
-        let loaded = read_model_dir_config(source)?;
+        let loaded = match source_shape {
+            Some(shape) => shape,
+            None => read_model_dir_config(source)?,
+        };
         match &config.norm {
             Some(norm) => crate::model::retrofit_config(&loaded, norm.clone()),
             None => loaded,
@@ -141,10 +161,11 @@ pub fn check_seq_len(config: &TrainConfig, model: &LlamaConfig) -> Result<(), Er
 }
 
 /// Checks every setting, the devices and the data (tokenising it into the cache) without
-/// touching the run directory. How the data's cache was made is reported to `events`.
-pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared, Error> {
+/// touching the run directory. How the data's cache was made is reported to `events`. A
+/// `resumed` run loads no `init_from` weights (its checkpoints hold its own).
+pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> Result<Prepared, Error> {
     config.validate()?;
-    let model = model_config(config)?;
+    let model = start_model_config(config, resumed)?;
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
     tokenizer.check_fits(model.vocab_size)?;
     check_seq_len(config, &model)?;
@@ -162,8 +183,12 @@ pub(super) fn prepare(config: &TrainConfig, events: &Events) -> Result<Prepared,
         events.warn(warning);
     }
     // A model of the Hugging Face cache by name: its snapshot folder, which train.json records.
-    let init_dir = config.init_from.as_deref().map(resolve_dir).transpose()?;
-    let init = match &init_dir {
+    // A resumed run's weights come from its checkpoints: its source, as recorded, is not read.
+    let init_dir = match &config.init_from {
+        Some(source) if resumed => Some(source.clone()),
+        source => source.as_deref().map(resolve_dir).transpose()?,
+    };
+    let init = match init_dir.as_ref().filter(|_| !resumed) {
         Some(source) => {
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
             // Training from NaN weights would only end in a "diverged" that blames the settings.

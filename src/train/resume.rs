@@ -7,7 +7,7 @@ use burn::tensor::Device;
 
 use super::config::TrainConfig;
 use super::events::{Events, TrainEvent};
-use super::prepare::{model_config, Prepared};
+use super::prepare::{start_model_config, Prepared};
 use super::run::Start;
 use super::run_dir::RunDir;
 use crate::measure::read_metrics;
@@ -190,7 +190,7 @@ fn check_resume_settings(out: &Path, config: &TrainConfig) -> Result<(), Error> 
     if out.join(PREVIOUS_RUN).exists() {
         return Ok(());
     }
-    let Ok(model) = model_config(config) else { return Ok(()) };
+    let Ok(model) = start_model_config(config, true) else { return Ok(()) };
     let run_dir_error = |message: String| Error::RunDir { path: out.to_path_buf(), message };
     let (_, refused) = setting_refusals(out, config, &model, None).map_err(run_dir_error)?;
     refuse(out, &refused).map_err(run_dir_error)

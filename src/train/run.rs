@@ -118,7 +118,7 @@ fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainRepor
         RunDir::check_cache_dir(&config.out, cache_dir)?;
     }
     check_start(&config.out, config, start)?;
-    let mut prepared = prepare(config, events)?;
+    let mut prepared = prepare(config, start == Start::Resume, events)?;
     let config = config.resolved();
     let dir = RunDir::open(&config.out)?;
     if let Some(note) = dir.restored_note() {
