@@ -29,6 +29,12 @@ fn main() -> ExitCode {
 /// Prints the table; with `write_dir`, writes `<name>.json` there (the folder made if missing).
 fn run(write_dir: Option<&std::path::Path>) -> Result<(), Error> {
     if let Some(dir) = write_dir {
+        if let Some(file) = dir.ancestors().find(|a| a.exists() && !a.is_dir()) {
+            return Err(Error::file(
+                dir,
+                format!("cannot make the folder: {} is a file, not a folder", file.display()),
+            ));
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, format!("cannot make the folder: {e}")))?;
     }
     write_result(format_args!(

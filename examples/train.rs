@@ -93,10 +93,7 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     }
     match report.verdict {
         // Saved, but no better than its start (a collapse with finite losses, say).
-        Some(reason) => Err(Error::Training(format!(
-            "{reason}; the run is in {} (try a lower --lr, or --clip-grad-norm 1)",
-            report.out.display()
-        ))),
+        Some(reason) => Err(Error::Training(format!("{reason}; the run is in {}", report.out.display()))),
         None => Ok(()),
     }
 }

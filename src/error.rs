@@ -174,4 +174,5 @@ pub(crate) fn check_positive_f32(field: &'static str, value: f64) -> Result<(), 
 }
 
 /// What [`check_positive_f32`] expects.
-pub(crate) const POSITIVE_F32: &str = "a number > 0 within f32's range (1.2e-38 to 3.4e38; the model computes in f32)";
+pub(crate) const POSITIVE_F32: &str =
+    "a number > 0 within f32's range (at most 3.4e38, and not below 1.4e-45, which f32 rounds to 0; the model computes in f32)";

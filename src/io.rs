@@ -199,11 +199,12 @@ fn relative_paths(dir: &Path) -> std::io::Result<Vec<String>> {
 ///
 /// An existing `dir` is replaced only when every file in it is provably an earlier output's: it
 /// is empty, or it holds the file `marker` (an earlier output of the same kind, e.g.
-/// `report.json`) and nothing but what its [`CONTENTS_FILE`] lists, or (an output written
-/// without that list) nothing but files the new output writes too. Otherwise it is refused,
-/// naming the files that are not ours: a mistyped output path never deletes a run, a model or a
-/// working directory, nor a file put beside an earlier report. The old directory is renamed
-/// aside before the new one is renamed in, and put back if that fails.
+/// `report.json`) and nothing but what its [`CONTENTS_FILE`] lists. Otherwise it is refused,
+/// naming the files that are not provably ours (all of them when it has no such list: an output
+/// copied without it, written by version 0.1, or a folder of the user's whose files merely have
+/// our names): a mistyped output path never deletes a run, a model or a working directory, nor a
+/// file put beside an earlier report. The old directory is renamed aside before the new one is
+/// renamed in, and put back if that fails.
 pub fn write_dir_atomically(
     dir: &Path,
     marker: &str,
@@ -227,11 +228,11 @@ pub fn write_dir_atomically(
     std::fs::create_dir_all(&tmp)?;
     let result = fill(&tmp).and_then(|()| {
         let written = relative_paths(&tmp)?;
+        give_new_file_permissions(&tmp, &written)?;
         std::fs::write(tmp.join(CONTENTS_FILE), written.join("\n") + "\n")?;
         if existing {
-            // Again, now that the new output's files are known (and files may have been added
-            // while `fill` ran).
-            check_replaceable(&dir, marker, Some(&written))?;
+            // Again: files may have been added while `fill` ran.
+            check_replaceable_dir(&dir, marker)?;
         }
         if !existing {
             return std::fs::rename(&tmp, &dir);
@@ -247,6 +248,22 @@ pub fn write_dir_atomically(
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// Gives each regular file of `paths` (relative to `dir`) a new file's permissions (`0666` less
+/// the umask): a writer that went through a temporary file of its own (safetensors) leaves
+/// `0600`, which other users of the machine cannot read.
+fn give_new_file_permissions(dir: &Path, paths: &[String]) -> std::io::Result<()> {
+    let probe = dir.join(".permissions-probe");
+    std::fs::File::create(&probe)?;
+    let permissions = std::fs::metadata(&probe)?.permissions();
+    std::fs::remove_file(&probe)?;
+    for path in paths.iter().map(|p| dir.join(p)) {
+        if std::fs::symlink_metadata(&path)?.is_file() {
+            std::fs::set_permissions(&path, permissions.clone())?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes the half-written `.name.tmp<PID>` siblings that killed writers of `parent/name` left
@@ -270,16 +287,9 @@ fn remove_stale_siblings(parent: &Path, name: &str) {
 }
 
 /// An error unless `dir` is absent, empty, or an earlier output that [`write_dir_atomically`]
-/// may replace (it holds `marker` and no file that its [`CONTENTS_FILE`] does not list): check it
-/// before long work. An output written without that list passes here; the write itself then
-/// refuses it if it holds a file the new output does not write.
+/// may replace (it holds `marker`, and its [`CONTENTS_FILE`] lists every other file in it): check
+/// it before long work. The error names the files that are not provably ours.
 pub fn check_replaceable_dir(dir: &Path, marker: &str) -> std::io::Result<()> {
-    check_replaceable(dir, marker, None)
-}
-
-/// [`check_replaceable_dir`], and with `written` (the new output's relative paths) the check of an
-/// output that has no [`CONTENTS_FILE`]: each of its files must be one the new output writes.
-fn check_replaceable(dir: &Path, marker: &str, written: Option<&[String]>) -> std::io::Result<()> {
     if !dir.exists() {
         return Ok(());
     }
@@ -297,19 +307,17 @@ fn check_replaceable(dir: &Path, marker: &str, written: Option<&[String]>) -> st
             dir.display()
         )));
     }
-    let (ours, how): (std::collections::HashSet<String>, &str) = match std::fs::read_to_string(dir.join(CONTENTS_FILE))
-    {
+    let (listed, how) = match std::fs::read_to_string(dir.join(CONTENTS_FILE)) {
         Ok(listed) => (listed.lines().map(str::to_string).collect(), "what it did not write"),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match written {
-            Some(written) => (
-                written.iter().cloned().collect(),
-                "no list of what it wrote (.contents), and files this output does not write",
-            ),
-            None => return Ok(()),
-        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+            std::collections::HashSet::new(),
+            "no list of what it wrote (.contents: an output copied without it, or written by version 0.1), so none \
+             of its files is provably an earlier output's",
+        ),
         Err(e) => return Err(std::io::Error::other(format!("{}: {e}", dir.join(CONTENTS_FILE).display()))),
     };
-    let foreign: Vec<&String> = present.iter().filter(|p| *p != CONTENTS_FILE && !ours.contains(p.as_str())).collect();
+    let foreign: Vec<&String> =
+        present.iter().filter(|p| *p != CONTENTS_FILE && !listed.contains(p.as_str())).collect();
     if foreign.is_empty() {
         return Ok(());
     }
@@ -378,15 +386,32 @@ mod tests {
         assert!(error.contains("figures/notes.txt") && error.contains("move that out"), "{error}");
         assert_eq!(std::fs::read_to_string(dir.join("figures/notes.txt")).unwrap(), "mine");
         assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "two", "the old output stays");
-        // An output written without the list (copied with `cp -r report/*`, or by 0.1.0) is
-        // replaced only when it holds nothing but files the new output writes too.
+        // An output written without the list (copied with `cp -r report/*`, or by 0.1.0) holds no
+        // file that is provably ours, even when every name is one the output writes: refused
+        // before any work, naming them.
         std::fs::remove_file(dir.join(CONTENTS_FILE)).unwrap();
-        let error = write("four").unwrap_err().to_string();
+        let error = check_replaceable_dir(&dir, "report.json").unwrap_err().to_string();
         assert!(error.contains("figures/notes.txt") && error.contains(".contents"), "{error}");
-        assert_eq!(std::fs::read_to_string(dir.join("figures/notes.txt")).unwrap(), "mine");
         std::fs::remove_file(dir.join("figures/notes.txt")).unwrap();
-        write("five").unwrap();
-        assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "five");
+        let error = write("four").unwrap_err().to_string();
+        assert!(error.contains("figures/a.png") && error.contains("report.json"), "{error}");
+        assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "two");
+    }
+
+    #[test]
+    fn every_file_of_an_output_gets_a_new_files_permissions() {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, plain) = (root.path().join("out"), root.path().join("plain"));
+        std::fs::write(&plain, "").unwrap();
+        write_dir_atomically(&dir, "a.json", |tmp| {
+            std::fs::write(tmp.join("a.json"), "{}")?;
+            // As a writer through a temporary file of its own leaves it.
+            std::fs::write(tmp.join("model.safetensors"), "weights")?;
+            std::fs::set_permissions(tmp.join("model.safetensors"), std::fs::Permissions::from_mode(0o600))
+        })
+        .unwrap();
+        assert_eq!(mode(&dir.join("model.safetensors")), mode(&plain));
+        assert_eq!(mode(&dir.join("a.json")), mode(&plain));
     }
 
     #[test]

@@ -119,6 +119,10 @@ fn curse_checks_memory_before_it_builds_a_model() {
     // 1,024 sequences of 256 tokens after each of 64 layers: 65 x 262,144 x 64 floats, 4.4 GB.
     let output = limited("--layers 64 --batch 1024 --seq-len 256");
     assert_refused(&output, &["hidden state after each of its 64 layers", "fewer sequences"], "a trace too big");
+    // A 32,000-token vocabulary: the logits of 96 x 256 tokens alone are 3.1 GB (it passed the
+    // check that counted them once, then aborted on their allocation).
+    let output = limited("--preset 20m --layers 8 --batch 96 --seq-len 256");
+    assert_refused(&output, &["and the logits", "fewer sequences"], "logits too big");
     let output = limited("--layers 2");
     assert_succeeded(&output, "curse within the limit");
 }
@@ -289,7 +293,7 @@ fn presets_makes_a_missing_folder_and_names_one_it_cannot_make() {
     // A file where the folder should be: the error names the folder, not a temporary file.
     std::fs::write(tmp.path().join("file"), "").unwrap();
     let output = Command::new(example("presets")).arg("--write").arg(tmp.path().join("file/models")).output().unwrap();
-    assert_refused(&output, &["file/models", "cannot make the folder"], "presets");
+    assert_refused(&output, &["file/models", "cannot make the folder", "file is a file, not a folder"], "presets");
     assert!(!String::from_utf8_lossy(&output.stderr).contains(".json.tmp"));
 
     // The mechanism: a file written into a missing folder is refused naming the folder.

@@ -639,6 +639,13 @@ fn a_cache_dir_that_cannot_hold_the_cache_is_refused_before_tokenising() {
     let file = TrainConfig { cache_dir: Some(dir.path().join("afile")), ..quick(&out, 5, 5) };
     expect_error(&file, Start::New, "--cache-dir: ");
     expect_error(&file, Start::New, "afile is a file, not a folder");
+    // A link to nothing, or a loop of links (it said "File exists (os error 17)").
+    std::os::unix::fs::symlink("nowhere", dir.path().join("dangling")).unwrap();
+    std::os::unix::fs::symlink("cycle", dir.path().join("cycle")).unwrap();
+    for link in ["dangling", "cycle"] {
+        let config = TrainConfig { cache_dir: Some(dir.path().join(link)), ..quick(&out, 5, 5) };
+        expect_error(&config, Start::New, "is a symbolic link that leads to no folder");
+    }
     // The run directory itself, or a folder in it: it tokenised there, then refused the directory
     // for holding the cache's files.
     for cache in [out.clone(), out.join("cache"), dir.path().join(".").join("run")] {

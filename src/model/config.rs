@@ -244,21 +244,24 @@ impl LlamaConfig {
 
     /// An error unless a forward pass of `batch` x `seq` tokens that keeps the hidden state around
     /// every block (a trace, as the diagnostics take it: `n_layers + 1` tensors `[batch, seq,
-    /// d_model]`, and the logits `[batch, seq, vocab_size]`) fits beside the weights, on a device
-    /// that allocates in the machine's memory; it names the sizes to lower.
+    /// d_model]`) fits beside the weights, on a device that allocates in the machine's memory; it
+    /// names the sizes to lower. Counted besides: the logits `[batch, seq, vocab_size]` twice (they
+    /// and their log-softmax), and one block's intermediates (the feed-forward's three `[batch,
+    /// seq, d_ff]`, four `[batch, seq, d_model]`, the attention scores `[batch, heads, seq, seq]`).
     pub fn check_trace_fits(&self, batch: usize, seq: usize, device: &Device) -> Result<(), ConfigError> {
         let Some(available) = host_memory_available(device) else { return Ok(()) };
         self.check_fits(2 * float_bytes(device), available)?;
         let tokens = batch as f64 * seq as f64;
-        let values = self.num_params() as f64
-            + tokens * ((self.n_layers as f64 + 1.0) * self.d_model as f64 + self.vocab_size as f64);
+        let (d, d_ff, vocab) = (self.d_model as f64, self.d_ff as f64, self.vocab_size as f64);
+        let block = tokens * (3.0 * d_ff + 4.0 * d) + batch as f64 * self.n_heads as f64 * seq as f64 * seq as f64;
+        let values = self.num_params() as f64 + tokens * ((self.n_layers as f64 + 1.0) * d + 2.0 * vocab) + block;
         let needed = values * float_bytes(device) as f64;
         if needed <= available as f64 {
             return Ok(());
         }
         Err(ConfigError::TooLarge(format!(
-            "the model's weights and the hidden state after each of its {} layers for {batch} x {seq} tokens take {}, \
-             but only {} of memory is available; use fewer sequences, shorter ones or fewer layers",
+            "the model's weights, the hidden state after each of its {} layers and the logits for {batch} x {seq} \
+             tokens take {}, but only {} of memory is available; use fewer sequences, shorter ones or fewer layers",
             self.n_layers,
             format_bytes(needed.min(u64::MAX as f64) as u64),
             format_bytes(available),

@@ -197,13 +197,22 @@ impl RunMonitor {
         };
         let vanished = last_norm <= VANISHED_GRADIENT * first_norm;
         let fell = |loss: f64| loss < first - LEARNED_AT_LEAST * first.abs();
-        (vanished && !fell(valid_loss)).then(|| {
-            format!(
-                "the model collapsed: its gradient norm vanished ({first_norm:.3e} at the first step, {last_norm:.3e} \
-                 at the last) and its validation loss {valid_loss:.4} is no lower than its first training loss \
-                 {first:.4}, so it gives every input the same prediction"
-            )
-        })
+        if !vanished || fell(valid_loss) {
+            return None;
+        }
+        if first_norm == 0.0 {
+            // Nothing could move it from the start: no learning rate is to blame.
+            return Some(format!(
+                "the model could not learn: its gradient norm was 0 from the first step and its validation loss \
+                 {valid_loss:.4} is no lower than its first training loss {first:.4} (its settings block every \
+                 gradient: check the scheme's and the init's arguments, such as a residual factor or gate)"
+            ));
+        }
+        Some(format!(
+            "the model collapsed: its gradient norm vanished ({first_norm:.3e} at the first step, {last_norm:.3e} at \
+             the last) and its validation loss {valid_loss:.4} is no lower than its first training loss {first:.4}, so \
+             it gives every input the same prediction (try a lower --lr, or --clip-grad-norm 1)"
+        ))
     }
 
     /// A warning for a run that is no failure (no [`verdict`](Self::verdict)) but whose validation
@@ -230,9 +239,10 @@ impl RunMonitor {
         } else {
             format!(
                 "neither the training loss ({recent:.4} at the end) nor the validation loss ({valid_loss:.4}) fell \
-                 below the first training loss {first:.4} in {} steps: the run is too short to learn, or its learning \
-                 rate too low",
-                state.steps
+                 below the first training loss {first:.4} in {} step{}: the run is too short to learn, or its \
+                 learning rate too low",
+                state.steps,
+                if state.steps == 1 { "" } else { "s" }
             )
         })
     }
@@ -294,6 +304,12 @@ mod tests {
         assert!(verdict.contains("the model collapsed") && verdict.contains("same prediction"), "{verdict}");
         assert_eq!(monitor.caution(5.545177863194392), None, "the verdict says it");
         assert_eq!(monitor.verdict(5.5), None, "a real fall of 0.8% learned");
+        // A gradient of 0 from the first step: no learning rate is to blame.
+        let blocked = RunMonitor::default();
+        blocked.train_loss(1, 5.545, true);
+        assert!(blocked.may_apply(0.0) && blocked.may_apply(0.0));
+        let verdict = blocked.verdict(5.545).unwrap();
+        assert!(verdict.contains("could not learn") && !verdict.contains("--lr"), "{verdict}");
     }
 
     #[test]

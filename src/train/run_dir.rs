@@ -77,6 +77,11 @@ impl RunDir {
     /// directory nor inside it (the run directory holds the run alone).
     pub fn check_cache_dir(out: &Path, cache_dir: &Path) -> Result<(), Error> {
         let error = |message: String| Error::file(cache_dir, format!("--cache-dir: {message}"));
+        for link in cache_dir.ancestors().filter(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_ok()) {
+            if let Err(e) = std::fs::metadata(link) {
+                return Err(error(format!("{} is a symbolic link that leads to no folder ({e})", link.display())));
+            }
+        }
         let existing = cache_dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists());
         if let Some(file) = existing.filter(|a| !a.is_dir()) {
             return Err(error(format!(
