@@ -146,9 +146,11 @@ pub fn verify_sum(path: &Path) -> Result<(), SumError> {
 pub const CRASH_AT: &str = "LAYERNORM_SCALING_CRASH_AT";
 
 /// A place where the crash-safety tests kill the process: when the environment variable
-/// [`CRASH_AT`] names `point`, the process aborts there (no clean-up runs, as under `kill -9`).
+/// [`CRASH_AT`] names `point`, the process says so on stderr and aborts there (no clean-up runs,
+/// as under `kill -9`).
 pub fn crash_point(point: &str) {
     if std::env::var_os(CRASH_AT).is_some_and(|at| at == point) {
+        eprintln!("{CRASH_AT}={point}: aborting here");
         std::process::abort();
     }
 }

@@ -107,8 +107,20 @@ fn the_bench_refuses_bad_input_with_a_message() {
 
 #[test]
 fn a_measurement_that_crashes_says_why() {
-    // A process limited to 300 MB of address space fails its first large allocation: the abort's
-    // message and signal reach the user, not Rust's note on backtraces.
+    // A measurement that aborts (as a failed allocation does): its message and signal reach the
+    // user, not Rust's note on backtraces.
+    let args = ["--model", "tiny", "--seq-len", "64", "--batch-size", "4", "--iters", "1", "--warmup-iters", "0"];
+    let output = Command::new(example("bench"))
+        .args(args)
+        .args(["--device", "flex", "--bf16", "false"])
+        .env(layernorm_scaling::io::CRASH_AT, "bench:step")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("aborting here") && stderr.contains("signal 6"), "{stderr}");
+    // A process limited to 300 MB of address space (`ulimit -v`): refused before the step, with
+    // what to lower (it used to abort on its first large allocation).
     let output = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -120,7 +132,7 @@ fn a_measurement_that_crashes_says_why() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("memory allocation of") && stderr.contains("signal 6"), "{stderr}");
+    assert!(stderr.contains("needs at least") && stderr.contains("lower --batch-size"), "{stderr}");
 }
 
 #[test]

@@ -107,6 +107,7 @@ pub fn benchmark_step(
     // Per timed step: its wall time (ms) and, on the fused path, where it went.
     let mut steps: Vec<(f64, Vec<(String, f64)>)> = Vec::with_capacity(iters);
     for iteration in 0..warmup + iters {
+        crate::io::crash_point("bench:step");
         fused::profile::start();
         let start = Instant::now();
         let current = model.take().expect("the model is put back after every step");
