@@ -464,6 +464,14 @@ fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
     assert!(err.contains("no revision after `@`"), "{err}");
     let file_cache = resolve_model_dir_in(Path::new("lns/tiny"), Some(HubCache::new(v2.join("config.json"))));
     assert!(file_cache.unwrap_err().to_string().contains("is not a folder"));
+    // A snapshot whose weights link to a blob that is not there (a download cut short): named as
+    // such, not "holds neither model.safetensors nor ...".
+    let broken = dir.path().join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::copy(v2.join("config.json"), broken.join("config.json")).unwrap();
+    std::os::unix::fs::symlink("../../blobs/0123abcd", broken.join("model.safetensors")).unwrap();
+    let err = load_hf_model(&broken, &cpu()).unwrap_err().to_string();
+    assert!(err.contains("a link to a file that is not there") && err.contains("download the model again"), "{err}");
 
     // Paths are paths: absolute, `./`, several folders, or an existing folder of that name.
     for spec in ["/abs/path", "./lns/tiny", "a/b/c", "lns", "lns/"] {

@@ -67,6 +67,16 @@ impl Checkpoint {
             tensors
         } else if single.is_file() {
             read_file(&single)?
+        } else if let (Ok(_), Err(e)) = (single.symlink_metadata(), single.metadata()) {
+            // The Hugging Face cache links each snapshot file to a blob: one removed or never
+            // downloaded leaves the link.
+            return Err(HfError::file(
+                &single,
+                format!(
+                    "is a link to a file that is not there ({e}): its download is missing or incomplete; download \
+                     the model again"
+                ),
+            ));
         } else {
             return Err(HfError::file(dir, "holds neither model.safetensors nor model.safetensors.index.json"));
         };
