@@ -605,6 +605,19 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     };
     let report = train(&same, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.steps_trained, 0, "every step was checkpointed: only the final model is written");
+
+    // A run on the built-in corpus resumed with --data: refused before the files are tokenised.
+    let builtin = quick(&dir.path().join("builtin"), 10, 5);
+    train(&builtin, Start::New, |_| {}).unwrap();
+    std::fs::remove_file(builtin.out.join("model.bpk")).unwrap();
+    let cache = builtin.cache_dir.clone().unwrap();
+    let entries = || std::fs::read_dir(&cache).unwrap().count();
+    let before = entries();
+    let with_files = TrainConfig { data: vec![corpus.clone()], ..builtin.clone() };
+    expect_error(&with_files, Start::Resume, "data: the built-in corpus of 2000 documents -> 1 file(s)");
+    assert_eq!(entries(), before, "nothing was tokenised");
+    let with_valid = TrainConfig { valid_data: vec![corpus], ..builtin };
+    expect_error(&with_valid, Start::Resume, "validation corpus: none -> --valid-data");
 }
 
 #[test]

@@ -233,7 +233,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     // A resume that would change what is trained: refused before the data is tokenised.
     let fresh_cache = elsewhere.path().join("cache");
     let changed = TrainConfig { layers: Some(2), seq_len: 32, cache_dir: Some(fresh_cache.clone()), ..base.clone() };
-    let err = expect_error(&changed, Start::Resume, "model: 4 layers").to_string();
+    let err = expect_error(&changed, Start::Resume, "model: n_layers 4 -> 2").to_string();
     assert!(err.contains("seq_len: 64 -> 32") && !err.contains("cache_dir"), "{err}");
     assert!(!fresh_cache.exists(), "no data was tokenised for a refused resume");
     expect_error(&base, Start::Resume, "the run is finished (20 steps)");

@@ -211,10 +211,37 @@ fn setting_refusals(
     if info.model != *model {
         refused.push(format!("model: {} (as model.json records it)", model_differences(&info.model, model)));
     }
+    refused.extend(corpus_kind_changes(&saved, config));
     if data.is_some_and(|data| info.data.as_ref().is_some_and(|recorded| recorded != data)) {
         refused.push("data: the content of the data (--data, --valid-data, or the tokenizer) is not the run's".into());
     }
     Ok((allowed, refused))
+}
+
+/// The changes of the data that show without tokenising it (compared before the data is read):
+/// the built-in corpus against files, its size, a validation corpus or none, and the byte
+/// tokenizer against a `tokenizer.json`.
+fn corpus_kind_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
+    let corpus = |c: &TrainConfig| {
+        if c.data.is_empty() {
+            format!("the built-in corpus of {} documents", c.builtin_docs)
+        } else {
+            format!("{} file(s) or folder(s) given with --data", c.data.len())
+        }
+    };
+    let mut changes = Vec::new();
+    let builtin = |c: &TrainConfig| c.data.is_empty();
+    if builtin(saved) != builtin(now) || (builtin(saved) && saved.builtin_docs != now.builtin_docs) {
+        changes.push(format!("data: {} -> {}", corpus(saved), corpus(now)));
+    }
+    if saved.valid_data.is_empty() != now.valid_data.is_empty() {
+        let valid = |c: &TrainConfig| if c.valid_data.is_empty() { "none" } else { "--valid-data" };
+        changes.push(format!("validation corpus: {} -> {}", valid(saved), valid(now)));
+    }
+    if (saved.tokenizer == "byte") != (now.tokenizer == "byte") {
+        changes.push(format!("tokenizer: {} -> {}", saved.tokenizer, now.tokenizer));
+    }
+    changes
 }
 
 /// The run's `model.json`.
