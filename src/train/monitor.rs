@@ -180,7 +180,7 @@ impl RunMonitor {
 
     /// Why a run that ended with validation loss `valid_loss` counts as failed, if it does: a
     /// divergence while it trained, a non-finite validation loss, or a collapse: its gradient norm
-    /// vanished (below [`VANISHED_GRADIENT`] of its first) while its loss did not fall (the model
+    /// vanished (below 1e-4 of its first, `VANISHED_GRADIENT`) while its loss did not fall (the model
     /// gives every input the same prediction, a uniform guess `ln(vocab)` among them, and nothing
     /// moves it any more). A run that is only short, or validated on other data, is not a failure:
     /// [`caution`](Self::caution) says so.
