@@ -322,7 +322,15 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         }
     }
     let names: Vec<String> = if args.label.is_empty() {
-        path_labels(&models.iter().map(|(dir, _)| dir.as_path()).collect::<Vec<_>>())
+        let mut names = path_labels(&models.iter().map(|(dir, _)| dir.as_path()).collect::<Vec<_>>());
+        // A model given by its name in the Hugging Face cache goes by that name (`org/name`), not
+        // by the commit hash that names its snapshot's folder.
+        for (name, given) in names.iter_mut().skip(args.run.len()).zip(&args.hf_dir) {
+            if !given.exists() {
+                *name = given.display().to_string();
+            }
+        }
+        names
     } else {
         args.label.clone()
     };

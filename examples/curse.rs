@@ -16,7 +16,7 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::variance_chart;
 use layernorm_scaling::console::write_result;
 use layernorm_scaling::measure::token_variance;
-use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, LlamaConfig, NormScheme};
+use layernorm_scaling::{cli, errln, outln, parse_device, ConfigError, Error, LlamaConfig, NormScheme};
 
 /// Layer-wise output variance of a randomly initialised LLaMA, per normalisation scheme.
 #[derive(Parser, Debug)]
@@ -81,9 +81,13 @@ fn run(args: Args) -> Result<(), Error> {
         args.seq_len
     );
 
+    // Progress on standard error: a deep model's init and trace take minutes each.
     let mut columns = Vec::new();
-    for scheme in &schemes {
+    for (i, scheme) in schemes.iter().enumerate() {
+        let measured = Instant::now();
+        errln!("[{}/{}] {scheme}: building the model and tracing its hidden states...", i + 1, schemes.len());
         columns.push(layer_variances(&base.clone().with_norm_scheme(scheme.clone()), &args, &device)?);
+        errln!("[{}/{}] {scheme}: done in {:.1} s", i + 1, schemes.len(), measured.elapsed().as_secs_f64());
     }
 
     // The table is the program's result: a write that fails (a full disk) is an error.

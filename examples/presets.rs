@@ -5,7 +5,7 @@
 //! cargo run --example presets -- --write configs/models
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
@@ -19,21 +19,26 @@ struct Args {
     /// Also write each preset as `<name>.json` into this folder (made if missing).
     #[arg(long, value_name = "DIR")]
     write: Option<PathBuf>,
+    /// With `--write`, replace `<name>.json` files that differ from the preset (edited by hand).
+    #[arg(long, requires = "write")]
+    overwrite: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::console::exit_code(run(args.write.as_deref()))
+    layernorm_scaling::console::exit_code(run(args.write.as_deref(), args.overwrite))
 }
 
 /// Prints the table; with `write_dir`, writes `<name>.json` there (the folder made if missing).
-fn run(write_dir: Option<&std::path::Path>) -> Result<(), Error> {
+/// A file there that differs from its preset is replaced only with `overwrite`: it may be the
+/// user's own edit.
+fn run(write_dir: Option<&Path>, overwrite: bool) -> Result<(), Error> {
     if let Some(dir) = write_dir {
-        if let Some(file) = dir.ancestors().find(|a| a.exists() && !a.is_dir()) {
-            return Err(Error::file(
-                dir,
-                format!("cannot make the folder: {} is a file, not a folder", file.display()),
-            ));
+        if !overwrite {
+            refuse_edited_presets(dir)?;
+        }
+        if let Some(problem) = layernorm_scaling::io::folder_path_problem(dir) {
+            return Err(Error::file(dir, format!("cannot make the folder: {problem}")));
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, format!("cannot make the folder: {e}")))?;
     }
@@ -56,4 +61,31 @@ fn run(write_dir: Option<&std::path::Path>) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Refuses when `dir` holds a `<preset>.json` whose model differs from the preset (or that is
+/// not a model file), naming each such file.
+fn refuse_edited_presets(dir: &Path) -> Result<(), Error> {
+    let mut edited = Vec::new();
+    for name in LlamaConfig::preset_names() {
+        let path = dir.join(format!("{name}.json"));
+        if path.symlink_metadata().is_err() {
+            continue;
+        }
+        let same = LlamaConfig::from_file(&path).is_ok_and(|config| Ok(config) == LlamaConfig::preset(name));
+        if !same {
+            edited.push(path.display().to_string());
+        }
+    }
+    if edited.is_empty() {
+        return Ok(());
+    }
+    Err(Error::file(
+        dir,
+        format!(
+            "{} differ from the presets (edited by hand?) and would be replaced; \
+             move them away, write into another folder, or add --overwrite to replace them",
+            edited.join(", ")
+        ),
+    ))
 }

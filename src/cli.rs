@@ -58,17 +58,37 @@ pub fn show_defaults<T: Serialize>(command: Command, defaults: &T) -> Command {
     })
 }
 
+/// Prints `--help`'s or `--version`'s text on standard output and exits 0, or exits 1 with a
+/// message when it cannot be written (`--help > /dev/full`): clap's own exit reports success.
+fn print_help_or_exit(shown: &clap::Error) -> ! {
+    use std::io::{IsTerminal, Write};
+    let mut stdout = std::io::stdout().lock();
+    let rendered = shown.render();
+    let text = if stdout.is_terminal() { rendered.ansi().to_string() } else { rendered.to_string() };
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            crate::errln!("error: cannot write the help: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
 /// The parsed command line of `command`. `--help` and `--version` print and exit 0; a bad
 /// command line prints clap's message and exits 1, as every other bad input of the examples, and
 /// so does a bad `LAYERNORM_SCALING_OPS` (the [`fused`](crate::fused) ops' path).
 pub fn matches(command: Command) -> ArgMatches {
-    let args = negative_numbers_attached(std::env::args_os().collect());
-    let matches = command.try_get_matches_from(args).unwrap_or_else(|error| {
+    let args = negative_numbers_attached(&command, std::env::args_os().collect());
+    let matches = command.try_get_matches_from(&args).unwrap_or_else(|error| {
+        if error.kind() == clap::error::ErrorKind::InvalidUtf8 {
+            crate::errln!("error: {}", not_utf8(&args));
+            std::process::exit(1);
+        }
         if error.use_stderr() {
             let _ = error.print();
             std::process::exit(1);
         }
-        error.exit()
+        print_help_or_exit(&error)
     });
     if crate::fused::OpPath::from_env().is_err() {
         let value = std::env::var(crate::fused::ENV_VAR).unwrap_or_default();
@@ -82,25 +102,65 @@ pub fn matches(command: Command) -> ArgMatches {
     matches
 }
 
-/// `args` with each negative number that follows a long option attached to it (`--lr -1e-3`
-/// becomes `--lr=-1e-3`): clap takes `-1e-3` for a short flag `-1` (its test for a negative
-/// number knows no exponent), so the value would never reach the option's range check.
-pub fn negative_numbers_attached(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let is_negative_number = |arg: &std::ffi::OsString| {
-        arg.to_str().and_then(|a| a.strip_prefix('-')).is_some_and(|rest| rest.parse::<f64>().is_ok())
+/// What clap's "invalid UTF-8 was detected in one or more arguments" was about: each argument of
+/// `args` that is not UTF-8, with the option it was given to.
+fn not_utf8(args: &[std::ffi::OsString]) -> String {
+    let named: Vec<String> = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, arg)| arg.to_str().is_none())
+        .map(|(i, arg)| match args[i - 1].to_str().filter(|option| option.starts_with('-')) {
+            Some(option) => format!("{arg:?} (given to {option})"),
+            None => format!("{arg:?}"),
+        })
+        .collect();
+    format!(
+        "{} not valid UTF-8; this option takes text, so give it a name in UTF-8 (rename the file, or make a \
+         link with a UTF-8 name to it)",
+        if named.len() == 1 { format!("{} is", named[0]) } else { format!("{} are", named.join(", ")) }
+    )
+}
+
+/// `args` with each negative number that follows a long option of `command` taking a value
+/// attached to it (`--lr -1e-3` becomes `--lr=-1e-3`): clap takes `-1e-3` for a short flag `-1`
+/// (its test for a negative number knows no exponent), so the value would never reach the
+/// option's range check. A mistyped number (`-1e-3x`) is attached too, so that clap names it as
+/// the option's invalid value. Nothing after `--` is touched.
+pub fn negative_numbers_attached(command: &Command, args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let takes_value = |option: &str| {
+        let mut commands = vec![command];
+        while let Some(command) = commands.pop() {
+            if command.get_arguments().any(|arg| arg.get_long() == Some(option) && arg.get_action().takes_values()) {
+                return true;
+            }
+            commands.extend(command.get_subcommands());
+        }
+        false
+    };
+    let looks_numeric = |arg: &std::ffi::OsString| {
+        arg.to_str().and_then(|a| a.strip_prefix('-')).is_some_and(|rest| {
+            rest.parse::<f64>().is_ok() || rest.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        })
     };
     let mut attached: Vec<std::ffi::OsString> = Vec::with_capacity(args.len());
+    let mut positional_only = false;
     for arg in args {
         let option = attached
             .last()
             .and_then(|last| last.to_str())
-            .filter(|last| last.starts_with("--") && last.len() > 2 && !last.contains('='));
+            .filter(|last| !positional_only && !last.contains('='))
+            .and_then(|last| last.strip_prefix("--"))
+            .filter(|name| takes_value(name));
         match option {
-            Some(option) if is_negative_number(&arg) => {
-                let joined = format!("{option}={}", arg.to_string_lossy());
+            Some(option) if looks_numeric(&arg) => {
+                let joined = format!("--{option}={}", arg.to_string_lossy());
                 *attached.last_mut().expect("an option precedes it") = joined.into();
             }
-            _ => attached.push(arg),
+            _ => {
+                positional_only |= arg == "--";
+                attached.push(arg);
+            }
         }
     }
     attached
@@ -136,16 +196,30 @@ pub fn checkpoint_step(
 #[cfg(test)]
 mod tests {
     use super::negative_numbers_attached;
+    use clap::{Arg, ArgAction, Command};
 
     #[test]
     fn a_negative_number_in_any_notation_is_attached_to_its_option() {
+        let command = Command::new("train")
+            .arg(Arg::new("lr").long("lr"))
+            .arg(Arg::new("steps").long("steps"))
+            .arg(Arg::new("seed").long("seed"))
+            .arg(Arg::new("out").long("out"))
+            .arg(Arg::new("overwrite").long("overwrite").action(ArgAction::SetTrue))
+            .arg(Arg::new("rest").num_args(0..))
+            .subcommand(Command::new("logits").arg(Arg::new("temperature").long("temperature")));
         let args = |list: &[&str]| list.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-        let given = args(&["train", "--lr", "-1e-3", "--steps", "5", "--x=1", "-2", "--", "-3", "--seed", "-inf"]);
-        let expected = args(&["train", "--lr=-1e-3", "--steps", "5", "--x=1", "-2", "--", "-3", "--seed=-inf"]);
-        assert_eq!(negative_numbers_attached(given), expected);
-        assert_eq!(
-            negative_numbers_attached(args(&["t", "--overwrite", "--out", "d"])),
-            args(&["t", "--overwrite", "--out", "d"])
-        );
+        let given =
+            args(&["train", "--lr", "-1e-3", "--steps", "5", "--x=1", "-2", "--seed", "-inf", "--", "--out", "-3"]);
+        let expected =
+            args(&["train", "--lr=-1e-3", "--steps", "5", "--x=1", "-2", "--seed=-inf", "--", "--out", "-3"]);
+        assert_eq!(negative_numbers_attached(&command, given), expected);
+        // A mistyped number reaches its option, which names it; a flag takes nothing.
+        let given = args(&["train", "--lr", "-1e-3x", "--overwrite", "-1", "--out", "d"]);
+        let expected = args(&["train", "--lr=-1e-3x", "--overwrite", "-1", "--out", "d"]);
+        assert_eq!(negative_numbers_attached(&command, given), expected);
+        // A subcommand's option.
+        let given = args(&["train", "logits", "--temperature", "-.5"]);
+        assert_eq!(negative_numbers_attached(&command, given), args(&["train", "logits", "--temperature=-.5"]));
     }
 }

@@ -176,3 +176,13 @@ pub(crate) fn check_positive_f32(field: &'static str, value: f64) -> Result<(), 
 /// What [`check_positive_f32`] expects.
 pub(crate) const POSITIVE_F32: &str =
     "a number > 0 within f32's range (at most 3.4e38, and not below 1.4e-45, which f32 rounds to 0; the model computes in f32)";
+
+/// serde_json's `error` in reading `text`, followed by the line it points at, so that a value
+/// no field can hold (`1e400`: "number out of range at line 5 column 22") names its field.
+pub(crate) fn json_error_in(text: &str, error: &serde_json::Error) -> String {
+    let line = text.lines().nth(error.line().saturating_sub(1)).map(str::trim).filter(|line| !line.is_empty());
+    match line {
+        Some(line) if error.line() > 0 && line.chars().count() <= 200 => format!("{error} (`{line}`)"),
+        _ => error.to_string(),
+    }
+}

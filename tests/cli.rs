@@ -92,6 +92,11 @@ fn a_result_that_cannot_be_written_is_an_error_not_a_success() {
         let output = Command::new(example(program)).args(args).stdout(full()).output().unwrap();
         assert_refused(&output, &["cannot write the result"], program);
     }
+    // So is the help that was asked for.
+    for program in ["train", "generate", "analyze", "sweep", "curse", "presets", "bench", "hf"] {
+        let output = Command::new(example(program)).arg("--help").stdout(full()).output().unwrap();
+        assert_refused(&output, &["cannot write the help"], &format!("{program} --help > /dev/full"));
+    }
 }
 
 #[test]
@@ -101,6 +106,26 @@ fn presets_has_help_and_refuses_an_unknown_option_with_usage() {
     assert!(String::from_utf8_lossy(&output.stdout).contains("--write"));
     let output = Command::new(example("presets")).arg("--wirte").output().unwrap();
     assert_refused(&output, &["--wirte", "Usage"], "presets --wirte");
+}
+
+/// `presets --write` into a folder where a preset's file was edited by hand refuses, naming the
+/// file, and leaves it as it was; writing the same presets again, or with `--overwrite`, succeeds.
+#[test]
+fn presets_write_keeps_a_file_edited_by_hand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("models");
+    let write =
+        |extra: &[&str]| Command::new(example("presets")).arg("--write").arg(&dir).args(extra).output().unwrap();
+    assert_succeeded(&write(&[]), "presets --write");
+    assert_succeeded(&write(&[]), "presets --write again, nothing edited");
+    let tiny = dir.join("tiny.json");
+    let edited = std::fs::read_to_string(&tiny).unwrap().replace("\"n_layers\": 4", "\"n_layers\": 6");
+    assert!(edited.contains("\"n_layers\": 6"), "the edit applies: {edited}");
+    std::fs::write(&tiny, &edited).unwrap();
+    assert_refused(&write(&[]), &["tiny.json", "--overwrite"], "presets --write over an edit");
+    assert_eq!(std::fs::read_to_string(&tiny).unwrap(), edited, "the edit is kept");
+    assert_succeeded(&write(&["--overwrite"]), "presets --write --overwrite");
+    assert_eq!(LlamaConfig::from_file(&tiny).unwrap(), LlamaConfig::preset("tiny").unwrap());
 }
 
 /// A model that fits in memory but whose trace does not, and a model that fits only once (its
@@ -277,9 +302,26 @@ fn a_bad_ops_path_is_named_as_the_variable_and_the_reference_path_runs() {
             .map(String::from)
             .collect::<Vec<_>>()
     };
+    // Each scheme's progress goes to standard error (a deep model's trace takes minutes).
+    let output = Command::new(example("curse")).args(["--layers", "2"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("[1/2] pre-ln: building") && stderr.contains("[2/2] lns: done in"), "{stderr}");
     let (fused, reference) = (run("fused"), run("reference"));
     assert_eq!(fused.len(), 2, "two growth figures: {fused:?}");
     assert_eq!(fused, reference, "both paths print the same growth figures");
+}
+
+/// A text option given bytes that are not UTF-8 is named with its value, and a mistyped negative
+/// number reaches its option's own check (not clap's "unexpected argument '-1'").
+#[cfg(unix)]
+#[test]
+fn a_value_that_is_not_utf8_or_not_a_number_is_named_with_its_option() {
+    use std::os::unix::ffi::OsStrExt;
+    let output =
+        Command::new(example("train")).arg("--model").arg(std::ffi::OsStr::from_bytes(b"a\xff")).output().unwrap();
+    assert_refused(&output, &["\"a\\xFF\" (given to --model) is not valid UTF-8"], "train --model a\\xff");
+    let output = Command::new(example("train")).args(["--lr", "-1e-3x"]).output().unwrap();
+    assert_refused(&output, &["'-1e-3x'", "--lr"], "train --lr -1e-3x");
 }
 
 #[test]

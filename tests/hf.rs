@@ -226,6 +226,15 @@ fn each_bad_input_gives_an_error_naming_what_is_wrong() {
     edit_config(&dir, |c| c.as_object_mut().unwrap().remove("num_hidden_layers").map(drop).unwrap_or(()));
     let err = load_error(&dir);
     assert!(err.contains("`num_hidden_layers` is missing"), "{err}");
+    // A value the model cannot take is named by config.json's key, not by the model's field.
+    let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("eps"));
+    edit_config(&dir, |c| c["rms_norm_eps"] = serde_json::json!(1e40));
+    let err = load_error(&dir);
+    assert!(err.contains("config.json: `rms_norm_eps` = 1000") && !err.contains("`norm_eps`"), "{err}");
+    let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("vocab"));
+    edit_config(&dir, |c| c["vocab_size"] = 0.into());
+    let err = load_error(&dir);
+    assert!(err.contains("`vocab_size` must be at least 1"), "{err}");
 
     // A truncated safetensors file, single and sharded.
     let dir = copy_fixture("llama_mha_untied", &tmp.path().join("truncated"));
@@ -505,6 +514,30 @@ fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.code() == Some(1) && stderr.contains("no snapshot of the model lns/missing"), "{stderr}");
+
+    // A comparison of models given by name labels them by name, not by their snapshots' hashes
+    // (main moved to the snapshot that is left).
+    std::fs::write(refs.join("main"), "b".repeat(40)).unwrap();
+    let text = dir.path().join("eval.txt");
+    std::fs::write(&text, (0..40).map(|i| format!("the cat sat on the mat {i}\n\n")).collect::<String>()).unwrap();
+    let out = dir.path().join("comparison");
+    let output = Command::new(example("analyze"))
+        .args(["--hf-dir", "lns/tiny", "--hf-dir", "lns/tiny@v2", "--data"])
+        .arg(&text)
+        .arg("--out")
+        .arg(&out)
+        .args(["--seq-len", "16", "--batch-size", "2", "--batches", "1", "--device", "flex"])
+        .env("HF_HUB_CACHE", &hub)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let table = std::fs::read_to_string(out.join("comparison.md")).unwrap();
+    assert!(table.contains("lns/tiny") && table.contains("lns/tiny-v2"), "{table}");
+    // The rows and the links' names; each report still says which snapshot it read.
+    let labels: Vec<&str> = table.lines().filter(|l| l.starts_with("| lns") || l.starts_with("- [")).collect();
+    assert_eq!(labels.len(), 4, "{table}");
+    assert!(labels.iter().all(|l| !l.split("Diagnostics of").next().unwrap().contains(&"b".repeat(40))), "{table}");
+    assert!(out.join("lns/tiny-v2/summary.md").is_file());
 }
 
 #[test]

@@ -213,6 +213,15 @@ fn bad_configs_are_clear_errors() {
     std::fs::write(&path, r#"{"d_model": 64, "d_ff": 128, "n_heads": 4}"#).unwrap();
     let err = LlamaConfig::from_file(&path).unwrap_err().to_string();
     assert!(err.contains("missing required field `n_layers`"), "{err}");
+    // A number beyond f64's range fails in the JSON parser, before any field is read: the error
+    // quotes the line, so the field is named.
+    std::fs::write(
+        &path,
+        "{\n  \"d_model\": 64, \"d_ff\": 128, \"n_layers\": 2, \"n_heads\": 4,\n  \"init_std\": 1e400\n}",
+    )
+    .unwrap();
+    let err = LlamaConfig::from_file(&path).unwrap_err().to_string();
+    assert!(err.contains("out of range") && err.contains("`\"init_std\": 1e400`"), "{err}");
 }
 
 #[test]

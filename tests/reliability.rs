@@ -641,6 +641,10 @@ fn sizes_that_cannot_work_are_refused_before_anything_is_written() {
     std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
     let err = expect_error(&quick(&dir.path().join("loop"), 10, 5), Start::New, "leads to no folder").to_string();
     assert!(err.contains("levels of symbolic links"), "{err}");
+    // So does a loop on the way to --out (it gave the token cache's "Too many levels of symbolic
+    // links" after its work began).
+    let err = expect_error(&quick(&dir.path().join("loop/run"), 10, 5), Start::New, "leads to no folder").to_string();
+    assert!(err.contains("loop is a symbolic link") && err.contains("--out"), "{err}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::layout::{check_exportable_plan, unsupported_kind};
 use super::HfError;
 use crate::model::RopeScaling;
-use crate::{LlamaConfig, NormKind, NormScheme};
+use crate::{ConfigError, LlamaConfig, NormKind, NormScheme};
 
 /// The key under which an exported model records its normalisation scheme.
 pub const SCHEME_KEY: &str = "layernorm_scaling";
@@ -244,8 +244,32 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
     if let Some(std) = config.initializer_range {
         model = model.with_init_std(std).with_embed_init_std(std);
     }
-    model.validate()?;
+    model.validate().map_err(named_by_hf_keys)?;
     Ok(model)
+}
+
+/// `config.json`'s key for each field of [`LlamaConfig`] that [`parse_hf_config`] fills from it.
+const HF_KEYS: [(&str, &str); 11] = [
+    ("d_model", "hidden_size"),
+    ("d_ff", "intermediate_size"),
+    ("n_layers", "num_hidden_layers"),
+    ("n_heads", "num_attention_heads"),
+    ("n_kv_heads", "num_key_value_heads"),
+    ("vocab_size", "vocab_size"),
+    ("max_seq_len", "max_position_embeddings"),
+    ("rope_theta", "rope_theta"),
+    ("norm_eps", "rms_norm_eps"),
+    ("init_std", "initializer_range"),
+    ("embed_init_std", "initializer_range"),
+];
+
+/// `error`, from validating the model read from `config.json`, with each field named by its key
+/// in `config.json` (`rms_norm_eps`, not `norm_eps`), so the user finds what to fix.
+fn named_by_hf_keys(error: ConfigError) -> HfError {
+    let message = HF_KEYS
+        .iter()
+        .fold(error.to_string(), |text, (ours, key)| text.replace(&format!("`{ours}`"), &format!("`{key}`")));
+    HfError::ConfigValue(message)
 }
 
 /// The `config.json` of `config` for transformers (`LlamaForCausalLM`, or `Qwen2ForCausalLM` when

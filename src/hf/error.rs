@@ -53,6 +53,9 @@ pub enum HfError {
     /// The model config built from `config.json` is invalid.
     #[error("{0}")]
     Model(#[from] ConfigError),
+    /// A value of `config.json` the model cannot take, its key named as in `config.json`.
+    #[error("config.json: {0}")]
+    ConfigValue(String),
 }
 
 impl HfError {

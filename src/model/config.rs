@@ -282,7 +282,7 @@ impl LlamaConfig {
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { what: "model config", message };
         let given: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| invalid(crate::error::json_error_in(text, &e)))?;
         let required = |field: &'static str| -> Result<usize, ConfigError> {
             let value = given.get(field).ok_or_else(|| invalid(format!("missing required field `{field}`")))?;
             value

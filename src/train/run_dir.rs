@@ -52,23 +52,12 @@ impl RunDir {
     /// directory under existing folders, an empty one, or a run of this crate.
     pub fn check(path: &Path) -> Result<(), Error> {
         let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
-        if path.symlink_metadata().is_ok() {
-            if let Err(e) = std::fs::metadata(path) {
-                // A link to a missing target, or a loop of links.
-                return Err(error(format!(
-                    "is a symbolic link that leads to no folder ({e}); remove it or choose another --out"
-                )));
-            }
-        }
-        if path.exists() {
+        if path.is_dir() {
             return check_run_dir(path).map_err(error);
         }
-        let existing = path.ancestors().skip(1).find(|a| !a.as_os_str().is_empty() && a.exists());
-        match existing {
-            Some(ancestor) if !ancestor.is_dir() => {
-                Err(error(format!("{} is a file, not a folder; choose another --out", ancestor.display())))
-            }
-            _ => Ok(()),
+        match crate::io::folder_path_problem(path) {
+            Some(problem) => Err(error(format!("{problem}; choose another --out"))),
+            None => Ok(()),
         }
     }
 
@@ -77,17 +66,8 @@ impl RunDir {
     /// directory nor inside it (the run directory holds the run alone).
     pub fn check_cache_dir(out: &Path, cache_dir: &Path) -> Result<(), Error> {
         let error = |message: String| Error::file(cache_dir, format!("--cache-dir: {message}"));
-        for link in cache_dir.ancestors().filter(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_ok()) {
-            if let Err(e) = std::fs::metadata(link) {
-                return Err(error(format!("{} is a symbolic link that leads to no folder ({e})", link.display())));
-            }
-        }
-        let existing = cache_dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists());
-        if let Some(file) = existing.filter(|a| !a.is_dir()) {
-            return Err(error(format!(
-                "{} is a file, not a folder; give a folder for the token cache",
-                file.display()
-            )));
+        if let Some(problem) = crate::io::folder_path_problem(cache_dir) {
+            return Err(error(format!("{problem}; give a folder for the token cache")));
         }
         let resolved = |path: &Path| {
             std::path::absolute(path).map(|p| {
