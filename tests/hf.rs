@@ -162,7 +162,8 @@ fn export_round_trips_in_the_crate_with_lns_restored() {
     assert_eq!(std::fs::read_to_string(again.join("README.md")).unwrap(), "my model card");
     let downloaded = copy_fixture("mistral", &dir.path().join("downloads"));
     let err = export_hf(&loaded.model, &loaded.config, &downloaded, None).unwrap_err().to_string();
-    assert!(err.contains("not an earlier export"), "{err}");
+    assert!(err.contains("no list of what it wrote (.contents") && err.contains("model.safetensors"), "{err}");
+    assert!(downloaded.join("model.safetensors").is_file());
     // Schemes transformers cannot express are refused before anything is written.
     let (post, config) = retrofit(loaded.model, &loaded.config, NormScheme::PostLn).unwrap();
     let err = export_hf(&post, &config, dir.path().join("post"), None).unwrap_err().to_string();

@@ -7,7 +7,7 @@ use burn_store::{ModuleSnapshot, SafetensorsStore};
 use super::config::hf_config_json;
 use super::layout::{export_adapter, NameMap};
 use super::HfError;
-use crate::io::{check_replaceable_dir, CONTENTS_FILE};
+use crate::io::check_replaceable_dir;
 use crate::{Llama, LlamaConfig};
 
 /// Writes `config.json` and `model.safetensors` (f32) of `model`, plus a copy of `tokenizer`
@@ -31,13 +31,6 @@ pub fn export_hf(
     }
     // An earlier export (it lists its files in `.contents`) is replaced; any other folder with
     // files, a downloaded model among them, is not.
-    if dir.read_dir().is_ok_and(|mut entries| entries.next().is_some()) && !dir.join(CONTENTS_FILE).is_file() {
-        return Err(HfError::file(
-            dir,
-            "already exists, is not empty and is not an earlier export (it has no .contents); choose a new output \
-             directory",
-        ));
-    }
     check_replaceable_dir(dir, "config.json").map_err(|e| HfError::file(dir, e))?;
     // Norm kinds and schemes transformers cannot express are refused here, before anything is
     // written; the error names the model's scheme.
