@@ -335,6 +335,14 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         args.label.clone()
     };
     let labels = unique_labels(&names);
+    // Labels given by the user are used as given, or refused: never quietly renamed.
+    if let Some((given, used)) = args.label.iter().zip(&labels).find(|(given, used)| given != used) {
+        return Err(usage(format!(
+            "--label `{given}` would become `{used}`: labels name the report's sub-folders, so each must be unique, \
+             not hold another's folder (`a` beside `a/b`), and be made of letters, digits, `-`, `_` and `.` (with \
+             `/` between folders)"
+        )));
+    }
     // Everything that can be wrong with the input is found before the first evaluation.
     let mut runs = Vec::new();
     let mut encoders = Vec::new();

@@ -15,6 +15,7 @@ use std::process::{Command, ExitCode};
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
+use layernorm_scaling::io::check_replaceable_file;
 use layernorm_scaling::memory::format_bytes;
 use layernorm_scaling::train::{benchmark_step, check_seq_len, model_config, StepBenchmark, TrainConfig};
 use layernorm_scaling::{cli, compiled_backends, outln, parse_device, ConfigError, Error};
@@ -302,6 +303,16 @@ fn check_paths(args: &Args, config: &TrainConfig) -> Result<(), Error> {
             }
         }
     }
+    // Neither replaces a file of the user's named by mistake (a run's model.json, a corpus).
+    if let Some(path) = &args.json {
+        let is_record = |bytes: &[u8]| std::str::from_utf8(bytes).is_ok_and(|text| parse_records(text).is_ok());
+        check_replaceable_file(path, "the bench's records", is_record)
+            .map_err(|e| Error::file(path, format!("--json: {e}")))?;
+    }
+    if let Some(path) = &args.hf_config {
+        check_replaceable_file(path, "a Hugging Face config of the bench's", |bytes| is_bench_hf_config(path, bytes))
+            .map_err(|e| Error::file(path, format!("--hf-config: {e}")))?;
+    }
     Ok(())
 }
 
@@ -357,11 +368,8 @@ fn shape_of(r: &StepBenchmark) -> String {
 /// Records from a JSON file holding one record or a list of them.
 fn read_records(path: &PathBuf) -> Result<Vec<StepBenchmark>, Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-    let invalid = |e: serde_json::Error| Error::file(path, format!("not a record of the bench or torch_bench.py: {e}"));
-    let records: Vec<StepBenchmark> = match serde_json::from_str::<serde_json::Value>(&text).map_err(invalid)? {
-        value @ serde_json::Value::Array(_) => serde_json::from_value(value).map_err(invalid)?,
-        value => vec![serde_json::from_value(value).map_err(invalid)?],
-    };
+    let records = parse_records(&text)
+        .map_err(|e| Error::file(path, format!("not a record of the bench or torch_bench.py: {e}")))?;
     if let Some(bad) = records.iter().find(|r| !(r.tokens_per_second > 0.0 && r.tokens_per_second.is_finite())) {
         let message =
             format!("a record of {} has {} tokens/s; a measured rate is above 0", bad.framework, bad.tokens_per_second);
@@ -376,4 +384,25 @@ fn write_json(path: &PathBuf, value: &impl serde::Serialize) -> Result<(), Error
     }
     let text = serde_json::to_string_pretty(value).expect("a record serialises");
     layernorm_scaling::io::write_atomically(path, format!("{text}\n").as_bytes()).map_err(|e| Error::file(path, e))
+}
+
+/// The records of a JSON text holding one record or a list of them.
+fn parse_records(text: &str) -> Result<Vec<StepBenchmark>, serde_json::Error> {
+    match serde_json::from_str::<serde_json::Value>(text)? {
+        value @ serde_json::Value::Array(_) => serde_json::from_value(value),
+        value => Ok(vec![serde_json::from_value(value)?]),
+    }
+}
+
+/// Whether `bytes`, the file at `path`, is a config.json that `--hf-config` wrote: a Hugging Face
+/// config with no weights beside it (a downloaded model's config is not the bench's to replace).
+fn is_bench_hf_config(path: &Path, bytes: &[u8]) -> bool {
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let has_weights = ["model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"]
+        .iter()
+        .any(|name| folder.join(name).exists());
+    let config = serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    let describes_a_model =
+        config.is_some_and(|json| json.get("model_type").is_some() && json.get("hidden_size").is_some());
+    describes_a_model && !has_weights
 }

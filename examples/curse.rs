@@ -7,7 +7,7 @@
 //! cargo run --release --example curse -- --plot assets/curse-of-depth.png   # also draw it (PNG)
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -71,6 +71,9 @@ fn run(args: Args) -> Result<(), Error> {
         ))
     })?;
     base.check_trace_fits(args.batch, args.seq_len, &device)?;
+    if let Some(path) = &args.plot {
+        check_plot_path(path)?;
+    }
     let started = Instant::now();
     outln!(
         "{}-layer model (d_model {}, {} parameters) on {device:?}, {} x {} random tokens",
@@ -132,4 +135,15 @@ fn layer_variances(config: &LlamaConfig, args: &Args, device: &Device) -> Result
             .int();
     let trace = model.forward_trace(tokens);
     Ok(trace.hidden.iter().map(token_variance).collect())
+}
+
+/// An error unless `path` can take the PNG chart: named `.png` (a `.jpg` would hold PNG bytes),
+/// and new or an earlier PNG (never a model, a corpus or notes named by mistake).
+fn check_plot_path(path: &Path) -> Result<(), Error> {
+    let png = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("png"));
+    if !png {
+        return Err(Error::file(path, "--plot writes a PNG image: give a path ending in .png"));
+    }
+    layernorm_scaling::io::check_replaceable_file(path, "a PNG chart", layernorm_scaling::io::is_png)
+        .map_err(|e| Error::file(path, format!("--plot: {e}")))
 }

@@ -34,9 +34,7 @@ fn main() -> ExitCode {
 /// user's own edit.
 fn run(write_dir: Option<&Path>, overwrite: bool) -> Result<(), Error> {
     if let Some(dir) = write_dir {
-        if !overwrite {
-            refuse_edited_presets(dir)?;
-        }
+        refuse_edited_presets(dir, overwrite)?;
         if let Some(problem) = layernorm_scaling::io::folder_path_problem(dir) {
             return Err(Error::file(dir, format!("cannot make the folder: {problem}")));
         }
@@ -64,27 +62,38 @@ fn run(write_dir: Option<&Path>, overwrite: bool) -> Result<(), Error> {
 }
 
 /// Refuses when `dir` holds a `<preset>.json` whose model differs from the preset (or that is
-/// not a model file), naming each such file.
-fn refuse_edited_presets(dir: &Path) -> Result<(), Error> {
-    let mut edited = Vec::new();
+/// not a model file), naming each such file: without `overwrite` any of them, with it only those
+/// that are symbolic links (writing would replace the file the link leads to, outside `dir`).
+fn refuse_edited_presets(dir: &Path, overwrite: bool) -> Result<(), Error> {
+    let (mut edited, mut links) = (Vec::new(), Vec::new());
     for name in LlamaConfig::preset_names() {
         let path = dir.join(format!("{name}.json"));
-        if path.symlink_metadata().is_err() {
-            continue;
-        }
+        let Ok(meta) = path.symlink_metadata() else { continue };
         let same = LlamaConfig::from_file(&path).is_ok_and(|config| Ok(config) == LlamaConfig::preset(name));
-        if !same {
-            edited.push(path.display().to_string());
+        match (same, meta.file_type().is_symlink()) {
+            (true, _) => {}
+            (false, true) => links.push(path.display().to_string()),
+            (false, false) => edited.push(path.display().to_string()),
         }
     }
-    if edited.is_empty() {
+    if !links.is_empty() {
+        return Err(Error::file(
+            dir,
+            format!(
+                "{} are symbolic links to files that differ from the presets, which writing would replace; remove \
+                 the links, or write into another folder",
+                links.join(", ")
+            ),
+        ));
+    }
+    if edited.is_empty() || overwrite {
         return Ok(());
     }
     Err(Error::file(
         dir,
         format!(
-            "{} differ from the presets (edited by hand?) and would be replaced; \
-             move them away, write into another folder, or add --overwrite to replace them",
+            "{} differ from the presets (edited by hand?) and would be replaced; move them away, write into \
+             another folder, or add --overwrite to replace them",
             edited.join(", ")
         ),
     ))

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::train::{train, Start, TrainConfig};
-use layernorm_scaling::{cli, console, outln, Error};
+use layernorm_scaling::{cli, console, outln, ConfigError, Error};
 
 /// The options of this command itself; every other option (the training settings) is a field of
 /// `TrainConfig` (`--steps`, `--norm`, ...) and overrides that field of `--config` (or of the
@@ -51,6 +51,15 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     let recorded = config.out.join(layernorm_scaling::run::TRAIN_CONFIG);
     if args.resume && args.config.is_none() && recorded.is_file() {
         config = given(TrainConfig::from_run_file(&recorded)?);
+    }
+    // The model of `--init-from` has its own shape: a `--model` beside it would be ignored.
+    if config.init_from.is_some() && matches.value_source("model") == Some(clap::parser::ValueSource::CommandLine) {
+        return Err(ConfigError::Conflict(
+            "--model cannot apply beside --init-from, whose model is loaded with its own shape; leave --model unset \
+             (--norm retrofits another scheme onto it)"
+                .into(),
+        )
+        .into());
     }
     let start = match (args.resume, args.overwrite) {
         (true, _) => Start::Resume,

@@ -173,9 +173,27 @@ pub fn fault_injected(point: &str) -> bool {
     std::env::var_os(FAIL_AT).is_some_and(|at| at == point)
 }
 
-/// The file in a directory [`write_dir_atomically`] wrote that lists what it wrote there (one
-/// relative path a line, `/`-separated): what a later output may replace.
+/// The file in a directory [`write_dir_atomically`] wrote that lists what it wrote there, one
+/// entry a line: `<crc32, 8 hex digits> <bytes> <path>` for a file, `folder <path>` for a folder
+/// (paths relative, `/`-separated). What a later output may replace: a file counts as ours only
+/// while its content matches its line, so a name added to the list by hand, or a file of ours
+/// edited since, is kept.
 pub const CONTENTS_FILE: &str = ".contents";
+
+/// The [`CONTENTS_FILE`] line of each of `paths` (relative to `dir`).
+fn contents_lines(dir: &Path, paths: &[String]) -> std::io::Result<Vec<String>> {
+    paths
+        .iter()
+        .map(|path| {
+            let full = dir.join(path);
+            if full.symlink_metadata()?.is_dir() {
+                return Ok(format!("folder {path}"));
+            }
+            let (crc, len) = file_crc32(&full)?;
+            Ok(format!("{crc:08x} {len} {path}"))
+        })
+        .collect()
+}
 
 /// Every file and directory below `dir` (symbolic links not followed), as sorted relative
 /// `/`-separated paths.
@@ -231,7 +249,7 @@ pub fn write_dir_atomically(
     let result = fill(&tmp).and_then(|()| {
         let written = relative_paths(&tmp)?;
         give_new_file_permissions(&tmp, &written)?;
-        std::fs::write(tmp.join(CONTENTS_FILE), written.join("\n") + "\n")?;
+        std::fs::write(tmp.join(CONTENTS_FILE), contents_lines(&tmp, &written)?.join("\n") + "\n")?;
         if existing {
             // Again: files may have been added while `fill` ran.
             check_replaceable_dir(&dir, marker)?;
@@ -288,6 +306,37 @@ fn remove_stale_siblings(parent: &Path, name: &str) {
     }
 }
 
+/// An error unless `path` is absent or a file that `is_ours` recognises as an earlier output of the
+/// same kind (`what`: "a PNG figure"), which a new one may replace. Check it before long work: a
+/// single-file output (`--plot`, `--json`) must never replace a model, a corpus or notes that the
+/// user named by mistake. Files of 64 MiB or more are never taken for ours.
+pub fn check_replaceable_file(path: &Path, what: &str, is_ours: impl Fn(&[u8]) -> bool) -> std::io::Result<()> {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let refuse = |why: &str| {
+        Err(std::io::Error::other(format!(
+            "{} {why}, which writing {what} there would replace; choose another path, or move it away",
+            path.display()
+        )))
+    };
+    if !meta.is_file() {
+        return refuse("exists and is not a file");
+    }
+    let ours = meta.len() < 64 << 20 && std::fs::read(path).is_ok_and(|bytes| is_ours(&bytes));
+    if ours {
+        return Ok(());
+    }
+    refuse(&format!("exists and is not {what}"))
+}
+
+/// Whether `bytes` are a PNG image (its 8-byte signature).
+pub fn is_png(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+}
+
 /// Why no folder can be at `path` or be made there, or `None` where one can: a symbolic link on
 /// the way that leads nowhere (to a missing target, or round a loop), or a file on the way
 /// (`path` itself included).
@@ -324,7 +373,10 @@ pub fn check_replaceable_dir(dir: &Path, marker: &str) -> std::io::Result<()> {
         )));
     }
     let (listed, how) = match std::fs::read_to_string(dir.join(CONTENTS_FILE)) {
-        Ok(listed) => (listed.lines().map(str::to_string).collect(), "what it did not write"),
+        Ok(listed) => (
+            listed.lines().map(str::to_string).collect::<std::collections::HashSet<_>>(),
+            "what it did not write, or changed since",
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
             std::collections::HashSet::new(),
             "no list of what it wrote (.contents: an output copied without it, or written by version 0.1), so none \
@@ -332,8 +384,12 @@ pub fn check_replaceable_dir(dir: &Path, marker: &str) -> std::io::Result<()> {
         ),
         Err(e) => return Err(std::io::Error::other(format!("{}: {e}", dir.join(CONTENTS_FILE).display()))),
     };
-    let foreign: Vec<&String> =
-        present.iter().filter(|p| *p != CONTENTS_FILE && !listed.contains(p.as_str())).collect();
+    // A file is ours while its line, made now, is one of the list's.
+    let foreign: Vec<&String> = present
+        .iter()
+        .filter(|p| *p != CONTENTS_FILE)
+        .filter(|p| !contents_lines(dir, std::slice::from_ref(*p)).is_ok_and(|line| listed.contains(&line[0])))
+        .collect();
     if foreign.is_empty() {
         return Ok(());
     }
@@ -402,6 +458,19 @@ mod tests {
         assert!(error.contains("figures/notes.txt") && error.contains("move that out"), "{error}");
         assert_eq!(std::fs::read_to_string(dir.join("figures/notes.txt")).unwrap(), "mine");
         assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "two", "the old output stays");
+        // A name added to the list by hand is no proof (its content is not what was written),
+        // nor is a file of the output edited since.
+        let contents = std::fs::read_to_string(dir.join(CONTENTS_FILE)).unwrap();
+        std::fs::write(dir.join(CONTENTS_FILE), format!("{contents}figures/notes.txt\n")).unwrap();
+        let error = write("three").unwrap_err().to_string();
+        assert!(error.contains("figures/notes.txt"), "{error}");
+        std::fs::remove_file(dir.join("figures/notes.txt")).unwrap();
+        std::fs::write(dir.join("figures/a.png"), "my edit").unwrap();
+        let error = write("three").unwrap_err().to_string();
+        assert!(error.contains("figures/a.png") && error.contains("changed since"), "{error}");
+        assert_eq!(std::fs::read_to_string(dir.join("figures/a.png")).unwrap(), "my edit");
+        std::fs::write(dir.join("figures/a.png"), "two").unwrap();
+        std::fs::write(dir.join("figures/notes.txt"), "mine").unwrap();
         // An output written without the list (copied with `cp -r report/*`, or by 0.1.0) holds no
         // file that is provably ours, even when every name is one the output writes: refused
         // before any work, naming them.

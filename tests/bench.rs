@@ -34,6 +34,16 @@ fn the_bench_measures_writes_records_and_compares_with_pytorch() {
     }
     let hf: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hf_config).unwrap()).unwrap();
     assert_eq!((hf["hidden_size"].as_u64(), hf["num_hidden_layers"].as_u64()), (Some(64), Some(4)), "{hf}");
+    // Measuring again replaces its own earlier outputs.
+    let again = Command::new(example("bench"))
+        .args(small)
+        .args(["--device", "flex", "--bf16", "false", "--json"])
+        .arg(&json)
+        .arg("--hf-config")
+        .arg(&hf_config)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
 
     // A PyTorch record of the same shape at half the speed: the ratio is 2x.
     let mut theirs = records[0].clone();
@@ -74,6 +84,9 @@ fn the_bench_refuses_bad_input_with_a_message() {
         "d_model": 32, "vocab_size": 256, "parameters": 1, "batch_size": 1, "seq_len": 8, "step_ms": 1.0,
         "tokens_per_second": 0.0, "peak_memory_bytes": null, "tflops": 0.0, "mfu": null, "threads": 1, "cpu": null});
     std::fs::write(path("zero.json"), record.to_string()).unwrap();
+    std::fs::write(path("notes.txt"), "my notes").unwrap();
+    std::fs::create_dir(path("run")).unwrap();
+    std::fs::write(path("run/model.json"), model).unwrap();
     for (args, expected) in [
         (vec!["--device", "cudaa"], "unknown device".to_string()),
         (vec!["--device", "flex", "--model", "nope"], "unknown model preset".into()),
@@ -90,6 +103,12 @@ fn the_bench_refuses_bad_input_with_a_message() {
         (vec!["--model", &path("model.json"), "--hf-config", &path("model.json")], "--hf-config and --model".into()),
         (vec!["--json", &path("zero.json"), "--compare", &path("zero.json")], "--json and --compare".into()),
         (vec!["--json", &format!("{}/", path("new"))], "is a folder".into()),
+        // An existing file that is no earlier output of its kind (a run's model, notes): kept.
+        (
+            vec!["--device", "flex", "--json", &path("notes.txt")],
+            "notes.txt exists and is not the bench's records".into(),
+        ),
+        (vec!["--device", "flex", "--hf-config", &path("run/model.json")], "is not a Hugging Face config".into()),
         // Records measured earlier take no options of a measurement.
         (
             vec!["--records", &path("zero.json"), "--compare", &path("zero.json"), "--seq-len", "64"],
@@ -102,6 +121,8 @@ fn the_bench_refuses_bad_input_with_a_message() {
         assert!(stderr.contains(&expected) && !stderr.contains("panicked"), "{args:?}: {stderr}");
     }
     assert_eq!(std::fs::read_to_string(path("model.json")).unwrap(), model, "the model file is untouched");
+    assert_eq!(std::fs::read_to_string(path("notes.txt")).unwrap(), "my notes");
+    assert_eq!(std::fs::read_to_string(path("run/model.json")).unwrap(), model);
     assert!(!dir.path().join("out.json").exists() && !dir.path().join("new").exists());
 }
 

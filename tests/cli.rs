@@ -126,6 +126,51 @@ fn presets_write_keeps_a_file_edited_by_hand() {
     assert_eq!(std::fs::read_to_string(&tiny).unwrap(), edited, "the edit is kept");
     assert_succeeded(&write(&["--overwrite"]), "presets --write --overwrite");
     assert_eq!(LlamaConfig::from_file(&tiny).unwrap(), LlamaConfig::preset("tiny").unwrap());
+    // A link to a file elsewhere is never written through, even with --overwrite.
+    let victim = tmp.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    std::fs::remove_file(dir.join("7b.json")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("7b.json")).unwrap();
+    assert_refused(&write(&["--overwrite"]), &["7b.json are symbolic links"], "presets --write over a link");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+}
+
+/// `curse --plot` writes a PNG only: a path not named `.png`, or an existing file that is not a PNG
+/// (a model, a corpus named by mistake), is refused and kept; its own earlier chart is replaced.
+#[test]
+fn curse_plot_never_replaces_a_file_that_is_not_its_chart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let curse = |plot: &Path| {
+        Command::new(example("curse")).args(["--layers", "2", "--device", "flex", "--plot"]).arg(plot).output().unwrap()
+    };
+    let corpus = tmp.path().join("corpus.txt");
+    std::fs::write(&corpus, "my corpus").unwrap();
+    assert_refused(&curse(&corpus), &["give a path ending in .png"], "curse --plot corpus.txt");
+    let fake = tmp.path().join("model.png");
+    std::fs::write(&fake, "not a picture").unwrap();
+    assert_refused(&curse(&fake), &["model.png exists and is not a PNG chart"], "curse --plot over a non-PNG");
+    assert_eq!(std::fs::read_to_string(&corpus).unwrap(), "my corpus");
+    assert_eq!(std::fs::read_to_string(&fake).unwrap(), "not a picture");
+    let chart = tmp.path().join("chart.png");
+    assert_succeeded(&curse(&chart), "curse --plot chart.png");
+    assert_succeeded(&curse(&chart), "curse --plot over its own chart");
+    common::assert_png_not_blank(&chart);
+}
+
+/// `analyze --label` values are used as given or refused, never renamed (`x x` became `x`, `x-2`).
+#[test]
+fn analyze_refuses_labels_it_would_have_to_rename() {
+    let tmp = tempfile::tempdir().unwrap();
+    for labels in [["x", "x"], ["", "y"], ["a/b", "../c"], ["a", "a/b"]] {
+        let output = Command::new(example("analyze"))
+            .args(["--run", "r1", "--run", "r2", "--device", "flex", "--out"])
+            .arg(tmp.path().join("cmp"))
+            .arg("--label")
+            .args(labels)
+            .output()
+            .unwrap();
+        assert_refused(&output, &["--label", "would become"], &format!("--label {labels:?}"));
+    }
 }
 
 /// A model that fits in memory but whose trace does not, and a model that fits only once (its
@@ -302,9 +347,11 @@ fn a_bad_ops_path_is_named_as_the_variable_and_the_reference_path_runs() {
             .map(String::from)
             .collect::<Vec<_>>()
     };
-    // Each scheme's progress goes to standard error (a deep model's trace takes minutes).
-    let output = Command::new(example("curse")).args(["--layers", "2"]).output().unwrap();
+    // Each scheme's progress goes to standard error (a deep model's trace takes minutes), after
+    // the device `auto` picked, and why.
+    let output = Command::new(example("curse")).args(["--layers", "2", "--device", "auto"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("device auto: flex (the flex CPU backend"), "{stderr}");
     assert!(stderr.contains("[1/2] pre-ln: building") && stderr.contains("[2/2] lns: done in"), "{stderr}");
     let (fused, reference) = (run("fused"), run("reference"));
     assert_eq!(fused.len(), 2, "two growth figures: {fused:?}");
@@ -322,6 +369,11 @@ fn a_value_that_is_not_utf8_or_not_a_number_is_named_with_its_option() {
     assert_refused(&output, &["\"a\\xFF\" (given to --model) is not valid UTF-8"], "train --model a\\xff");
     let output = Command::new(example("train")).args(["--lr", "-1e-3x"]).output().unwrap();
     assert_refused(&output, &["'-1e-3x'", "--lr"], "train --lr -1e-3x");
+    // A value that would be ignored, or cut down, is refused.
+    let output = Command::new(example("train")).args(["--init-from", "src", "--model", "9m"]).output().unwrap();
+    assert_refused(&output, &["--model cannot apply beside --init-from"], "train --init-from --model");
+    let output = Command::new(example("train")).args(["--samples", "9"]).output().unwrap();
+    assert_refused(&output, &["--samples", "0..=3"], "train --samples 9");
 }
 
 #[test]

@@ -477,6 +477,13 @@ fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
     assert!(err.contains("no HF_HUB_CACHE, HF_HOME or home folder"), "{err}");
     let err = resolve("lns/tiny@").unwrap_err().to_string();
     assert!(err.contains("no revision after `@`"), "{err}");
+    // A revision that would leave `refs/`, and a ref that holds a path rather than a commit,
+    // name nothing: they loaded a model from outside the cache.
+    let err = resolve("lns/tiny@../../x").unwrap_err().to_string();
+    assert!(err.contains("`../../x` is not a revision"), "{err}");
+    std::fs::write(refs.join("elsewhere"), "../../../outside").unwrap();
+    let err = resolve("lns/tiny@elsewhere").unwrap_err().to_string();
+    assert!(err.contains("holds `../../../outside`, which is not a commit hash"), "{err}");
     let file_cache = resolve_model_dir_in(Path::new("lns/tiny"), Some(HubCache::new(v2.join("config.json"))));
     assert!(file_cache.unwrap_err().to_string().contains("is not a folder"));
     // A snapshot whose weights link to a blob that is not there (a download cut short): named as

@@ -172,6 +172,29 @@ fn damage(out: &Path, step: usize, kind: &str, truncate: bool) {
     std::fs::write(&path, bytes).unwrap();
 }
 
+/// A resume whose `metrics.jsonl` lost the history up to its checkpoint (cut short, emptied, or
+/// damaged by a bad line) says so: it resumed over the gap without a word.
+#[test]
+fn a_resume_over_a_cut_short_history_says_which_steps_are_lost() {
+    for (cut, expected) in [("cut", "steps 1..=5 have no history"), ("garbage", "line 2 is damaged")] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = finished_run(dir.path());
+        for kind in ["model", "optim", "scheduler"] {
+            std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
+        }
+        std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+        let metrics = config.out.join("metrics.jsonl");
+        let text = std::fs::read_to_string(&metrics).unwrap();
+        let first = text.lines().next().unwrap();
+        let damaged = if cut == "cut" { String::new() } else { format!("{first}\ngarbage{{\n") };
+        std::fs::write(&metrics, damaged).unwrap();
+        let mut events = Vec::new();
+        train(&config, Start::Resume, |event| events.push(event)).unwrap();
+        let warned = events.iter().any(|e| matches!(e, TrainEvent::Warning(w) if w.contains(expected)));
+        assert!(warned, "{cut}: {events:?}");
+    }
+}
+
 #[test]
 fn resume_falls_back_from_a_damaged_latest_checkpoint_to_the_previous_one() {
     for (kind, truncate) in [("model", true), ("optim", false), ("scheduler", true), ("model", false)] {
@@ -211,6 +234,18 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     assert!(err.contains("missing: the training has not finished") && err.contains("--step 5, 10"), "{err}");
     let err = load_run_model(&config.out, Some(7), &cpu).unwrap_err().to_string();
     assert!(err.contains("no checkpoint at step 7") && err.contains("--step 5, 10"), "{err}");
+
+    // `steps` lowered by hand below the newest checkpoint: refused, not step 10's weights written
+    // as step 5's final model.
+    let train_json = config.out.join("train.json");
+    let original = std::fs::read_to_string(&train_json).unwrap();
+    let mut edited: serde_json::Value = serde_json::from_str(&original).unwrap();
+    edited["steps"] = 5.into();
+    std::fs::write(&train_json, edited.to_string()).unwrap();
+    let lowered = TrainConfig { steps: 5, ..config.clone() };
+    expect_error(&lowered, Start::Resume, "newest checkpoint is at step 10, past the run's 5 steps");
+    assert!(!model.exists());
+    std::fs::write(&train_json, original).unwrap();
 
     let mut events = Vec::new();
     let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();

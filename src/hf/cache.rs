@@ -77,15 +77,32 @@ pub fn resolve_model_dir_in(spec: &Path, cache: Option<Cache>) -> Result<PathBuf
     }
     let folder = cache.path().join(repo.folder_name());
     let snapshot = |commit: &str| folder.join("snapshots").join(commit);
-    // A branch or tag goes through `refs/`; a commit hash names its snapshot itself.
-    let by_ref = cache.repo(repo.clone()).get("config.json");
-    let commit = revision.filter(|r| r.len() == 40 && r.chars().all(|c| c.is_ascii_hexdigit()));
+    let is_commit = |text: &str| text.len() == 40 && text.chars().all(|c| c.is_ascii_hexdigit());
+    // A revision names a file under `refs/`: one that leaves it (`../x`) names nothing.
+    if let Some(revision) = revision {
+        if revision.split('/').any(|part| part.is_empty() || part == "." || part == "..") || revision.contains('\\') {
+            return Err(HfError::file(
+                spec,
+                format!("`{revision}` is not a revision: give a branch, a tag or a commit hash after `@`"),
+            ));
+        }
+    }
+    // A commit hash names its snapshot itself; a branch or tag goes through `refs/`, which must
+    // hold a commit hash (a ref written by hand may end with a newline). A ref holding a path is
+    // refused: it would lead out of the cache.
+    let commit = revision.filter(|r| is_commit(r));
     let by_commit = commit.map(|commit| snapshot(commit).join("config.json")).filter(|config| config.is_file());
-    // A ref written by hand may end with a newline, which hf-hub reads as part of the commit.
     let ref_file = folder.join("refs").join(revision.unwrap_or("main"));
     let named = std::fs::read_to_string(&ref_file).ok().map(|commit| commit.trim().to_string());
-    let by_trimmed_ref = named.as_deref().map(|commit| snapshot(commit).join("config.json")).filter(|c| c.is_file());
-    match by_ref.or(by_commit).or(by_trimmed_ref).and_then(|config| config.parent().map(Path::to_path_buf)) {
+    if let Some(named) = named.as_deref().filter(|named| by_commit.is_none() && !is_commit(named)) {
+        return Err(not_found(format!(
+            "{} holds `{}`, which is not a commit hash (40 hex digits)",
+            ref_file.display(),
+            named.chars().take(80).collect::<String>()
+        )));
+    }
+    let by_ref = named.as_deref().map(|commit| snapshot(commit).join("config.json")).filter(|c| c.is_file());
+    match by_commit.or(by_ref).and_then(|config| config.parent().map(Path::to_path_buf)) {
         Some(dir) => Ok(dir),
         None if !folder.is_dir() => Err(not_found(format!("{} does not exist", folder.display()))),
         None => Err(not_found(match named {

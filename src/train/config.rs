@@ -163,7 +163,7 @@ pub struct TrainConfig {
     #[arg(long)]
     pub peak_tflops: Option<f64>,
     /// Samples generated at the end (at most 3: one per built-in prompt).
-    #[arg(long, required = false)]
+    #[arg(long, required = false, value_parser = crate::cli::size(0..=3))]
     pub samples: usize,
     /// Print a log line every this many steps (plain output).
     #[arg(long, required = false)]
@@ -278,6 +278,10 @@ impl TrainConfig {
             if value == Some(0) {
                 return Err(ConfigError::Zero { field });
             }
+        }
+        if self.samples > 3 {
+            let value = self.samples as f64;
+            return Err(ConfigError::OutOfRange { field: "samples", value, expected: "at most 3 (one per prompt)" });
         }
         for (field, value) in [
             ("lr", Some(self.lr)),

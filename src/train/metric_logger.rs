@@ -46,11 +46,29 @@ impl RunMetricLogger {
         monitor: Arc<RunMonitor>,
     ) -> std::io::Result<Self> {
         let path = dir.join(METRICS_FILE);
-        let kept: Vec<MetricRow> = match std::fs::read_to_string(&path) {
-            Ok(text) => parse_metric_lines(&text).0.into_iter().filter(|row| row.epoch <= start_epoch).collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        let (rows, damaged) = match std::fs::read_to_string(&path) {
+            Ok(text) => parse_metric_lines(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), None),
             Err(e) => return Err(e),
         };
+        let kept: Vec<MetricRow> = rows.into_iter().filter(|row| row.epoch <= start_epoch).collect();
+        // A resume keeps the history up to its checkpoint: say so when part of it is gone.
+        if let Some((line, why)) = damaged {
+            monitor.warn(format!(
+                "{}: line {line} is damaged ({why}); the history from there on is dropped",
+                path.display()
+            ));
+        }
+        let resumed_at = start_epoch * steps_per_epoch;
+        let last_logged = kept.iter().filter(|row| row.is_train_loss()).map(|row| row.step).max().unwrap_or(0);
+        if resumed_at > 0 && last_logged < resumed_at {
+            monitor.warn(format!(
+                "{}: training losses are recorded up to step {last_logged}, but the run resumes from step \
+                 {resumed_at}: steps {}..={resumed_at} have no history (the file was cut short or emptied)",
+                path.display(),
+                last_logged + 1
+            ));
+        }
         write_atomically(&path, lines(&kept).as_bytes())?;
         let file = OpenOptions::new().append(true).open(&path)?;
         let mut logger = Self {

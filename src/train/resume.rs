@@ -80,7 +80,15 @@ pub(super) fn starting_point(
                 check_bf16_restore().map_err(run_dir_error)?;
             }
             match kept.last() {
-                Some(&step) if step >= config.steps => (kept, Some(step)),
+                Some(&step) if step > config.steps => {
+                    return Err(run_dir_error(format!(
+                        "its newest checkpoint is at step {step}, past the run's {} steps (was train.json's \
+                         `steps` lowered by hand?): its final model would be step {step}'s labelled as step {}. \
+                         Set `steps` back to {step} or more in train.json, or train into a new --out",
+                        config.steps, config.steps
+                    )))
+                }
+                Some(&step) if step == config.steps => (kept, Some(step)),
                 Some(_) => (kept, None),
                 None if reached_the_end(dir, config) => {
                     return Err(run_dir_error(

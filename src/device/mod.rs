@@ -5,7 +5,7 @@
 //!
 //! | string | backend | cargo feature |
 //! |---|---|---|
-//! | `auto` | the best compiled-in backend (Burn's order; `BURN_DEVICE` overrides) | any |
+//! | `auto` | a real GPU where one is compiled in and present, else the CPU backend ([`choose_auto`]; `BURN_DEVICE` overrides) | any |
 //! | `flex` | pure-Rust CPU | `flex` (default) |
 //! | `ndarray` | ndarray CPU (deprecated in Burn) | `ndarray` |
 //! | `wgpu`, `wgpu:N` | wgpu's default adapter, or discrete GPU N | `wgpu` |
@@ -15,7 +15,11 @@
 //! | `cuda`, `cuda:N` | CUDA GPU N (default 0) | `cuda` |
 //! | `tch`, `tch-cuda:N` | LibTorch CPU, or LibTorch CUDA GPU N | `tch` |
 
+mod auto;
+
 use burn::tensor::{Device, FloatDType};
+
+pub use auto::{auto_choice, choose_auto, AdapterKind, AutoChoice};
 
 use crate::ConfigError;
 
@@ -52,7 +56,8 @@ pub fn compiled_backends() -> Vec<&'static str> {
 /// Turns a device string (see the module docs) into a [`Device`].
 ///
 /// A backend whose feature is not compiled in is an error that names the feature to enable; a bad
-/// `BURN_DEVICE` (read for `auto`) is an error that names the variable.
+/// `BURN_DEVICE` (read for `auto`) is an error that names the variable. `auto` prints what it
+/// picked, and why, on standard error the first time ([`auto_choice`]).
 ///
 /// ```
 /// let device = layernorm_scaling::parse_device("flex").unwrap();
@@ -69,8 +74,10 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
                      {error}; set BURN_DEVICE to a valid device, unset it, or give the device explicitly"
                 ))
             }),
-            _ if compiled_backends().is_empty() => Err(ConfigError::NoBackend),
-            _ => Ok(Device::default()),
+            _ => {
+                let choice = auto_choice().ok_or(ConfigError::NoBackend)?;
+                build_device(choice.device, 0).ok_or(ConfigError::NoBackend)
+            }
         };
     }
     let (name, index) = match spec.split_once(':') {
