@@ -24,7 +24,7 @@ use layernorm_scaling::analysis::{
     analyze, choice_report, longest_choice_tokens, path_labels, read_choice_file, unique_labels, write_comparison,
     AnalysisOptions, ChoiceFormat, ChoiceItem, ComparedRun, Report,
 };
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, TokenCache, Tokenizer};
+use layernorm_scaling::data::{tokenize_corpus, CorpusSource, DataError, SequenceDataset, TokenCache, Tokenizer};
 use layernorm_scaling::hf::{
     bert_layer_removal, encoder_sequences, is_bert_dir, load_bert_model, write_removal_comparison, BertConfig,
     BertForMaskedLm, BertTokens, ComparedEncoder, EncoderReport,
@@ -358,7 +358,11 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
     }
     let choices = match &args.choices {
         Some(path) => {
-            let (format, items) = read_choice_file(path, args.choices_format)?;
+            // Named as the multiple-choice set, not as a corpus.
+            let (format, items) = read_choice_file(path, args.choices_format).map_err(|e| match e {
+                DataError::Corpus(message) => usage(format!("--choices: {message}")),
+                other => other.into(),
+            })?;
             if !format.has_acc_norm() {
                 outln!("--choices: {format}'s choices are one letter each, so acc_norm equals acc: read acc");
             }

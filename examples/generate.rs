@@ -71,6 +71,16 @@ fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     }
     // The prompt and every generated token must fit in the model's context (a Mistral model's
     // sliding window included): refused here, before any token is generated.
+    let max_seq_len = loaded.config.max_seq_len;
+    if prompt.len() > max_seq_len || (prompt.len() == max_seq_len && sampling.max_new_tokens > 0) {
+        return Err(ConfigError::Conflict(format!(
+            "the prompt is {} tokens, but the model's context holds {} (`max_seq_len`) with room for the next \
+             token: give a shorter --prompt",
+            prompt.len(),
+            max_seq_len
+        ))
+        .into());
+    }
     let room = loaded.config.max_seq_len.saturating_sub(prompt.len());
     let what = format!("--max-tokens {} after a prompt of {} tokens", sampling.max_new_tokens, prompt.len());
     loaded

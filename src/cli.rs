@@ -116,8 +116,8 @@ fn not_utf8(args: &[std::ffi::OsString]) -> String {
         })
         .collect();
     format!(
-        "{} not valid UTF-8; this option takes text, so give it a name in UTF-8 (rename the file, or make a \
-         link with a UTF-8 name to it)",
+        "{} not valid UTF-8; this option takes UTF-8 text (for a file's name: rename the file, or make a link \
+         with a UTF-8 name to it)",
         if named.len() == 1 { format!("{} is", named[0]) } else { format!("{} are", named.join(", ")) }
     )
 }

@@ -554,6 +554,14 @@ fn no_model_runs_past_a_mistral_sliding_window() {
     let room: usize = stderr.split("0..=").nth(1).unwrap().split(',').next().unwrap().trim().parse().unwrap();
     assert_succeeded(&generate(&room.to_string()), "generate to the window");
     assert_refused(&generate(&(room + 1).to_string()), &["at most 8"], "generate one past the window");
+    // A prompt that alone fills the window: the prompt is named, not "--max-tokens in 0..=0".
+    let output = Command::new(example("generate"))
+        .arg("--hf-dir")
+        .arg(&dir)
+        .args(["--prompt", "the cat sat on the mat and the dog ran to the park", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_refused(&output, &["give a shorter --prompt", "context holds 8"], "generate with a long prompt");
 
     let output = Command::new(example("analyze"))
         .arg("--hf-dir")
@@ -585,6 +593,20 @@ fn no_model_runs_past_a_mistral_sliding_window() {
         .unwrap();
     assert_refused(&output, &["--choices", "at most 8", "shorten the questions"], "analyze --choices");
     assert!(!tmp.path().join("report").exists());
+    // A set that cannot be read is named as the multiple-choice set, not as a corpus.
+    std::fs::write(&arc, "").unwrap();
+    let output = Command::new(example("analyze"))
+        .arg("--hf-dir")
+        .arg(&dir)
+        .arg("--choices")
+        .arg(&arc)
+        .arg("--out")
+        .arg(tmp.path().join("report"))
+        .args(["--seq-len", "4", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_refused(&output, &["--choices: "], "analyze --choices with an empty file");
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("corpus:"));
 }
 
 #[test]

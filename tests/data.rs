@@ -432,6 +432,7 @@ fn json_lines_are_recognised_by_content_whatever_the_name() {
     std::fs::write(&pretty, "{\n  \"text\": \"one object over lines\"\n}\n").unwrap();
     let err = documents_of(&pretty).unwrap_err().to_string();
     assert!(err.contains("pretty.json:1: not a JSON object (a JSON-lines file holds one object per line)"), "{err}");
+    assert!(err.contains("written over several lines"), "{err}");
 
     // A .txt file that holds JSON lines is never trained on as text.
     let txt = dir.path().join("c4.txt");
@@ -728,6 +729,28 @@ fn a_file_or_tokenizer_changed_in_place_is_never_taken_for_the_old_one() {
     };
     assert_eq!((first_tokens(&before), first_tokens(&after)), (2, 3), "alpha is re-tokenised by the new file");
     assert_ne!(before.content_fingerprint(), after.content_fingerprint());
+}
+
+/// A run trained into a folder of its corpus (`--data dd --out dd/run`), or a report written
+/// there, is not read as corpus by the next run: its metrics.jsonl was taken for a JSON corpus.
+#[test]
+fn a_run_or_report_inside_a_corpus_folder_is_skipped_and_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for sub in ["run", "report", "more"] {
+        std::fs::create_dir_all(data.join(sub)).unwrap();
+    }
+    std::fs::write(data.join("a.txt"), "first\n\nsecond\n").unwrap();
+    std::fs::write(data.join("run/train.json"), "{}").unwrap();
+    std::fs::write(data.join("run/metrics.jsonl"), "{\"split\": \"train\"}\n").unwrap();
+    std::fs::write(data.join("report/.contents"), "").unwrap();
+    std::fs::write(data.join("report/report.json"), "{}").unwrap();
+    std::fs::write(data.join("more/b.txt"), "third\n").unwrap();
+    let listing = corpus_files(std::slice::from_ref(&data)).unwrap();
+    assert_eq!(listing.files, [data.join("a.txt"), data.join("more/b.txt")]);
+    let skipped = listing.skipped.join("\n");
+    assert!(skipped.contains("run: skipped, a run directory or report"), "{skipped}");
+    assert!(skipped.contains("report: skipped, a run directory or report"), "{skipped}");
 }
 
 #[test]

@@ -341,6 +341,11 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
         warmup: Some(1),
         ..quick(&out, 4, 2)
     };
+    // Without its tokenizer the byte tokenizer (256 tokens) does not fit the 128-token vocabulary:
+    // the fix named is the model's tokenizer, not another model config.
+    let byte = TrainConfig { tokenizer: "byte".into(), ..config.clone() };
+    let err = train(&byte, Start::New, |_| {}).unwrap_err().to_string();
+    assert!(err.contains("--tokenizer") && err.contains("tokenizer.json") && !err.contains("model config"), "{err}");
     let report = train(&config, Start::New, |_| {}).unwrap();
     assert_eq!(report.model_config.norm_scheme, NormScheme::default());
     assert_eq!((report.model_config.d_model, report.model_config.vocab_size), (32, 128));
@@ -546,6 +551,17 @@ fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
     assert_eq!(labels.len(), 4, "{table}");
     assert!(labels.iter().all(|l| !l.split("Diagnostics of").next().unwrap().contains(&"b".repeat(40))), "{table}");
     assert!(out.join("lns/tiny-v2/summary.md").is_file());
+
+    // An empty local folder of the same name hides the cached model: the error says so.
+    std::fs::create_dir_all(dir.path().join("lns/tiny")).unwrap();
+    let output = Command::new(example("generate"))
+        .args(["--hf-dir", "lns/tiny", "--prompt", "a", "--device", "flex"])
+        .env("HF_HUB_CACHE", &hub)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("the local folder lns/tiny comes before"), "{stderr}");
 }
 
 #[test]

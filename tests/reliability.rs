@@ -76,7 +76,10 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     let other = TrainConfig { seed: 5, ..config.clone() };
     std::fs::write(config.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
     drop(run);
-    expect_error(&other, Start::Resume, "seed: 1 -> 5");
+    let err = expect_error(&other, Start::Resume, "seed: 1 -> 5").to_string();
+    // ... and says why the settings differ and what resumes the restored run.
+    assert!(err.contains("the run it was replacing is restored") && err.contains("reads its own train.json"), "{err}");
+    train(&config, Start::Resume, |_| {}).unwrap();
 }
 
 #[test]
@@ -137,6 +140,16 @@ fn a_second_training_into_the_same_directory_is_refused_with_the_first_ones_pid(
     assert!(err.to_string().contains(&std::process::id().to_string()), "{err}");
     drop(held);
     train(&quick(&out, 10, 5), Start::New, |_| {}).unwrap();
+    // Into a run being trained: the lock is named, not "pass --resume", which it would refuse.
+    let held = RunDir::open(&out).unwrap();
+    expect_error(&quick(&out, 10, 5), Start::New, "another training (PID");
+    drop(held);
+    expect_error(&quick(&out, 10, 5), Start::New, "already holds a run; pass --resume");
+    // A run whose train.json was deleted is named as such, not "holds no training run".
+    std::fs::remove_file(out.join("train.json")).unwrap();
+    for start in [Start::New, Start::Overwrite] {
+        expect_error(&quick(&out, 10, 5), start, "looks like a training run (checkpoint, metrics.jsonl, model.bpk)");
+    }
 }
 
 #[test]
@@ -394,6 +407,10 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     let diverged = load_run_model(&out, None, &cpu).unwrap_err().to_string();
     assert!(diverged.contains("the run diverged") && diverged.contains("--lr"), "{diverged}");
     assert!(!diverged.contains("(same settings)"), "{diverged}");
+    // Without a checkpoint, resuming is not offered beside "the run has no checkpoints".
+    std::fs::remove_dir_all(out.join("checkpoint")).unwrap();
+    let diverged = load_run_model(&out, None, &cpu).unwrap_err().to_string();
+    assert!(diverged.contains("train it again with a lower --lr") && !diverged.contains("resume"), "{diverged}");
 }
 
 /// Removes the final model and the last checkpoint (step `step`) of a run: as if killed after
@@ -474,7 +491,9 @@ fn an_infinite_training_loss_stops_the_run_where_it_happens() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     let rows = read_metrics(&out).unwrap();
     let first = rows.iter().find(|r| r.is_train_loss() && !r.value.is_finite()).expect("a non-finite loss was logged");
-    assert!(stderr.contains(&format!("at step {}", first.step)) && stderr.contains("diverged"), "{stderr}");
+    // At step 1 no update was applied: the cause named is the initial weights, not the rate.
+    let cause = if first.step == 1 { "before any update" } else { "diverged" };
+    assert!(stderr.contains(&format!("at step {}", first.step)) && stderr.contains(cause), "{stderr}");
     let last = rows.iter().filter(|r| r.is_train_loss()).map(|r| r.step).max().unwrap();
     assert!(last <= first.step + 3, "training went on from step {} to {last}: {stderr}", first.step);
 }

@@ -136,7 +136,13 @@ impl Walk {
                 continue;
             }
             let meta = std::fs::metadata(&path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
-            if meta.is_dir() {
+            if meta.is_dir() && is_output_of_this_crate(&path) {
+                self.listing.skipped.push(format!(
+                    "{}: skipped, a run directory or report of this crate (it holds train.json or .contents), not \
+                     corpus",
+                    path.display()
+                ));
+            } else if meta.is_dir() {
                 self.dir(&path)?;
             } else if CORPUS_ENDINGS.iter().any(|ending| name.ends_with(ending)) {
                 self.file(&path, &meta)?;
@@ -144,6 +150,12 @@ impl Walk {
         }
         Ok(true)
     }
+}
+
+/// Whether `dir` is a run directory (`train.json`) or an output folder (`.contents`) of this
+/// crate: a run trained into a folder of its own corpus must not become corpus of the next run.
+fn is_output_of_this_crate(dir: &Path) -> bool {
+    dir.join(crate::run::TRAIN_CONFIG).is_file() || dir.join(crate::io::CONTENTS_FILE).is_file()
 }
 
 /// Refuses what is not a regular file: a corpus is read more than once (checksummed for the token

@@ -41,7 +41,16 @@ pub fn read_json_lines(
         }
         let place = format!("{shown}:{}", number + 1);
         let value: Value = serde_json::from_str(&line).map_err(|e| {
-            DataError::Corpus(format!("{place}: not a JSON object (a JSON-lines file holds one object per line): {e}"))
+            // An object cut at the line's end: one written over several lines (pretty-printed).
+            let hint = if e.is_eof() {
+                "; this looks like an object written over several lines: a JSON corpus file holds one object per \
+                 line (JSON lines), or one array of objects (`[{...}, {...}]`)"
+            } else {
+                ""
+            };
+            DataError::Corpus(format!(
+                "{place}: not a JSON object (a JSON-lines file holds one object per line): {e}{hint}"
+            ))
         })?;
         let Value::Object(object) = value else {
             return Err(DataError::Corpus(format!(

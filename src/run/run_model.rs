@@ -232,7 +232,7 @@ pub fn load_run_model(
             _ => (checkpoint_file(&checkpoints, "model", step), true),
         },
     };
-    let finish = how_to_finish(dir);
+    let finish = how_to_finish(dir, !steps.is_empty());
     // What else to load: a checkpoint, when the run has one.
     let or_checkpoint = || {
         if steps.is_empty() {
@@ -279,7 +279,7 @@ pub fn load_run_model(
 /// still running (its lock is held), a run that diverged (its log holds a non-finite loss or
 /// gradient norm: resuming with the same settings would diverge again), a run that reached its
 /// last step (its final model was damaged since: nothing can finish it), or one stopped early.
-fn how_to_finish(dir: &Path) -> String {
+fn how_to_finish(dir: &Path, has_checkpoints: bool) -> String {
     let shown = dir.display();
     if let Some(pid) = training_holding(dir) {
         return format!("the training is still running (PID {pid}); wait for it to end");
@@ -290,13 +290,15 @@ fn how_to_finish(dir: &Path) -> String {
         row.split == "train" && row.is_batch_value() && watched && !row.value.is_finite()
     });
     if let Some(row) = diverged {
-        return format!(
-            "the run diverged (its {} is {} at step {}); resume it from a checkpoint with a lower learning rate \
-             (`train --resume --lr ... --out {shown}`), or train again",
-            row.metric.to_lowercase(),
-            row.value,
-            row.step
-        );
+        let what =
+            format!("the run diverged (its {} is {} at step {})", row.metric.to_lowercase(), row.value, row.step);
+        return match has_checkpoints {
+            true => format!(
+                "{what}; resume it from a checkpoint with a lower learning rate (`train --resume --lr ... --out \
+                 {shown}`), or train again"
+            ),
+            false => format!("{what} before its first checkpoint; train it again with a lower --lr"),
+        };
     }
     let steps = std::fs::read_to_string(dir.join(TRAIN_CONFIG))
         .ok()

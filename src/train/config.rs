@@ -317,7 +317,7 @@ impl TrainConfig {
         if (self.batch_size as u128) * (self.eval_batches as u128) > 1 << 40 {
             return Err(ConfigError::Conflict(format!(
                 "`batch_size` ({}) x `eval_batches` ({}) is more sequences than any validation can hold; lower \
-                 --eval-batches",
+                 --batch-size or --eval-batches",
                 self.batch_size, self.eval_batches
             )));
         }

@@ -291,6 +291,7 @@ fn diverged(config: &TrainConfig, dir: &RunDir, reason: String) -> Error {
             dir.checkpoint_dir().display(),
             config.lr
         ),
+        None if reason.contains(super::monitor::BEFORE_ANY_UPDATE) => "no checkpoint was written".into(),
         None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
     };
     Error::Diverged(format!("{reason}; {kept}"))

@@ -31,6 +31,8 @@ struct State {
     log_failure: Option<String>,
     /// Optimiser steps done, including those of a resumed run's checkpoint.
     steps: usize,
+    /// The step this process started after (a resumed run's checkpoint; 0 for a new run).
+    started_at: usize,
     /// The last training losses (of this process or the log), at most [`RECENT`].
     recent_losses: std::collections::VecDeque<f64>,
     /// The first and the last global gradient norm (of this process or the log).
@@ -48,6 +50,21 @@ impl std::fmt::Debug for RunMonitor {
 
 /// The advice every divergence ends with.
 const ADVICE: &str = "the loss diverged (try a lower --lr or --clip-grad-norm)";
+
+/// What a non-finite value at step 1 of a new run is: no update has been applied, so the
+/// learning rate cannot be the cause.
+pub(crate) const BEFORE_ANY_UPDATE: &str = "at the first step, before any update, so the learning rate is not the \
+     cause: the initial weights give it (check the model file's init_std, embed_init_std and norm_eps, or the \
+     weights of --init-from)";
+
+/// The advice for a non-finite value at `step` of a run that started at `started_at`.
+fn advice(step: usize, started_at: usize) -> &'static str {
+    if step == 1 && started_at == 0 {
+        BEFORE_ANY_UPDATE
+    } else {
+        ADVICE
+    }
+}
 
 /// The least a loss must fall below the run's first training loss, as a fraction of it, for the
 /// run to count as having learned (far below any real run's fall, far above rounding).
@@ -117,7 +134,8 @@ impl RunMonitor {
             state.recent_losses.push_back(loss);
         }
         if !loss.is_finite() {
-            self.diverge(format!("the training loss is {loss} at step {step}: {ADVICE}"));
+            let advice = advice(step, self.state().started_at);
+            self.diverge(format!("the training loss is {loss} at step {step}: {advice}"));
         }
     }
 
@@ -143,21 +161,24 @@ impl RunMonitor {
 
     /// The run starts after `step` optimiser steps (those of the checkpoint it resumes from).
     pub fn start_at(&self, step: usize) {
-        self.state().steps = step;
+        let mut state = self.state();
+        state.steps = step;
+        state.started_at = step;
     }
 
     /// The global norm of the next optimiser step's gradients: whether they may be applied (a
     /// non-finite norm is a divergence; after a divergence, no step is applied).
     pub fn may_apply(&self, grad_norm: f64) -> bool {
-        let step = {
+        let (step, started_at) = {
             let mut state = self.state();
             state.steps += 1;
-            state.steps
+            (state.steps, state.started_at)
         };
         if grad_norm.is_finite() {
             self.grad_norm(grad_norm);
         } else {
-            self.diverge(format!("the gradient norm is {grad_norm} at step {step}: {ADVICE}"));
+            let advice = advice(step, started_at);
+            self.diverge(format!("the gradient norm is {grad_norm} at step {step}: {advice}"));
         }
         self.state().divergence.is_none()
     }
@@ -358,12 +379,16 @@ mod tests {
     fn a_non_finite_gradient_norm_is_a_divergence() {
         let monitor = RunMonitor::default();
         assert!(!monitor.may_apply(f64::NAN));
-        assert!(monitor.divergence().unwrap().starts_with("the gradient norm is NaN at step 1: "));
+        // At step 1 no update was applied: the learning rate is not blamed.
+        let first = monitor.divergence().unwrap();
+        assert!(first.starts_with("the gradient norm is NaN at step 1: ") && first.contains("init_std"), "{first}");
+        assert!(!first.contains("--lr"), "{first}");
         let resumed = RunMonitor::default();
         resumed.start_at(40);
         assert!(resumed.may_apply(1.0));
         assert!(!resumed.may_apply(f64::INFINITY));
-        assert!(resumed.divergence().unwrap().starts_with("the gradient norm is inf at step 42: "));
+        let later = resumed.divergence().unwrap();
+        assert!(later.starts_with("the gradient norm is inf at step 42: ") && later.contains("--lr"), "{later}");
     }
 
     #[test]

@@ -62,7 +62,7 @@ fn model_config_from(config: &TrainConfig, source_shape: Option<LlamaConfig>) ->
             Some(norm) => crate::model::retrofit_config(&loaded, norm.clone()),
             None => loaded,
         }
-    } else if config.model.ends_with(".json") || path.is_file() {
+    } else if config.model.ends_with(".json") || (path.exists() && !path.is_dir()) {
         LlamaConfig::from_file(path)?
     } else {
         LlamaConfig::preset(&config.model)?
@@ -167,7 +167,25 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
     config.validate()?;
     let model = start_model_config(config, resumed)?;
     let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
-    tokenizer.check_fits(model.vocab_size)?;
+    if let Err(error) = tokenizer.check_fits(model.vocab_size) {
+        // The model of `init_from` has its vocabulary: its own tokenizer is the fix, not the model.
+        return Err(match &config.init_from {
+            Some(source) => ConfigError::Conflict(format!(
+                "the tokenizer `{}` has {} tokens but the model of --init-from ({}) has a vocabulary of {}; give \
+                 that model's tokenizer with --tokenizer{}",
+                config.tokenizer,
+                tokenizer.base_vocab_size(),
+                source.display(),
+                model.vocab_size,
+                match resolve_dir(source).map(|dir| dir.join("tokenizer.json")) {
+                    Ok(file) if file.is_file() => format!(" {}", file.display()),
+                    _ => " (its tokenizer.json)".into(),
+                }
+            ))
+            .into(),
+            None => error.into(),
+        });
+    }
     check_seq_len(config, &model)?;
     let mut devices = parse_devices(&config.device)?;
     for device in &mut devices {

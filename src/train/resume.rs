@@ -12,7 +12,7 @@ use super::run::Start;
 use super::run_dir::RunDir;
 use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
-use crate::run::{load_run_model, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use crate::run::{load_run_model, RunModelInfo, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::{Error, LlamaConfig};
 
 /// Where a training starts: the steps of the checkpoints already on disk that the run keeps (the
@@ -36,7 +36,9 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
     // A new run into a run's directory: refused before the data is tokenised into the cache beside
     // it (the same check runs again under the lock).
     if start == Start::New && crate::run::holds_a_run(out) {
-        return Err(Error::RunDir { path: out.to_path_buf(), message: ALREADY_HOLDS_A_RUN.into() });
+        // While a training holds it, `--resume` would be refused too: say that first.
+        let message = super::run_dir::lock_held_elsewhere(&out.join(LOCK_FILE));
+        return Err(Error::RunDir { path: out.to_path_buf(), message: message.unwrap_or(ALREADY_HOLDS_A_RUN.into()) });
     }
     if start == Start::Resume && !out.join(TRAIN_CONFIG).is_file() && !out.join(PREVIOUS_RUN).exists() {
         return Err(Error::RunDir {
@@ -67,7 +69,17 @@ pub(super) fn starting_point(
         Start::New | Start::Overwrite => (Vec::new(), None),
         Start::Resume => {
             // Read under the lock, after an interrupted --overwrite was undone.
-            let changes = check_resume(dir, config, prepared).map_err(run_dir_error)?;
+            let changes = check_resume(dir, config, prepared).map_err(|message| match dir.restored_note() {
+                // The settings read before the lock were the stopped replacement's.
+                Some(_) => run_dir_error(format!(
+                    "an earlier --overwrite stopped before its first checkpoint, and the run it was replacing is \
+                     restored; its settings are not the ones given ({message}). Resume the restored run with \
+                     `train --resume --out {}` (it reads its own train.json), or start the replacement again with \
+                     --overwrite",
+                    config.out.display()
+                )),
+                None => run_dir_error(message),
+            })?;
             // Finished, with or without its checkpoints (deleted to free the disk, say).
             if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() {
                 return Err(finished(config));

@@ -284,6 +284,19 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
     if entries.is_empty() || entries == [MODEL_INFO] || entries.iter().any(|name| name == PREVIOUS_RUN) {
         return Ok(());
     }
+    let mut run_files: Vec<&str> = entries
+        .iter()
+        .map(String::as_str)
+        .filter(|name| [CHECKPOINTS, MODEL, crate::run::METRICS].contains(name))
+        .collect();
+    run_files.sort_unstable();
+    if !path.join(TRAIN_CONFIG).is_file() && !run_files.is_empty() {
+        return Err(format!(
+            "looks like a training run ({}) whose {TRAIN_CONFIG} is missing, so it can be neither resumed nor \
+             replaced safely; put {TRAIN_CONFIG} back (from a backup) to resume it, or choose another --out",
+            run_files.join(", ")
+        ));
+    }
     if !path.join(TRAIN_CONFIG).is_file() {
         let mut shown: Vec<&str> = entries.iter().map(String::as_str).take(3).collect();
         shown.sort_unstable();
@@ -311,6 +324,28 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
 }
 
 /// Takes the advisory lock on `path` (created if missing) and writes this process's PID into it.
+/// The message of [`take_lock`] when another process holds the lock at `path`, without taking it
+/// (nor making the file); `None` when no one holds it.
+pub(crate) fn lock_held_elsewhere(path: &Path) -> Option<String> {
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path).ok()?;
+    match file.try_lock() {
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            Some(busy(holder.trim()))
+        }
+        _ => None,
+    }
+}
+
+/// What a run directory whose lock `holder` (a PID, or nothing) holds is told.
+fn busy(holder: &str) -> String {
+    format!(
+        "another training (PID {}) is using it; wait for it to finish, or choose another --out",
+        if holder.is_empty() { "unknown" } else { holder }
+    )
+}
+
 pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -324,10 +359,7 @@ pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
         let _ = file.read_to_string(&mut holder);
         let holder = holder.trim();
         return Err(match e {
-            std::fs::TryLockError::WouldBlock => format!(
-                "another training (PID {}) is using it; wait for it to finish, or choose another --out",
-                if holder.is_empty() { "unknown" } else { holder }
-            ),
+            std::fs::TryLockError::WouldBlock => busy(holder),
             std::fs::TryLockError::Error(e) => format!("cannot lock it: {e}"),
         });
     }
