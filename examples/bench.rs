@@ -133,14 +133,15 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         layernorm_scaling::fused::current_path().name()
     );
     outln!(
-        "{:<10} {:<5} {:>10} {:>11} {:>10} {:>8} {:>7}",
+        "{:<10} {:<5} {:>10} {:>11} {:>10} {:>8} {:>7} {:>8}",
         "device",
         "dtype",
         "step ms",
         "tokens/s",
         "peak mem",
         "TFLOP/s",
-        "MFU"
+        "MFU",
+        "1st step"
     );
     let (mut records, mut failures) = (Vec::new(), Vec::new());
     for device in &devices {
@@ -240,16 +241,23 @@ fn die_with_parent(command: &mut Command) {
 fn print_record(r: &StepBenchmark) {
     let memory = r.peak_memory_bytes.map_or("-".into(), format_bytes);
     let mfu = r.mfu.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m));
+    let first = r.first_step_seconds.map_or("-".into(), |s| format!("{s:.1} s"));
     outln!(
-        "{:<10} {:<5} {:>10.1} {:>11.0} {:>10} {:>8.3} {:>7}",
+        "{:<10} {:<5} {:>10.1} {:>11.0} {:>10} {:>8.3} {:>7} {:>8}",
         r.device,
         r.dtype,
         r.step_ms,
         r.tokens_per_second,
         memory,
         r.tflops,
-        mfu
+        mfu,
+        first
     );
+    if let Some(gpu) = &r.gpu {
+        let peak = layernorm_scaling::device::known_peak_tflops(gpu)
+            .map_or("not known: give --peak-tflops for MFU".into(), |p| format!("{p} TFLOP/s dense bf16"));
+        outln!("{:<10} on {gpu} (peak {peak}); peak mem is the device memory reserved", "");
+    }
 }
 
 /// Each record's median step by part, with its share of the step.

@@ -31,6 +31,10 @@ fn the_bench_measures_writes_records_and_compares_with_pytorch() {
         assert!(r.step_ms > 0.0 && r.tokens_per_second > 0.0 && r.tflops > 0.0, "{r:?}");
         assert!((r.tokens_per_second - 32.0 / (r.step_ms / 1e3)).abs() < 1e-6 * r.tokens_per_second);
         assert!(r.peak_memory_bytes.is_some_and(|b| b > 1 << 20), "{r:?}");
+        // On a CPU device: no GPU name, no MFU without --peak-tflops, a start-up time that holds
+        // at least the first step.
+        assert!(r.gpu.is_none() && r.mfu.is_none(), "{r:?}");
+        assert!(r.first_step_seconds.is_some_and(|s| s > 0.0 && s.is_finite()), "{r:?}");
     }
     let hf: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hf_config).unwrap()).unwrap();
     assert_eq!((hf["hidden_size"].as_u64(), hf["num_hidden_layers"].as_u64()), (Some(64), Some(4)), "{hf}");

@@ -51,6 +51,30 @@ fn kv_cache_decoding_equals_the_full_forward() {
         .with_tie_embeddings(true)
         .with_qkv_bias(true);
     decode_in_chunks(gqa, &[3, 1, 2, 1]);
+    // Across the buffers' growth (16 -> 32 -> 64 positions), in one chunk and token by token.
+    decode_in_chunks(LlamaConfig::tiny(), &[5, 12, 1, 20, 1]);
+}
+
+/// Decoding token by token meets a handful of shapes, not one per length: the cache's buffers
+/// hold a power of two of positions and double when full (on a GPU each new shape compiles and
+/// autotunes kernels again).
+#[test]
+fn decoding_token_by_token_meets_a_bounded_number_of_shapes() {
+    let device = cpu();
+    let model = LlamaConfig::tiny().init(&device).unwrap();
+    let tokens = random_tokens(1, 101, 256, 3, &device);
+    let mut cache = model.new_cache();
+    model.forward_cached(tokens.clone().narrow(1, 0, 3), &mut cache);
+    let mut capacities = vec![cache.capacity()];
+    for position in 3..101 {
+        model.forward_cached(tokens.clone().narrow(1, position, 1), &mut cache);
+        assert!(cache.capacity() >= cache.len(), "{} positions in {}", cache.len(), cache.capacity());
+        if capacities.last() != Some(&cache.capacity()) {
+            capacities.push(cache.capacity());
+        }
+    }
+    assert_eq!(cache.len(), 101);
+    assert_eq!(capacities, [16, 32, 64, 128], "one shape per doubling, not one per length");
 }
 
 #[test]

@@ -97,11 +97,24 @@ fn nvidia_gpu_present() -> bool {
     listed || std::path::Path::new("/dev/nvidia0").exists()
 }
 
-/// The kinds of the adapters wgpu finds on Vulkan, Metal and DirectX 12 (OpenGL is left out: it
-/// adds no GPU those lack, and its probe prints errors on a machine without a display); none
-/// where no wgpu backend is compiled in.
-#[cfg(feature = "wgpu")]
+/// The kinds of the adapters wgpu finds ([`wgpu_adapter_infos`]).
 fn wgpu_adapters() -> Vec<AdapterKind> {
+    wgpu_adapter_infos()
+        .into_iter()
+        .map(|(_, software)| if software { AdapterKind::Software } else { AdapterKind::Gpu })
+        .collect()
+}
+
+/// The names of the GPU adapters wgpu finds (software ones left out).
+pub(super) fn wgpu_gpu_names() -> Vec<String> {
+    wgpu_adapter_infos().into_iter().filter(|(_, software)| !software).map(|(name, _)| name).collect()
+}
+
+/// Each adapter wgpu finds on Vulkan, Metal and DirectX 12, with whether it is a software one
+/// (OpenGL is left out: it adds no GPU those lack, and its probe prints errors on a machine
+/// without a display); none where no wgpu backend is compiled in.
+#[cfg(feature = "wgpu")]
+fn wgpu_adapter_infos() -> Vec<(String, bool)> {
     use burn::backend::wgpu::wgpu;
     let backends = wgpu::Backends::PRIMARY;
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
@@ -111,15 +124,15 @@ fn wgpu_adapters() -> Vec<AdapterKind> {
     let adapters = ready(instance.enumerate_adapters(backends)).unwrap_or_default();
     adapters
         .iter()
-        .map(|adapter| match adapter.get_info().device_type {
-            wgpu::DeviceType::Cpu => AdapterKind::Software,
-            _ => AdapterKind::Gpu,
+        .map(|adapter| {
+            let info = adapter.get_info();
+            (info.name, info.device_type == wgpu::DeviceType::Cpu)
         })
         .collect()
 }
 
 #[cfg(not(feature = "wgpu"))]
-fn wgpu_adapters() -> Vec<AdapterKind> {
+fn wgpu_adapter_infos() -> Vec<(String, bool)> {
     Vec::new()
 }
 

@@ -16,10 +16,12 @@
 //! | `tch`, `tch-cuda:N` | LibTorch CPU, or LibTorch CUDA GPU N | `tch` |
 
 mod auto;
+mod gpu;
 
 use burn::tensor::{Device, FloatDType};
 
 pub use auto::{auto_choice, choose_auto, AdapterKind, AutoChoice};
+pub use gpu::{gpu_name, known_peak_tflops, nvidia_gpu_names, KNOWN_PEAK_TFLOPS};
 
 use crate::ConfigError;
 

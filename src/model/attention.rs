@@ -5,7 +5,7 @@ use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Bool, Device, Tensor};
+use burn::tensor::{Device, Tensor};
 
 use super::init::normal_linear;
 use super::kv_cache::LayerKv;
@@ -79,7 +79,8 @@ impl Attention {
     /// extended with `x`'s keys and values). `rope` holds the angles of `x`'s positions.
     ///
     /// Without earlier positions (training, and the first chunk of decoding) this is
-    /// [`fused::causal_attention`]; after them, Burn's attention with a mask.
+    /// [`fused::causal_attention`]; after them, Burn's attention over the cache's buffers with a
+    /// mask.
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {
         let [batch, seq, _] = x.dims();
         let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]); // [b, s, n, hd]
@@ -87,13 +88,12 @@ impl Attention {
         let key = rope.apply_seq_major(split(project(&self.k_proj, x.clone()), self.n_kv_heads));
         let value = split(project(&self.v_proj, x), self.n_kv_heads);
         let context = match cache {
-            Some(cache) if cache.is_some() => self.attend_after_cached(query, key, value, cache),
-            cache => {
-                if let Some(cache) = cache {
-                    *cache = Some(LayerKv { key: key.clone().swap_dims(1, 2), value: value.clone().swap_dims(1, 2) });
-                }
+            Some(Some(cached)) => self.attend_after_cached(query, key, value, cached),
+            Some(empty) => {
+                *empty = Some(LayerKv::new(key.clone().swap_dims(1, 2), value.clone().swap_dims(1, 2)));
                 fused::causal_attention(query, key, value)
             }
+            None => fused::causal_attention(query, key, value),
         }; // [b, s, h, hd]
         project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]))
     }
@@ -105,24 +105,15 @@ impl Attention {
         query: Tensor<4>,
         key: Tensor<4>,
         value: Tensor<4>,
-        cache: &mut Option<LayerKv>,
+        cache: &mut LayerKv,
     ) -> Tensor<4> {
         let [batch, seq, _, _] = query.dims();
-        let previous = cache.take().expect("a cache with earlier positions");
-        let past = previous.key.dims()[2];
-        let key = Tensor::cat(vec![previous.key, key.swap_dims(1, 2)], 2); // [b, kv, past + s, hd]
-        let value = Tensor::cat(vec![previous.value, value.swap_dims(1, 2)], 2);
-        *cache = Some(LayerKv { key: key.clone(), value: value.clone() });
-        let device = query.device();
-        let total = past + seq;
-        // Query i (absolute position past + i) may see keys 0..=past + i; one query sees them all.
-        let mask = (seq > 1).then(|| {
-            let future = Tensor::<2, Bool>::tril_mask([seq, total], past as i64, &device);
-            future.unsqueeze::<4>().expand([batch, self.n_heads, seq, total])
-        });
+        cache.append(key.swap_dims(1, 2), value.swap_dims(1, 2)); // [b, kv, capacity, hd]
+                                                                  // Query i sees the positions up to its own; the buffer's unwritten ones are hidden too.
+        let mask = cache.mask(seq).expand([batch, self.n_heads, seq, cache.capacity()]);
         let options = AttentionModuleOptions { scale: None, softcap: None, is_causal: false };
-        let (key, value) = (repeat_kv(key, self.n_heads), repeat_kv(value, self.n_heads));
-        let context = attention(query.swap_dims(1, 2), key, value, mask, None, options); // [b, h, s, hd]
+        let (key, value) = (repeat_kv(cache.key.clone(), self.n_heads), repeat_kv(cache.value.clone(), self.n_heads));
+        let context = attention(query.swap_dims(1, 2), key, value, Some(mask), None, options); // [b, h, s, hd]
         context.swap_dims(1, 2)
     }
 }

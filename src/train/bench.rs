@@ -46,12 +46,22 @@ pub struct StepBenchmark {
     pub step_ms: f64,
     /// Tokens per second at the median step.
     pub tokens_per_second: f64,
-    /// Peak resident memory of the process (CPU), or device memory where known, in bytes.
+    /// Peak memory, in bytes: on a GPU the device memory its allocator reserved (the most over
+    /// the steps), on a CPU device the process's peak resident memory.
     pub peak_memory_bytes: Option<u64>,
     /// Achieved TFLOP/s, counting `6N + 12 L d T` FLOPs per token.
     pub tflops: f64,
-    /// Model FLOPs utilisation, when the device's peak is known.
+    /// Model FLOPs utilisation: against `--peak-tflops`, or a known GPU's dense bf16 peak
+    /// ([`KNOWN_PEAK_TFLOPS`](crate::device::KNOWN_PEAK_TFLOPS)).
     pub mfu: Option<f64>,
+    /// The GPU's name, where the driver or wgpu tells it; none on CPU devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    /// Seconds from building the model to the end of the first step: on a GPU mostly compiling
+    /// and autotuning kernels (paid again for each new shape, and once per machine where the
+    /// autotune cache persists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_step_seconds: Option<f64>,
     /// Compute threads (CPU).
     pub threads: Option<usize>,
     /// The processor's model name, where the operating system tells it.
@@ -92,6 +102,8 @@ pub fn benchmark_step(
     }
     device.seed(config.seed);
     check_step_memory(config, &model_config, std::slice::from_ref(&device))?;
+    let on_gpu = !crate::memory::uses_host_memory(&device);
+    let started = Instant::now();
     let device = device.autodiff();
     let settings = StepSettings { clip_grad_norm: config.clip_grad_norm, ..StepSettings::default() };
     let mut model = Some(TrainingModel::new(model_config.init(&device)?, settings));
@@ -106,6 +118,7 @@ pub fn benchmark_step(
     let ops = fused::current_path();
     // Per timed step: its wall time (ms) and, on the fused path, where it went.
     let mut steps: Vec<(f64, Vec<(String, f64)>)> = Vec::with_capacity(iters);
+    let (mut first_step_seconds, mut device_memory) = (None, None::<u64>);
     for iteration in 0..warmup + iters {
         crate::io::crash_point("bench:step");
         fused::profile::start();
@@ -116,6 +129,10 @@ pub fn benchmark_step(
         let next = current.optimize(&mut optim, config.lr.into(), output.grads);
         device.sync().map_err(|e| Error::Training(format!("the device failed: {e:?}")))?;
         model = Some(next);
+        first_step_seconds.get_or_insert(started.elapsed().as_secs_f64());
+        if let Some(usage) = device.memory_pool_usage().filter(|_| on_gpu) {
+            device_memory = Some(device_memory.unwrap_or(0).max(usage.bytes_reserved));
+        }
         let optimiser_ms = optimiser_start.elapsed().as_secs_f64() * 1e3;
         let step_ms = start.elapsed().as_secs_f64() * 1e3;
         let fused_seconds = fused::profile::stop();
@@ -134,6 +151,8 @@ pub fn benchmark_step(
     let step_ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     let tokens_per_second = (batch * seq) as f64 / (step_ms / 1e3);
     let tflops = flops_per_token(&model_config, seq) * tokens_per_second / 1e12;
+    let gpu = on_gpu.then(|| crate::device::gpu_name(&config.device)).flatten();
+    let peak_tflops = config.peak_tflops.or_else(|| gpu.as_deref().and_then(crate::device::known_peak_tflops));
     Ok(StepBenchmark {
         framework: "layernorm-scaling".into(),
         device: config.device.clone(),
@@ -146,9 +165,11 @@ pub fn benchmark_step(
         seq_len: seq,
         step_ms,
         tokens_per_second,
-        peak_memory_bytes: crate::memory::peak_resident_bytes(),
+        peak_memory_bytes: if on_gpu { device_memory } else { crate::memory::peak_resident_bytes() },
         tflops,
-        mfu: config.peak_tflops.map(|peak| tflops / peak),
+        mfu: peak_tflops.map(|peak| tflops / peak),
+        gpu,
+        first_step_seconds,
         threads: Some(compute_threads()),
         cpu: cpu_model(),
         ops: Some(ops.name().into()),

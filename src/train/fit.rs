@@ -75,6 +75,15 @@ pub(super) fn fit(
         monitor.report(TrainEvent::Resumed { step: start_step });
     }
     monitor.start_at(start_step);
+    if !crate::memory::uses_host_memory(&prepared.devices[0]) {
+        // A GPU compiles and autotunes its kernels during the first steps: say so, and how long.
+        monitor.report(TrainEvent::Note(
+            "the first steps compile and autotune GPU kernels (minutes on a cold start; autotune results are kept \
+             for later runs, see docs/backends.md)"
+                .into(),
+        ));
+        monitor.time_first_step();
+    }
     monitor.stop_on_divergence(training.interrupter());
     let settings = StepSettings {
         micro_batches,

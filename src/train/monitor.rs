@@ -33,6 +33,8 @@ struct State {
     steps: usize,
     /// The step this process started after (a resumed run's checkpoint; 0 for a new run).
     started_at: usize,
+    /// When to time the first step from ([`RunMonitor::time_first_step`]).
+    first_step_from: Option<std::time::Instant>,
     /// The last training losses (of this process or the log), at most [`RECENT`].
     recent_losses: std::collections::VecDeque<f64>,
     /// The first and the last global gradient norm (of this process or the log).
@@ -166,14 +168,24 @@ impl RunMonitor {
         state.started_at = step;
     }
 
+    /// Reports, once the first step of this process ends, how long it took from now (on a GPU:
+    /// compiling and autotuning kernels).
+    pub fn time_first_step(&self) {
+        self.state().first_step_from = Some(std::time::Instant::now());
+    }
+
     /// The global norm of the next optimiser step's gradients: whether they may be applied (a
     /// non-finite norm is a divergence; after a divergence, no step is applied).
     pub fn may_apply(&self, grad_norm: f64) -> bool {
-        let (step, started_at) = {
+        let (step, started_at, first_step_from) = {
             let mut state = self.state();
             state.steps += 1;
-            (state.steps, state.started_at)
+            (state.steps, state.started_at, state.first_step_from.take())
         };
+        if let Some(from) = first_step_from {
+            let seconds = from.elapsed().as_secs_f64();
+            self.report(TrainEvent::Note(format!("the first step took {seconds:.1} s (kernels compiled and tuned)")));
+        }
         if grad_norm.is_finite() {
             self.grad_norm(grad_norm);
         } else {
@@ -389,6 +401,18 @@ mod tests {
         assert!(!resumed.may_apply(f64::INFINITY));
         let later = resumed.divergence().unwrap();
         assert!(later.starts_with("the gradient norm is inf at step 42: ") && later.contains("--lr"), "{later}");
+    }
+
+    #[test]
+    fn the_first_step_is_timed_once_when_asked() {
+        let (events, received) = super::Events::channel();
+        let monitor = RunMonitor::new(events);
+        assert!(monitor.may_apply(1.0));
+        monitor.time_first_step();
+        assert!(monitor.may_apply(1.0) && monitor.may_apply(1.0));
+        let notes: Vec<String> = received.try_iter().map(|event| event.to_string()).collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("the first step took") && notes[0].contains(" s "), "{notes:?}");
     }
 
     #[test]

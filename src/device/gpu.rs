@@ -1,0 +1,61 @@
+//! What a program can tell of the GPU it runs on, for the bench's records: its name (the NVIDIA
+//! driver's list, or wgpu's adapter) and its peak dense tensor throughput, against which MFU is
+//! reported.
+
+/// Peak dense bf16 tensor throughput, TFLOP/s, of known GPUs (the vendors' data sheets, without
+/// sparsity), by a part of the name the driver gives. The first match counts: longer names first.
+pub const KNOWN_PEAK_TFLOPS: [(&str, f64); 9] = [
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),
+    ("H200", 989.0),
+    ("A100", 312.0),
+    ("L40S", 362.0),
+    ("RTX 4090", 165.2),
+    ("RTX 6000 Ada", 364.2),
+    ("A6000", 154.8),
+];
+
+/// The peak of [`KNOWN_PEAK_TFLOPS`] for a GPU named `name`, or `None` for an unknown one (give
+/// `--peak-tflops`).
+pub fn known_peak_tflops(name: &str) -> Option<f64> {
+    KNOWN_PEAK_TFLOPS.iter().find(|(part, _)| name.contains(part)).map(|&(_, peak)| peak)
+}
+
+/// The names of the NVIDIA GPUs the driver lists (`/proc/driver/nvidia/gpus/*/information`), in
+/// bus order: CUDA's default order.
+pub fn nvidia_gpu_names() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc/driver/nvidia/gpus") else { return Vec::new() };
+    let mut gpus: Vec<std::path::PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
+    gpus.sort();
+    gpus.iter()
+        .filter_map(|gpu| std::fs::read_to_string(gpu.join("information")).ok())
+        .filter_map(|text| {
+            let line = text.lines().find(|line| line.starts_with("Model:"))?;
+            Some(line.trim_start_matches("Model:").trim().to_string())
+        })
+        .collect()
+}
+
+/// The name of the GPU the device string `spec` names (`cuda:1`, `wgpu`, `vulkan`): the NVIDIA
+/// driver's name of GPU `N` (0 without an index), else the first GPU adapter wgpu finds; `None`
+/// where neither tells.
+pub fn gpu_name(spec: &str) -> Option<String> {
+    let index = spec.split_once(':').and_then(|(_, n)| n.parse::<usize>().ok()).unwrap_or(0);
+    nvidia_gpu_names().into_iter().nth(index).or_else(|| super::auto::wgpu_gpu_names().into_iter().next())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::known_peak_tflops;
+
+    #[test]
+    fn known_gpus_are_found_by_the_names_their_drivers_give() {
+        assert_eq!(known_peak_tflops("NVIDIA H100 80GB HBM3"), Some(989.0));
+        assert_eq!(known_peak_tflops("NVIDIA H100 PCIe"), Some(756.0));
+        assert_eq!(known_peak_tflops("NVIDIA H200"), Some(989.0));
+        assert_eq!(known_peak_tflops("NVIDIA A100-SXM4-80GB"), Some(312.0));
+        assert_eq!(known_peak_tflops("NVIDIA GeForce RTX 4090"), Some(165.2));
+        assert_eq!(known_peak_tflops("llvmpipe (LLVM 15.0.6, 256 bits)"), None);
+    }
+}
