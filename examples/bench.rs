@@ -108,7 +108,8 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         check_writable(path)?;
     }
     if let Some(path) = &args.hf_config {
-        let json = layernorm_scaling::hf::hf_config_json(&model)?;
+        let mut json = layernorm_scaling::hf::hf_config_json(&model)?;
+        json[WRITTEN_BY.0] = WRITTEN_BY.1.into();
         write_json(path, &json)?;
         outln!("wrote {} (the model's Hugging Face config.json)", path.display());
     }
@@ -318,7 +319,7 @@ fn check_paths(args: &Args, config: &TrainConfig) -> Result<(), Error> {
             .map_err(|e| Error::file(path, format!("--json: {e}")))?;
     }
     if let Some(path) = &args.hf_config {
-        check_replaceable_file(path, "a Hugging Face config of the bench's", |bytes| is_bench_hf_config(path, bytes))
+        check_replaceable_file(path, "a Hugging Face config of the bench's", is_bench_hf_config)
             .map_err(|e| Error::file(path, format!("--hf-config: {e}")))?;
     }
     Ok(())
@@ -402,15 +403,12 @@ fn parse_records(text: &str) -> Result<Vec<StepBenchmark>, serde_json::Error> {
     }
 }
 
-/// Whether `bytes`, the file at `path`, is a config.json that `--hf-config` wrote: a Hugging Face
-/// config with no weights beside it (a downloaded model's config is not the bench's to replace).
-fn is_bench_hf_config(path: &Path, bytes: &[u8]) -> bool {
-    let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let has_weights = ["model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"]
-        .iter()
-        .any(|name| folder.join(name).exists());
+/// The key `--hf-config` adds to the config it writes (transformers keeps unknown keys as
+/// attributes): a later bench may replace that file, and no other.
+const WRITTEN_BY: (&str, &str) = ("_written_by", "layernorm-scaling bench --hf-config");
+
+/// Whether `bytes` are a config.json that `--hf-config` wrote ([`WRITTEN_BY`]).
+fn is_bench_hf_config(bytes: &[u8]) -> bool {
     let config = serde_json::from_slice::<serde_json::Value>(bytes).ok();
-    let describes_a_model =
-        config.is_some_and(|json| json.get("model_type").is_some() && json.get("hidden_size").is_some());
-    describes_a_model && !has_weights
+    config.is_some_and(|json| json.get(WRITTEN_BY.0).and_then(|v| v.as_str()) == Some(WRITTEN_BY.1))
 }

@@ -144,6 +144,6 @@ fn check_plot_path(path: &Path) -> Result<(), Error> {
     if !png {
         return Err(Error::file(path, "--plot writes a PNG image: give a path ending in .png"));
     }
-    layernorm_scaling::io::check_replaceable_file(path, "a PNG chart", layernorm_scaling::io::is_png)
+    layernorm_scaling::io::check_replaceable_file(path, "a chart this crate drew", layernorm_scaling::io::is_our_chart)
         .map_err(|e| Error::file(path, format!("--plot: {e}")))
 }

@@ -89,6 +89,9 @@ fn the_bench_refuses_bad_input_with_a_message() {
         "tokens_per_second": 0.0, "peak_memory_bytes": null, "tflops": 0.0, "mfu": null, "threads": 1, "cpu": null});
     std::fs::write(path("zero.json"), record.to_string()).unwrap();
     std::fs::write(path("notes.txt"), "my notes").unwrap();
+    // A config.json of a model, copied out of its folder: not the bench's to replace.
+    let mistral = r#"{"model_type": "mistral", "hidden_size": 64}"#;
+    std::fs::write(path("mistral.json"), mistral).unwrap();
     std::fs::create_dir(path("run")).unwrap();
     std::fs::write(path("run/model.json"), model).unwrap();
     for (args, expected) in [
@@ -113,6 +116,7 @@ fn the_bench_refuses_bad_input_with_a_message() {
             "notes.txt exists and is not the bench's records".into(),
         ),
         (vec!["--device", "flex", "--hf-config", &path("run/model.json")], "is not a Hugging Face config".into()),
+        (vec!["--device", "flex", "--hf-config", &path("mistral.json")], "is not a Hugging Face config".into()),
         // Records measured earlier take no options of a measurement.
         (
             vec!["--records", &path("zero.json"), "--compare", &path("zero.json"), "--seq-len", "64"],
@@ -126,6 +130,7 @@ fn the_bench_refuses_bad_input_with_a_message() {
     }
     assert_eq!(std::fs::read_to_string(path("model.json")).unwrap(), model, "the model file is untouched");
     assert_eq!(std::fs::read_to_string(path("notes.txt")).unwrap(), "my notes");
+    assert_eq!(std::fs::read_to_string(path("mistral.json")).unwrap(), mistral);
     assert_eq!(std::fs::read_to_string(path("run/model.json")).unwrap(), model);
     assert!(!dir.path().join("out.json").exists() && !dir.path().join("new").exists());
 }

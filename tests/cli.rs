@@ -148,7 +148,13 @@ fn curse_plot_never_replaces_a_file_that_is_not_its_chart() {
     assert_refused(&curse(&corpus), &["give a path ending in .png"], "curse --plot corpus.txt");
     let fake = tmp.path().join("model.png");
     std::fs::write(&fake, "not a picture").unwrap();
-    assert_refused(&curse(&fake), &["model.png exists and is not a PNG chart"], "curse --plot over a non-PNG");
+    assert_refused(&curse(&fake), &["model.png exists and is not a chart this crate drew"], "curse --plot");
+    // Nor over a picture of the user's, PNG though it is.
+    let picture = tmp.path().join("picture.png");
+    let fixture_png = || Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/curse-of-depth.png");
+    std::fs::copy(fixture_png(), &picture).unwrap();
+    assert_refused(&curse(&picture), &["picture.png exists and is not a chart"], "curse --plot over a PNG");
+    assert_eq!(std::fs::read(&picture).unwrap(), std::fs::read(fixture_png()).unwrap());
     assert_eq!(std::fs::read_to_string(&corpus).unwrap(), "my corpus");
     assert_eq!(std::fs::read_to_string(&fake).unwrap(), "not a picture");
     let chart = tmp.path().join("chart.png");

@@ -82,6 +82,25 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     train(&config, Start::Resume, |_| {}).unwrap();
 }
 
+/// Files of the user's inside the run's own folders (`checkpoint/`, `analysis/`) are not
+/// deleted with the old run: `--overwrite` is refused before any work, naming them.
+#[test]
+fn overwrite_refuses_to_delete_files_put_inside_the_runs_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    std::fs::write(config.out.join("checkpoint/README"), "which checkpoint is best").unwrap();
+    let before = snapshot(&config.out);
+    expect_error(&config, Start::Overwrite, "what is not the run's: checkpoint/README");
+    assert_eq!(snapshot(&config.out), before);
+    std::fs::remove_file(config.out.join("checkpoint/README")).unwrap();
+    std::fs::create_dir(config.out.join("analysis")).unwrap();
+    std::fs::write(config.out.join("analysis/mine.md"), "my notes").unwrap();
+    expect_error(&config, Start::Overwrite, "analysis/ (");
+    assert_eq!(std::fs::read_to_string(config.out.join("analysis/mine.md")).unwrap(), "my notes");
+    std::fs::remove_dir_all(config.out.join("analysis")).unwrap();
+    train(&config, Start::Overwrite, |_| {}).unwrap();
+}
+
 #[test]
 fn overwrite_leaves_files_that_are_not_the_runs_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -199,12 +218,17 @@ fn a_resume_over_a_cut_short_history_says_which_steps_are_lost() {
         let metrics = config.out.join("metrics.jsonl");
         let text = std::fs::read_to_string(&metrics).unwrap();
         let first = text.lines().next().unwrap();
-        let damaged = if cut == "cut" { String::new() } else { format!("{first}\ngarbage{{\n") };
-        std::fs::write(&metrics, damaged).unwrap();
+        // The damage before lines that are sound: they are dropped from the log, but kept aside.
+        let rest: String = text.lines().skip(1).map(|line| format!("{line}\n")).collect();
+        let damaged = if cut == "cut" { String::new() } else { format!("{first}\ngarbage{{\n{rest}") };
+        std::fs::write(&metrics, &damaged).unwrap();
         let mut events = Vec::new();
         train(&config, Start::Resume, |event| events.push(event)).unwrap();
         let warned = events.iter().any(|e| matches!(e, TrainEvent::Warning(w) if w.contains(expected)));
         assert!(warned, "{cut}: {events:?}");
+        if cut == "garbage" {
+            assert_eq!(std::fs::read_to_string(config.out.join("metrics.jsonl.damaged")).unwrap(), damaged);
+        }
     }
 }
 

@@ -107,6 +107,8 @@ fn write_png(
             draw(&root)?;
             root.present().map_err(plot_error)?;
         }
+        // Marked as ours, so that a later chart may replace it and nothing else.
+        std::fs::write(&tmp, crate::io::mark_chart(std::fs::read(&tmp)?)?)?;
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

@@ -46,16 +46,28 @@ impl RunMetricLogger {
         monitor: Arc<RunMonitor>,
     ) -> std::io::Result<Self> {
         let path = dir.join(METRICS_FILE);
-        let (rows, damaged) = match std::fs::read_to_string(&path) {
-            Ok(text) => parse_metric_lines(&text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Vec::new(), None),
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(e),
         };
+        let (rows, damaged) = parse_metric_lines(&text);
         let kept: Vec<MetricRow> = rows.into_iter().filter(|row| row.epoch <= start_epoch).collect();
-        // A resume keeps the history up to its checkpoint: say so when part of it is gone.
+        // A resume keeps the history up to its checkpoint: say so when part of it is gone. A
+        // damaged line before the end (not the cut-short last line of a killed run) drops the
+        // lines after it: the file as it was is kept beside it first.
         if let Some((line, why)) = damaged {
+            let cut_short_end = line == text.lines().count() && !text.ends_with('\n');
+            let kept_as = path.with_extension("jsonl.damaged");
+            if !cut_short_end {
+                write_atomically(&kept_as, text.as_bytes())?;
+            }
+            let kept_note = match cut_short_end {
+                true => String::new(),
+                false => format!(" (the file as it was is kept as {})", kept_as.display()),
+            };
             monitor.warn(format!(
-                "{}: line {line} is damaged ({why}); the history from there on is dropped",
+                "{}: line {line} is damaged ({why}); the history from there on is dropped{kept_note}",
                 path.display()
             ));
         }

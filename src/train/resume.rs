@@ -40,6 +40,18 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
         let message = super::run_dir::lock_held_elsewhere(&out.join(LOCK_FILE));
         return Err(Error::RunDir { path: out.to_path_buf(), message: message.unwrap_or(ALREADY_HOLDS_A_RUN.into()) });
     }
+    if start == Start::Overwrite {
+        let foreign = super::run_dir::foreign_files_in_run_folders(out);
+        if !foreign.is_empty() {
+            return Err(Error::RunDir {
+                path: out.to_path_buf(),
+                message: format!(
+                    "--overwrite would delete, with the old run, what is not the run's: {}; move that out first",
+                    foreign.join(", ")
+                ),
+            });
+        }
+    }
     if start == Start::Resume && !out.join(TRAIN_CONFIG).is_file() && !out.join(PREVIOUS_RUN).exists() {
         return Err(Error::RunDir {
             path: out.to_path_buf(),

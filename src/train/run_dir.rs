@@ -255,6 +255,35 @@ fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
 /// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>.<random>` from
 /// [`crate::io::write_atomically`], and burn-pack's scratch files of the checkpoints and the
 /// model, `<name>.bpk.<pid>-<n>.tmp`.
+/// The files in `dir`'s run folders that are not the run's, which `--overwrite` would delete
+/// with them: in `checkpoint/` any file not named as a checkpoint's, in `analysis/` any file
+/// its report did not write (or changed since). Paths relative to `dir`.
+pub(crate) fn foreign_files_in_run_folders(dir: &Path) -> Vec<String> {
+    let is_checkpoint_file = |name: &str| {
+        let name = name.strip_suffix(".sum").unwrap_or(name);
+        let Some(stem) = name.strip_suffix(".bpk") else { return false };
+        let Some((kind, number)) = stem.split_once('-') else { return false };
+        let number = number.strip_prefix("step-").unwrap_or(number);
+        ["model", "optim", "scheduler"].contains(&kind)
+            && !number.is_empty()
+            && number.bytes().all(|b| b.is_ascii_digit())
+    };
+    let mut foreign: Vec<String> = std::fs::read_dir(dir.join(CHECKPOINTS))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| !is_checkpoint_file(name) && !is_temporary_name(name))
+        .map(|name| format!("{CHECKPOINTS}/{name}"))
+        .collect();
+    let analysis = dir.join(crate::run::ANALYSIS);
+    if let Err(e) = crate::io::check_replaceable_dir(&analysis, "report.json") {
+        foreign.push(format!("{}/ ({e})", crate::run::ANALYSIS));
+    }
+    foreign.sort();
+    foreign
+}
+
 fn is_temporary_name(name: &str) -> bool {
     let ours = name.starts_with('.')
         && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()));
