@@ -141,18 +141,7 @@ fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<
     }
     let device = parse_device(&args.device)?;
     let loaded = load_model_dir(dir, cli::checkpoint_step(dir, args.step, args.epoch)?, &device)?;
-    // A report of a diverged model would be NaNs throughout: refuse it before any evaluation.
-    if let Some(parameter) = first_non_finite_parameter(&loaded.model) {
-        let advice = if hf {
-            format!("the weights of {} are damaged; download the model again", dir.display())
-        } else {
-            format!(
-                "{} diverged; analyse an earlier checkpoint (--step N) or train again (e.g. with a lower learning rate)",
-                dir.display()
-            )
-        };
-        return Err(Error::NonFinite { parameter, advice });
-    }
+    // A diverged or damaged model is refused by `load_model_dir`, before any evaluation.
     let tokenizer = loaded.tokenizer(args.tokenizer.as_deref())?;
     let config = &loaded.config;
     config

@@ -136,6 +136,7 @@ fn run(args: Args) -> Result<(), Error> {
         }
         Command::Retrofit { hf_dir, out, norm } => {
             let loaded = load_hf_model(&hf_dir, &device)?;
+            refuse_non_finite(&loaded.model, &format!("the weights of {} are damaged", hf_dir.display()))?;
             let from = loaded.config.norm_scheme.clone();
             let (model, config) = retrofit(loaded.model, &loaded.config, norm)?;
             export_hf(&model, &config, &out, loaded.tokenizer.as_deref())?;
@@ -158,9 +159,22 @@ fn run(args: Args) -> Result<(), Error> {
         Command::Export { checkpoint, step, epoch, out, tokenizer } => {
             let step = cli::checkpoint_step(&checkpoint, step, epoch)?;
             let (model, info) = load_run_model(&checkpoint, step, &device)?;
+            refuse_non_finite(
+                &model,
+                &format!("{} diverged; export an earlier checkpoint (--step N)", checkpoint.display()),
+            )?;
             // A tokenizer that cannot be found is an error, not an export without it.
             let spec = tokenizer_spec(Some(&info.tokenizer), tokenizer.as_deref())?;
-            check_tokenizer_identity(&Tokenizer::from_spec(&spec)?, &spec, info.tokenizer_identity.as_deref())?;
+            if info.tokenizer == "byte" && spec != "byte" {
+                return Err(ConfigError::Conflict(format!(
+                    "the run was trained on bytes (the byte tokenizer): exported with {spec} its weights would be \
+                     read with other ids; leave --tokenizer unset"
+                ))
+                .into());
+            }
+            let loaded_tokenizer = Tokenizer::from_spec(&spec)?;
+            loaded_tokenizer.check_fits(info.model.vocab_size)?;
+            check_tokenizer_identity(&loaded_tokenizer, &spec, info.tokenizer_identity.as_deref())?;
             let tokenizer = (spec != "byte").then(|| PathBuf::from(spec));
             export_hf(&model, &info.model, &out, tokenizer.as_deref())?;
             outln!("{} ({}) exported to {}", checkpoint.display(), info.model.norm_scheme, out.display());
@@ -169,5 +183,13 @@ fn run(args: Args) -> Result<(), Error> {
             }
             Ok(())
         }
+    }
+}
+
+/// An error naming the first parameter of `model` that is not finite, with `advice`.
+fn refuse_non_finite(model: &layernorm_scaling::model::Llama, advice: &str) -> Result<(), Error> {
+    match layernorm_scaling::model::first_non_finite_parameter(model) {
+        Some(parameter) => Err(Error::NonFinite { parameter, advice: advice.to_string() }),
+        None => Ok(()),
     }
 }

@@ -528,6 +528,32 @@ fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
     assert!(!tmp.path().join("exported").exists());
 }
 
+/// A run trained on bytes is not exported with another tokenizer: its weights would be read with
+/// other ids (it printed "the the the ..." in transformers).
+#[test]
+fn a_byte_run_is_not_exported_with_another_tokenizer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let output = Command::new(example("train"))
+        .args(["--device", "flex", "--model", "tiny", "--steps", "2", "--eval-every", "2", "--batch-size", "2"])
+        .args(["--seq-len", "16", "--samples", "0", "--builtin-docs", "200", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_succeeded(&output, "train");
+    let output = Command::new(example("hf"))
+        .args(["export", "--device", "flex", "--checkpoint"])
+        .arg(&run)
+        .arg("--out")
+        .arg(tmp.path().join("exported"))
+        .arg("--tokenizer")
+        .arg(fixture("llama_mha_untied").join("tokenizer.json"))
+        .output()
+        .unwrap();
+    assert_refused(&output, &["trained on bytes", "leave --tokenizer unset"], "hf export --tokenizer");
+    assert!(!tmp.path().join("exported").exists());
+}
+
 #[test]
 fn no_model_runs_past_a_mistral_sliding_window() {
     let tmp = tempfile::tempdir().unwrap();

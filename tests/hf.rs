@@ -598,6 +598,26 @@ fn training_from_a_model_with_nan_weights_is_refused_before_anything_is_written(
         .map(drop)
         .unwrap_err()
         .to_string();
-    assert!(error.contains("layers.1.mlp.down_proj") && error.contains("not finite"), "{error}");
+    assert!(error.contains("layers.1.mlp.down_proj") && error.contains("NaN or infinite"), "{error}");
     assert!(!out.exists(), "a refused run wrote its directory");
+    // Generating from it printed text with exit 0, and a retrofit copied the NaN.
+    use std::process::Command;
+    let output = Command::new(example("generate"))
+        .arg("--hf-dir")
+        .arg(&damaged)
+        .args(["--prompt", "the", "--device", "flex"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("down_proj") && stderr.contains("damaged"), "{stderr}");
+    let retrofitted = tmp.path().join("retrofitted");
+    let output = Command::new(example("hf"))
+        .args(["retrofit", "--device", "flex", "--hf-dir"])
+        .arg(&damaged)
+        .arg("--out")
+        .arg(&retrofitted)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("damaged") && !retrofitted.exists(), "{stderr}");
 }

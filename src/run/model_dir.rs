@@ -180,8 +180,7 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
 
 /// Loads the model of a run directory (the final model, or its checkpoint at optimiser step
 /// `step`) or of a Hugging Face model directory (or a model of the local Hugging Face cache by
-/// name, [`resolve_dir`]) onto `device`; a run's model with non-finite
-/// weights is an error.
+/// name, [`resolve_dir`]) onto `device`; a model with non-finite weights is an error.
 pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
     let resolved = resolve_dir(dir.as_ref())?;
     let dir = resolved.as_path();
@@ -196,7 +195,13 @@ pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Devic
         if step.is_some() {
             return Err(Error::file(dir, "a Hugging Face model directory has no checkpoints: drop --step"));
         }
-        return load_hf_dir(dir, device);
+        let loaded = load_hf_dir(dir, device)?;
+        // Generation from it would print garbage with exit 0.
+        if let Some(parameter) = crate::model::first_non_finite_parameter(&loaded.model) {
+            let advice = format!("the weights of {} are damaged; download the model again", dir.display());
+            return Err(Error::NonFinite { parameter, advice });
+        }
+        return Ok(loaded);
     }
     let (model, info) = load_run_model(dir, step, device)?;
     if let Some(parameter) = crate::model::first_non_finite_parameter(&model) {

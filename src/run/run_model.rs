@@ -289,6 +289,15 @@ fn how_to_finish(dir: &Path, has_checkpoints: bool) -> String {
         let watched = ["Loss", "Gradient norm"].contains(&row.metric.as_str());
         row.split == "train" && row.is_batch_value() && watched && !row.value.is_finite()
     });
+    if let Some(row) = diverged.filter(|row| row.step == 1) {
+        return format!(
+            "the run diverged at its first step (its {} is {}), before any update: the learning rate is not the \
+             cause but the initial weights; train it again with other init settings (the model's init_std, \
+             embed_init_std, norm_eps)",
+            row.metric.to_lowercase(),
+            row.value
+        );
+    }
     if let Some(row) = diverged {
         let what =
             format!("the run diverged (its {} is {} at step {})", row.metric.to_lowercase(), row.value, row.step);

@@ -209,15 +209,7 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
     let init = match init_dir.as_ref().filter(|_| !resumed) {
         Some(source) => {
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
-            // Training from NaN weights would only end in a "diverged" that blames the settings.
-            if let Some(parameter) = crate::model::first_non_finite_parameter(&loaded.model) {
-                let advice = format!(
-                    "the weights of `init_from` ({}) are not finite: start from an earlier checkpoint of that run, or \
-                     download the model again",
-                    source.display()
-                );
-                return Err(Error::NonFinite { parameter, advice });
-            }
+            // NaN weights were refused by `load_model_dir`: training from them would only diverge.
             Some(crate::model::retrofit(loaded.model, &loaded.config, model.norm_scheme.clone())?.0)
         }
         None => None,
