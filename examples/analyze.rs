@@ -341,6 +341,17 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
             _ => runs.push((label, load(dir, *kind == Kind::HfDecoder, args, options)?)),
         }
     }
+    // Perplexity is per token of each model's own tokenizer: across tokenizers it compares nothing.
+    let tokenizers: Vec<String> = runs.iter().map(|(_, run)| run.tokenizer.identity()).collect();
+    if tokenizers.iter().any(|identity| *identity != tokenizers[0]) {
+        let named: Vec<String> =
+            runs.iter().map(|(label, run)| format!("{label}: {}", run.tokenizer.describe())).collect();
+        errln!(
+            "warning: the models use different tokenizers ({}): their perplexities and losses are per token of \
+             different tokens, so they cannot be compared with each other; their depth diagnostics can",
+            named.join("; ")
+        );
+    }
     // After loading, so that a damaged config.json is named as such, not taken for a decoder's.
     if args.sequences.is_some() && !has_encoder {
         return Err(usage("--sequences counts an encoder's sequences; no --hf-dir is a BERT-style encoder".into()));

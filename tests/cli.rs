@@ -380,6 +380,11 @@ fn a_value_that_is_not_utf8_or_not_a_number_is_named_with_its_option() {
     assert_refused(&output, &["--model cannot apply beside --init-from"], "train --init-from --model");
     let output = Command::new(example("train")).args(["--samples", "9"]).output().unwrap();
     assert_refused(&output, &["--samples", "0..=3"], "train --samples 9");
+    // A learning rate that f32 rounds to 0: a run whose weights never move.
+    let tmp = tempfile::tempdir().unwrap();
+    let output =
+        Command::new(example("train")).args(["--lr", "1e-50", "--out"]).arg(tmp.path().join("run")).output().unwrap();
+    assert_refused(&output, &["`lr` = 1e-50", "within f32's range"], "train --lr 1e-50");
 }
 
 #[test]
@@ -552,6 +557,24 @@ fn a_byte_run_is_not_exported_with_another_tokenizer() {
         .unwrap();
     assert_refused(&output, &["trained on bytes", "leave --tokenizer unset"], "hf export --tokenizer");
     assert!(!tmp.path().join("exported").exists());
+    // Compared with a model of another tokenizer, the perplexities are said not to compare.
+    let text = tmp.path().join("eval.txt");
+    std::fs::write(&text, (0..40).map(|i| format!("the cat sat on the mat {i}\n\n")).collect::<String>()).unwrap();
+    let output = Command::new(example("analyze"))
+        .arg("--run")
+        .arg(&run)
+        .arg("--hf-dir")
+        .arg(fixture("llama_mha_untied"))
+        .arg("--data")
+        .arg(&text)
+        .arg("--out")
+        .arg(tmp.path().join("comparison"))
+        .args(["--seq-len", "16", "--batch-size", "2", "--batches", "1", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_succeeded(&output, "analyze across tokenizers");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("different tokenizers") && stderr.contains("cannot be compared"), "{stderr}");
 }
 
 #[test]

@@ -763,13 +763,16 @@ fn each_file_is_read_once_through_link_loops_sibling_links_and_repeats() {
     std::os::unix::fs::symlink(&data, data.join("sub/loop")).unwrap();
     std::os::unix::fs::symlink(data.join("sub"), data.join("twin")).unwrap();
     std::os::unix::fs::symlink(data.join("a.txt"), data.join("same.txt")).unwrap();
+    // A hard link is the same file too (it was read twice, into training and validation).
+    std::fs::hard_link(data.join("sub/b.txt"), data.join("hard.txt")).unwrap();
 
     let paths = [data.clone(), data.join("a.txt"), data.clone()];
     let listing = corpus_files(&paths).unwrap();
-    assert_eq!(listing.files, [data.join("a.txt"), data.join("sub/b.txt")]);
+    assert_eq!(listing.files, [data.join("a.txt"), data.join("hard.txt")]);
     let skipped = listing.skipped.join("\n");
     for (path, first) in [
         (data.join("same.txt"), data.join("a.txt")),
+        (data.join("sub/b.txt"), data.join("hard.txt")),
         (data.join("sub/loop"), data.clone()),
         (data.join("twin"), data.join("sub")),
         (data.join("a.txt"), data.join("a.txt")),
@@ -778,7 +781,7 @@ fn each_file_is_read_once_through_link_loops_sibling_links_and_repeats() {
         let line = format!("{}: skipped, the same", path.display());
         assert!(skipped.contains(&line) && skipped.contains(&format!("as {} (each", first.display())), "{skipped}");
     }
-    assert_eq!(listing.skipped.len(), 5, "{skipped}");
+    assert_eq!(listing.skipped.len(), 6, "{skipped}");
 
     let cache = tokenize_corpus(&CorpusSource::files(paths.to_vec()), &Tokenizer::Byte, dir.path()).unwrap();
     assert_eq!(cached_texts(&cache), ["first", "second", "third", "fourth"], "every document once");

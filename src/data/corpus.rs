@@ -89,8 +89,8 @@ pub fn corpus_files(paths: &[PathBuf]) -> Result<CorpusFiles, DataError> {
 #[derive(Default)]
 struct Walk {
     listing: CorpusFiles,
-    /// The path each canonical path was first reached by.
-    seen: HashMap<PathBuf, PathBuf>,
+    /// The path each file or folder ([`file_identity`]) was first reached by.
+    seen: HashMap<String, PathBuf>,
     /// Corpus files met, those reached twice included.
     found: usize,
 }
@@ -98,7 +98,7 @@ struct Walk {
 impl Walk {
     /// Whether `path` is reached for the first time; a second time is recorded as skipped.
     fn first_visit(&mut self, path: &Path, kind: &str) -> Result<bool, DataError> {
-        let real = std::fs::canonicalize(path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
+        let real = file_identity(path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
         if let Some(first) = self.seen.get(&real) {
             self.listing.skipped.push(format!(
                 "{}: skipped, the same {kind} as {} (each is read once)",
@@ -150,6 +150,19 @@ impl Walk {
         }
         Ok(true)
     }
+}
+
+/// What tells files apart: the device and inode on Unix (a hard link or a bind mount of a file
+/// is the same file, as a symbolic link is), the canonical path elsewhere.
+fn file_identity(path: &Path) -> std::io::Result<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path)?;
+        Ok(format!("{}:{}", meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    Ok(std::fs::canonicalize(path)?.display().to_string())
 }
 
 /// Whether `dir` is a run directory (`train.json`) or an output folder (`.contents`) of this

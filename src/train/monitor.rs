@@ -225,6 +225,17 @@ impl RunMonitor {
         if !valid_loss.is_finite() {
             return Some(format!("the validation loss is {valid_loss}"));
         }
+        // A loss that ended far above where it started (yet finite): the updates overshot.
+        if let Some(first) = state.first_train_loss.filter(|_| !state.recent_losses.is_empty()) {
+            let recent = state.recent_losses.iter().sum::<f64>() / state.recent_losses.len() as f64;
+            let rose = |loss: f64| loss > 2.0 * first.abs() + 1.0;
+            if rose(recent) && rose(valid_loss) {
+                return Some(format!(
+                    "the loss exploded: it rose from {first:.4} to {recent:.4} (training, the mean of its last \
+                     losses) and {valid_loss:.4} (validation); train again with a lower --lr or --clip-grad-norm 1"
+                ));
+            }
+        }
         let (Some(first), Some((first_norm, last_norm))) = (state.first_train_loss, state.grad_norms) else {
             return None;
         };
@@ -238,7 +249,8 @@ impl RunMonitor {
             return Some(format!(
                 "the model could not learn: its gradient norm was 0 from the first step and its validation loss \
                  {valid_loss:.4} is no lower than its first training loss {first:.4} (its settings block every \
-                 gradient: check the scheme's and the init's arguments, such as a residual factor or gate)"
+                 gradient: check the model's init_std and embed_init_std, and the scheme's and the init's \
+                 arguments, such as a residual factor or gate)"
             ));
         }
         Some(format!(
@@ -401,6 +413,16 @@ mod tests {
         assert!(!resumed.may_apply(f64::INFINITY));
         let later = resumed.divergence().unwrap();
         assert!(later.starts_with("the gradient norm is inf at step 42: ") && later.contains("--lr"), "{later}");
+    }
+
+    #[test]
+    fn a_loss_that_rose_is_blamed_on_too_large_updates_not_too_small() {
+        let monitor = RunMonitor::default();
+        monitor.train_loss(1, 5.57, true);
+        monitor.train_loss(2, 44618.0, true);
+        let verdict = monitor.verdict(26000.0).unwrap();
+        assert!(verdict.contains("the loss exploded") && verdict.contains("lower --lr"), "{verdict}");
+        assert_eq!(monitor.caution(26000.0), None, "not also 'too short, or its learning rate too low'");
     }
 
     #[test]

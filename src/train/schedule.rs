@@ -61,9 +61,8 @@ impl WarmupCosineConfig {
     /// The schedule; an error names the setting that is out of range.
     pub fn init(&self) -> Result<WarmupCosine, ConfigError> {
         let (peak, warmup, total, min_ratio) = (self.peak_lr, self.warmup_steps, self.total_steps, self.min_lr_ratio);
-        if !(peak > 0.0 && peak.is_finite()) {
-            return Err(ConfigError::OutOfRange { field: "lr", value: peak, expected: "a finite number > 0" });
-        }
+        // The optimiser computes in f32: 1e-50 would be 0 there, a run that never moves.
+        crate::error::check_positive_f32("lr", peak)?;
         if total == 0 {
             return Err(ConfigError::Zero { field: "steps" });
         }
