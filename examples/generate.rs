@@ -62,7 +62,13 @@ fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     let loaded = load_model_dir(dir, cli::checkpoint_step(dir, args.step, args.epoch)?, &device)?;
     let tokenizer = loaded.tokenizer(args.tokenizer.as_deref())?;
     let model = loaded.model;
-    let prompt = tokenizer.encode(&args.prompt)?;
+    // A pretrained model's prompt starts as transformers' does (with `<s>`); a run of ours was
+    // trained on documents without special tokens.
+    let prompt = if hf_dir.is_some() && args.tokenizer.is_none() {
+        tokenizer.encode_with_special_tokens(&args.prompt)?
+    } else {
+        tokenizer.encode(&args.prompt)?
+    };
     if prompt.is_empty() {
         return Err(ConfigError::Conflict(
             "the prompt is empty after tokenisation; give some text with --prompt".into(),

@@ -17,9 +17,9 @@ use burn::tensor::{Int, Tensor, TensorData};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use layernorm_scaling::console::write_result;
 use layernorm_scaling::data::Tokenizer;
-use layernorm_scaling::hf::{export_hf, load_hf_model};
+use layernorm_scaling::hf::{export_hf, export_hf_from, load_hf_model};
 use layernorm_scaling::model::retrofit;
-use layernorm_scaling::run::{check_tokenizer_identity, load_run_model, tokenizer_spec};
+use layernorm_scaling::run::{check_tokenizer_identity, load_run_model, resolve_dir, tokenizer_spec};
 use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
 
 /// Hugging Face model directories: logits, retrofit, export.
@@ -96,7 +96,10 @@ fn run(args: Args) -> Result<(), Error> {
         Command::Logits { hf_dir, tokens, text, json } => {
             let loaded = load_hf_model(&hf_dir, &device)?;
             let ids: Vec<i64> = match text {
-                Some(text) => loaded.tokenizer()?.encode(&text)?.into_iter().map(i64::from).collect(),
+                // As transformers' `tokenizer(text)`: with the post-processor's `<s>`.
+                Some(text) => {
+                    loaded.tokenizer()?.encode_with_special_tokens(&text)?.into_iter().map(i64::from).collect()
+                }
                 None => tokens,
             };
             let vocab = loaded.config.vocab_size as i64;
@@ -139,7 +142,7 @@ fn run(args: Args) -> Result<(), Error> {
             refuse_non_finite(&loaded.model, &format!("the weights of {} are damaged", hf_dir.display()))?;
             let from = loaded.config.norm_scheme.clone();
             let (model, config) = retrofit(loaded.model, &loaded.config, norm)?;
-            export_hf(&model, &config, &out, loaded.tokenizer.as_deref())?;
+            export_hf_from(&model, &config, &out, loaded.tokenizer.as_deref(), Some(&resolve_dir(&hf_dir)?))?;
             outln!(
                 "{}: {} layers retrofitted from {from} to {}; written to {}",
                 hf_dir.display(),

@@ -533,6 +533,34 @@ fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
     assert!(!tmp.path().join("exported").exists());
 }
 
+/// `hf logits --text` encodes as transformers' `tokenizer(text)` does, with the `<s>` the
+/// post-processor adds: the ids and the logits of the committed transformers reference.
+#[test]
+fn hf_logits_of_a_text_match_transformers_with_its_special_tokens() {
+    let dir = fixture("llama_mha_untied");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap()).unwrap();
+    let output = Command::new(example("hf"))
+        .args(["logits", "--json", "--device", "flex", "--text", reference["text"].as_str().unwrap(), "--hf-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_succeeded(&output, "hf logits --text");
+    let ours: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(ours["input_ids"], reference["input_ids"], "the ids of transformers' tokenizer(text)");
+    let flat = |v: &serde_json::Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))
+            .collect()
+    };
+    let (ours, theirs) = (flat(&ours["logits"]), flat(&reference["logits"]));
+    assert_eq!(ours.len(), theirs.len());
+    let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(diff < 1e-4, "largest difference {diff}");
+}
+
 /// A run trained on bytes is not exported with another tokenizer: its weights would be read with
 /// other ids (it printed "the the the ..." in transformers).
 #[test]

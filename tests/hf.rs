@@ -292,6 +292,11 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
     let back = load_hf_model(&lns, &cpu()).unwrap();
     assert_eq!(back.config.norm_scheme, NormScheme::default());
     assert!(lns.join("tokenizer.json").is_file());
+    // The source's special tokens stay in config.json (transformers' generate stops at eos).
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(lns.join("config.json")).unwrap()).unwrap();
+    assert_eq!((written["bos_token_id"].as_u64(), written["eos_token_id"].as_u64()), (Some(1), Some(2)), "{written}");
+    assert_eq!(written["use_cache"], true);
     // Retrofitting again into its own output replaces it (docs/hf.md); a file added there since
     // makes it refuse, naming the file (next).
     let output = run(&[&os("retrofit"), &os("--hf-dir"), source.as_os_str(), &os("--out"), lns.as_os_str()]);

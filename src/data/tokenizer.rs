@@ -153,11 +153,22 @@ impl Tokenizer {
 
     /// Token ids of `text`, without special tokens. NUL bytes are dropped by the byte tokenizer.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, DataError> {
+        self.encode_with(text, false)
+    }
+
+    /// Token ids of `text` as transformers' `tokenizer(text)` gives them: with the special tokens
+    /// the tokenizer's post-processor adds (LLaMA's `<s>`). For a prompt to a pretrained model,
+    /// which saw them in training; the byte tokenizer has none.
+    pub fn encode_with_special_tokens(&self, text: &str) -> Result<Vec<u32>, DataError> {
+        self.encode_with(text, true)
+    }
+
+    fn encode_with(&self, text: &str, special_tokens: bool) -> Result<Vec<u32>, DataError> {
         match self {
             Tokenizer::Byte => Ok(text.bytes().filter(|&b| b != 0).map(u32::from).collect()),
             #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { inner, path, .. } => inner
-                .encode(text, false)
+                .encode(text, special_tokens)
                 .map(|encoding| encoding.get_ids().to_vec())
                 .map_err(|e| DataError::Tokenizer(format!("{path}: cannot encode: {e}"))),
         }

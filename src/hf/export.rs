@@ -25,6 +25,25 @@ pub fn export_hf(
     dir: impl AsRef<Path>,
     tokenizer: Option<&Path>,
 ) -> Result<(), HfError> {
+    export_hf_from(model, config, dir, tokenizer, None)
+}
+
+/// The keys of a source `config.json` that [`export_hf_from`] keeps: its special tokens and
+/// generation settings, which the model's own config does not hold.
+const KEPT_FROM_SOURCE: [&str; 6] =
+    ["bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "use_cache"];
+
+/// [`export_hf`] of a model that came from the Hugging Face directory `source` (a retrofit):
+/// the keys of its `config.json` that hold special tokens and generation settings
+/// ([`KEPT_FROM_SOURCE`]) are kept, and its `generation_config.json`
+/// is copied, so that transformers' `generate` still stops at the end-of-sequence token.
+pub fn export_hf_from(
+    model: &Llama,
+    config: &LlamaConfig,
+    dir: impl AsRef<Path>,
+    tokenizer: Option<&Path>,
+    source: Option<&Path>,
+) -> Result<(), HfError> {
     let dir = dir.as_ref();
     if model.n_layers() != config.n_layers || model.lm_head.is_none() != config.tie_embeddings {
         return Err(HfError::Unsupported("the model was not built from this config".into()));
@@ -34,7 +53,22 @@ pub fn export_hf(
     check_replaceable_dir(dir, "config.json").map_err(|e| HfError::file(dir, e))?;
     // Norm kinds and schemes transformers cannot express are refused here, before anything is
     // written; the error names the model's scheme.
-    let json = hf_config_json(config)?;
+    let mut json = hf_config_json(config)?;
+    if let Some(source) = source {
+        let path = source.join("config.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| HfError::file(&path, e))?;
+        let original: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| HfError::file(&path, format!("not valid JSON: {e}")))?;
+        if let (Some(ours), Some(theirs)) = (json.as_object_mut(), original.as_object()) {
+            // Only the keys of tokens and generation: the architecture is the retrofitted model's.
+            for key in KEPT_FROM_SOURCE {
+                if let Some(value) = theirs.get(key).filter(|_| !ours.contains_key(key)) {
+                    ours.insert(key.to_string(), value.clone());
+                }
+            }
+        }
+    }
+    let generation_config = source.map(|source| source.join("generation_config.json")).filter(|p| p.is_file());
     let adapter = export_adapter(model)?;
     crate::io::write_dir_atomically(dir, "config.json", |tmp| {
         let text = serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?;
@@ -48,8 +82,9 @@ pub fn export_hf(
             .remap(NameMap::new().to_hf)
             .with_to_adapter(adapter);
         model.save_into(&mut store).map_err(|e| std::io::Error::other(e.to_string()))?;
-        if let Some(path) = tokenizer {
-            std::fs::copy(path, tmp.join("tokenizer.json"))
+        let copies = tokenizer.map(|path| (path, "tokenizer.json")).into_iter();
+        for (path, name) in copies.chain(generation_config.as_deref().map(|path| (path, "generation_config.json"))) {
+            std::fs::copy(path, tmp.join(name))
                 .map_err(|e| std::io::Error::other(format!("cannot copy {}: {e}", path.display())))?;
         }
         Ok(())
