@@ -324,6 +324,17 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         args.label.clone()
     };
     let labels = unique_labels(&names);
+    // A label is a sub-folder beside the comparison's own files and figures: no name of a file.
+    let file_like = |label: &String| {
+        let first = label.split('/').next().unwrap_or_default();
+        first.starts_with('.') || [".md", ".csv", ".json", ".png"].iter().any(|ending| first.ends_with(ending))
+    };
+    if let Some(label) = args.label.iter().find(|label| file_like(label)) {
+        return Err(usage(format!(
+            "--label `{label}` names a file: labels name the report's sub-folders, beside its comparison.md, \
+             .csv, .json and figures; give a name without `.md`, `.csv`, `.json`, `.png` or a leading `.`"
+        )));
+    }
     // Labels given by the user are used as given, or refused: never quietly renamed.
     if let Some((given, used)) = args.label.iter().zip(&labels).find(|(given, used)| given != used) {
         return Err(usage(format!(

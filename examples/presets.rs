@@ -69,6 +69,9 @@ fn refuse_edited_presets(dir: &Path, overwrite: bool) -> Result<(), Error> {
     for name in LlamaConfig::preset_names() {
         let path = dir.join(format!("{name}.json"));
         let Ok(meta) = path.symlink_metadata() else { continue };
+        if meta.is_dir() {
+            return Err(Error::file(&path, "is a folder where the preset's file goes: move it, or write elsewhere"));
+        }
         let same = LlamaConfig::from_file(&path).is_ok_and(|config| Ok(config) == LlamaConfig::preset(name));
         match (same, meta.file_type().is_symlink()) {
             (true, _) => {}

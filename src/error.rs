@@ -92,7 +92,7 @@ pub enum ConfigError {
         b_value: usize,
     },
     /// A numeric field is outside its allowed range.
-    #[error("`{field}` = {value} is out of range: {expected}")]
+    #[error("`{field}` = {} is out of range: {expected}", compact_number(.value))]
     OutOfRange {
         /// The offending field.
         field: &'static str,
@@ -184,5 +184,16 @@ pub(crate) fn json_error_in(text: &str, error: &serde_json::Error) -> String {
     match line {
         Some(line) if error.line() > 0 && line.chars().count() <= 200 => format!("{error} (`{line}`)"),
         _ => error.to_string(),
+    }
+}
+
+/// `value` as a person reads it: `1e40` and `1e-50` in exponent form, `0.25` and `300` plainly
+/// (Rust's `{}` writes every digit of `1e40`).
+pub(crate) fn compact_number(value: &f64) -> String {
+    let magnitude = value.abs();
+    if magnitude != 0.0 && magnitude.is_finite() && !(1e-4..1e15).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
     }
 }

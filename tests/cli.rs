@@ -133,6 +133,10 @@ fn presets_write_keeps_a_file_edited_by_hand() {
     std::os::unix::fs::symlink(&victim, dir.join("7b.json")).unwrap();
     assert_refused(&write(&["--overwrite"]), &["7b.json are symbolic links"], "presets --write over a link");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    std::fs::remove_file(dir.join("7b.json")).unwrap();
+    std::fs::remove_file(dir.join("3b.json")).unwrap();
+    std::fs::create_dir(dir.join("3b.json")).unwrap();
+    assert_refused(&write(&["--overwrite"]), &["3b.json: is a folder"], "presets --write over a folder");
 }
 
 /// `curse --plot` writes a PNG only: a path not named `.png`, or an existing file that is not a PNG
@@ -167,7 +171,7 @@ fn curse_plot_never_replaces_a_file_that_is_not_its_chart() {
 #[test]
 fn analyze_refuses_labels_it_would_have_to_rename() {
     let tmp = tempfile::tempdir().unwrap();
-    for labels in [["x", "x"], ["", "y"], ["a/b", "../c"], ["a", "a/b"]] {
+    for labels in [["x", "x"], ["", "y"], ["a/b", "../c"], ["a", "a/b"], ["comparison.md", "y"], ["x", ".contents"]] {
         let output = Command::new(example("analyze"))
             .args(["--run", "r1", "--run", "r2", "--device", "flex", "--out"])
             .arg(tmp.path().join("cmp"))
@@ -175,7 +179,9 @@ fn analyze_refuses_labels_it_would_have_to_rename() {
             .args(labels)
             .output()
             .unwrap();
-        assert_refused(&output, &["--label", "would become"], &format!("--label {labels:?}"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("would become") || stderr.contains("names a file"), "{labels:?}: {stderr}");
+        assert_refused(&output, &["--label"], &format!("--label {labels:?}"));
     }
 }
 
@@ -559,6 +565,13 @@ fn hf_logits_of_a_text_match_transformers_with_its_special_tokens() {
     assert_eq!(ours.len(), theirs.len());
     let diff = ours.iter().zip(&theirs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     assert!(diff < 1e-4, "largest difference {diff}");
+    // A tokenizer larger than the model's vocabulary: the fix named is the model's own.
+    let output = Command::new(example("generate"))
+        .args(["--tokenizer", "byte", "--prompt", "the", "--device", "flex", "--hf-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_refused(&output, &["vocabulary is 128", "give the model's own tokenizer"], "generate --tokenizer byte");
 }
 
 /// A run trained on bytes is not exported with another tokenizer: its weights would be read with

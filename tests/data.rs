@@ -433,6 +433,11 @@ fn json_lines_are_recognised_by_content_whatever_the_name() {
     let err = documents_of(&pretty).unwrap_err().to_string();
     assert!(err.contains("pretty.json:1: not a JSON object (a JSON-lines file holds one object per line)"), "{err}");
     assert!(err.contains("written over several lines"), "{err}");
+    // An array in a file named as JSON lines: the name is the fix.
+    let misnamed = dir.path().join("docs.jsonl");
+    std::fs::write(&misnamed, "[\n  {\"text\": \"first\"}\n]\n").unwrap();
+    let err = documents_of(&misnamed).unwrap_err().to_string();
+    assert!(err.contains("looks like a JSON array") && err.contains("named .json"), "{err}");
 
     // A .txt file that holds JSON lines is never trained on as text.
     let txt = dir.path().join("c4.txt");

@@ -231,7 +231,7 @@ fn each_bad_input_gives_an_error_naming_what_is_wrong() {
     let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("eps"));
     edit_config(&dir, |c| c["rms_norm_eps"] = serde_json::json!(1e40));
     let err = load_error(&dir);
-    assert!(err.contains("config.json: `rms_norm_eps` = 1000") && !err.contains("`norm_eps`"), "{err}");
+    assert!(err.contains("config.json: `rms_norm_eps` = 1e40") && !err.contains("`norm_eps`"), "{err}");
     let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("vocab"));
     edit_config(&dir, |c| c["vocab_size"] = 0.into());
     let err = load_error(&dir);

@@ -213,7 +213,7 @@ fn bad_configs_are_clear_errors() {
             json["norm_kind"] = "dyt".into();
         }
         let config: LlamaConfig = serde_json::from_value(json).unwrap();
-        check(config, &format!("`{field}` = {value} is out of range: a number > 0 within f32's range"));
+        check(config, &format!("`{field}` = {value:e} is out of range: a number > 0 within f32's range"));
     }
     for (scheme, field) in [("completep:1e300", "base_depth"), ("layer-scale:1e40", "init")] {
         let err = scheme.parse::<NormScheme>().and_then(|s| s.validate()).unwrap_err().to_string();

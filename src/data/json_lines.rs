@@ -42,9 +42,12 @@ pub fn read_json_lines(
         let place = format!("{shown}:{}", number + 1);
         let value: Value = serde_json::from_str(&line).map_err(|e| {
             // An object cut at the line's end: one written over several lines (pretty-printed).
-            let hint = if e.is_eof() {
+            let hint = if line.trim_start().starts_with('[') {
+                "; this looks like a JSON array: a file of JSON lines holds one object per line, an array of \
+                 objects goes in a file named .json"
+            } else if e.is_eof() {
                 "; this looks like an object written over several lines: a JSON corpus file holds one object per \
-                 line (JSON lines), or one array of objects (`[{...}, {...}]`)"
+                 line (JSON lines), or one array of objects (`[{...}, {...}]`) in a file named .json"
             } else {
                 ""
             };

@@ -32,7 +32,18 @@ impl LoadedModel {
         let spec = tokenizer_spec(self.tokenizer.as_deref(), given)?;
         let tokenizer = crate::data::Tokenizer::from_spec(&spec)?;
         check_tokenizer_identity(&tokenizer, &spec, self.tokenizer_identity.as_deref())?;
-        tokenizer.check_fits(self.config.vocab_size).map_err(|e| Error::file(&spec, e))?;
+        // The model's vocabulary is fixed: the fix is its own tokenizer, not another model config.
+        if tokenizer.base_vocab_size() > self.config.vocab_size {
+            return Err(Error::file(
+                &spec,
+                format!(
+                    "the tokenizer has {} tokens but the model's vocabulary is {}: give the model's own tokenizer \
+                     (its tokenizer.json), or leave --tokenizer unset",
+                    tokenizer.base_vocab_size(),
+                    self.config.vocab_size
+                ),
+            ));
+        }
         Ok(tokenizer)
     }
 }
