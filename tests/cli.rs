@@ -574,6 +574,28 @@ fn hf_logits_of_a_text_match_transformers_with_its_special_tokens() {
     assert_refused(&output, &["vocabulary is 128", "give the model's own tokenizer"], "generate --tokenizer byte");
 }
 
+/// `train --config RUN/train.json --resume` from another folder resumes RUN: the relative `out`
+/// it records was taken from the working directory ("nothing to resume ... start a new run").
+#[test]
+fn a_runs_train_json_resumes_it_from_any_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("elsewhere")).unwrap();
+    let output = Command::new(example("train"))
+        .current_dir(tmp.path())
+        .args(["--device", "flex", "--model", "tiny", "--steps", "2", "--eval-every", "2", "--batch-size", "2"])
+        .args(["--seq-len", "16", "--samples", "0", "--builtin-docs", "200", "--out", "run"])
+        .output()
+        .unwrap();
+    assert_succeeded(&output, "train");
+    let output = Command::new(example("train"))
+        .current_dir(tmp.path().join("elsewhere"))
+        .args(["--config", "../run/train.json", "--resume"])
+        .output()
+        .unwrap();
+    assert_refused(&output, &["the run is finished"], "train --config ../run/train.json --resume");
+    assert!(!tmp.path().join("elsewhere/run").exists());
+}
+
 /// A run trained on bytes is not exported with another tokenizer: its weights would be read with
 /// other ids (it printed "the the the ..." in transformers).
 #[test]

@@ -355,6 +355,17 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
     // The record still holds both pairs: the wider sweep trains nothing.
     let record: SweepRecord = serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(record.outcomes.len(), 2);
+
+    // A pair trained again by hand with other settings: its recorded loss is not its model's, so
+    // the sweep refuses to report it (it reported the old loss for the new model).
+    let train_json = out.join("lns/seed-1/train.json");
+    let mut settings: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&train_json).unwrap()).unwrap();
+    settings["lr"] = serde_json::json!(0.5);
+    std::fs::write(&train_json, settings.to_string()).unwrap();
+    let output = sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("trained again since the sweep recorded it") && stderr.contains("lr:"), "{stderr}");
 }
 
 #[test]

@@ -514,6 +514,7 @@ impl Sweep {
         let (mut trained, mut seconds) = (0usize, 0.0f64);
         for (index, pair) in pairs.iter().enumerate() {
             if let Some(outcome) = record.outcomes.get(&pair.key()) {
+                self.check_unchanged(pair)?;
                 progress(SweepEvent::Skipped { pair, outcome });
                 continue;
             }
@@ -554,6 +555,33 @@ impl Sweep {
         let keys: Vec<String> = pairs.iter().map(SweepPair::key).collect();
         record.outcomes.retain(|key, _| keys.contains(key));
         Ok(record)
+    }
+
+    /// An error when the run of a pair whose outcome is recorded was trained again by hand since
+    /// (its `train.json` holds other settings: another scheme, seed or rate): the recorded loss
+    /// would be reported for a model that is not the pair's.
+    fn check_unchanged(&self, pair: &SweepPair) -> Result<(), Error> {
+        let Ok(saved) = TrainConfig::from_run_file(pair.dir.join(TRAIN_CONFIG)) else { return Ok(()) };
+        // What a resume may change, but for what changes the trained model.
+        let ignored = |change: &&(String, String)| {
+            RESUME_MAY_CHANGE.contains(&change.0.as_str()) && !["lr", "clip_grad_norm"].contains(&change.0.as_str())
+        };
+        let changed: Vec<String> = setting_changes(&saved, &self.pair_config(pair))
+            .iter()
+            .filter(|change| !ignored(change))
+            .map(|(_, text)| text.clone())
+            .collect();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        Err(Error::RunDir {
+            path: pair.dir.clone(),
+            message: format!(
+                "this pair's run was trained again since the sweep recorded it ({}): its recorded loss is not this \
+                 model's. Remove the folder to train the pair again, or sweep into a new --out",
+                changed.join("; ")
+            ),
+        })
     }
 
     /// An error when an axis clashes with the shared settings: the config's own `init` or `layers`
