@@ -69,6 +69,15 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     RunDir::open(&config.out).unwrap();
     assert_eq!(snapshot(&config.out), before);
 
+    // A resume after such a crash of a finished run says there is nothing to resume.
+    let run = RunDir::open(&config.out).unwrap();
+    run.set_aside().unwrap();
+    let replacement = TrainConfig { seed: 5, ..config.clone() };
+    std::fs::write(config.out.join("train.json"), serde_json::to_string(&replacement.resolved()).unwrap()).unwrap();
+    drop(run);
+    expect_error(&replacement, Start::Resume, "finished run it was replacing is restored");
+    assert_eq!(snapshot(&config.out), before);
+
     // A resume after such a crash is checked against the restored run, not the interrupted one.
     std::fs::remove_file(config.out.join("model.bpk")).unwrap();
     let run = RunDir::open(&config.out).unwrap();

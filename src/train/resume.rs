@@ -83,11 +83,16 @@ pub(super) fn starting_point(
             // Read under the lock, after an interrupted --overwrite was undone.
             let changes = check_resume(dir, config, prepared).map_err(|message| match dir.restored_note() {
                 // The settings read before the lock were the stopped replacement's.
+                Some(_) if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() => run_dir_error(format!(
+                    "an earlier --overwrite stopped before its first checkpoint, and the finished run it was \
+                     replacing is restored (the settings read before were the stopped replacement's: {message}); \
+                     there is nothing to resume: start the replacement again with --overwrite"
+                )),
                 Some(_) => run_dir_error(format!(
                     "an earlier --overwrite stopped before its first checkpoint, and the run it was replacing is \
-                     restored; its settings are not the ones given ({message}). Resume the restored run with \
-                     `train --resume --out {}` (it reads its own train.json), or start the replacement again with \
-                     --overwrite",
+                     restored; its settings are not those read before, the stopped replacement's ({message}). \
+                     Resume the restored run with `train --resume --out {}` (it reads its own train.json), or \
+                     start the replacement again with --overwrite",
                     config.out.display()
                 )),
                 None => run_dir_error(message),
