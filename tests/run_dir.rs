@@ -27,9 +27,16 @@ fn refused_untouched(config: &TrainConfig, parts: &[&str]) {
 fn finished_run(dir: &Path) -> TrainConfig {
     let config = quick(&dir.join("run"), 10, 5);
     train(&config, Start::New, |_| {}).unwrap();
-    std::fs::create_dir(config.out.join("analysis")).unwrap();
-    std::fs::write(config.out.join("analysis/report.json"), "{}").unwrap();
+    write_report(&config.out);
     config
+}
+
+/// A report in `out/analysis/` as `analyze` writes it (with its `.contents`).
+fn write_report(out: &Path) {
+    layernorm_scaling::io::write_dir_atomically(&out.join("analysis"), "report.json", |tmp| {
+        std::fs::write(tmp.join("report.json"), "{}")
+    })
+    .unwrap();
 }
 
 #[test]
@@ -90,8 +97,7 @@ fn an_overwrite_killed_anywhere_leaves_the_old_run_or_the_new_one_never_a_mix() 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     assert!(train_example(&out, &[], None).status.success());
-    std::fs::create_dir(out.join("analysis")).unwrap();
-    std::fs::write(out.join("analysis/report.json"), "{}").unwrap();
+    write_report(&out);
     let old = snapshot(&out);
     let old_weights = weights(&out);
     // The new run differs from the old one (another seed), so their files can be told apart.
