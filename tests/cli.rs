@@ -699,30 +699,24 @@ fn no_model_runs_past_a_mistral_sliding_window() {
         format!("{{\"question\": \"{question}\", \"choices\": [\"mat\", \"park\"], \"answer\": 0}}\n"),
     )
     .unwrap();
-    let output = Command::new(example("analyze"))
-        .arg("--hf-dir")
-        .arg(&dir)
-        .arg("--choices")
-        .arg(&arc)
-        .arg("--out")
-        .arg(tmp.path().join("report"))
-        .args(["--seq-len", "4", "--device", "flex"])
-        .output()
-        .unwrap();
+    let analyze_choices = || {
+        Command::new(example("analyze"))
+            .arg("--hf-dir")
+            .arg(&dir)
+            .arg("--choices")
+            .arg(&arc)
+            .arg("--out")
+            .arg(tmp.path().join("report"))
+            .args(["--seq-len", "4", "--device", "flex"])
+            .output()
+            .unwrap()
+    };
+    let output = analyze_choices();
     assert_refused(&output, &["--choices", "at most 8", "shorten the questions"], "analyze --choices");
     assert!(!tmp.path().join("report").exists());
     // A set that cannot be read is named as the multiple-choice set, not as a corpus.
     std::fs::write(&arc, "").unwrap();
-    let output = Command::new(example("analyze"))
-        .arg("--hf-dir")
-        .arg(&dir)
-        .arg("--choices")
-        .arg(&arc)
-        .arg("--out")
-        .arg(tmp.path().join("report"))
-        .args(["--seq-len", "4", "--device", "flex"])
-        .output()
-        .unwrap();
+    let output = analyze_choices();
     assert_refused(&output, &["--choices: "], "analyze --choices with an empty file");
     assert!(!String::from_utf8_lossy(&output.stderr).contains("corpus:"));
 }
