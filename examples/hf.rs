@@ -184,6 +184,14 @@ fn run(args: Args) -> Result<(), Error> {
             if tokenizer.is_none() {
                 outln!("note: the run uses the byte tokenizer (ids = UTF-8 bytes); no tokenizer.json was written");
             }
+            // transformers' `tokenizer(text)` adds what the post-processor adds; the run never saw it.
+            if loaded_tokenizer.encode_with_special_tokens("a")? != loaded_tokenizer.encode("a")? {
+                outln!(
+                    "note: this tokenizer adds special tokens (such as <s>) to a text, which the run never saw in \
+                     training (its documents were encoded without them): prompt the export with \
+                     tokenizer(text, add_special_tokens=False)"
+                );
+            }
             Ok(())
         }
     }

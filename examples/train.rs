@@ -51,6 +51,13 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     // is relative to where the run started.
     let out_given = matches.value_source("out") == Some(clap::parser::ValueSource::CommandLine);
     if let Some(run) = args.config.as_deref().filter(|_| args.resume && !out_given).and_then(run_of_config_file) {
+        if config.data.iter().any(|path| path.is_relative()) {
+            layernorm_scaling::errln!(
+                "note: resuming {}; the relative --data paths its train.json records are read from this folder, \
+                 not from the one the training ran in",
+                run.display()
+            );
+        }
         config.out = run;
     }
     // `--resume` alone continues the run with its own settings; options given change them.

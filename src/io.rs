@@ -336,7 +336,7 @@ pub fn check_replaceable_file(path: &Path, what: &str, is_ours: impl Fn(&[u8]) -
 /// crate's name): a chart of ours may be replaced by a new one, any other image may not.
 const CHART_MARK: &[u8] = b"Software\0layernorm-scaling";
 
-/// `png` (a whole PNG file) with the [`CHART_MARK`] text chunk added before its end.
+/// `png` (a whole PNG file) with the text chunk that marks our charts added before its end.
 pub fn mark_chart(mut png: Vec<u8>) -> std::io::Result<Vec<u8>> {
     // The last chunk is IEND: 4 bytes of length (0), "IEND", 4 bytes of CRC.
     if png.len() < 20 || &png[png.len() - 8..png.len() - 4] != b"IEND" {

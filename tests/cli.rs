@@ -594,6 +594,14 @@ fn a_runs_train_json_resumes_it_from_any_folder() {
         .unwrap();
     assert_refused(&output, &["the run is finished"], "train --config ../run/train.json --resume");
     assert!(!tmp.path().join("elsewhere/run").exists());
+    // Hand-edited settings are seen, and refused: the checkpoints were made with the old ones.
+    let train_json = tmp.path().join("run/train.json");
+    let edited = std::fs::read_to_string(&train_json).unwrap().replace("\"steps\": 2", "\"steps\": 4");
+    assert!(edited.contains("\"steps\": 4"));
+    std::fs::write(&train_json, edited).unwrap();
+    let output =
+        Command::new(example("train")).current_dir(tmp.path()).args(["--resume", "--out", "run"]).output().unwrap();
+    assert_refused(&output, &["differs from the one the run wrote"], "train --resume after an edit of train.json");
 }
 
 /// A run trained on bytes is not exported with another tokenizer: its weights would be read with

@@ -370,6 +370,9 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // Its tokenizer adds <s>, which the run never saw: the export says how to prompt it.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("adds special tokens") && stdout.contains("add_special_tokens=False"), "{stdout}");
     let exported = load_hf_model(tmp.path().join("exported"), &cpu()).unwrap();
     assert_eq!(exported.config.norm_scheme, NormScheme::default());
     let (ids, _) = reference("llama_mha_untied");

@@ -289,6 +289,10 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     edited["steps"] = 5.into();
     std::fs::write(&train_json, edited.to_string()).unwrap();
     let lowered = TrainConfig { steps: 5, ..config.clone() };
+    // The edit itself is seen (train.json.sum); without the sum (a run of an earlier version),
+    // the checkpoint past `steps` is.
+    expect_error(&lowered, Start::Resume, "differs from the one the run wrote (edited by hand?)");
+    std::fs::remove_file(config.out.join("train.json.sum")).unwrap();
     expect_error(&lowered, Start::Resume, "newest checkpoint is at step 10, past the run's 5 steps");
     assert!(!model.exists());
     std::fs::write(&train_json, original).unwrap();

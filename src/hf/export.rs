@@ -35,7 +35,7 @@ const KEPT_FROM_SOURCE: [&str; 6] =
 
 /// [`export_hf`] of a model that came from the Hugging Face directory `source` (a retrofit):
 /// the keys of its `config.json` that hold special tokens and generation settings
-/// ([`KEPT_FROM_SOURCE`]) are kept, and its `generation_config.json`
+/// (`bos_token_id`, `eos_token_id`, `pad_token_id`, `use_cache`, ...) are kept, and its `generation_config.json`
 /// is copied, so that transformers' `generate` still stops at the end-of-sequence token.
 pub fn export_hf_from(
     model: &Llama,

@@ -261,7 +261,12 @@ fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(
     // `model.json` first: a directory holding only it is a start cut short, which a new run may use.
     write(MODEL_INFO, serde_json::to_string_pretty(&info))?;
     crate::io::crash_point("record:model.json");
-    write(TRAIN_CONFIG, serde_json::to_string_pretty(config))
+    write(TRAIN_CONFIG, serde_json::to_string_pretty(config))?;
+    // Its checksum: a resume tells the settings the run wrote from ones edited by hand since.
+    crate::io::write_sum(&out.join(TRAIN_CONFIG)).map_err(|e| Error::RunDir {
+        path: out.to_path_buf(),
+        message: format!("cannot write {TRAIN_CONFIG}.sum: {e}"),
+    })
 }
 
 /// The `track_every` recorder, probing with the first validation sequences (the same at every record).

@@ -58,6 +58,21 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
             message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
         });
     }
+    // train.json edited by hand (steps, seed, batch): the checkpoints were not made with it, and a
+    // resume would record a run that never happened.
+    if let (Start::Resume, Err(crate::io::SumError::Mismatch(_))) =
+        (start, crate::io::verify_sum(&out.join(TRAIN_CONFIG)))
+    {
+        return Err(Error::RunDir {
+            path: out.to_path_buf(),
+            message: format!(
+                "its {TRAIN_CONFIG} differs from the one the run wrote (edited by hand?): its checkpoints were made \
+                 with the settings it had. Put them back and give the changes a resume allows as options (--lr, \
+                 --clip-grad-norm, the device, the intervals), or train into a new --out. (If it was not edited, \
+                 a resume was killed while rewriting it: delete {TRAIN_CONFIG}.sum to resume.)"
+            ),
+        });
+    }
     if start == Start::Resume {
         // The settings are compared before the data is tokenised (and again under the lock).
         check_resume_settings(out, config)?;
