@@ -91,6 +91,29 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     train(&config, Start::Resume, |_| {}).unwrap();
 }
 
+/// A new run that stops after a checkpoint but before its end (a full disk at step 20) does not
+/// take the run it replaces with it: the old one waits in `.previous-run/` until the new one
+/// finishes (it was deleted at the first checkpoint).
+#[test]
+fn an_overwrite_that_stops_after_a_checkpoint_keeps_the_old_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let run = RunDir::open(&config.out).unwrap();
+    run.set_aside().unwrap();
+    // The new run's first checkpoint (a copy of the old one's), and no final model.
+    let previous = config.out.join(".previous-run");
+    std::fs::create_dir(config.out.join("checkpoint")).unwrap();
+    for entry in std::fs::read_dir(previous.join("checkpoint")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().contains("-step-5.") {
+            std::fs::copy(entry.path(), config.out.join("checkpoint").join(entry.file_name())).unwrap();
+        }
+    }
+    let note = run.end_replacement().map(|event| event.to_string()).unwrap_or_default();
+    assert!(note.contains("stays in") && note.contains("train --resume"), "{note}");
+    assert!(previous.join("model.bpk").is_file(), "the old run is kept");
+}
+
 /// Files of the user's inside the run's own folders (`checkpoint/`, `analysis/`) are not
 /// deleted with the old run: `--overwrite` is refused before any work, naming them.
 #[test]

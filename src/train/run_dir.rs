@@ -411,11 +411,21 @@ impl RunDir {
     }
 
     /// After a training that replaced a run (or resumed such a replacement): the old run is
-    /// deleted once the new one has a checkpoint, or put back when it has none. What the user
-    /// should know of it, as an event.
+    /// deleted once the new one is finished, kept while the new one has checkpoints but no end,
+    /// and put back when it has none. What the user should know of it, as an event.
     pub fn end_replacement(&self) -> Option<TrainEvent> {
         if !self.path.join(PREVIOUS_RUN).exists() {
             return None;
+        }
+        // A new run that stopped after a checkpoint but before its end (a full disk, an error)
+        // may never finish: the run it replaces waits until it does.
+        let finished = verify_sum(&self.path.join(MODEL)).is_ok();
+        if !finished && self.set_aside_done() && !self.checkpoints().0.is_empty() {
+            return Some(TrainEvent::Note(format!(
+                "the new run stopped before its end: the run it replaces stays in {} until it finishes \
+                 (`train --resume` goes on with the new run)",
+                self.path.join(PREVIOUS_RUN).display()
+            )));
         }
         match self.finish_replacement() {
             Ok(true) => {
