@@ -508,6 +508,18 @@ fn a_run_started_from_another_resumes_without_its_source() {
     let other = TrainConfig { norm: Some("pre-ln".parse().unwrap()), ..run.clone() };
     kill_after_checkpoint_before(&run.out, 10);
     expect_error(&other, Start::Resume, "norm_scheme");
+
+    // Killed before its first checkpoint, a run started from another starts again from the
+    // other's weights, not from scratch: its first loss is the uninterrupted run's.
+    let fresh = TrainConfig { init_from: Some(copy.clone()), ..quick(&dir.path().join("fresh"), 10, 5) };
+    let uninterrupted = train(&fresh, Start::New, |_| {}).unwrap();
+    // What a kill before the first checkpoint leaves: the run's records, no weights, no steps.
+    std::fs::remove_dir_all(fresh.out.join("checkpoint")).unwrap();
+    for file in ["model.bpk", "model.bpk.sum", "metrics.jsonl"] {
+        std::fs::remove_file(fresh.out.join(file)).unwrap();
+    }
+    let again = train(&fresh, Start::Resume, |_| {}).unwrap();
+    assert_eq!(again.train_losses.first(), uninterrupted.train_losses.first(), "started from the same weights");
 }
 
 /// A finished run whose checkpoints were deleted and whose final model was damaged since: train

@@ -118,7 +118,11 @@ fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainRepor
         RunDir::check_cache_dir(&config.out, cache_dir)?;
     }
     check_start(&config.out, config, start)?;
-    let mut prepared = prepare(config, start == Start::Resume, events)?;
+    // A resume goes on from a checkpoint, which holds the weights; one killed before its first
+    // checkpoint starts again from step 0, from `init_from`'s weights (it trained from scratch).
+    let from_checkpoint = start == Start::Resume
+        && !super::checkpoint::checkpoint_status(&config.out.join(crate::run::CHECKPOINTS)).0.is_empty();
+    let mut prepared = prepare(config, from_checkpoint, events)?;
     let config = config.resolved();
     let dir = RunDir::open(&config.out)?;
     if let Some(note) = dir.restored_note() {
