@@ -114,6 +114,24 @@ fn an_overwrite_that_stops_after_a_checkpoint_keeps_the_old_run() {
     assert!(previous.join("model.bpk").is_file(), "the old run is kept");
 }
 
+/// A `.previous-run` of the user's (a folder of backups, or a file) is not taken for a run an
+/// interrupted `--overwrite` set aside: it was restored over the run, and deleted.
+#[test]
+fn a_previous_run_folder_of_the_users_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let previous = config.out.join(".previous-run");
+    std::fs::create_dir_all(previous.join("sub")).unwrap();
+    std::fs::write(previous.join("backup.txt"), "mine").unwrap();
+    let before = snapshot(&config.out);
+    expect_error(&config, Start::Overwrite, "holds what no --overwrite set aside (backup.txt, sub)");
+    assert_eq!(snapshot(&config.out), before, "nothing moved or deleted");
+    std::fs::remove_dir_all(&previous).unwrap();
+    std::fs::write(&previous, "a file").unwrap();
+    expect_error(&config, Start::Overwrite, "is not a folder this crate set a run aside in");
+    assert_eq!(std::fs::read_to_string(&previous).unwrap(), "a file");
+}
+
 /// Files of the user's inside the run's own folders (`checkpoint/`, `analysis/`) are not
 /// deleted with the old run: `--overwrite` is refused before any work, naming them.
 #[test]

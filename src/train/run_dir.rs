@@ -151,6 +151,7 @@ impl RunDir {
         if !self.path.join(PREVIOUS_RUN).exists() {
             return Ok(false);
         }
+        self.check_set_aside_is_ours()?;
         if self.set_aside_done() {
             let finished = verify_sum(&self.path.join(MODEL)).is_ok();
             if finished || !self.checkpoints().0.is_empty() {
@@ -163,6 +164,33 @@ impl RunDir {
         }
         self.put_back()?;
         Ok(true)
+    }
+
+    /// An error unless `.previous-run` is a folder of a run's entries (and the set-aside's
+    /// marker): a folder or file of the user's by that name is neither restored nor deleted.
+    fn check_set_aside_is_ours(&self) -> std::io::Result<()> {
+        let aside = self.path.join(PREVIOUS_RUN);
+        if !aside.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a folder this crate set a run aside in; move it away",
+                aside.display()
+            )));
+        }
+        let ours = |name: &str| name == SET_ASIDE_DONE || run_entries().any(|(entry, _)| entry == name);
+        let mut foreign: Vec<String> = std::fs::read_dir(&aside)?
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| !ours(name) && !is_temporary_name(name))
+            .collect();
+        foreign.sort();
+        if foreign.is_empty() {
+            return Ok(());
+        }
+        Err(std::io::Error::other(format!(
+            "{} holds what no --overwrite set aside ({}): it is not a run this crate set aside; move it away",
+            aside.display(),
+            foreign.join(", ")
+        )))
     }
 
     /// Whether the set-aside finished: its marker, or (a set-aside of an earlier version, which
