@@ -92,6 +92,18 @@ pub fn file_crc32(path: &Path) -> std::io::Result<(u32, u64)> {
     }
 }
 
+/// [`write_atomically`], with the checksum ([`write_sum`]) beside it. The old checksum goes
+/// first, so that a kill at any moment leaves the file with its own checksum or with none
+/// (which [`verify_sum`] reports as [`SumError::NoSum`]), never beside another's.
+pub fn write_atomically_with_sum(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    match std::fs::remove_file(sum_path(path)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    write_atomically(path, bytes)?;
+    write_sum(path)
+}
+
 /// The checksum file written beside `path`: `<path>.sum`.
 pub fn sum_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();

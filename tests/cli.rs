@@ -603,6 +603,23 @@ fn a_runs_train_json_resumes_it_from_any_folder() {
     let output =
         Command::new(example("train")).current_dir(tmp.path()).args(["--resume", "--out", "run"]).output().unwrap();
     assert_refused(&output, &["differs from the one the run wrote"], "train --resume after an edit of train.json");
+    // So is an edited model.json, by every program that loads the weights into the model it
+    // describes (they were analysed as another scheme without a word).
+    let model_json = tmp.path().join("run/model.json");
+    let text = std::fs::read_to_string(&model_json).unwrap();
+    let edited = text.replace("\"rope_theta\": 10000.0", "\"rope_theta\": 500000.0");
+    assert_ne!(edited, text);
+    std::fs::write(&model_json, edited).unwrap();
+    let output = Command::new(example("generate"))
+        .current_dir(tmp.path())
+        .args(["--run", "run", "--prompt", "the", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_refused(
+        &output,
+        &["model.json", "differs from the one the run wrote"],
+        "generate after an edit of model.json",
+    );
 }
 
 /// A run trained on bytes is not exported with another tokenizer: its weights would be read with

@@ -53,13 +53,14 @@ pub const ANALYSIS: &str = "analysis";
 /// What a run writes into its directory, and nothing else: `(name, is a directory)`.
 /// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`;
 /// `analysis/` is the analyze example's report on the run's model (it goes with the model).
-pub const RUN_ENTRIES: [(&str, bool); 15] = [
+pub const RUN_ENTRIES: [(&str, bool); 16] = [
     (CHECKPOINTS, true),
     ("train", true),
     ("valid", true),
     (TRAIN_CONFIG, false),
     ("train.json.sum", false),
     (MODEL_INFO, false),
+    ("model.json.sum", false),
     (MODEL, false),
     ("model.bpk.sum", false),
     (METRICS_CSV, false),

@@ -167,7 +167,7 @@ pub struct RunModelInfo {
     pub tokenizer_identity: Option<String>,
 }
 
-/// Writes `<dir>/model.bpk` (with its checksum `model.bpk.sum`) and `<dir>/model.json`, each atomically.
+/// Writes `<dir>/model.bpk` and `<dir>/model.json` (each with its checksum, `.sum`), each atomically.
 pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo) -> Result<(), Error> {
     let dir = dir.as_ref();
     let path = dir.join(MODEL);
@@ -176,7 +176,7 @@ pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo)
     model.clone().save_file(&path).map_err(|e| error(e.to_string()))?;
     crate::io::write_sum(&path).map_err(|e| error(e.to_string()))?;
     let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
-    crate::io::write_atomically(&dir.join(MODEL_INFO), json.as_bytes()).map_err(|e| error(e.to_string()))
+    crate::io::write_atomically_with_sum(&dir.join(MODEL_INFO), json.as_bytes()).map_err(|e| error(e.to_string()))
 }
 
 /// Loads the model of a run directory (`model.json` + `model.bpk`), or of its checkpoint at
@@ -198,6 +198,16 @@ pub fn load_run_model(
     let info: RunModelInfo =
         serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
     info.model.validate()?;
+    // The weights were trained with the model it described when written: an edit would load them
+    // into another model (another scheme, another rope) without a word.
+    if let Err(crate::io::SumError::Mismatch(_)) = crate::io::verify_sum(&info_path) {
+        return Err(file_error(
+            &info_path,
+            "differs from the one the run wrote (edited by hand?): its weights were trained with the model it \
+             described then; put it back (a retrofit onto another scheme is `train --init-from` with --norm)"
+                .to_string(),
+        ));
+    }
     let checkpoints = dir.join(CHECKPOINTS);
     // A run of version 0.1 names its checkpoints by epoch: read where they are, by their step.
     let epoch_named = epoch_named_checkpoints(&checkpoints);

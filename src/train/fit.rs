@@ -33,7 +33,6 @@ use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
 use super::tracking::Tracker;
 use crate::data::LmBatcher;
-use crate::io::write_atomically;
 use crate::measure::read_metrics;
 use crate::model::Llama;
 use crate::run::{METRICS, MODEL_INFO, TRACKING, TRAIN_CONFIG};
@@ -253,20 +252,18 @@ fn outcome(
 /// run can be loaded) and `train.json` (every setting, resolved, and the data budget).
 fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {
     let info = prepared.model_info(config, 0);
+    // With their checksums: what the run wrote is told from an edit by hand since (a resume
+    // refuses an edited train.json, every loader an edited model.json).
     let write = |name: &str, json: serde_json::Result<String>| {
-        let written =
-            json.map_err(std::io::Error::other).and_then(|json| write_atomically(&out.join(name), json.as_bytes()));
+        let written = json
+            .map_err(std::io::Error::other)
+            .and_then(|json| crate::io::write_atomically_with_sum(&out.join(name), json.as_bytes()));
         written.map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {name}: {e}") })
     };
     // `model.json` first: a directory holding only it is a start cut short, which a new run may use.
     write(MODEL_INFO, serde_json::to_string_pretty(&info))?;
     crate::io::crash_point("record:model.json");
-    write(TRAIN_CONFIG, serde_json::to_string_pretty(config))?;
-    // Its checksum: a resume tells the settings the run wrote from ones edited by hand since.
-    crate::io::write_sum(&out.join(TRAIN_CONFIG)).map_err(|e| Error::RunDir {
-        path: out.to_path_buf(),
-        message: format!("cannot write {TRAIN_CONFIG}.sum: {e}"),
-    })
+    write(TRAIN_CONFIG, serde_json::to_string_pretty(config))
 }
 
 /// The `track_every` recorder, probing with the first validation sequences (the same at every record).

@@ -338,7 +338,8 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
         .collect();
     // A run's first file is `model.json`: a start killed before `train.json` leaves it alone. A
     // replacement under way, or killed, is sorted out under the lock ([`RunDir::open`]).
-    if entries.is_empty() || entries == [MODEL_INFO] || entries.iter().any(|name| name == PREVIOUS_RUN) {
+    let first_write_only = entries.iter().all(|name| name == MODEL_INFO || name == "model.json.sum");
+    if entries.is_empty() || first_write_only || entries.iter().any(|name| name == PREVIOUS_RUN) {
         return Ok(());
     }
     let mut run_files: Vec<&str> = entries
