@@ -121,24 +121,28 @@ pub fn require_hf_dir(dir: &Path) -> Result<PathBuf, Error> {
     if is_hf_dir(&resolved) {
         return Ok(resolved);
     }
-    // A local folder named like a model of the cache hides it: say so.
-    #[cfg(feature = "hf")]
-    let hidden = dir.to_str().and_then(crate::hf::repo_name).filter(|_| dir.is_dir()).map(|(name, _)| {
-        format!(
-            "; the local folder {name} comes before a model of that name in the Hugging Face cache: rename or \
-             remove the folder to use the cached model"
-        )
-    });
-    #[cfg(not(feature = "hf"))]
-    let hidden: Option<String> = None;
     Err(Error::file(
         dir,
         format!(
             "--hf-dir: no config.json there; is it a Hugging Face model directory? (a run directory of the train \
              example goes to --run){}",
-            hidden.unwrap_or_default()
+            hidden_cached_model(dir)
         ),
     ))
+}
+
+/// A note when the local folder `dir` is named like a model of the Hugging Face cache, which it
+/// hides (a local folder comes first); empty otherwise.
+fn hidden_cached_model(dir: &Path) -> String {
+    #[cfg(feature = "hf")]
+    if let Some((name, _)) = dir.to_str().and_then(crate::hf::repo_name).filter(|_| dir.is_dir()) {
+        return format!(
+            "; the local folder {name} comes before a model of that name in the Hugging Face cache: rename or \
+             remove the folder to use the cached model"
+        );
+    }
+    let _ = dir;
+    String::new()
 }
 
 #[cfg(feature = "hf")]
