@@ -159,10 +159,17 @@ fn comparison_markdown(runs: &[ComparedRun], summaries: &[RunSummary], figures: 
     let mut md = String::from(
         "# Comparison\n\n| run | layers | perplexity | variance growth (last / first block) | identity ratio, deeper half | dPPL, deeper half |\n|---|---|---|---|---|---|\n",
     );
+    // A figure that was not measured (no deeper layer removed, say) is `-`, not `NaN`.
+    let or_dash = |value: f64, shown: String| if value.is_finite() { shown } else { "-".to_string() };
     for s in summaries {
         md.push_str(&format!(
-            "| {} | {} | {:.4} | {:.2}x | {:.4} | {:+.4} |\n",
-            s.label, s.n_layers, s.perplexity, s.variance_growth, s.deep_identity_ratio, s.deep_pruning_drop
+            "| {} | {} | {:.4} | {:.2}x | {} | {} |\n",
+            s.label,
+            s.n_layers,
+            s.perplexity,
+            s.variance_growth,
+            or_dash(s.deep_identity_ratio, format!("{:.4}", s.deep_identity_ratio)),
+            or_dash(s.deep_pruning_drop, format!("{:+.4}", s.deep_pruning_drop)),
         ));
     }
     md.push_str("\nEach run's full report is in its sub-directory:\n\n");
@@ -180,7 +187,21 @@ fn comparison_markdown(runs: &[ComparedRun], summaries: &[RunSummary], figures: 
 mod tests {
     use std::path::Path;
 
-    use super::{path_labels, unique_labels};
+    use super::{comparison_markdown, path_labels, unique_labels, RunSummary};
+
+    #[test]
+    fn a_figure_not_measured_is_a_dash_not_nan() {
+        let summary = RunSummary {
+            label: "lns".into(),
+            n_layers: 4,
+            perplexity: 12.5,
+            variance_growth: 2.0,
+            deep_identity_ratio: 0.9,
+            deep_pruning_drop: f64::NAN,
+        };
+        let md = comparison_markdown(&[], &[summary], &[]);
+        assert!(md.contains("| lns | 4 | 12.5000 | 2.00x | 0.9000 | - |") && !md.contains("NaN"), "{md}");
+    }
 
     fn labels(dirs: &[&str]) -> Vec<String> {
         let dirs: Vec<&Path> = dirs.iter().map(Path::new).collect();
