@@ -335,6 +335,12 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("warning: the loss curves leave out pre-ln/seed-1"), "{stderr}");
     }
+    // Whole lines removed from the end: the curve would stop early without a word.
+    let first_lines: String = text.lines().take(3).map(|line| format!("{line}\n")).collect();
+    std::fs::write(&metrics, first_lines).unwrap();
+    let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("the loss curve of pre-ln/seed-1 stops at step") && stderr.contains("of 6"), "{stderr}");
     std::fs::write(&metrics, "").unwrap();
     let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -243,7 +243,21 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
         let mut runs = Vec::new();
         for pair in pairs.iter().filter(|p| p.group() == group && record.outcomes.contains_key(&p.key())) {
             match read_metrics(&pair.dir) {
-                Ok(rows) if rows.iter().any(MetricRow::is_train_loss) => runs.push(rows),
+                Ok(rows) if rows.iter().any(MetricRow::is_train_loss) => {
+                    // A finished pair's history ends at its last step: one that ends before was cut.
+                    let last = rows.iter().filter(|r| r.is_train_loss()).map(|r| r.step).max().unwrap_or(0);
+                    let finished = matches!(record.outcomes.get(&pair.key()), Some(PairOutcome::Finished { .. }));
+                    if finished && last < record.config.steps {
+                        warnings.push(format!(
+                            "the loss curve of {} stops at step {last} of {}: {} was cut short since the pair \
+                             finished",
+                            pair.key(),
+                            record.config.steps,
+                            pair.dir.join(METRICS_FILE).display()
+                        ));
+                    }
+                    runs.push(rows)
+                }
                 Ok(_) => warnings.push(format!(
                     "the loss curves leave out {}: {} holds no training loss",
                     pair.key(),
