@@ -21,12 +21,12 @@ pub use model_dir::check_tokenizer_identity;
 pub use model_dir::{
     is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
 };
-#[cfg(feature = "train")]
-pub(crate) use run_model::name_checkpoints_by_step;
 pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, save_run_model, step_of_epoch,
     EpochSteps, RunModelInfo, CHECKPOINT_KINDS,
 };
+#[cfg(feature = "train")]
+pub(crate) use run_model::{is_checkpoint_file_name, name_checkpoints_by_step};
 
 /// Whether `dir` holds a run (its settings, its final model or its checkpoints), whole or in part.
 pub fn holds_a_run(dir: &std::path::Path) -> bool {

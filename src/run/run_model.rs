@@ -68,21 +68,26 @@ pub(crate) fn name_checkpoints_by_step(run_dir: &Path) -> std::io::Result<()> {
 fn numbered_checkpoints(dir: &Path, separator: &str) -> Vec<usize> {
     let mut numbers: Vec<usize> = std::fs::read_dir(dir)
         .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let stem = name.strip_suffix(".bpk")?;
-                    CHECKPOINT_KINDS
-                        .iter()
-                        .find_map(|kind| stem.strip_prefix(&format!("{kind}{separator}"))?.parse().ok())
-                })
-                .collect()
+            entries.flatten().filter_map(|e| checkpoint_number(&e.file_name().to_string_lossy(), separator)).collect()
         })
         .unwrap_or_default();
     numbers.sort_unstable();
     numbers.dedup();
     numbers
+}
+
+/// The number in a checkpoint file's name `<kind><separator><number>.bpk`, if it is one.
+fn checkpoint_number(name: &str, separator: &str) -> Option<usize> {
+    let stem = name.strip_suffix(".bpk")?;
+    CHECKPOINT_KINDS.iter().find_map(|kind| stem.strip_prefix(&format!("{kind}{separator}"))?.parse().ok())
+}
+
+/// Whether `name` is a checkpoint file's or its checksum's: by step (`model-step-5.bpk`), or by
+/// epoch as version 0.1 named them (`model-3.bpk`), with or without `.sum`.
+#[cfg(feature = "train")]
+pub(crate) fn is_checkpoint_file_name(name: &str) -> bool {
+    let name = name.strip_suffix(".sum").unwrap_or(name);
+    checkpoint_number(name, "-step-").is_some() || checkpoint_number(name, "-").is_some()
 }
 
 /// How a run's validation intervals (burn-train's epochs, of `steps_per_epoch` optimiser steps)

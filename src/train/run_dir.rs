@@ -287,21 +287,12 @@ fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
 /// with them: in `checkpoint/` any file not named as a checkpoint's, in `analysis/` any file
 /// its report did not write (or changed since). Paths relative to `dir`.
 pub(crate) fn foreign_files_in_run_folders(dir: &Path) -> Vec<String> {
-    let is_checkpoint_file = |name: &str| {
-        let name = name.strip_suffix(".sum").unwrap_or(name);
-        let Some(stem) = name.strip_suffix(".bpk") else { return false };
-        let Some((kind, number)) = stem.split_once('-') else { return false };
-        let number = number.strip_prefix("step-").unwrap_or(number);
-        ["model", "optim", "scheduler"].contains(&kind)
-            && !number.is_empty()
-            && number.bytes().all(|b| b.is_ascii_digit())
-    };
     let mut foreign: Vec<String> = std::fs::read_dir(dir.join(CHECKPOINTS))
         .into_iter()
         .flatten()
         .flatten()
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| !is_checkpoint_file(name) && !is_temporary_name(name))
+        .filter(|name| !crate::run::is_checkpoint_file_name(name) && !is_temporary_name(name))
         .map(|name| format!("{CHECKPOINTS}/{name}"))
         .collect();
     let analysis = dir.join(crate::run::ANALYSIS);
@@ -323,12 +314,9 @@ fn is_temporary_name(name: &str) -> bool {
     ours || burn_pack
 }
 
-/// An error unless `path` is a directory that is empty or holds a run of this crate, whose
+/// An error unless the directory `path` is empty or holds a run of this crate, whose
 /// entries of a run's names have the right kind (a plain file named `train` is not a log folder).
 fn check_run_dir(path: &Path) -> Result<(), String> {
-    if !path.is_dir() {
-        return Err("exists and is not a directory; choose a new --out".into());
-    }
     let entries: Vec<String> = std::fs::read_dir(path)
         .map_err(|e| format!("cannot read it: {e}"))?
         .flatten()
