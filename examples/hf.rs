@@ -17,7 +17,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use layernorm_scaling::console::write_result;
 use layernorm_scaling::data::Tokenizer;
-use layernorm_scaling::hf::{export_hf, export_hf_from, load_hf_model};
+use layernorm_scaling::hf::{export_hf, export_hf_from, llama_checkpoint_problem, load_hf_model};
 use layernorm_scaling::model::retrofit;
 use layernorm_scaling::run::{check_tokenizer_identity, load_run_model, resolve_dir, tokenizer_spec};
 use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
@@ -142,6 +142,19 @@ fn run(args: Args) -> Result<(), Error> {
             refuse_non_finite(&loaded.model, &format!("the weights of {} are damaged", hf_dir.display()))?;
             let from = loaded.config.norm_scheme.clone();
             let (model, config) = retrofit(loaded.model, &loaded.config, norm)?;
+            // The output is a Hugging Face directory: a scheme it cannot hold is refused with the
+            // command that does retrofit onto it (into a run directory).
+            if let Some(problem) = llama_checkpoint_problem(&config)? {
+                return Err(ConfigError::Conflict(format!(
+                    "`hf retrofit` writes a Hugging Face LLaMA directory, and {problem}. To train a `{}` model from \
+                     these weights, retrofit them into a run directory: `cargo run --release --example train -- \
+                     --init-from {} --norm {} --out NEW_DIR`",
+                    config.norm_scheme,
+                    hf_dir.display(),
+                    config.norm_scheme
+                ))
+                .into());
+            }
             export_hf_from(&model, &config, &out, loaded.tokenizer.as_deref(), Some(&resolve_dir(&hf_dir)?))?;
             outln!(
                 "{}: {} layers retrofitted from {from} to {}; written to {}",

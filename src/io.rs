@@ -267,7 +267,19 @@ pub fn write_dir_atomically(
             check_replaceable_dir(&dir, marker)?;
         }
         if !existing {
-            return std::fs::rename(&tmp, &dir);
+            return std::fs::rename(&tmp, &dir).map_err(|error| match dir.exists() {
+                // Another command (a second one given the same output) renamed its output in first.
+                true => std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} was written by another command while this one ran (it did not exist when this one \
+                         started); nothing of this one was written: run it again to replace that output, or give \
+                         another output path",
+                        dir.display()
+                    ),
+                ),
+                false => error,
+            });
         }
         std::fs::rename(&dir, &old)?;
         std::fs::rename(&tmp, &dir).inspect_err(|_| {
@@ -547,6 +559,23 @@ mod tests {
         assert!(error.contains("thesis.tex"), "{error}");
         assert_eq!(std::fs::read_to_string(dir.join("thesis.tex")).unwrap(), "years of work");
         assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "my own");
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary folder is left");
+    }
+
+    #[test]
+    fn an_output_another_command_wrote_first_is_named_as_such() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("out");
+        let error = write_dir_atomically(&dir, "report.json", |tmp| {
+            // The other command's output lands while this one runs.
+            std::fs::create_dir(&dir)?;
+            std::fs::write(dir.join("report.json"), "theirs")?;
+            std::fs::write(tmp.join("report.json"), "ours")
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("written by another command while this one ran"), "{error}");
+        assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "theirs");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary folder is left");
     }
 

@@ -756,6 +756,15 @@ fn a_run_or_report_inside_a_corpus_folder_is_skipped_and_said_so() {
     let skipped = listing.skipped.join("\n");
     assert!(skipped.contains("run: skipped, a run directory or report"), "{skipped}");
     assert!(skipped.contains("report: skipped, a run directory or report"), "{skipped}");
+
+    // A token cache built inside it (`--cache-dir` = the corpus folder): its meta.json and
+    // offsets.bin were taken for a mix of text and token files, which stopped every later run.
+    let cache = build_cache(&data.join("cache"), "key", &[&[1, 2, 3]]);
+    drop(cache);
+    let listing = corpus_files(std::slice::from_ref(&data)).unwrap();
+    assert_eq!(listing.files, [data.join("a.txt"), data.join("more/b.txt")]);
+    let skipped = listing.skipped.join("\n");
+    assert!(skipped.contains("skipped, a token cache of this crate"), "{skipped}");
 }
 
 #[test]

@@ -320,13 +320,29 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
             ],
             "bogus",
         ),
+        // A scheme a Hugging Face directory cannot hold: the refusal gives the command that does
+        // retrofit onto it, into a run directory.
+        (
+            vec![
+                os("retrofit"),
+                os("--hf-dir"),
+                source.clone().into(),
+                os("--out"),
+                tmp.path().join("x").into(),
+                os("--norm"),
+                os("post-ln"),
+            ],
+            "--init-from",
+        ),
     ] {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let output = run(&refs);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains(expected) && !stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("save_file"), "a library call is no advice on the command line: {stderr}");
     }
+    assert!(!tmp.path().join("x").exists(), "a refused retrofit writes nothing");
 }
 
 #[test]

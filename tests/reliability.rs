@@ -87,7 +87,10 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     drop(run);
     let err = expect_error(&other, Start::Resume, "seed: 1 -> 5").to_string();
     // ... and says why the settings differ and what resumes the restored run.
-    assert!(err.contains("the run it was replacing is restored") && err.contains("reads its own train.json"), "{err}");
+    assert!(err.contains("the run it was replacing is restored") && err.contains("reads its train.json now"), "{err}");
+    // The settings compared are this command's, which need not be the stopped replacement's (a
+    // kill during the set-aside leaves no train.json: the command's defaults were read).
+    assert!(err.contains("this resume's settings differ") && !err.contains("replacement's"), "{err}");
     train(&config, Start::Resume, |_| {}).unwrap();
 }
 
@@ -736,10 +739,15 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let corpus = dir.path().join("corpus.txt");
     let config = TrainConfig { data: vec![corpus.clone()], ..quick(&dir.path().join("run"), 10, 5) };
     train(&config, Start::New, |_| {}).unwrap();
-    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
     let original = std::fs::read_to_string(&corpus).unwrap();
     std::fs::write(&corpus, original.replace("fox", "cat")).unwrap();
-    expect_error(&config, Start::Resume, "data: the content of the data");
+    // A finished run: its model is what a new run on the new data starts from.
+    let err = expect_error(&config, Start::Resume, "data: the content of the data").to_string();
+    assert!(err.contains("--init-from"), "{err}");
+    // An unfinished one has no model for --init-from to read: that advice would be refused (it was).
+    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    let err = expect_error(&config, Start::Resume, "data: the content of the data").to_string();
+    assert!(!err.contains("with --init-from") && err.contains("once it is finished"), "{err}");
     std::fs::write(&corpus, &original).unwrap();
     // The same content under another spelling of its path, and the scheme named or not: the same run.
     let same = TrainConfig {

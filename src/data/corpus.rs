@@ -142,6 +142,11 @@ impl Walk {
                      corpus",
                     path.display()
                 ));
+            } else if meta.is_dir() && crate::data::TokenCache::is_cache_folder(&path) {
+                self.listing.skipped.push(format!(
+                    "{}: skipped, a token cache of this crate (a --cache-dir inside the corpus folder), not corpus",
+                    path.display()
+                ));
             } else if meta.is_dir() {
                 self.dir(&path)?;
             } else if CORPUS_ENDINGS.iter().any(|ending| name.ends_with(ending)) {

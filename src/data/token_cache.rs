@@ -168,6 +168,12 @@ impl TokenCache {
         result
     }
 
+    /// Whether `dir` is a cache folder this crate wrote (its three files and their checksums are
+    /// there): a corpus walk skips it.
+    pub fn is_cache_folder(dir: &Path) -> bool {
+        CACHE_FILES.iter().all(|file| dir.join(file).is_file() && crate::io::sum_path(&dir.join(file)).is_file())
+    }
+
     /// Opens a cache folder, checking it first: each file against the checksum written when it
     /// was built (`<file>.sum`, [`crate::io::verify_sum`]), the offsets in order from 0 to the
     /// token count, every token id at most the recorded largest. A cache that fails is an error

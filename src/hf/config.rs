@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::layout::{check_exportable_plan, unsupported_kind};
+use super::layout::{kind_problem, plan_problem, SAVE_INSTEAD};
 use super::HfError;
 use crate::model::RopeScaling;
 use crate::{ConfigError, LlamaConfig, NormKind, NormScheme};
@@ -318,14 +318,24 @@ pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
     serde_json::to_value(hf).map_err(|e| HfError::Unsupported(format!("config.json: {e}")))
 }
 
-/// An error unless a LLaMA checkpoint can express `config`: RMSNorm, and every layer's plan
-/// ([`check_exportable_plan`]).
+/// An error unless a LLaMA checkpoint can express `config` ([`llama_checkpoint_problem`]).
 fn check_exportable(config: &LlamaConfig) -> Result<(), HfError> {
+    match llama_checkpoint_problem(config)? {
+        Some(problem) => Err(HfError::Unsupported(format!("{problem}; {SAVE_INSTEAD}"))),
+        None => Ok(()),
+    }
+}
+
+/// Why a Hugging Face LLaMA checkpoint cannot express a model of `config`, `None` when it can:
+/// its norm kind must be RMSNorm and every layer's plan foldable into the weights.
+pub fn llama_checkpoint_problem(config: &LlamaConfig) -> Result<Option<String>, HfError> {
     if config.norm_kind != NormKind::RmsNorm {
-        return Err(unsupported_kind(config.norm_kind));
+        return Ok(Some(kind_problem(config.norm_kind)));
     }
     for layer in 1..=config.n_layers {
-        check_exportable_plan(&config.norm_scheme.plan(layer, config.n_layers, config.init_std)?)?;
+        if let Some(problem) = plan_problem(&config.norm_scheme.plan(layer, config.n_layers, config.init_std)?) {
+            return Ok(Some(problem));
+        }
     }
-    Ok(())
+    Ok(None)
 }

@@ -68,49 +68,54 @@ pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
     Ok([block.attn_norm.scale(), block.ffn_norm.scale(), plan.attn_output_scale, plan.ffn_output_scale])
 }
 
-/// An error unless a LLaMA checkpoint can express a block of this plan: Post-LN, Sandwich-LN,
-/// Peri-LN, branch gates, LNS before the norm and DeepNorm's residual scale cannot.
+/// An error unless a LLaMA checkpoint can express a block of this plan ([`plan_problem`]).
 pub(crate) fn check_exportable_plan(plan: &LayerPlan) -> Result<(), HfError> {
-    let unsupported = |what: &str| {
-        Err(HfError::Unsupported(format!(
-            "{what} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA checkpoint; export supports Pre-LN, LNS (after the norm or the sub-layer), CompleteP and the init-only schemes; {SAVE_INSTEAD}"
-        )))
-    };
-    match plan.placement {
-        Placement::Pre => {}
-        Placement::Post => return unsupported("a Post-LN block (post-ln, deepnorm, mix-ln)"),
-        Placement::Sandwich => {
-            return unsupported("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")
-        }
-        Placement::Reordered => {
-            return unsupported("a norm on each sub-layer's output and none on its input (reordered-norm)")
-        }
+    match plan_problem(plan) {
+        Some(problem) => Err(HfError::Unsupported(format!("{problem}; {SAVE_INSTEAD}"))),
+        None => Ok(()),
     }
-    if plan.gpas {
-        return unsupported("GPAS's learned scaling of the residual stream (gpas)");
-    }
-    if plan.gate != BranchGate::None {
-        return unsupported("a LayerScale or SkipInit gate");
-    }
-    if plan.norm_input_scale != 1.0 {
-        return unsupported("scaling the norm's input (LNS before the norm)");
-    }
-    if plan.residual_scale != 1.0 {
-        return unsupported("a residual scale (DeepNorm)");
-    }
-    Ok(())
 }
 
-/// What every refusal to export adds: the model itself is fine.
-pub(crate) const SAVE_INSTEAD: &str =
-    "the model can still be saved in this crate's own format (`save_file`, as a run directory's model.bpk)";
-
-/// The refusal of a norm kind other than RMSNorm, which no LLaMA-family checkpoint can express.
-pub(crate) fn unsupported_kind(kind: NormKind) -> HfError {
-    HfError::Unsupported(format!(
-        "a {} norm cannot be expressed in a Hugging Face LLaMA checkpoint (the LLaMA family uses RMSNorm); {SAVE_INSTEAD}",
-        kind.name()
+/// Why a LLaMA checkpoint cannot express a block of this plan, `None` when it can: Post-LN,
+/// Sandwich-LN, Peri-LN, branch gates, GPAS, LNS before the norm and DeepNorm's residual scale
+/// have no counterpart there.
+pub(crate) fn plan_problem(plan: &LayerPlan) -> Option<String> {
+    let what = match plan.placement {
+        Placement::Post => Some("a Post-LN block (post-ln, deepnorm, mix-ln)"),
+        Placement::Sandwich => {
+            Some("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")
+        }
+        Placement::Reordered => Some("a norm on each sub-layer's output and none on its input (reordered-norm)"),
+        Placement::Pre if plan.gpas => Some("GPAS's learned scaling of the residual stream (gpas)"),
+        Placement::Pre if plan.gate != BranchGate::None => Some("a LayerScale or SkipInit gate"),
+        Placement::Pre if plan.norm_input_scale != 1.0 => Some("scaling the norm's input (lns:before-norm)"),
+        Placement::Pre if plan.residual_scale != 1.0 => Some("a residual scale (DeepNorm)"),
+        Placement::Pre => None,
+    }?;
+    Some(format!(
+        "{what} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA \
+         checkpoint; {EXPORTABLE}"
     ))
+}
+
+/// The schemes a LLaMA checkpoint expresses (their factors folded into the weights).
+const EXPORTABLE: &str = "Pre-LN, LNS in every position but before-norm, CompleteP and the init-only schemes export";
+
+/// What every refusal to export adds: the model itself is fine.
+pub(crate) const SAVE_INSTEAD: &str = "the model itself is sound: it stays usable in this crate's own format (a run \
+     directory's model.bpk, which train --init-from, generate and analyze read)";
+
+/// The refusal of a norm kind other than RMSNorm ([`kind_problem`]).
+pub(crate) fn unsupported_kind(kind: NormKind) -> HfError {
+    HfError::Unsupported(format!("{}; {SAVE_INSTEAD}", kind_problem(kind)))
+}
+
+/// Why no LLaMA-family checkpoint can express a norm of this kind (only RMSNorm is).
+pub(crate) fn kind_problem(kind: NormKind) -> String {
+    format!(
+        "a {} norm cannot be expressed in a Hugging Face LLaMA checkpoint (the LLaMA family uses RMSNorm)",
+        kind.name()
+    )
 }
 
 /// Multiplies the weights at some module paths by a factor, in f64 and rounded once to f32.

@@ -26,7 +26,7 @@ pub use bert::{encoder_sequences, BertTokens};
 #[cfg(feature = "analysis")]
 pub use bert::{write_removal_comparison, ComparedEncoder, EncoderReport};
 pub use cache::{hub_cache, repo_name, resolve_model_dir, resolve_model_dir_in};
-pub use config::{hf_config_json, parse_hf_config, read_hf_config, SCHEME_KEY};
+pub use config::{hf_config_json, llama_checkpoint_problem, parse_hf_config, read_hf_config, SCHEME_KEY};
 pub use error::HfError;
 pub use export::{export_hf, export_hf_from};
 /// hf-hub's cache handle, for [`resolve_model_dir_in`].

@@ -237,7 +237,7 @@ fn outcome(
     // Every loss the log holds is judged, should one have reached the file but not the monitor.
     monitor.read_log(&rows);
     if let Some(reason) = monitor.divergence() {
-        return Err(diverged(config, dir, reason));
+        return Err(diverged(config, dir, reason, monitor.diverged_before_any_update()));
     }
     if let Some(error) = result.error {
         return Err(Error::Training(error.to_string()));
@@ -293,7 +293,7 @@ fn initial_model(prepared: &mut Prepared, device: &Device) -> Result<Llama, Erro
 }
 
 /// The error of a run stopped for a non-finite value, naming the checkpoint it can resume from.
-fn diverged(config: &TrainConfig, dir: &RunDir, reason: String) -> Error {
+fn diverged(config: &TrainConfig, dir: &RunDir, reason: String, before_any_update: bool) -> Error {
     let kept = match dir.checkpoints().0.last() {
         Some(&step) => format!(
             "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with a \
@@ -302,7 +302,7 @@ fn diverged(config: &TrainConfig, dir: &RunDir, reason: String) -> Error {
             dir.checkpoint_dir().display(),
             config.lr
         ),
-        None if reason.contains(super::monitor::BEFORE_ANY_UPDATE) => "no checkpoint was written".into(),
+        None if before_any_update => "no checkpoint was written".into(),
         None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
     };
     Error::Diverged(format!("{reason}; {kept}"))

@@ -21,6 +21,8 @@ pub struct RunMonitor {
 struct State {
     /// Why the run diverged: the first reason reported.
     divergence: Option<String>,
+    /// Whether that was at the first step of a new run, before any update.
+    diverged_before_any_update: bool,
     /// Stopped when the run diverges.
     interrupter: Option<Interrupter>,
     /// The run's first training loss (a resumed run's, from its log).
@@ -55,18 +57,9 @@ const ADVICE: &str = "the loss diverged (try a lower --lr or --clip-grad-norm)";
 
 /// What a non-finite value at step 1 of a new run is: no update has been applied, so the
 /// learning rate cannot be the cause.
-pub(crate) const BEFORE_ANY_UPDATE: &str = "at the first step, before any update, so the learning rate is not the \
+const BEFORE_ANY_UPDATE: &str = "at the first step, before any update, so the learning rate is not the \
      cause: the initial weights give it (check the model file's init_std, embed_init_std and norm_eps, or the \
      weights of --init-from)";
-
-/// The advice for a non-finite value at `step` of a run that started at `started_at`.
-fn advice(step: usize, started_at: usize) -> &'static str {
-    if step == 1 && started_at == 0 {
-        BEFORE_ANY_UPDATE
-    } else {
-        ADVICE
-    }
-}
 
 /// The least a loss must fall below the run's first training loss, as a fraction of it, for the
 /// run to count as having learned (far below any real run's fall, far above rounding).
@@ -110,14 +103,19 @@ impl RunMonitor {
         state.interrupter = Some(interrupter);
     }
 
-    /// Marks the run diverged for `reason` (the first reason is kept) and stops it.
-    fn diverge(&self, reason: String) {
+    /// Marks the run diverged at optimiser step `step` for `what` (the first divergence is kept,
+    /// with its advice) and stops it.
+    fn diverge(&self, step: usize, what: String) {
         let mut state = self.state();
         if state.divergence.is_none() {
+            let before_any_update = step == 1 && state.started_at == 0;
+            let advice = if before_any_update { BEFORE_ANY_UPDATE } else { ADVICE };
+            let reason = format!("{what}: {advice}");
             if let Some(interrupter) = &state.interrupter {
                 interrupter.stop(Some(&reason));
             }
             state.divergence = Some(reason);
+            state.diverged_before_any_update = before_any_update;
         }
     }
 
@@ -136,8 +134,7 @@ impl RunMonitor {
             state.recent_losses.push_back(loss);
         }
         if !loss.is_finite() {
-            let advice = advice(step, self.state().started_at);
-            self.diverge(format!("the training loss is {loss} at step {step}: {advice}"));
+            self.diverge(step, format!("the training loss is {loss} at step {step}"));
         }
     }
 
@@ -177,10 +174,10 @@ impl RunMonitor {
     /// The global norm of the next optimiser step's gradients: whether they may be applied (a
     /// non-finite norm is a divergence; after a divergence, no step is applied).
     pub fn may_apply(&self, grad_norm: f64) -> bool {
-        let (step, started_at, first_step_from) = {
+        let (step, first_step_from) = {
             let mut state = self.state();
             state.steps += 1;
-            (state.steps, state.started_at, state.first_step_from.take())
+            (state.steps, state.first_step_from.take())
         };
         if let Some(from) = first_step_from {
             let seconds = from.elapsed().as_secs_f64();
@@ -189,8 +186,7 @@ impl RunMonitor {
         if grad_norm.is_finite() {
             self.grad_norm(grad_norm);
         } else {
-            let advice = advice(step, started_at);
-            self.diverge(format!("the gradient norm is {grad_norm} at step {step}: {advice}"));
+            self.diverge(step, format!("the gradient norm is {grad_norm} at step {step}"));
         }
         self.state().divergence.is_none()
     }
@@ -209,6 +205,12 @@ impl RunMonitor {
     /// Why the run diverged, if it did.
     pub fn divergence(&self) -> Option<String> {
         self.state().divergence.clone()
+    }
+
+    /// Whether the run diverged at the first step of a new run, before any update: its initial
+    /// weights, not its learning rate, gave the non-finite value.
+    pub fn diverged_before_any_update(&self) -> bool {
+        self.state().diverged_before_any_update
     }
 
     /// Why a run that ended with validation loss `valid_loss` counts as failed, if it does: a

@@ -97,17 +97,18 @@ pub(super) fn starting_point(
         Start::Resume => {
             // Read under the lock, after an interrupted --overwrite was undone.
             let changes = check_resume(dir, config, prepared).map_err(|message| match dir.restored_note() {
-                // The settings read before the lock were the stopped replacement's.
+                // The settings read before the lock were this command's (the stopped replacement's
+                // train.json, or the options alone if it stopped before writing one).
                 Some(_) if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() => run_dir_error(format!(
                     "an earlier --overwrite stopped before its first checkpoint, and the finished run it was \
-                     replacing is restored (the settings read before were the stopped replacement's: {message}); \
-                     there is nothing to resume: start the replacement again with --overwrite"
+                     replacing is restored (this resume's settings differ from it: {message}); there is nothing \
+                     to resume: start the replacement again with --overwrite"
                 )),
                 Some(_) => run_dir_error(format!(
                     "an earlier --overwrite stopped before its first checkpoint, and the run it was replacing is \
-                     restored; its settings are not those read before, the stopped replacement's ({message}). \
-                     Resume the restored run with `train --resume --out {}` (it reads its own train.json), or \
-                     start the replacement again with --overwrite",
+                     restored; this resume's settings differ from it ({message}). Resume the restored run: \
+                     `train --resume --out {}` reads its train.json now that it is back, or start the replacement again with \
+                     --overwrite",
                     config.out.display()
                 )),
                 None => run_dir_error(message),
@@ -317,12 +318,17 @@ fn refuse(out: &Path, refused: &[String]) -> Result<(), String> {
             out.join(PREVIOUS_RUN).display(),
             out.display()
         )
-    } else {
+    } else if crate::io::verify_sum(&out.join(MODEL)).is_ok() {
         format!(
             "Resume with the run's own settings and data, or start a new run from this one with --init-from {} \
              --out NEW_DIR",
             out.display()
         )
+    } else {
+        // --init-from reads a finished run's model: this run has none yet.
+        "Resume with the run's own settings and data (put back what changed), or train into a new --out; its \
+         weights carry over (--init-from) only once it is finished"
+            .to_string()
     };
     Err(format!(
         "resuming must keep what is trained, but these differ from the run's: {}. {advice}",
