@@ -343,6 +343,9 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
              `/` between folders)"
         )));
     }
+    // What each run directory holds now: a training that replaces it meanwhile is caught before
+    // the report is written (it was written beside the new run, describing the old model).
+    let identities: Vec<_> = models.iter().map(|(dir, _)| run_identity(dir)).collect();
     // Everything that can be wrong with the input is found before the first evaluation.
     let mut runs = Vec::new();
     let mut encoders = Vec::new();
@@ -399,6 +402,14 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         compared_encoders.push(ComparedEncoder { label: label.clone(), title: encoder.title.clone(), report });
     }
 
+    if let Some(((dir, _), _)) = models.iter().zip(&identities).find(|((dir, _), before)| run_identity(dir) != **before)
+    {
+        return Err(Error::file(
+            dir,
+            "changed while it was analysed (a training replaced or rewrote the run): nothing was written; run \
+             analyze again once that training is done",
+        ));
+    }
     let written = |e: std::io::Error| Error::file(&out, format!("cannot write the report: {e}"));
     match (compared.as_slice(), compared_encoders.as_slice()) {
         ([run], []) => {
@@ -431,4 +442,11 @@ enum Kind {
     HfDecoder,
     /// A Hugging Face BERT-style encoder.
     Encoder,
+}
+
+/// What identifies the run in a directory: the checksums of its settings and of its final model
+/// (`None` where absent, as in a Hugging Face directory, which no training rewrites).
+fn run_identity(dir: &std::path::Path) -> [Option<String>; 2] {
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    [read("train.json.sum"), read("model.bpk.sum")]
 }

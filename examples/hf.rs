@@ -19,7 +19,7 @@ use layernorm_scaling::console::write_result;
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, export_hf_from, llama_checkpoint_problem, load_hf_model};
 use layernorm_scaling::model::retrofit;
-use layernorm_scaling::run::{check_tokenizer_identity, load_run_model, resolve_dir, tokenizer_spec};
+use layernorm_scaling::run::{check_tokenizer_identity, is_hf_dir, load_run_model, require_hf_dir, tokenizer_spec};
 use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
 
 /// Hugging Face model directories: logits, retrofit, export.
@@ -94,6 +94,7 @@ fn run(args: Args) -> Result<(), Error> {
     let device = parse_device(&args.device)?;
     match args.command {
         Command::Logits { hf_dir, tokens, text, json } => {
+            let hf_dir = hf_model_dir(&hf_dir, "`generate --run DIR` runs a run's model")?;
             let loaded = load_hf_model(&hf_dir, &device)?;
             let ids: Vec<i64> = match text {
                 // As transformers' `tokenizer(text)`: with the post-processor's `<s>`.
@@ -138,24 +139,29 @@ fn run(args: Args) -> Result<(), Error> {
             Ok(())
         }
         Command::Retrofit { hf_dir, out, norm } => {
-            let loaded = load_hf_model(&hf_dir, &device)?;
+            let source = hf_model_dir(
+                &hf_dir,
+                &format!("a run retrofits with `train --init-from {} --norm SCHEME --out NEW_DIR`", hf_dir.display()),
+            )?;
+            let loaded = load_hf_model(&source, &device)?;
             refuse_non_finite(&loaded.model, &format!("the weights of {} are damaged", hf_dir.display()))?;
             let from = loaded.config.norm_scheme.clone();
             let (model, config) = retrofit(loaded.model, &loaded.config, norm)?;
             // The output is a Hugging Face directory: a scheme it cannot hold is refused with the
             // command that does retrofit onto it (into a run directory).
             if let Some(problem) = llama_checkpoint_problem(&config)? {
+                let tokenizer = tokenizer_option(&source.join("tokenizer.json"));
                 return Err(ConfigError::Conflict(format!(
                     "`hf retrofit` writes a Hugging Face LLaMA directory, and {problem}. To train a `{}` model from \
                      these weights, retrofit them into a run directory: `cargo run --release --example train -- \
-                     --init-from {} --norm {} --out NEW_DIR`",
+                     --init-from {}{tokenizer} --norm {} --out NEW_DIR`",
                     config.norm_scheme,
                     hf_dir.display(),
                     config.norm_scheme
                 ))
                 .into());
             }
-            export_hf_from(&model, &config, &out, loaded.tokenizer.as_deref(), Some(&resolve_dir(&hf_dir)?))?;
+            export_hf_from(&model, &config, &out, loaded.tokenizer.as_deref(), Some(&source))?;
             outln!(
                 "{}: {} layers retrofitted from {from} to {}; written to {}",
                 hf_dir.display(),
@@ -163,9 +169,7 @@ fn run(args: Args) -> Result<(), Error> {
                 config.norm_scheme,
                 out.display()
             );
-            let tokenizer = out.join("tokenizer.json");
-            let tokenizer =
-                if tokenizer.is_file() { format!(" --tokenizer {}", tokenizer.display()) } else { String::new() };
+            let tokenizer = tokenizer_option(&out.join("tokenizer.json"));
             outln!(
                 "continue training with: cargo run --release --example train -- --init-from {}{tokenizer}",
                 out.display()
@@ -216,4 +220,26 @@ fn refuse_non_finite(model: &layernorm_scaling::model::Llama, advice: &str) -> R
         Some(parameter) => Err(Error::NonFinite { parameter, advice: advice.to_string() }),
         None => Ok(()),
     }
+}
+
+/// The `--tokenizer` option a training from a model directory needs: its `tokenizer.json`, or,
+/// when it has none, a placeholder the user must fill in (the byte tokenizer does not fit it).
+fn tokenizer_option(tokenizer: &std::path::Path) -> String {
+    if tokenizer.is_file() {
+        format!(" --tokenizer {}", tokenizer.display())
+    } else {
+        " --tokenizer PATH/TO/ITS/tokenizer.json (the model directory has none)".to_string()
+    }
+}
+
+/// `dir` as a Hugging Face model directory (a cache name resolved), or an error naming what it
+/// is instead: a run directory of the train example gets `for_a_run`, the command that reads it.
+fn hf_model_dir(dir: &std::path::Path, for_a_run: &str) -> Result<PathBuf, Error> {
+    if dir.join("model.json").is_file() && !is_hf_dir(dir) {
+        return Err(Error::file(
+            dir,
+            format!("--hf-dir: a run directory of the train example, not a Hugging Face model directory; {for_a_run}"),
+        ));
+    }
+    require_hf_dir(dir)
 }

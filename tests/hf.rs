@@ -69,6 +69,13 @@ fn the_configs_map_onto_the_model() {
     assert!(qwen.qkv_bias && qwen.tie_embeddings);
     let tied = load_hf_model(fixture("llama_gqa_tied"), &cpu()).unwrap();
     assert!(tied.model.lm_head.is_none() && tied.config.norm_eps == 1e-5);
+    // No tokenizer.json and a vocabulary of 112: the byte tokenizer (256) is not advised, and
+    // refusing it does not send the user back to "leave --tokenizer unset".
+    let loaded = layernorm_scaling::run::load_model_dir(fixture("llama_gqa_tied"), None, &cpu()).unwrap();
+    let err = loaded.tokenizer(None).unwrap_err().to_string();
+    assert!(err.contains("--tokenizer PATH") && !err.contains("--tokenizer byte"), "{err}");
+    let err = loaded.tokenizer(Some(Path::new("byte"))).unwrap_err().to_string();
+    assert!(err.contains("vocabulary is 112") && !err.contains("leave --tokenizer unset"), "{err}");
     let mistral = read_hf_config(fixture("mistral")).unwrap();
     assert_eq!(mistral.kv_heads(), 1);
 
@@ -304,6 +311,9 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
     std::fs::write(lns.join("notes.md"), "mine").unwrap();
 
     // Bad input: clear errors, exit 1, no panic.
+    let run_dir = tmp.path().join("a-run");
+    std::fs::create_dir(&run_dir).unwrap();
+    std::fs::write(run_dir.join("model.json"), "{}").unwrap();
     for (args, expected) in [
         (vec![os("logits"), os("--hf-dir"), tmp.path().join("nope").into(), os("--tokens"), os("1")], "config.json"),
         (vec![os("logits"), os("--hf-dir"), dir.clone().into(), os("--tokens"), os("1,96")], "token id 96 is outside"),
@@ -332,8 +342,15 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
                 os("--norm"),
                 os("post-ln"),
             ],
-            "--init-from",
+            // With the model's tokenizer: without it that training is refused.
+            "--tokenizer",
         ),
+        // A run directory given as --hf-dir: named as such, with the command that reads it.
+        (
+            vec![os("retrofit"), os("--hf-dir"), run_dir.clone().into(), os("--out"), tmp.path().join("x").into()],
+            "train --init-from",
+        ),
+        (vec![os("logits"), os("--hf-dir"), run_dir.clone().into(), os("--tokens"), os("1")], "generate --run"),
     ] {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let output = run(&refs);

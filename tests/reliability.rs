@@ -85,12 +85,11 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     let other = TrainConfig { seed: 5, ..config.clone() };
     std::fs::write(config.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
     drop(run);
-    let err = expect_error(&other, Start::Resume, "seed: 1 -> 5").to_string();
-    // ... and says why the settings differ and what resumes the restored run.
-    assert!(err.contains("the run it was replacing is restored") && err.contains("reads its train.json now"), "{err}");
-    // The settings compared are this command's, which need not be the stopped replacement's (a
-    // kill during the set-aside leaves no train.json: the command's defaults were read).
-    assert!(err.contains("this resume's settings differ") && !err.contains("replacement's"), "{err}");
+    let err = expect_error(&other, Start::Resume, "the unfinished run it was replacing is restored").to_string();
+    // ... and says what resumes the restored run. The settings this command read before the
+    // restore are not listed as differences: a kill during the set-aside leaves no train.json,
+    // so they were the options' defaults, which the user never asked for.
+    assert!(err.contains("reads the restored train.json now") && !err.contains("seed: 1 -> 5"), "{err}");
     train(&config, Start::Resume, |_| {}).unwrap();
 }
 
@@ -201,6 +200,13 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
     std::fs::write(config.out.join("checkpoint"), "not a folder").unwrap();
     expect_error(&config, Start::Overwrite, "`checkpoint` should be a directory");
     assert_eq!(std::fs::read_to_string(config.out.join("checkpoint")).unwrap(), "not a folder");
+
+    // The run's own train.json, damaged (its .sum says a run wrote it): --overwrite replaces the
+    // run; it said "not a training run's ... no file of yours" and left no way out.
+    let damaged = finished_run(&dir.path().join("damaged"));
+    std::fs::write(damaged.out.join("train.json"), "{ \"steps\": ").unwrap();
+    train(&damaged, Start::Overwrite, |_| {}).unwrap();
+    assert!(TrainConfig::from_file(damaged.out.join("train.json")).is_ok());
 }
 
 #[test]
@@ -341,12 +347,24 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     assert!(!model.exists());
     std::fs::write(&train_json, original).unwrap();
 
+    // Killed while writing metrics.csv, after the last step: the finish writes it too.
+    let csv = std::fs::read_to_string(config.out.join("metrics.csv")).unwrap();
+    std::fs::remove_file(config.out.join("metrics.csv")).unwrap();
     let mut events = Vec::new();
     let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();
     assert_eq!(events, [TrainEvent::WritingFinalModel { step: 10 }]);
+    assert_eq!(std::fs::read_to_string(config.out.join("metrics.csv")).unwrap(), csv);
     assert!(report.train_losses.is_empty(), "no step trained again");
     assert!(weights(&config.out) == finished, "the final model, written from the last checkpoint");
     expect_error(&config, Start::Resume, "the run is finished (10 steps)");
+    // model.json edited by hand: named as such, not listed as a change the resume asked for.
+    let model_json = config.out.join("model.json");
+    let text = std::fs::read_to_string(&model_json).unwrap();
+    let edited = text.replace("\"rope_theta\": 10000.0", "\"rope_theta\": 10.0");
+    assert_ne!(edited, text);
+    std::fs::write(&model_json, edited).unwrap();
+    let err = expect_error(&config, Start::Resume, "model.json differs from the one the run wrote").to_string();
+    assert!(!err.contains("--init-from"), "{err}");
 }
 
 #[test]
@@ -539,8 +557,12 @@ fn a_run_started_from_another_resumes_without_its_source() {
     for file in ["model.bpk", "model.bpk.sum", "metrics.jsonl"] {
         std::fs::remove_file(fresh.out.join(file)).unwrap();
     }
-    let again = train(&fresh, Start::Resume, |_| {}).unwrap();
+    let mut events = Vec::new();
+    let again = train(&fresh, Start::Resume, |event| events.push(event.to_string())).unwrap();
     assert_eq!(again.train_losses.first(), uninterrupted.train_losses.first(), "started from the same weights");
+    // Read again as they are now (a source replaced in between would be taken silently): said so.
+    let restarted = format!("starting it again from step 0, from the weights in {} as they are now", copy.display());
+    assert!(events.contains(&format!("the run has no complete checkpoint yet: {restarted}")), "{events:?}");
 }
 
 /// A finished run whose checkpoints were deleted and whose final model was damaged since: train
@@ -748,6 +770,10 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     std::fs::remove_file(config.out.join("model.bpk")).unwrap();
     let err = expect_error(&config, Start::Resume, "data: the content of the data").to_string();
     assert!(!err.contains("with --init-from") && err.contains("once it is finished"), "{err}");
+    // ... and --init-from of it says how to finish it, not which --step to load (train has none).
+    let from_unfinished = TrainConfig { init_from: Some(config.out.clone()), ..quick(&dir.path().join("next"), 10, 5) };
+    let err = expect_error(&from_unfinished, Start::New, "--init-from starts from a run's final model").to_string();
+    assert!(err.contains("train --resume") && !err.contains("--step"), "{err}");
     std::fs::write(&corpus, &original).unwrap();
     // The same content under another spelling of its path, and the scheme named or not: the same run.
     let same = TrainConfig {

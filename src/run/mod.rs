@@ -26,7 +26,7 @@ pub use run_model::{
     EpochSteps, RunModelInfo, CHECKPOINT_KINDS,
 };
 #[cfg(feature = "train")]
-pub(crate) use run_model::{is_checkpoint_file_name, name_checkpoints_by_step};
+pub(crate) use run_model::{is_checkpoint_file_name, missing_final_model, name_checkpoints_by_step};
 
 /// Whether `dir` holds a run (its settings, its final model or its checkpoints), whole or in part.
 pub fn holds_a_run(dir: &std::path::Path) -> bool {

@@ -29,6 +29,15 @@ impl LoadedModel {
     /// when there is none ([`tokenizer_spec`]) or it has more tokens than the model.
     #[cfg(feature = "data")]
     pub fn tokenizer(&self, given: Option<&Path>) -> Result<crate::data::Tokenizer, Error> {
+        let byte_fits = crate::data::Tokenizer::Byte.base_vocab_size() <= self.config.vocab_size;
+        if self.tokenizer.is_none() && given.is_none() && !byte_fits {
+            // The byte tokenizer would be refused next: not advised.
+            return Err(Error::Config(crate::ConfigError::Conflict(format!(
+                "the model directory has no tokenizer.json; give the model's own with --tokenizer PATH (its \
+                 vocabulary is {}, too small for the byte tokenizer)",
+                self.config.vocab_size
+            ))));
+        }
         let spec = tokenizer_spec(self.tokenizer.as_deref(), given)?;
         let tokenizer = crate::data::Tokenizer::from_spec(&spec)?;
         check_tokenizer_identity(&tokenizer, &spec, self.tokenizer_identity.as_deref())?;
@@ -38,9 +47,10 @@ impl LoadedModel {
                 &spec,
                 format!(
                     "the tokenizer has {} tokens but the model's vocabulary is {}: give the model's own tokenizer \
-                     (its tokenizer.json), or leave --tokenizer unset",
+                     (its tokenizer.json){}",
                     tokenizer.base_vocab_size(),
-                    self.config.vocab_size
+                    self.config.vocab_size,
+                    if self.tokenizer.is_some() { ", or leave --tokenizer unset" } else { "" }
                 ),
             ));
         }

@@ -367,6 +367,26 @@ fn first_run_inside(dir: &Path) -> Option<PathBuf> {
     inside.iter().find(|p| is_run(p)).cloned().or_else(|| inside.iter().flat_map(|p| folders(p)).find(|p| is_run(p)))
 }
 
+/// Why the run in `dir` has no final model to load, if it has none (unfinished, or its model cut
+/// short), with how to finish it: for a program that reads only final models (`--init-from`).
+#[cfg(feature = "train")]
+pub(crate) fn missing_final_model(dir: &Path) -> Option<String> {
+    if let Some(state) = unfinished_start(dir) {
+        return Some(format!("its final model is {state}"));
+    }
+    let has_checkpoints = !checkpoint_steps(&dir.join(CHECKPOINTS)).is_empty();
+    match crate::io::verify_sum(&dir.join(MODEL)) {
+        Ok(()) => None,
+        Err(SumError::Missing) => Some(format!(
+            "it has no final model: the training has not finished; {}",
+            how_to_finish(dir, has_checkpoints)
+        )),
+        Err(problem) => {
+            Some(format!("its final model is incomplete ({problem}); {}", how_to_finish(dir, has_checkpoints)))
+        }
+    }
+}
+
 /// Why a run directory without a final model has none when a training was replacing or starting
 /// it: an `--overwrite` under way or killed (the replaced run is in `.previous-run/`), or a start
 /// killed before its settings were written.

@@ -40,8 +40,12 @@ pub enum TrainEvent {
     },
     /// A resumed run changes a setting that does not change what is trained (`field: old -> new`).
     SettingChanged(String),
-    /// A resumed run had no complete checkpoint: it trains again from step 0.
-    Restarted,
+    /// A resumed run had no complete checkpoint: it trains again from step 0, from the weights
+    /// of `init_from` as they are now when it has one.
+    Restarted {
+        /// The run's `init_from`.
+        init_from: Option<std::path::PathBuf>,
+    },
     /// Every step of a resumed run is done: its final model is written from the checkpoint at `step`.
     WritingFinalModel {
         /// The checkpoint's step.
@@ -85,7 +89,7 @@ impl TrainEvent {
             TrainEvent::Note(_)
                 | TrainEvent::Warning(_)
                 | TrainEvent::SettingChanged(_)
-                | TrainEvent::Restarted
+                | TrainEvent::Restarted { .. }
                 | TrainEvent::Tokenizing(_)
         )
     }
@@ -104,7 +108,14 @@ impl std::fmt::Display for TrainEvent {
             TrainEvent::Data(budget) => write!(f, "{}", budget.note()),
             TrainEvent::Resumed { step } => write!(f, "resuming from the checkpoint at step {step}"),
             TrainEvent::SettingChanged(change) => write!(f, "resuming with a changed setting: {change}"),
-            TrainEvent::Restarted => write!(f, "the run has no complete checkpoint yet: starting it again from step 0"),
+            TrainEvent::Restarted { init_from } => {
+                write!(f, "the run has no complete checkpoint yet: starting it again from step 0")?;
+                match init_from {
+                    // Read again: a source replaced since the run started would go unnoticed.
+                    Some(source) => write!(f, ", from the weights in {} as they are now", source.display()),
+                    None => Ok(()),
+                }
+            }
             TrainEvent::WritingFinalModel { step } => {
                 write!(f, "every step is done: writing the final model from the checkpoint at step {step}")
             }

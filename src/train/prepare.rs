@@ -208,6 +208,15 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
     };
     let init = match init_dir.as_ref().filter(|_| !resumed) {
         Some(source) => {
+            // A run's checkpoints are for resuming it: --init-from reads its final model.
+            if let Some(problem) =
+                source.join(crate::run::MODEL_INFO).is_file().then(|| crate::run::missing_final_model(source)).flatten()
+            {
+                return Err(Error::RunDir {
+                    path: source.clone(),
+                    message: format!("--init-from starts from a run's final model, and {problem}"),
+                });
+            }
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
             // NaN weights were refused by `load_model_dir`: training from them would only diverge.
             Some(crate::model::retrofit(loaded.model, &loaded.config, model.norm_scheme.clone())?.0)

@@ -68,8 +68,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
             message: format!(
                 "its {TRAIN_CONFIG} differs from the one the run wrote (edited by hand?): its checkpoints were made \
                  with the settings it had. Put them back and give the changes a resume allows as options (--lr, \
-                 --clip-grad-norm, the device, the intervals), or train into a new --out. (If it was not edited, \
-                 a resume was killed while rewriting it: delete {TRAIN_CONFIG}.sum to resume.)"
+                 --clip-grad-norm, the device, the intervals), or train into a new --out"
             ),
         });
     }
@@ -97,18 +96,20 @@ pub(super) fn starting_point(
         Start::Resume => {
             // Read under the lock, after an interrupted --overwrite was undone.
             let changes = check_resume(dir, config, prepared).map_err(|message| match dir.restored_note() {
-                // The settings read before the lock were this command's (the stopped replacement's
-                // train.json, or the options alone if it stopped before writing one).
-                Some(_) if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() => run_dir_error(format!(
+                // The settings read before the lock were this command's: the stopped replacement's
+                // train.json, or the options' defaults if it stopped before writing one. Comparing
+                // them with the restored run's would list differences the user never asked for.
+                Some(_) if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() => run_dir_error(
                     "an earlier --overwrite stopped before its first checkpoint, and the finished run it was \
-                     replacing is restored (this resume's settings differ from it: {message}); there is nothing \
-                     to resume: start the replacement again with --overwrite"
-                )),
+                     replacing is restored: there is nothing to resume; start the replacement again with \
+                     --overwrite"
+                        .into(),
+                ),
                 Some(_) => run_dir_error(format!(
-                    "an earlier --overwrite stopped before its first checkpoint, and the run it was replacing is \
-                     restored; this resume's settings differ from it ({message}). Resume the restored run: \
-                     `train --resume --out {}` reads its train.json now that it is back, or start the replacement again with \
-                     --overwrite",
+                    "an earlier --overwrite stopped before its first checkpoint, and the unfinished run it was \
+                     replacing is restored; this command's settings were read before that. Resume the \
+                     restored run with `train --resume --out {}` (it reads the restored train.json now), or \
+                     start the replacement again with --overwrite",
                     config.out.display()
                 )),
                 None => run_dir_error(message),
@@ -145,7 +146,7 @@ pub(super) fn starting_point(
                     ))
                 }
                 None => {
-                    events.send(TrainEvent::Restarted);
+                    events.send(TrainEvent::Restarted { init_from: config.init_from.clone() });
                     (kept, None)
                 }
             }
@@ -300,6 +301,14 @@ fn corpus_kind_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
 /// The run's `model.json`.
 fn read_model_info(out: &Path) -> Result<RunModelInfo, String> {
     let info_path = out.join(MODEL_INFO);
+    // Edited by hand: its differences from train.json would read as the resume's changes.
+    if let Err(crate::io::SumError::Mismatch(_)) = crate::io::verify_sum(&info_path) {
+        return Err(format!(
+            "{} differs from the one the run wrote (edited by hand?): its checkpoints and model were trained with \
+             the model it described then; put it back",
+            info_path.display()
+        ));
+    }
     std::fs::read_to_string(&info_path)
         .map_err(|e| e.to_string())
         .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))

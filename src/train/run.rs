@@ -155,7 +155,14 @@ fn finish_from_checkpoint(
 ) -> Result<TrainReport, Error> {
     monitor.report(TrainEvent::WritingFinalModel { step });
     match crate::measure::read_metrics(dir.path()) {
-        Ok(rows) => monitor.read_log(&rows),
+        Ok(rows) => {
+            monitor.read_log(&rows);
+            // A run killed while writing metrics.csv (after its last step) has none yet.
+            super::write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
+                path: dir.path().to_path_buf(),
+                message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
+            })?;
+        }
         Err(e) => monitor
             .warn(format!("cannot read the run's training losses ({e}); it is judged by its validation loss alone")),
     }

@@ -353,11 +353,17 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
             if entries.len() > 3 { ", ..." } else { "" }
         ));
     }
-    if let Err(e) = TrainConfig::from_file(path.join(TRAIN_CONFIG)) {
-        return Err(format!(
-            "holds a train.json that is not a training run's ({e}); choose another --out so that no file of yours \
+    let written_by_a_run = crate::io::sum_path(&path.join(TRAIN_CONFIG)).is_file();
+    match TrainConfig::from_file(path.join(TRAIN_CONFIG)) {
+        // A run's own train.json, damaged since (its .sum says a run wrote it): the run is ours.
+        Err(_) if written_by_a_run => {}
+        Err(e) => {
+            return Err(format!(
+                "holds a train.json that is not a training run's ({e}); choose another --out so that no file of yours \
              is overwritten"
-        ));
+            ))
+        }
+        Ok(_) => {}
     }
     for (name, is_dir) in RUN_ENTRIES {
         let entry = path.join(name);
