@@ -2,31 +2,40 @@
 # The GPU benchmark in two steps, for a GPU machine that has no Rust toolchain and no network
 # (build where Rust is, run where the GPU is):
 #
-#   bash scripts/gpu_bench.sh prepare   # here: build the bench with wgpu/Vulkan, strip, xz -> .gpu/
-#   bash scripts/gpu_bench.sh run       # there: unpack, time the 130m preset at seq 256 in f32 and
-#                                       # bf16 on vulkan and wgpu, then PyTorch eager and compiled
-#                                       # on the same GPU, and print the ratio table
+#   bash scripts/gpu_bench.sh prepare   # here: build bench and train with wgpu/Vulkan and CUDA
+#                                       # (offline: scripts/cuda-offline.toml), strip, xz -> .gpu/
+#   bash scripts/gpu_bench.sh run       # there: unpack; the main command on each route (its
+#                                       # validation loss beside flex's 0.8163); the 130m preset at
+#                                       # seq 256 in f32 and bf16 on each route, then PyTorch eager
+#                                       # and compiled on the same GPU; the ratio table
 #
 # `run` needs the `.gpu` folder (and `.gl`, the Vulkan loader debs, where the machine has no
 # libvulkan: see the device tool's README), the repository's scripts, and a python3 with torch and
-# transformers. Settings: MODEL (default 130m), SEQ (256), BATCH (16), ITERS (10), PEAK_TFLOPS
-# (989, an H100 SXM's dense bf16 peak), DEVICES (vulkan,wgpu), TORCH_DEVICE (cuda).
+# transformers (its pip packages also bring NVRTC, which the CUDA route loads). Settings: MODEL
+# (default 130m), SEQ (256), BATCH (16), ITERS (10), PEAK_TFLOPS (989, an H100 SXM's dense bf16
+# peak), DEVICES (cuda,vulkan,wgpu), TORCH_DEVICE (cuda), MAIN_TIMEOUT (150 s per main command).
 # `DRY_RUN=1 bash scripts/gpu_bench.sh run` runs the same steps on the CPU at a tiny size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MODEL="${MODEL:-130m}" SEQ="${SEQ:-256}" BATCH="${BATCH:-16}" ITERS="${ITERS:-10}"
-PEAK_TFLOPS="${PEAK_TFLOPS:-989}" DEVICES="${DEVICES:-vulkan,wgpu}" TORCH_DEVICE="${TORCH_DEVICE:-cuda}"
+PEAK_TFLOPS="${PEAK_TFLOPS:-989}" DEVICES="${DEVICES:-cuda,vulkan,wgpu}" TORCH_DEVICE="${TORCH_DEVICE:-cuda}"
+MAIN_TIMEOUT="${MAIN_TIMEOUT:-150}"
 OUT="${OUT:-.gpu/results}"
 
 case "${1:-}" in
 prepare)
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/lns-target}"
-  cargo build --release --example bench --features vulkan
+  # One build for every GPU route; the offline CUDA config rewrites Cargo.lock, put back after.
+  cp Cargo.lock "$CARGO_TARGET_DIR/Cargo.lock.before-cuda"
+  trap 'cp "$CARGO_TARGET_DIR/Cargo.lock.before-cuda" Cargo.lock' EXIT
+  cargo build --release --config scripts/cuda-offline.toml --features vulkan,cuda-nvrtc --example bench --example train
   mkdir -p .gpu
-  cp "$CARGO_TARGET_DIR/release/examples/bench" .gpu/bench
-  strip .gpu/bench
-  xz -9 -f .gpu/bench
+  for program in bench train; do
+    cp "$CARGO_TARGET_DIR/release/examples/$program" ".gpu/$program"
+    strip ".gpu/$program"
+    xz -9 -f ".gpu/$program"
+  done
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
   ls -l .gpu
   ;;
@@ -38,12 +47,35 @@ run)
   if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   fi
+  for program in bench train; do
+    [ -x ".gpu/$program" ] || { xz -dkf ".gpu/$program.xz" && chmod +x ".gpu/$program"; }
+  done
   bench=.gpu/bench
-  [ -x "$bench" ] || { xz -dkf .gpu/bench.xz && chmod +x "$bench"; }
   if [ "${DRY_RUN:-0}" = 1 ]; then
-    MODEL=tiny SEQ=32 BATCH=2 ITERS=2 DEVICES=flex TORCH_DEVICE=cpu PEAK_TFLOPS=1
+    MODEL=tiny SEQ=32 BATCH=2 ITERS=2 DEVICES=flex TORCH_DEVICE=cpu PEAK_TFLOPS=1 MAIN_TIMEOUT=300
   fi
+  # NVRTC for the CUDA route: PyTorch's pip packages bring it (nvidia/*/lib).
+  nvrtc=$(python3 - <<'PY' 2>/dev/null || true
+import glob, os, sys
+for base in sys.path:
+    for hit in sorted(glob.glob(os.path.join(base, "nvidia", "**", "libnvrtc.so*"), recursive=True)):
+        print(os.path.dirname(hit)); raise SystemExit
+PY
+)
+  [ -n "$nvrtc" ] && export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   mkdir -p "$OUT"
+  # The main command on each route: does it finish, how long, which validation loss.
+  : >"$OUT/main.txt"
+  for device in ${DEVICES//,/ }; do
+    start=$SECONDS
+    rc=0
+    timeout "$MAIN_TIMEOUT" .gpu/train --device "$device" --out "$OUT/main-$device" --overwrite \
+      >"$OUT/main-$device.log" 2>&1 || rc=$?
+    seconds=$((SECONDS - start))
+    loss=$(grep -o 'validation loss [0-9.]*' "$OUT/main-$device.log" | tail -1)
+    echo "main command on $device: exit $rc in $seconds s; ${loss:-no validation loss}" | tee -a "$OUT/main.txt"
+    [ "$rc" = 0 ] || tail -5 "$OUT/main-$device.log"
+  done
   common=(--model "$MODEL" --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --peak-tflops "$PEAK_TFLOPS")
   "$bench" "${common[@]}" --device "$DEVICES" --hf-config "$OUT/config.json" --json "$OUT/burn.json"
   rm -f "$OUT/torch.json"
