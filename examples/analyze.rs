@@ -47,8 +47,9 @@ struct Args {
     /// analysed like runs, BERT-style encoders by their pseudo-perplexity with each layer removed.
     #[arg(long, num_args = 1..)]
     hf_dir: Vec<PathBuf>,
-    /// Legend labels of the runs (default: the shortest ends of their paths that differ, e.g.
-    /// `pre-ln/seed-1` and `lns/seed-1`).
+    /// Legend labels of the models, in the order the command line gives them (--run and --hf-dir
+    /// together) (default: the shortest ends of their paths that differ, e.g. `pre-ln/seed-1`
+    /// and `lns/seed-1`).
     #[arg(long, num_args = 1..)]
     label: Vec<String>,
     /// Analyse the checkpoint at this optimiser step instead of the final model.
@@ -96,7 +97,15 @@ fn main() -> ExitCode {
     let matches = cli::matches(cli::augment(Args::command(), &AnalysisOptions::default()));
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let options = cli::overridden(AnalysisOptions::default(), &matches).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::console::exit_code(run(&args, &options))
+    // The models in the order the command line gives them, whichever option names each: labels
+    // and the report's columns follow it.
+    let position = |id: &str| matches.indices_of(id).map(Iterator::collect::<Vec<usize>>).unwrap_or_default();
+    let mut order: Vec<(usize, bool, usize)> =
+        position("run").into_iter().enumerate().map(|(i, at)| (at, false, i)).collect();
+    order.extend(position("hf_dir").into_iter().enumerate().map(|(i, at)| (at, true, i)));
+    order.sort_unstable();
+    let order: Vec<(bool, usize)> = order.into_iter().map(|(_, hf, i)| (hf, i)).collect();
+    layernorm_scaling::console::exit_code(run(&args, &options, &order))
 }
 
 /// A problem with the command line, told as a conflict between the options.
@@ -257,7 +266,8 @@ fn encoder_report(encoder: &LoadedEncoder, args: &Args, options: &AnalysisOption
     Ok(EncoderReport::new(&encoder.dir, encoder.config.clone(), args.seq_len, removal))
 }
 
-fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
+/// `order`: the models as the command line gives them, each `(is --hf-dir, index in its list)`.
+fn run(args: &Args, options: &AnalysisOptions, order: &[(bool, usize)]) -> Result<(), Error> {
     if args.seq_len == 0 || options.batch_size == 0 || options.batches == 0 || args.sequences == Some(0) {
         return Err(usage("--seq-len, --batch-size, --batches and --sequences must be at least 1".into()));
     }
@@ -268,9 +278,15 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
     }
     // `--hf-dir org/name` names a model of the local Hugging Face cache: its folder from here on.
     let hf_dirs: Vec<PathBuf> = args.hf_dir.iter().map(|dir| require_hf_dir(dir)).collect::<Result<_, _>>()?;
-    // Every model in the order given (runs, then Hugging Face directories), with its kind.
-    let mut models: Vec<(&PathBuf, Kind)> = args.run.iter().map(|dir| (dir, Kind::Run)).collect();
-    models.extend(hf_dirs.iter().map(|dir| (dir, if is_bert_dir(dir) { Kind::Encoder } else { Kind::HfDecoder })));
+    // Every model in the order given, with its kind and the path as given.
+    let models: Vec<(&PathBuf, Kind)> = order
+        .iter()
+        .map(|&(hf, i)| match hf {
+            true => (&hf_dirs[i], if is_bert_dir(&hf_dirs[i]) { Kind::Encoder } else { Kind::HfDecoder }),
+            false => (&args.run[i], Kind::Run),
+        })
+        .collect();
+    let given: Vec<&PathBuf> = order.iter().map(|&(hf, i)| if hf { &args.hf_dir[i] } else { &args.run[i] }).collect();
     let has_encoder = models.iter().any(|(_, kind)| *kind == Kind::Encoder);
     let has_decoder = models.iter().any(|(_, kind)| *kind != Kind::Encoder);
     if !args.label.is_empty() && args.label.len() != models.len() {
@@ -314,8 +330,8 @@ fn run(args: &Args, options: &AnalysisOptions) -> Result<(), Error> {
         let mut names = path_labels(&models.iter().map(|(dir, _)| dir.as_path()).collect::<Vec<_>>());
         // A model given by its name in the Hugging Face cache goes by that name (`org/name`), not
         // by the commit hash that names its snapshot's folder.
-        for (name, given) in names.iter_mut().skip(args.run.len()).zip(&args.hf_dir) {
-            if !given.exists() {
+        for ((name, given), (_, kind)) in names.iter_mut().zip(&given).zip(&models) {
+            if *kind != Kind::Run && !given.exists() {
                 *name = given.display().to_string();
             }
         }

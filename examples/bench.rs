@@ -80,7 +80,10 @@ fn main() -> ExitCode {
         ));
         return layernorm_scaling::console::exit_code(Err(Error::from(error)));
     }
-    layernorm_scaling::console::exit_code(run(&args, &config, given("device"), given("bf16")))
+    // The printed table is the bench's result (--json is optional): a table lost is a failure.
+    let result =
+        run(&args, &config, given("device"), given("bf16")).and_then(|()| layernorm_scaling::console::output_written());
+    layernorm_scaling::console::exit_code(result)
 }
 
 fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool) -> Result<(), Error> {

@@ -150,7 +150,7 @@ fn run(args: Args) -> Result<(), Error> {
             // The output is a Hugging Face directory: a scheme it cannot hold is refused with the
             // command that does retrofit onto it (into a run directory).
             if let Some(problem) = llama_checkpoint_problem(&config)? {
-                let tokenizer = tokenizer_option(&source.join("tokenizer.json"));
+                let tokenizer = tokenizer_option(&source.join("tokenizer.json"), config.vocab_size);
                 return Err(ConfigError::Conflict(format!(
                     "`hf retrofit` writes a Hugging Face LLaMA directory, and {problem}. To train a `{}` model from \
                      these weights, retrofit them into a run directory: `cargo run --release --example train -- \
@@ -169,7 +169,7 @@ fn run(args: Args) -> Result<(), Error> {
                 config.norm_scheme,
                 out.display()
             );
-            let tokenizer = tokenizer_option(&out.join("tokenizer.json"));
+            let tokenizer = tokenizer_option(&out.join("tokenizer.json"), config.vocab_size);
             outln!(
                 "continue training with: cargo run --release --example train -- --init-from {}{tokenizer}",
                 out.display()
@@ -222,11 +222,14 @@ fn refuse_non_finite(model: &layernorm_scaling::model::Llama, advice: &str) -> R
     }
 }
 
-/// The `--tokenizer` option a training from a model directory needs: its `tokenizer.json`, or,
-/// when it has none, a placeholder the user must fill in (the byte tokenizer does not fit it).
-fn tokenizer_option(tokenizer: &std::path::Path) -> String {
+/// The `--tokenizer` option a training from a model directory of `vocab_size` needs: its
+/// `tokenizer.json`; none when it has none and the byte tokenizer (train's default) fits (an
+/// exported byte-level run); else a placeholder the user must fill in.
+fn tokenizer_option(tokenizer: &std::path::Path, vocab_size: usize) -> String {
     if tokenizer.is_file() {
         format!(" --tokenizer {}", tokenizer.display())
+    } else if Tokenizer::Byte.base_vocab_size() <= vocab_size {
+        String::new()
     } else {
         " --tokenizer PATH/TO/ITS/tokenizer.json (the model directory has none)".to_string()
     }

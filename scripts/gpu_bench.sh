@@ -36,7 +36,7 @@ prepare)
     strip ".gpu/$program"
     xz -9 -f ".gpu/$program"
   done
-  grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
+  mkdir -p .git/info && { grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude; }
   ls -l .gpu
   ;;
 run)

@@ -27,10 +27,31 @@ macro_rules! errln {
     ($($arg:tt)*) => { $crate::console::write_err(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
-/// Writes `text` to standard output and flushes it, ignoring failures (use [`outln!`]).
+/// Writes `text` to standard output and flushes it (use [`outln!`]); a failure does not stop the
+/// program, and the first is kept for [`output_written`].
 pub fn write_out(text: std::fmt::Arguments) {
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_fmt(text).and_then(|()| stdout.flush());
+    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            let mut failure = OUTPUT_FAILURE.lock().unwrap_or_else(|e| e.into_inner());
+            failure.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+/// The first failure of [`write_out`] (a full disk under `> file`), kept for [`output_written`].
+static OUTPUT_FAILURE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// An error when something [`outln!`] wrote could not be written: for a program whose printed
+/// table is its result (`bench`), which must then not exit 0. A closed pipe (`| head`) is no
+/// failure.
+pub fn output_written() -> Result<(), crate::Error> {
+    match OUTPUT_FAILURE.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some(e) => {
+            Err(crate::Error::file(std::path::Path::new("standard output"), format!("cannot write the result: {e}")))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Writes `text` to standard error, ignoring failures (use [`errln!`]).

@@ -74,6 +74,19 @@ fn the_bench_measures_writes_records_and_compares_with_pytorch() {
     assert!(ours > 0.0, "{ratio_line}");
     let expected = ours / against;
     assert!((ratio - expected).abs() <= 0.005 + 0.01 * expected, "the ratio is ours over theirs: {ratio_line}");
+
+    // The table is the result: a full disk under `> file` is a failure, not exit 0.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let output = Command::new(example("bench"))
+        .arg("--records")
+        .arg(&json)
+        .arg("--compare")
+        .arg(&torch)
+        .stdout(full)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("cannot write the result"), "{stderr}");
 }
 
 #[test]

@@ -345,6 +345,30 @@ fn analyze_sets_an_encoder_beside_a_decoder_as_the_papers_figure_2() {
     assert_eq!(encoder["layer_removal"]["pseudo_perplexity"], comparison[1]["full_model"]);
     assert!(out.join("llama/report.json").is_file());
     common::assert_png_not_blank(&out.join("layer_removal.png"));
+
+    // The labels follow the command line's order, whichever option names each model: given
+    // --hf-dir first, `bert` went to the run (labels went to every --run first).
+    let swapped = tmp.path().join("swapped");
+    let output = Command::new(example("analyze"))
+        .arg("--hf-dir")
+        .arg(fixture())
+        .arg("--run")
+        .arg(&run_dir)
+        .args(["--device", "flex", "--seq-len", "12", "--sequences", "2", "--batches", "1", "--label", "bert", "llama"])
+        .arg("--out")
+        .arg(&swapped)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let comparison: Value =
+        serde_json::from_str(&std::fs::read_to_string(swapped.join("comparison.json")).unwrap()).unwrap();
+    let labels: Vec<(&str, &str)> = comparison
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["label"].as_str().unwrap(), m["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(labels, [("llama", "decoder"), ("bert", "Post-LN encoder")]);
 }
 
 #[test]

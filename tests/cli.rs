@@ -165,6 +165,10 @@ fn curse_plot_never_replaces_a_file_that_is_not_its_chart() {
     assert_succeeded(&curse(&chart), "curse --plot chart.png");
     assert_succeeded(&curse(&chart), "curse --plot over its own chart");
     common::assert_png_not_blank(&chart);
+    // Into a folder that does not exist yet: made, as bench --json does (plotters' error was a dump).
+    let nested = tmp.path().join("figures/new/chart.png");
+    assert_succeeded(&curse(&nested), "curse --plot figures/new/chart.png");
+    common::assert_png_not_blank(&nested);
 }
 
 /// `analyze --label` values are used as given or refused, never renamed (`x x` became `x`, `x-2`).
@@ -322,7 +326,16 @@ fn negative_numbers_reach_the_checks_and_bad_command_lines_exit_1() {
 #[test]
 fn a_bad_burn_device_is_named_as_the_variable() {
     let output = Command::new(example("curse")).args(["--device", "auto"]).env("BURN_DEVICE", "flx").output().unwrap();
-    assert_refused(&output, &["BURN_DEVICE=flx", "unknown device `flx`"], "curse");
+    assert_refused(&output, &["BURN_DEVICE=flx", "unset BURN_DEVICE"], "curse");
+    // Burn reads it too, whatever --device says, and panicked on a value it does not know
+    // (an index, an empty string, a backend not compiled in): refused up front.
+    for value in ["wgpu:1", "", "tch-cuda"] {
+        for (program, args) in [("train", &["--device", "flex", "--steps", "1"][..]), ("curse", &["--device", "flex"])]
+        {
+            let output = Command::new(example(program)).args(args).env("BURN_DEVICE", value).output().unwrap();
+            assert_refused(&output, &["BURN_DEVICE=", "Burn stops on it"], program);
+        }
+    }
     // The same string as --device says nothing of the variable.
     let output = Command::new(example("curse")).args(["--device", "flx"]).env_remove("BURN_DEVICE").output().unwrap();
     assert_refused(&output, &["unknown device `flx`"], "curse --device flx");

@@ -314,37 +314,19 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
     let run_dir = tmp.path().join("a-run");
     std::fs::create_dir(&run_dir).unwrap();
     std::fs::write(run_dir.join("model.json"), "{}").unwrap();
+    let retrofit_to = |norm: &str| -> Vec<std::ffi::OsString> {
+        let out = tmp.path().join("x");
+        vec![os("retrofit"), os("--hf-dir"), source.clone().into(), os("--out"), out.into(), os("--norm"), os(norm)]
+    };
     for (args, expected) in [
         (vec![os("logits"), os("--hf-dir"), tmp.path().join("nope").into(), os("--tokens"), os("1")], "config.json"),
         (vec![os("logits"), os("--hf-dir"), dir.clone().into(), os("--tokens"), os("1,96")], "token id 96 is outside"),
         (vec![os("retrofit"), os("--hf-dir"), source.clone().into(), os("--out"), lns.clone().into()], "notes.md"),
-        (
-            vec![
-                os("retrofit"),
-                os("--hf-dir"),
-                source.clone().into(),
-                os("--out"),
-                tmp.path().join("x").into(),
-                os("--norm"),
-                os("bogus"),
-            ],
-            "bogus",
-        ),
+        (retrofit_to("bogus"), "bogus"),
         // A scheme a Hugging Face directory cannot hold: the refusal gives the command that does
-        // retrofit onto it, into a run directory.
-        (
-            vec![
-                os("retrofit"),
-                os("--hf-dir"),
-                source.clone().into(),
-                os("--out"),
-                tmp.path().join("x").into(),
-                os("--norm"),
-                os("post-ln"),
-            ],
-            // With the model's tokenizer: without it that training is refused.
-            "--tokenizer",
-        ),
+        // retrofit onto it, into a run directory, with the model's tokenizer (without it that
+        // training is refused).
+        (retrofit_to("post-ln"), "--tokenizer"),
         // A run directory given as --hf-dir: named as such, with the command that reads it.
         (
             vec![os("retrofit"), os("--hf-dir"), run_dir.clone().into(), os("--out"), tmp.path().join("x").into()],

@@ -565,6 +565,21 @@ fn a_run_started_from_another_resumes_without_its_source() {
     assert!(events.contains(&format!("the run has no complete checkpoint yet: {restarted}")), "{events:?}");
 }
 
+/// A checkpoint whose model file is gone (a training prunes the kinds one by one) is not offered
+/// as one to load: "no checkpoint at step 10: the run's checkpoints are --step 5, 10" said both.
+#[test]
+fn a_checkpoint_without_its_model_file_is_not_listed_as_loadable() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    std::fs::remove_file(config.out.join("checkpoint/model-step-10.bpk")).unwrap();
+    let cpu = layernorm_scaling::parse_device("flex").unwrap();
+    let err = load_run_model(&config.out, Some(10), &cpu).unwrap_err().to_string();
+    assert!(
+        err.contains("no checkpoint at step 10: the run's checkpoints are --step 5") && !err.contains("5, 10"),
+        "{err}"
+    );
+}
+
 /// A finished run whose checkpoints were deleted and whose final model was damaged since: train
 /// sent the user to generate, and generate back to `train --resume`. Both now say to train again.
 #[test]

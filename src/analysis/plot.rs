@@ -91,7 +91,8 @@ fn plot_error<E: std::fmt::Display>(error: E) -> std::io::Error {
     std::io::Error::other(format!("cannot draw the plot: {error}"))
 }
 
-/// Draws into a temporary `.png` beside `path` and renames it into place.
+/// Draws into a temporary `.png` beside `path` (its folder made if missing) and renames it into
+/// place.
 fn write_png(
     path: &Path,
     draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> std::io::Result<()>,
@@ -99,6 +100,8 @@ fn write_png(
     register_font();
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| std::io::Error::other("plot path has no file name"))?;
+    // As every output of the programs: a missing folder is made (plotters' error would be a dump).
+    std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(".{}.tmp{}.png", name.to_string_lossy(), std::process::id()));
     let result = (|| {
         {

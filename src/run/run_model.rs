@@ -219,7 +219,12 @@ pub fn load_run_model(
     let epoch_steps = if epoch_named.is_empty() { None } else { EpochSteps::of_run(dir).ok() };
     let by_epoch: Vec<(usize, usize)> =
         epoch_named.iter().filter_map(|&epoch| epoch_steps?.checked_step(epoch).map(|step| (step, epoch))).collect();
-    let mut steps = checkpoint_steps(&checkpoints);
+    // The checkpoints that can be loaded: those with a model file (a training prunes the kinds
+    // one by one, and a checkpoint without its model loads nothing).
+    let mut steps: Vec<usize> = checkpoint_steps(&checkpoints)
+        .into_iter()
+        .filter(|&step| checkpoint_file(&checkpoints, "model", step).is_file())
+        .collect();
     steps.extend(by_epoch.iter().map(|&(step, _)| step));
     steps.sort_unstable();
     steps.dedup();
@@ -264,6 +269,9 @@ pub fn load_run_model(
                 format!("missing: the training has not finished; {finish}{}", or_checkpoint()),
             ))
         }
+        (Err(SumError::Missing), Some(step)) if steps.contains(&step) => {
+            return Err(file_error(&path, format!("{}; {}", removed_while_read(dir), listed())))
+        }
         (Err(SumError::Missing), Some(step)) => {
             return Err(file_error(&path, format!("no checkpoint at step {step}: {}", listed())))
         }
@@ -276,6 +284,10 @@ pub fn load_run_model(
     }
     let model = info.model.init(device)?;
     let mismatch = |e: String| {
+        // Verified a moment ago, gone now: a training or an --overwrite moved it.
+        if !path.exists() {
+            return file_error(&path, removed_while_read(dir));
+        }
         // Burn lists every mismatching tensor: the first ones say enough.
         let short: String = e.chars().take(300).collect();
         let more = if short.len() < e.len() { " ..." } else { "" };
@@ -288,6 +300,19 @@ pub fn load_run_model(
         model.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?
     };
     Ok((model, info))
+}
+
+/// The error of a model file that was there when the listing was made and gone when it was read:
+/// a training into `dir` (pruning its checkpoints, or an `--overwrite` setting the run aside).
+fn removed_while_read(dir: &Path) -> String {
+    let who = match training_holding(dir) {
+        Some(pid) => format!("the training running in {} (PID {pid})", dir.display()),
+        None => format!("a training into {}", dir.display()),
+    };
+    format!(
+        "removed while it was being read, by {who}, which deletes older checkpoints as it writes new ones (an \
+         --overwrite sets the whole run aside); load a newer checkpoint, or wait for that training to end"
+    )
 }
 
 /// What to do about a run in `dir` that has no (sound) final model, by what it shows: a training
@@ -395,6 +420,13 @@ fn unfinished_start(dir: &Path) -> Option<String> {
         return None;
     }
     let (aside, d) = (dir.join(PREVIOUS_RUN), dir.display());
+    if let Some(pid) = training_holding(dir).filter(|_| aside.is_dir()) {
+        return Some(format!(
+            "missing: an --overwrite is replacing this run now (PID {pid}); the run it replaces is in {}. Wait \
+             for it to end, or read the old run from there",
+            aside.display()
+        ));
+    }
     if aside.is_dir() {
         return Some(format!(
             "missing: an --overwrite is replacing this run (or was killed); the run it replaces is in {}. If the new \

@@ -74,7 +74,10 @@ fn model_config_from(config: &TrainConfig, source_shape: Option<LlamaConfig>) ->
         model.norm_scheme = norm.clone();
     }
     if let Some(init) = config.init {
-        model.init = Some(init);
+        // `normal` is what an unset init means: recorded as unset (unless it replaces a model
+        // file's own init), so a run with `--init normal` is the run without it.
+        let normal = init == crate::norm::InitScheme::Normal;
+        model.init = (!normal || model.init.is_some()).then_some(init);
     }
     model.validate()?;
     Ok(model)
@@ -179,7 +182,7 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
                 model.vocab_size,
                 match resolve_dir(source).map(|dir| dir.join("tokenizer.json")) {
                     Ok(file) if file.is_file() => format!(" {}", file.display()),
-                    _ => " (its tokenizer.json)".into(),
+                    _ => " PATH (the model directory has no tokenizer.json: give the one it was trained with)".into(),
                 }
             ))
             .into(),

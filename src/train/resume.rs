@@ -201,11 +201,17 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
         _ => serde_json::Map::new(),
     };
     let (saved, now) = (to_map(saved), to_map(now));
+    // An unset init is the normal one (the schemes that set their own take no other, and accept
+    // `normal`): a sweep's `normal` arm is the run trained without an init axis.
+    let unset_or_normal = |value: &serde_json::Value| value.is_null() || value == "normal";
+    let same = |field: &str, old: &serde_json::Value, new: &serde_json::Value| {
+        old == new || (field == "init" && unset_or_normal(old) && unset_or_normal(new))
+    };
     now.into_iter()
         .filter(|(field, _)| field != "out" && field != "data_budget")
         .filter_map(|(field, value)| {
             let old = saved.get(&field).cloned().unwrap_or(serde_json::Value::Null);
-            (old != value).then(|| (field.clone(), format!("{field}: {old} -> {value}")))
+            (!same(&field, &old, &value)).then(|| (field.clone(), format!("{field}: {old} -> {value}")))
         })
         .collect()
 }
@@ -411,6 +417,20 @@ fn finished(config: &TrainConfig) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unset_init_is_the_normal_one() {
+        let unset = TrainConfig::default();
+        let normal = TrainConfig { init: Some(crate::norm::InitScheme::Normal), ..TrainConfig::default() };
+        let scaled = TrainConfig { init: Some(crate::norm::InitScheme::Scaled), ..TrainConfig::default() };
+        assert!(setting_changes(&unset, &normal).is_empty());
+        assert!(setting_changes(&normal, &unset).is_empty());
+        assert_eq!(setting_changes(&unset, &scaled).len(), 1);
+        // The model trained is the same one, as model.json records it.
+        let model = |config: &TrainConfig| crate::train::prepare::model_config(config).unwrap();
+        assert_eq!(model(&unset), model(&normal));
+        assert_ne!(model(&unset), model(&scaled));
+    }
 
     #[test]
     fn settings_read_back_from_train_json_are_unchanged() {
