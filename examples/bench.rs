@@ -80,11 +80,49 @@ fn main() -> ExitCode {
         ));
         return layernorm_scaling::console::exit_code(Err(Error::from(error)));
     }
+    // Train's options that choose data, the schedule or the run's outputs: a step timed on random
+    // tokens of the model's shape uses none of them, and taking them silently says otherwise.
+    let unused: Vec<String> =
+        TRAIN_ONLY.iter().filter(|id| given(id)).map(|id| format!("--{}", id.replace('_', "-"))).collect();
+    if !unused.is_empty() {
+        let error = ConfigError::Conflict(format!(
+            "the bench times training steps on random tokens of the model's shape, so {} would not apply; drop \
+             them (the model, batch, sequence length, precision, optimiser and device options apply)",
+            unused.join(", ")
+        ));
+        return layernorm_scaling::console::exit_code(Err(Error::from(error)));
+    }
     // The printed table is the bench's result (--json is optional): a table lost is a failure.
     let result =
         run(&args, &config, given("device"), given("bf16")).and_then(|()| layernorm_scaling::console::output_written());
     layernorm_scaling::console::exit_code(result)
 }
+
+/// The options of `train` (ids) that a timed step does not use.
+const TRAIN_ONLY: [&str; 22] = [
+    "data",
+    "text_field",
+    "builtin_docs",
+    "tokenizer",
+    "grad_accum",
+    "steps",
+    "warmup",
+    "min_lr_ratio",
+    "data_seed",
+    "out",
+    "eval_every",
+    "save_every",
+    "keep_checkpoints",
+    "eval_batches",
+    "valid_fraction",
+    "valid_data",
+    "valid_tokens",
+    "sequences",
+    "cache_dir",
+    "samples",
+    "log_every",
+    "track_every",
+];
 
 fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool) -> Result<(), Error> {
     config.validate()?;

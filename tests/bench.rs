@@ -115,6 +115,11 @@ fn the_bench_refuses_bad_input_with_a_message() {
         (vec!["--device", "flex", "--compare", &path("zero.json")], "has 0 tokens/s".into()),
         (vec!["--device", "flex", "--model", "7b"], "does not fit in memory".into()),
         (vec!["--device", "flex", "--seq-len", "600"], "longer than the model's `max_seq_len` (256)".into()),
+        // Train's options that a timed step does not use: taken silently, they said otherwise.
+        (
+            vec!["--device", "flex", "--data", "/nonexistent.txt", "--steps", "9"],
+            "--data, --steps would not apply".into(),
+        ),
         // An output that would replace an input, or the other output, before anything is measured.
         (
             vec!["--json", &path("out.json"), "--hf-config", &path("out.json")],
@@ -268,11 +273,11 @@ fn processes_with(marker: &str) -> Vec<u32> {
 #[test]
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn a_killed_bench_leaves_no_measurement_running() {
-    // A run-directory option the measurement ignores marks its processes as this test's.
-    let marker = format!("/tmp/bench-kill-test-{}", std::process::id());
+    // A seed no other test gives marks the processes (the measurement gets the bench's options).
+    let marker = format!("{}", 9_000_000_000u64 + u64::from(std::process::id()));
     let mut bench = Command::new(example("bench"))
         .args(["--model", "tiny", "--seq-len", "64", "--batch-size", "2", "--iters", "100000"])
-        .args(["--device", "flex", "--bf16", "false", "--out", &marker])
+        .args(["--device", "flex", "--bf16", "false", "--seed", &marker])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();

@@ -314,6 +314,7 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
     let run_dir = tmp.path().join("a-run");
     std::fs::create_dir(&run_dir).unwrap();
     std::fs::write(run_dir.join("model.json"), "{}").unwrap();
+    let own = copy_fixture("llama_mha_untied", &tmp.path().join("own"));
     let retrofit_to = |norm: &str| -> Vec<std::ffi::OsString> {
         let out = tmp.path().join("x");
         vec![os("retrofit"), os("--hf-dir"), source.clone().into(), os("--out"), out.into(), os("--norm"), os(norm)]
@@ -333,6 +334,11 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
             "train --init-from",
         ),
         (vec![os("logits"), os("--hf-dir"), run_dir.clone().into(), os("--tokens"), os("1")], "generate --run"),
+        // Into its own input: named as such (it was called "an earlier output").
+        (
+            vec![os("retrofit"), os("--hf-dir"), own.clone().into(), os("--out"), own.clone().into()],
+            "being read (--hf-dir)",
+        ),
     ] {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let output = run(&refs);

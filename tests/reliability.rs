@@ -799,6 +799,11 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let report = train(&same, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.steps_trained, 0, "every step was checkpointed: only the final model is written");
 
+    // A data path not found from here (train.json records it relative to where the run was
+    // trained): said so, with the fix, not a bare "no such file".
+    let moved = TrainConfig { data: vec![PathBuf::from("elsewhere/corpus.txt")], ..same.clone() };
+    expect_error(&moved, Start::Resume, "a resume reads the paths the run's train.json records");
+
     // A run on the built-in corpus resumed with --data: refused before the files are tokenised.
     let builtin = quick(&dir.path().join("builtin"), 10, 5);
     train(&builtin, Start::New, |_| {}).unwrap();

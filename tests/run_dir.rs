@@ -184,6 +184,23 @@ fn a_start_killed_between_the_first_files_starts_again() {
     assert!(verify_sum(&out.join("model.bpk")).is_ok());
 }
 
+/// The final save writes model.json before the model: a kill between them leaves a run that a
+/// resume finishes. The other order left a finished run whose model.json said `"steps": 0`.
+#[test]
+fn a_kill_in_the_final_save_leaves_a_run_that_a_resume_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    assert!(!train_example(&out, &[], Some("final-model:after-model-json")).status.success());
+    assert!(verify_sum(&out.join("model.bpk")).is_err(), "not finished yet");
+    let resumed = train_example(&out, &["--resume"], None);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert!(verify_sum(&out.join("model.bpk")).is_ok() && verify_sum(&out.join("model.json")).is_ok());
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(out.join(name)).unwrap()).unwrap()
+    };
+    assert_eq!(read("model.json")["steps"], read("train.json")["steps"]);
+}
+
 #[test]
 fn an_overwrite_killed_before_its_first_checkpoint_is_named_by_the_programs_that_load_the_run() {
     let dir = tempfile::tempdir().unwrap();

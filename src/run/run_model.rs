@@ -172,16 +172,20 @@ pub struct RunModelInfo {
     pub tokenizer_identity: Option<String>,
 }
 
-/// Writes `<dir>/model.bpk` and `<dir>/model.json` (each with its checksum, `.sum`), each atomically.
+/// Writes `<dir>/model.json` then `<dir>/model.bpk` (each with its checksum, `.sum`), each
+/// atomically. The model and its checksum come last, as they mark the run finished: a kill
+/// before them leaves a run that a resume finishes, never a finished one described by the
+/// `model.json` of its start.
 pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo) -> Result<(), Error> {
     let dir = dir.as_ref();
     let path = dir.join(MODEL);
     let error = |e: String| Error::file(&path, format!("cannot write it: {e}"));
+    let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
+    crate::io::write_atomically_with_sum(&dir.join(MODEL_INFO), json.as_bytes()).map_err(|e| error(e.to_string()))?;
+    crate::io::crash_point("final-model:after-model-json");
     // burn-pack writes through a scratch file, synced and renamed into place; the sum follows.
     model.clone().save_file(&path).map_err(|e| error(e.to_string()))?;
-    crate::io::write_sum(&path).map_err(|e| error(e.to_string()))?;
-    let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
-    crate::io::write_atomically_with_sum(&dir.join(MODEL_INFO), json.as_bytes()).map_err(|e| error(e.to_string()))
+    crate::io::write_sum(&path).map_err(|e| error(e.to_string()))
 }
 
 /// Loads the model of a run directory (`model.json` + `model.bpk`), or of its checkpoint at
@@ -219,11 +223,14 @@ pub fn load_run_model(
     let epoch_steps = if epoch_named.is_empty() { None } else { EpochSteps::of_run(dir).ok() };
     let by_epoch: Vec<(usize, usize)> =
         epoch_named.iter().filter_map(|&epoch| epoch_steps?.checked_step(epoch).map(|step| (step, epoch))).collect();
-    // The checkpoints that can be loaded: those with a model file (a training prunes the kinds
-    // one by one, and a checkpoint without its model loads nothing).
+    // The checkpoints that can be loaded: those with a model file and its checksum (a training
+    // prunes the kinds one by one, and writes the checksum once the file is complete).
     let mut steps: Vec<usize> = checkpoint_steps(&checkpoints)
         .into_iter()
-        .filter(|&step| checkpoint_file(&checkpoints, "model", step).is_file())
+        .filter(|&step| {
+            let model = checkpoint_file(&checkpoints, "model", step);
+            model.is_file() && crate::io::sum_path(&model).is_file()
+        })
         .collect();
     steps.extend(by_epoch.iter().map(|&(step, _)| step));
     steps.sort_unstable();
@@ -277,6 +284,17 @@ pub fn load_run_model(
         }
         (Err(problem), None) => {
             return Err(file_error(&path, format!("incomplete: {problem}; {finish}{}", or_checkpoint())))
+        }
+        (Err(SumError::NoSum), Some(_)) if training_holding(dir).is_some() => {
+            let pid = training_holding(dir).unwrap_or_default();
+            return Err(file_error(
+                &path,
+                format!(
+                    "being written by the training running in {} (PID {pid}); load a finished checkpoint ({})",
+                    dir.display(),
+                    listed()
+                ),
+            ));
         }
         (Err(problem), Some(_)) => {
             return Err(file_error(&path, format!("{problem}; load another checkpoint ({})", listed())))

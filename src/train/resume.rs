@@ -73,6 +73,21 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
         });
     }
     if start == Start::Resume {
+        // The run's train.json records its data paths as given, relative to the folder its
+        // training ran in: from another folder they are not found, and the corpus error alone
+        // does not say where the path came from.
+        if let Some(missing) = config.data.iter().chain(&config.valid_data).find(|path| !path.exists()) {
+            let here = std::env::current_dir().map(|dir| format!(" ({})", dir.display())).unwrap_or_default();
+            return Err(Error::RunDir {
+                path: out.to_path_buf(),
+                message: format!(
+                    "the data {} is not found from here{here}; a resume reads the paths the run's train.json records, \
+                     relative to the folder its training ran in: run from that folder, or give --data (and \
+                     --valid-data) with the paths from here (the same files)",
+                    missing.display()
+                ),
+            });
+        }
         // The settings are compared before the data is tokenised (and again under the lock).
         check_resume_settings(out, config)?;
     }
