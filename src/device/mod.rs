@@ -119,29 +119,17 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
     })
 }
 
-/// The names Burn itself reads in `BURN_DEVICE` (burn-dispatch's `Device::default()`, which
-/// training calls whatever device it runs on), with whether this build compiles each in.
-const BURN_DEVICE_NAMES: [(&str, bool); 7] = [
-    ("flex", cfg!(feature = "flex")),
-    ("ndarray", cfg!(feature = "ndarray")),
-    ("wgpu", cfg!(feature = "wgpu")),
-    ("vulkan", cfg!(feature = "vulkan")),
-    ("metal", cfg!(feature = "metal")),
-    ("cuda", cfg!(feature = "cuda")),
-    ("tch", cfg!(feature = "tch")),
-];
-
 /// Why the `BURN_DEVICE` environment variable would stop the program, if it would: Burn's default
-/// device panics on a value that is not one of its backends' names compiled into this build
+/// device (burn-dispatch's `Device::default()`, which training calls whatever device it runs on)
+/// panics on a value that is not one of its backends' names compiled into this build
 /// (`wgpu:1`, an empty string, or `cuda` in a CPU build), even when `--device` names another.
 fn burn_device_problem() -> Option<String> {
     let value = std::env::var("BURN_DEVICE").ok()?;
-    let name = value.to_lowercase();
-    if BURN_DEVICE_NAMES.iter().any(|&(known, compiled)| known == name && compiled) {
+    // Burn's names for its backends are those of this crate's backend features.
+    let accepted = compiled_backends();
+    if accepted.contains(&value.to_lowercase().as_str()) {
         return None;
     }
-    let accepted: Vec<&str> =
-        BURN_DEVICE_NAMES.iter().filter(|(_, compiled)| *compiled).map(|(name, _)| *name).collect();
     let shown = if value.is_empty() { "(empty)".to_string() } else { value };
     Some(format!(
         "the environment variable BURN_DEVICE={shown} is read by Burn itself (its default device, which training \
