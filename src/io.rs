@@ -139,6 +139,18 @@ impl std::fmt::Display for SumError {
     }
 }
 
+/// Checks `bytes`, read whole from `path`, against the `<path>.sum` that [`write_sum`] wrote:
+/// what is then used is exactly what was checked, even if the file is replaced meanwhile.
+pub fn verify_sum_of(path: &Path, bytes: &[u8]) -> Result<(), SumError> {
+    let expected = std::fs::read_to_string(sum_path(path)).map_err(|_| SumError::NoSum)?;
+    let actual = format!("crc32 {:08x} bytes {}", crc32fast::hash(bytes), bytes.len());
+    if expected.trim() == actual {
+        Ok(())
+    } else {
+        Err(SumError::Mismatch(format!("{actual}, expected {}", expected.trim())))
+    }
+}
+
 /// Checks `path` against the `<path>.sum` that [`write_sum`] wrote.
 pub fn verify_sum(path: &Path) -> Result<(), SumError> {
     if !path.is_file() {
@@ -349,11 +361,30 @@ pub fn check_replaceable_file(path: &Path, what: &str, is_ours: impl Fn(&[u8]) -
     if !meta.is_file() {
         return refuse("exists and is not a file");
     }
+    if let Some(output) = output_listing(path) {
+        return refuse(&format!(
+            "is part of the output in {} (listed in its {CONTENTS_FILE}; replacing it would make that output refuse \
+             to be written again)",
+            output.display()
+        ));
+    }
     let ours = meta.len() < 64 << 20 && std::fs::read(path).is_ok_and(|bytes| is_ours(&bytes));
     if ours {
         return Ok(());
     }
     refuse(&format!("exists and is not {what}"))
+}
+
+/// The output folder ([`write_dir_atomically`]'s) whose [`CONTENTS_FILE`] lists the file at
+/// `path`, if one of its folders is one: a report's chart, a sweep's results.
+fn output_listing(path: &Path) -> Option<PathBuf> {
+    let path = path.canonicalize().ok()?;
+    path.ancestors().skip(1).find_map(|dir| {
+        let relative = path.strip_prefix(dir).ok()?.to_str()?.replace(std::path::MAIN_SEPARATOR, "/");
+        let listed = std::fs::read_to_string(dir.join(CONTENTS_FILE)).ok()?;
+        let suffix = format!(" {relative}");
+        listed.lines().any(|line| line.ends_with(&suffix)).then(|| dir.to_path_buf())
+    })
 }
 
 /// The PNG text chunk's content that marks the charts this crate draws (`Software`, then the
@@ -560,6 +591,24 @@ mod tests {
         assert_eq!(std::fs::read_to_string(dir.join("thesis.tex")).unwrap(), "years of work");
         assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "my own");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary folder is left");
+    }
+
+    #[test]
+    fn a_file_of_an_output_folder_is_not_replaced_on_its_own() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("report");
+        write_dir_atomically(&dir, "report.json", |tmp| {
+            std::fs::write(tmp.join("report.json"), "{}")?;
+            std::fs::create_dir(tmp.join("sub"))?;
+            std::fs::write(tmp.join("sub/chart.png"), "ours")
+        })
+        .unwrap();
+        // `curse --plot report/sub/chart.png` replaced it, and the report then refused to be
+        // written again ("changed since").
+        let error = check_replaceable_file(&dir.join("sub/chart.png"), "a chart", |_| true).unwrap_err().to_string();
+        assert!(error.contains("is part of the output in"), "{error}");
+        std::fs::write(root.path().join("loose.png"), "ours").unwrap();
+        assert!(check_replaceable_file(&root.path().join("loose.png"), "a chart", |_| true).is_ok());
     }
 
     #[test]

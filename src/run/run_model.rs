@@ -302,20 +302,29 @@ pub fn load_run_model(
     }
     let model = info.model.init(device)?;
     let mismatch = |e: String| {
-        // Verified a moment ago, gone now: a training or an --overwrite moved it.
-        if !path.exists() {
-            return file_error(&path, removed_while_read(dir));
-        }
         // Burn lists every mismatching tensor: the first ones say enough.
         let short: String = e.chars().take(300).collect();
         let more = if short.len() < e.len() { " ..." } else { "" };
         file_error(&path, format!("does not match model.json ({short}{more}); was model.json replaced?"))
     };
+    // Read whole and checked in memory: burn-pack reads a file lazily, by its path, so a file
+    // removed or replaced after its check above (a training pruning its checkpoints, an
+    // --overwrite setting the run aside) stopped the load with a panic, or went unchecked.
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(file_error(&path, removed_while_read(dir))),
+        Err(e) => return Err(file_error(&path, format!("cannot read it: {e}"))),
+    };
+    if let Err(problem) = crate::io::verify_sum_of(&path, &bytes) {
+        return Err(file_error(&path, format!("{} ({problem})", removed_while_read(dir))));
+    }
+    let record = burn::store::ModuleRecord::from_bytes(burn::tensor::Bytes::from_bytes_vec(bytes))
+        .map_err(|e| mismatch(e.to_string()))?;
     let model = if prefixed {
         // Epoch checkpoints hold the training wrapper, whose parameters live under `model.`.
-        Checkpointed { model }.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?.model
+        Checkpointed { model }.try_load_record(record).map_err(|e| mismatch(e.to_string()))?.model
     } else {
-        model.try_load_file(&path).map_err(|e| mismatch(e.to_string()))?
+        model.try_load_record(record).map_err(|e| mismatch(e.to_string()))?
     };
     Ok((model, info))
 }
@@ -328,8 +337,8 @@ fn removed_while_read(dir: &Path) -> String {
         None => format!("a training into {}", dir.display()),
     };
     format!(
-        "removed while it was being read, by {who}, which deletes older checkpoints as it writes new ones (an \
-         --overwrite sets the whole run aside); load a newer checkpoint, or wait for that training to end"
+        "removed or replaced while it was being read, by {who}, which deletes older checkpoints as it writes new \
+         ones (an --overwrite sets the whole run aside); load a newer checkpoint, or wait for that training to end"
     )
 }
 
