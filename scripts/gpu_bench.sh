@@ -3,7 +3,8 @@
 # (build where Rust is, run where the GPU is):
 #
 #   bash scripts/gpu_bench.sh prepare   # here: build bench and train with wgpu/Vulkan and CUDA
-#                                       # (offline: scripts/cuda-offline.toml), strip, xz -> .gpu/
+#                                       # (offline: scripts/cuda-offline.toml), strip, xz -> .gpu/;
+#                                       # with LIBTORCH set, also bench-tch (the `tch` feature)
 #   bash scripts/gpu_bench.sh run       # there: unpack; the main command on each route (its
 #                                       # validation loss beside flex's 0.8163); the 130m preset at
 #                                       # seq 256 in f32 and bf16 on each route, then PyTorch eager
@@ -15,6 +16,12 @@
 # (default 130m), SEQ (256), BATCH (16), ITERS (10), PEAK_TFLOPS (989, an H100 SXM's dense bf16
 # peak), DEVICES (cuda,vulkan,wgpu), TORCH_DEVICE (cuda), MAIN_TIMEOUT (150 s per main command).
 # `DRY_RUN=1 bash scripts/gpu_bench.sh run` runs the same steps on the CPU at a tiny size.
+#
+# LibTorch: `prepare` builds `bench-tch` against the LibTorch in `LIBTORCH` (a folder with
+# include/ and lib/, e.g. an unpacked torch wheel's `torch/`). The GPU machine's torch is 2.11 and
+# tch 0.22 expects 2.9, so for it: `LIBTORCH=<wheel>/torch LIBTORCH_BYPASS_VERSION_CHECK=1`; the
+# link leaves the wheel's CUDA libraries unresolved here, to be found there. `run` then trains the
+# bench on `tch-cuda` with torch's own libraries (python3's torch/lib) in f32 and bf16.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +43,15 @@ prepare)
     strip ".gpu/$program"
     xz -9 -f ".gpu/$program"
   done
+  cp "$CARGO_TARGET_DIR/Cargo.lock.before-cuda" Cargo.lock
+  if [ -n "${LIBTORCH:-}" ]; then
+    # Its own target dir: the tch feature changes features of crates the other build shares.
+    RUSTFLAGS="-C link-arg=-Wl,--allow-shlib-undefined" CARGO_TARGET_DIR="$CARGO_TARGET_DIR/tch" \
+      cargo build --release --features tch --example bench
+    cp "$CARGO_TARGET_DIR/tch/release/examples/bench" .gpu/bench-tch
+    strip .gpu/bench-tch
+    xz -9 -f .gpu/bench-tch
+  fi
   mkdir -p .git/info && { grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude; }
   ls -l .gpu
   ;;
@@ -47,7 +63,8 @@ run)
   if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
   fi
-  for program in bench train; do
+  for program in bench train bench-tch; do
+    [ -f ".gpu/$program.xz" ] || continue
     [ -x ".gpu/$program" ] || { xz -dkf ".gpu/$program.xz" && chmod +x ".gpu/$program"; }
   done
   bench=.gpu/bench
@@ -78,6 +95,14 @@ PY
   done
   common=(--model "$MODEL" --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --peak-tflops "$PEAK_TFLOPS")
   "$bench" "${common[@]}" --device "$DEVICES" --hf-config "$OUT/config.json" --json "$OUT/burn.json"
+  if [ -x .gpu/bench-tch ]; then
+    # LibTorch from python3's torch (its lib folder holds libtorch and the CUDA libraries it loads).
+    torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') ||
+      echo "python3 has no torch: bench-tch finds no LibTorch"
+    tch_device=tch-cuda; [ "${DRY_RUN:-0}" = 1 ] && tch_device=tch
+    LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" .gpu/bench-tch "${common[@]}" \
+      --device "$tch_device" --json "$OUT/burn-tch.json" || echo "bench-tch on $tch_device failed"
+  fi
   rm -f "$OUT/torch.json"
   for dtype in f32 bf16; do
     for mode in "" --compile; do
@@ -87,6 +112,9 @@ PY
     done
   done
   "$bench" --records "$OUT/burn.json" --compare "$OUT/torch.json" | tee "$OUT/ratios.txt"
+  if [ -f "$OUT/burn-tch.json" ]; then
+    "$bench" --records "$OUT/burn-tch.json" --compare "$OUT/torch.json" | tee -a "$OUT/ratios.txt"
+  fi
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
   ;;
 *)

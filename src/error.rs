@@ -134,6 +134,14 @@ pub enum ConfigError {
         /// The backends this build has.
         compiled: String,
     },
+    /// A device whose backend is compiled in but which this machine cannot run (no such GPU).
+    #[error("device `{device}` cannot run on this machine: {message}")]
+    Unavailable {
+        /// The device string.
+        device: String,
+        /// What is missing, and what to use instead.
+        message: String,
+    },
     /// A build with no backend feature at all.
     #[error("no backend is compiled in: build with a backend feature, e.g. `--features flex`")]
     NoBackend,

@@ -270,6 +270,26 @@ fn bf16_inputs_take_the_portable_bodies_within_bf16_precision() {
     });
 }
 
+/// LibTorch's attention runs torch's fused kernels in bf16 too (f32 log-sum-exp inside).
+#[cfg(feature = "tch")]
+#[test]
+fn libtorch_attention_matches_the_reference_in_bf16() {
+    let device = layernorm_scaling::parse_device("tch").unwrap();
+    for (batch, seq, heads, kv_heads, head_dim) in [(2, 9, 4, 2, 8), (1, 70, 2, 2, 16)] {
+        let q = seeded([batch, seq, heads, head_dim], 18, &device).cast(DType::BF16);
+        let k = seeded([batch, seq, kv_heads, head_dim], 19, &device).cast(DType::BF16);
+        let v = seeded([batch, seq, kv_heads, head_dim], 20, &device).cast(DType::BF16);
+        let weights = seeded([batch, seq, heads, head_dim], 21, &device).cast(DType::BF16);
+        let [(fused_out, fused_grads), (reference_out, reference_grads)] =
+            both_paths(&[q, k, v], &weights, |t| fused::causal_attention(t[0].clone(), t[1].clone(), t[2].clone()));
+        let what = format!("tch bf16 attention b{batch} s{seq} h{heads} kv{kv_heads}");
+        assert_close(&format!("{what}: output"), &fused_out, &reference_out, 3e-2);
+        for (i, name) in ["q", "k", "v"].into_iter().enumerate() {
+            assert_close(&format!("{what}: gradient of {name}"), &fused_grads[i], &reference_grads[i], 5e-2);
+        }
+    }
+}
+
 /// The flex kernels split work into pieces of a fixed size and add their sums in piece order.
 #[test]
 fn flex_kernels_give_the_same_bits_on_any_number_of_threads() {

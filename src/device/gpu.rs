@@ -37,6 +37,33 @@ pub fn nvidia_gpu_names() -> Vec<String> {
         .collect()
 }
 
+/// Why CUDA GPU `index` cannot run here, if it cannot, from the GPUs the NVIDIA driver lists
+/// (`listed`, [`nvidia_gpu_names`]) and whether its device file exists (`/dev/nvidia0`, which a
+/// container may have without the `/proc` list). Without either, CUDA's libraries would stop the
+/// program at its first tensor (cudarc cannot load `libcuda.so`).
+pub(crate) fn cuda_problem(index: usize, listed: &[String], device_file: bool) -> Option<String> {
+    if listed.is_empty() && !device_file {
+        return Some(
+            "no NVIDIA GPU was found (the NVIDIA driver lists none in /proc/driver/nvidia/gpus, and there is no \
+             /dev/nvidia0); use --device auto, which picks the fastest device this machine has, or --device flex"
+                .into(),
+        );
+    }
+    (!listed.is_empty() && index >= listed.len()).then(|| {
+        let names: Vec<String> = listed.iter().enumerate().map(|(i, name)| format!("{i}: {name}")).collect();
+        format!(
+            "GPU {index} does not exist: the NVIDIA driver lists {} ({}), numbered from 0",
+            listed.len(),
+            names.join(", ")
+        )
+    })
+}
+
+/// [`cuda_problem`] on this machine.
+pub(crate) fn cuda_problem_here(index: usize) -> Option<String> {
+    cuda_problem(index, &nvidia_gpu_names(), std::path::Path::new("/dev/nvidia0").exists())
+}
+
 /// The name of the GPU the device string `spec` names (`cuda:1`, `wgpu`, `vulkan`): the NVIDIA
 /// driver's name of GPU `N` (0 without an index), else the first GPU adapter wgpu finds; `None`
 /// where neither tells.
@@ -47,7 +74,18 @@ pub fn gpu_name(spec: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::known_peak_tflops;
+    use super::{cuda_problem, known_peak_tflops};
+
+    #[test]
+    fn cuda_is_refused_where_the_driver_lists_no_such_gpu() {
+        let h100 = vec!["NVIDIA H100 80GB HBM3".to_string()];
+        assert!(cuda_problem(0, &h100, true).is_none());
+        assert!(cuda_problem(0, &[], true).is_none(), "a container with the device file but no /proc list");
+        let none = cuda_problem(0, &[], false).unwrap();
+        assert!(none.contains("no NVIDIA GPU") && none.contains("--device flex"), "{none}");
+        let beyond = cuda_problem(1, &h100, true).unwrap();
+        assert!(beyond.contains("GPU 1 does not exist") && beyond.contains("0: NVIDIA H100"), "{beyond}");
+    }
 
     #[test]
     fn known_gpus_are_found_by_the_names_their_drivers_give() {

@@ -112,11 +112,17 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
             expected: "an index only after wgpu, cuda or tch-cuda".into(),
         });
     }
-    build_device(name, index.unwrap_or(0)).ok_or_else(|| ConfigError::NotCompiled {
+    let index = index.unwrap_or(0);
+    let device = build_device(name, index).ok_or_else(|| ConfigError::NotCompiled {
         device: spec.clone(),
         feature,
         compiled: compiled_backends().join(", "),
-    })
+    })?;
+    // CUDA's libraries stop the whole program (a panic) at the first tensor on a missing GPU.
+    match matches!(name, "cuda" | "tch-cuda").then(|| gpu::cuda_problem_here(index)).flatten() {
+        Some(message) => Err(ConfigError::Unavailable { device: spec, message }),
+        None => Ok(device),
+    }
 }
 
 /// Why the `BURN_DEVICE` environment variable would stop the program, if it would: Burn's default

@@ -252,6 +252,4 @@ impl FusedKernels for burn::backend::Cube {}
 fused_ops_from_kernels!(burn::backend::Cube);
 
 #[cfg(feature = "tch")]
-impl FusedKernels for burn::backend::LibTorch {}
-#[cfg(feature = "tch")]
 fused_ops_from_kernels!(burn::backend::LibTorch);

@@ -268,7 +268,10 @@ pub fn load_run_model(
             format!(", or load a checkpoint ({})", listed())
         }
     };
-    match (crate::io::verify_sum(&path), step) {
+    // The training holding this run, looked up once, where a checkpoint has no checksum yet.
+    let verified = crate::io::verify_sum(&path);
+    let holder = matches!(verified, Err(SumError::NoSum)).then(|| training_holding(dir)).flatten();
+    match (verified, step) {
         (Ok(()), _) => {}
         (Err(SumError::Missing), None) => {
             return Err(file_error(
@@ -285,8 +288,8 @@ pub fn load_run_model(
         (Err(problem), None) => {
             return Err(file_error(&path, format!("incomplete: {problem}; {finish}{}", or_checkpoint())))
         }
-        (Err(SumError::NoSum), Some(_)) if training_holding(dir).is_some() => {
-            let pid = training_holding(dir).unwrap_or_default();
+        (Err(SumError::NoSum), Some(_)) if holder.is_some() => {
+            let pid = holder.unwrap_or_default();
             return Err(file_error(
                 &path,
                 format!(

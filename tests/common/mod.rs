@@ -20,6 +20,13 @@ pub fn all_backends() -> Vec<(&'static str, Device)> {
     if cfg!(feature = "wgpu") {
         devices.push(("wgpu-cpu", parse_device("wgpu-cpu").unwrap()));
     }
+    if cfg!(feature = "tch") {
+        devices.push(("tch", parse_device("tch").unwrap()));
+        // LibTorch on an NVIDIA GPU, where the machine has one (and torch is a CUDA build).
+        if let Ok(device) = parse_device("tch-cuda") {
+            devices.push(("tch-cuda", device));
+        }
+    }
     devices
 }
 
