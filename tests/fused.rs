@@ -84,12 +84,15 @@ fn tolerance(backend: &str) -> f32 {
 #[test]
 fn rms_norm_matches_the_reference_on_every_backend() {
     for (backend, device) in all_backends() {
-        for (shape, layer) in [([2, 5, 7], 3usize), ([1, 1, 64], 1), ([3, 33, 40], 12)] {
+        // The last shape: rows wider than a GPU kernel's 256 units, more rows than its 256 partial sums.
+        for (shape, layer) in [([2, 5, 7], 3usize), ([1, 1, 64], 1), ([3, 33, 40], 12), ([2, 300, 520], 5)] {
             let x = seeded(shape, 1, &device);
             let gamma = seeded([shape[2]], 2, &device).reshape([1, 1, shape[2]]) + 1.0;
             let weights = seeded(shape, 3, &device);
             let scale = 1.0 / (layer as f64).sqrt();
-            check(&format!("{backend} rms_norm {shape:?}"), &[x, gamma], &weights, tolerance(backend), |t| {
+            // gamma's gradient sums 600 rows there: f32 rounding grows with the sum.
+            let tol = if shape[1] > 100 { 4.0 * tolerance(backend) } else { tolerance(backend) };
+            check(&format!("{backend} rms_norm {shape:?}"), &[x, gamma], &weights, tol, |t| {
                 let gamma = t[1].clone().reshape([shape[2]]);
                 fused::rms_norm(t[0].clone(), gamma, 1e-6, scale)
             });
@@ -100,14 +103,17 @@ fn rms_norm_matches_the_reference_on_every_backend() {
 #[test]
 fn layer_norm_matches_the_reference_on_every_backend() {
     for (backend, device) in all_backends() {
-        for shape in [[2, 5, 7], [1, 1, 64], [3, 33, 40]] {
+        // The last shape: rows wider than a GPU kernel's 256 units, more rows than its 256 partial sums.
+        for shape in [[2, 5, 7], [1, 1, 64], [3, 33, 40], [2, 300, 520]] {
             let d = shape[2];
             // A row offset far from zero checks the mean's subtraction.
             let x = seeded(shape, 25, &device) + 3.0;
             let gamma = seeded([1, 1, d], 26, &device) + 1.0;
             let beta = seeded([1, 1, d], 27, &device);
             let weights = seeded(shape, 28, &device);
-            check(&format!("{backend} layer_norm {shape:?}"), &[x, gamma, beta], &weights, tolerance(backend), |t| {
+            // The weights' gradients sum 600 rows there: f32 rounding grows with the sum.
+            let tol = if shape[1] > 100 { 4.0 * tolerance(backend) } else { tolerance(backend) };
+            check(&format!("{backend} layer_norm {shape:?}"), &[x, gamma, beta], &weights, tol, |t| {
                 fused::layer_norm(t[0].clone(), t[1].clone().reshape([d]), t[2].clone().reshape([d]), 1e-5)
             });
         }

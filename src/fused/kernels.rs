@@ -247,8 +247,6 @@ impl FusedKernels for burn::backend::NdArray {}
 fused_ops_from_kernels!(burn::backend::NdArray);
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-impl FusedKernels for burn::backend::Cube {}
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
 fused_ops_from_kernels!(burn::backend::Cube);
 
 #[cfg(feature = "tch")]

@@ -15,9 +15,10 @@
 //!
 //! On flex (f32) each op runs a hand-written kernel, parallel over rows or heads, with a
 //! vectorised `exp`; sums run in a fixed order whatever the number of threads, so training stays
-//! bit-for-bit reproducible. On LibTorch, attention runs torch's own fused kernels. Everything
-//! else (ndarray, wgpu, CUDA, LibTorch's other ops, and flex in bf16) runs a portable body
-//! written in Burn's backend ops, with the same short graph.
+//! bit-for-bit reproducible. On the GPU backends (wgpu, Vulkan, CUDA), RMSNorm, LayerNorm and
+//! attention run CubeCL kernels of their own, and on LibTorch attention runs torch's fused
+//! kernels. Everything else (ndarray, the GPUs' and LibTorch's other ops, flex in bf16) runs a
+//! portable body written in Burn's backend ops, with the same short graph.
 //!
 //! The decomposed ops (Burn's own, as the model used before) stay available as the reference the
 //! tests compare against: [`OpPath::Reference`], chosen for the whole process with
@@ -25,14 +26,16 @@
 //! thread with [`with_path`].
 
 mod autodiff;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod cube;
 #[cfg(feature = "flex")]
 mod flex;
 mod kernels;
+#[cfg(feature = "tch")]
+mod libtorch;
 mod portable;
 pub mod profile;
 pub(crate) mod reference;
-#[cfg(feature = "tch")]
-mod libtorch;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -1,5 +1,5 @@
-//! The fused ops' portable bodies, in Burn's backend ops: every backend without kernels of its
-//! own runs these (ndarray, wgpu, CUDA, LibTorch, flex in bf16). Statistics (mean squares,
+//! The fused ops' portable bodies, in Burn's backend ops: every op without a kernel of its own
+//! on a backend runs these (ndarray, flex in bf16, most ops on the GPUs and LibTorch). Statistics (mean squares,
 //! log-sum-exp, softmax) are computed in f32 whatever the input's precision.
 
 use burn::backend::tensor::{FloatTensor, IntTensor};

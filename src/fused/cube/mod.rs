@@ -1,0 +1,157 @@
+//! CubeCL kernels for the fused ops on GPUs: one source for wgpu (WGSL), Vulkan (SPIR-V) and
+//! CUDA. Each kernel runs as one op on Burn's fusion stream ([`fusion`]). Ops without a kernel
+//! here, and dtypes the kernels do not take (f64), run the portable bodies.
+
+mod attention;
+mod fusion;
+mod layer_norm;
+mod rms_norm;
+mod row_sum;
+mod rows;
+
+use burn::backend::fusion::custom::TensorSpec;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Cube, DType, Shape};
+
+use super::kernels::FusedKernels;
+use super::portable;
+
+/// Whether the kernels take tensors of `dtype`: the float types GPUs compute in.
+fn kernel_dtype(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// `[..., d] -> [..., 1]`: one statistic per row.
+fn row_stats_shape(shape: &Shape) -> Shape {
+    let mut stats = shape.clone();
+    let last = stats.num_dims() - 1;
+    stats[last] = 1;
+    stats
+}
+
+impl FusedKernels for Cube {
+    fn rms_norm_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !(kernel_dtype(x.dtype) && kernel_dtype(gamma.dtype)) {
+            return portable::rms_norm_forward::<Self>(x, gamma, epsilon, scale);
+        }
+        let outputs =
+            [TensorSpec::new(x.shape.clone(), x.dtype), TensorSpec::new(row_stats_shape(&x.shape), DType::F32)];
+        let [y, inv_rms] =
+            fusion::custom_op("rms_norm_forward", [x, gamma], outputs, &[epsilon, scale], move |[x, gamma]| {
+                rms_norm::forward(x, gamma, epsilon, scale)
+            });
+        (y, inv_rms)
+    }
+
+    fn rms_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        inv_rms: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !(kernel_dtype(x.dtype) && kernel_dtype(gamma.dtype) && grad.dtype == x.dtype && inv_rms.dtype == DType::F32)
+        {
+            return portable::rms_norm_backward::<Self>(x, gamma, inv_rms, grad, scale);
+        }
+        let outputs = [TensorSpec::new(x.shape.clone(), x.dtype), TensorSpec::new(gamma.shape.clone(), gamma.dtype)];
+        let [grad_x, grad_gamma] = fusion::custom_op(
+            "rms_norm_backward",
+            [x, gamma, inv_rms, grad],
+            outputs,
+            &[scale],
+            move |[x, gamma, inv_rms, grad]| rms_norm::backward(x, gamma, inv_rms, grad, scale),
+        );
+        (grad_x, grad_gamma)
+    }
+
+    fn layer_norm_forward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        beta: FloatTensor<Self>,
+        epsilon: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        if !(kernel_dtype(x.dtype) && kernel_dtype(gamma.dtype) && beta.dtype == gamma.dtype) {
+            return portable::layer_norm_forward::<Self>(x, gamma, beta, epsilon);
+        }
+        let stats = TensorSpec::new(row_stats_shape(&x.shape), DType::F32);
+        let outputs = [TensorSpec::new(x.shape.clone(), x.dtype), stats.clone(), stats];
+        let [y, mean, inv_std] =
+            fusion::custom_op("layer_norm_forward", [x, gamma, beta], outputs, &[epsilon], move |[x, gamma, beta]| {
+                layer_norm::forward(x, gamma, beta, epsilon)
+            });
+        (y, mean, inv_std)
+    }
+
+    fn layer_norm_backward(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        mean: FloatTensor<Self>,
+        inv_std: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let stats_f32 = mean.dtype == DType::F32 && inv_std.dtype == DType::F32;
+        if !(kernel_dtype(x.dtype) && kernel_dtype(gamma.dtype) && grad.dtype == x.dtype && stats_f32) {
+            return portable::layer_norm_backward::<Self>(x, gamma, mean, inv_std, grad);
+        }
+        let weights = TensorSpec::new(gamma.shape.clone(), gamma.dtype);
+        let outputs = [TensorSpec::new(x.shape.clone(), x.dtype), weights.clone(), weights];
+        let [grad_x, grad_gamma, grad_beta] = fusion::custom_op(
+            "layer_norm_backward",
+            [x, gamma, mean, inv_std, grad],
+            outputs,
+            &[],
+            |[x, gamma, mean, inv_std, grad]| layer_norm::backward(x, gamma, mean, inv_std, grad),
+        );
+        (grad_x, grad_gamma, grad_beta)
+    }
+
+    fn attention_forward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !(kernel_dtype(q.dtype) && k.dtype == q.dtype && v.dtype == q.dtype) {
+            return portable::attention_forward::<Self>(q, k, v, scale);
+        }
+        let [batch, seq, heads, _] = q.shape.dims::<4>();
+        let outputs = [
+            TensorSpec::new(q.shape.clone(), q.dtype),
+            TensorSpec::new(Shape::from([batch, heads, seq, 1]), DType::F32),
+        ];
+        let [output, lse] = fusion::custom_op("attention_forward", [q, k, v], outputs, &[scale], move |[q, k, v]| {
+            attention::forward(q, k, v, scale)
+        });
+        (output, lse)
+    }
+
+    fn attention_backward(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        output: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let same = [&k, &v, &output, &grad].iter().all(|t| t.dtype == q.dtype);
+        if !(kernel_dtype(q.dtype) && same && lse.dtype == DType::F32) {
+            return portable::attention_backward::<Self>(q, k, v, output, lse, grad, scale);
+        }
+        let outputs = [&q, &k, &v].map(|t| TensorSpec::new(t.shape.clone(), t.dtype));
+        let [grad_q, grad_k, grad_v] = fusion::custom_op(
+            "attention_backward",
+            [q, k, v, output, lse, grad],
+            outputs,
+            &[scale],
+            move |[q, k, v, output, lse, grad]| attention::backward(q, k, v, output, lse, grad, scale),
+        );
+        (grad_q, grad_k, grad_v)
+    }
+}
