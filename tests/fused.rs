@@ -38,22 +38,30 @@ fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
     assert!(worst <= tol, "{what}: element {at} differs: {} vs {} (relative {worst}, tolerance {tol})", a[at], b[at]);
 }
 
-/// Runs `op` on `inputs` (made trainable) on both paths: returns, per path, the output and the
-/// gradient of every input for the upstream gradient `weights` (the loss is `sum(out * weights)`).
+/// Runs `op` on `inputs` (made trainable) on `path`: returns the output and the gradient of every
+/// input for the upstream gradient `weights` (the loss is `sum(out * weights)`).
+fn on_path<const D: usize, const O: usize>(
+    path: OpPath,
+    inputs: &[Tensor<D>],
+    weights: &Tensor<O>,
+    op: &impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) -> (Vec<f32>, Vec<Vec<f32>>) {
+    with_path(path, || {
+        let tracked: Vec<Tensor<D>> = inputs.iter().map(|t| t.clone().autodiff().require_grad()).collect();
+        let output = op(tracked.clone());
+        let grads = (output.clone() * weights.clone().autodiff()).sum().backward();
+        let grads = tracked.iter().map(|t| values(&t.grad(&grads).expect("every input gets a gradient"))).collect();
+        (values(&output), grads)
+    })
+}
+
+/// [`on_path`] on both paths, fused first.
 fn both_paths<const D: usize, const O: usize>(
     inputs: &[Tensor<D>],
     weights: &Tensor<O>,
     op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
 ) -> [(Vec<f32>, Vec<Vec<f32>>); 2] {
-    [OpPath::Fused, OpPath::Reference].map(|path| {
-        with_path(path, || {
-            let tracked: Vec<Tensor<D>> = inputs.iter().map(|t| t.clone().autodiff().require_grad()).collect();
-            let output = op(tracked.clone());
-            let grads = (output.clone() * weights.clone().autodiff()).sum().backward();
-            let grads = tracked.iter().map(|t| values(&t.grad(&grads).expect("every input gets a gradient"))).collect();
-            (values(&output), grads)
-        })
-    })
+    [OpPath::Fused, OpPath::Reference].map(|path| on_path(path, inputs, weights, &op))
 }
 
 /// Compares both paths' outputs and gradients.
@@ -96,6 +104,39 @@ fn rms_norm_matches_the_reference_on_every_backend() {
                 let gamma = t[1].clone().reshape([shape[2]]);
                 fused::rms_norm(t[0].clone(), gamma, 1e-6, scale)
             });
+        }
+    }
+}
+
+/// More rows than a GPU grid axis holds (65535 cubes), against the reference path on the CPU:
+/// Burn 0.22.1's own `sum_dim` over an axis of 65535 or more values comes out short on wgpu over
+/// lavapipe (65532 for 70000 ones), so its reference path cannot serve on that device.
+#[test]
+fn norms_over_more_rows_than_a_grid_axis_match_the_cpu_reference() {
+    let shape = [1, 70_000, 4];
+    let inputs = |device: &Device| {
+        let x = seeded(shape, 29, device);
+        (x.clone(), seeded([4], 30, device) + 1.0, seeded([4], 31, device), seeded(shape, 32, device))
+    };
+    let rms = |t: Vec<Tensor<3>>| fused::rms_norm(t[0].clone(), t[1].clone().reshape([4]), 1e-6, 0.5);
+    let layer =
+        |t: Vec<Tensor<3>>| fused::layer_norm(t[0].clone(), t[1].clone().reshape([4]), t[2].clone().reshape([4]), 1e-5);
+    let run = |path: OpPath, device: &Device| {
+        let (x, gamma, beta, weights) = inputs(device);
+        let (gamma, beta) = (gamma.reshape([1, 1, 4]), beta.reshape([1, 1, 4]));
+        [on_path(path, &[x.clone(), gamma.clone()], &weights, &rms), on_path(path, &[x, gamma, beta], &weights, &layer)]
+    };
+    let reference = run(OpPath::Reference, &cpu());
+    for (backend, device) in all_backends() {
+        for ((name, (output, grads)), (want_output, want_grads)) in
+            ["rms_norm", "layer_norm"].into_iter().zip(run(OpPath::Fused, &device)).zip(&reference)
+        {
+            // The weights' gradients sum 70000 rows: f32 rounding grows with the sum.
+            let tol = 20.0 * tolerance(backend);
+            assert_close(&format!("{backend} {name} {shape:?}: output"), &output, want_output, tol);
+            for (i, (grad, want)) in grads.iter().zip(want_grads).enumerate() {
+                assert_close(&format!("{backend} {name} {shape:?}: gradient of input {i}"), grad, want, tol);
+            }
         }
     }
 }
