@@ -85,16 +85,12 @@ pub fn choose_auto(compiled: &[&str], adapters: &[AdapterKind], nvidia_gpu: bool
 /// printed on standard error the first time.
 pub fn auto_choice() -> Option<AutoChoice> {
     let compiled = super::compiled_backends();
-    let choice = choose_auto(&compiled, &wgpu_adapters(), nvidia_gpu_present())?;
+    // A GPU CUDA can use: present, and not hidden by CUDA_VISIBLE_DEVICES.
+    let nvidia_gpu = super::gpu::cuda_problem_here(0).is_none();
+    let choice = choose_auto(&compiled, &wgpu_adapters(), nvidia_gpu)?;
     static PRINTED: Once = Once::new();
     PRINTED.call_once(|| crate::errln!("device auto: {} ({})", choice.device, choice.reason));
     Some(choice)
-}
-
-/// Whether the NVIDIA driver lists a GPU (Linux's `/proc/driver/nvidia/gpus`, or `/dev/nvidia0`).
-fn nvidia_gpu_present() -> bool {
-    let listed = std::fs::read_dir("/proc/driver/nvidia/gpus").is_ok_and(|mut gpus| gpus.next().is_some());
-    listed || std::path::Path::new("/dev/nvidia0").exists()
 }
 
 /// The kinds of the adapters wgpu finds ([`wgpu_adapter_infos`]).

@@ -23,7 +23,7 @@ pub fn known_peak_tflops(name: &str) -> Option<f64> {
 }
 
 /// The names of the NVIDIA GPUs the driver lists (`/proc/driver/nvidia/gpus/*/information`), in
-/// bus order: CUDA's default order.
+/// bus order (CUDA's order under `CUDA_DEVICE_ORDER=PCI_BUS_ID`, and on a machine of one model).
 pub fn nvidia_gpu_names() -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc/driver/nvidia/gpus") else { return Vec::new() };
     let mut gpus: Vec<std::path::PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
@@ -37,17 +37,47 @@ pub fn nvidia_gpu_names() -> Vec<String> {
         .collect()
 }
 
+/// Whether a device file of an NVIDIA GPU exists: `/dev/nvidiaN` (a container may have it
+/// without the driver's `/proc` list), `/dev/dxg` (WSL2) or `/dev/nvgpu` (Jetson).
+pub(crate) fn nvidia_device_file() -> bool {
+    let numbered = std::fs::read_dir("/dev").is_ok_and(|entries| {
+        entries.flatten().any(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.strip_prefix("nvidia").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    });
+    numbered || ["/dev/dxg", "/dev/nvgpu"].iter().any(|path| std::path::Path::new(path).exists())
+}
+
 /// Why CUDA GPU `index` cannot run here, if it cannot, from the GPUs the NVIDIA driver lists
-/// (`listed`, [`nvidia_gpu_names`]) and whether its device file exists (`/dev/nvidia0`, which a
-/// container may have without the `/proc` list). Without either, CUDA's libraries would stop the
-/// program at its first tensor (cudarc cannot load `libcuda.so`).
-pub(crate) fn cuda_problem(index: usize, listed: &[String], device_file: bool) -> Option<String> {
+/// (`listed`, [`nvidia_gpu_names`]), whether an NVIDIA device file exists ([`nvidia_device_file`])
+/// and `CUDA_VISIBLE_DEVICES` (`visible`), which CUDA numbers the GPUs through. Without a GPU,
+/// CUDA's libraries would stop the program at its first tensor (cudarc cannot load `libcuda.so`).
+pub(crate) fn cuda_problem(
+    index: usize,
+    listed: &[String],
+    device_file: bool,
+    visible: Option<&str>,
+) -> Option<String> {
     if listed.is_empty() && !device_file {
         return Some(
             "no NVIDIA GPU was found (the NVIDIA driver lists none in /proc/driver/nvidia/gpus, and there is no \
-             /dev/nvidia0); use --device auto, which picks the fastest device this machine has, or --device flex"
+             /dev/nvidiaN, /dev/dxg or /dev/nvgpu); use --device auto, which picks the fastest device this machine \
+             has, or --device flex"
                 .into(),
         );
+    }
+    if let Some(visible) = visible {
+        // CUDA takes the entries up to the first one that is not a GPU.
+        let count = visible.split(',').map(str::trim).take_while(|id| !id.is_empty() && !id.starts_with('-')).count();
+        return (index >= count).then(|| match count {
+            0 => format!(
+                "CUDA_VISIBLE_DEVICES={visible} hides every GPU from CUDA; unset it (`unset CUDA_VISIBLE_DEVICES`) or \
+                 list the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0"
+            ),
+            _ => format!("GPU {index} does not exist: CUDA_VISIBLE_DEVICES={visible} leaves {count}, numbered from 0"),
+        });
     }
     (!listed.is_empty() && index >= listed.len()).then(|| {
         let names: Vec<String> = listed.iter().enumerate().map(|(i, name)| format!("{i}: {name}")).collect();
@@ -61,7 +91,22 @@ pub(crate) fn cuda_problem(index: usize, listed: &[String], device_file: bool) -
 
 /// [`cuda_problem`] on this machine.
 pub(crate) fn cuda_problem_here(index: usize) -> Option<String> {
-    cuda_problem(index, &nvidia_gpu_names(), std::path::Path::new("/dev/nvidia0").exists())
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    cuda_problem(index, &nvidia_gpu_names(), nvidia_device_file(), visible.as_deref())
+}
+
+/// Why LibTorch cannot run on CUDA GPU `index`, if it cannot: LibTorch's own count of the GPUs it
+/// can use (none for a CPU-only LibTorch).
+#[cfg(feature = "tch")]
+pub(crate) fn tch_cuda_problem(index: usize) -> Option<String> {
+    let count = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
+    (index >= count).then(|| match count {
+        0 => "LibTorch finds no CUDA GPU: this LibTorch is a CPU-only build, or the machine has no NVIDIA GPU \
+              (or CUDA_VISIBLE_DEVICES hides them); use a CUDA build of LibTorch (docs/backends.md), or --device tch \
+              for the CPU"
+            .to_string(),
+        _ => format!("GPU {index} does not exist: LibTorch finds {count}, numbered from 0"),
+    })
 }
 
 /// The name of the GPU the device string `spec` names (`cuda:1`, `wgpu`, `vulkan`): the NVIDIA
@@ -79,12 +124,20 @@ mod tests {
     #[test]
     fn cuda_is_refused_where_the_driver_lists_no_such_gpu() {
         let h100 = vec!["NVIDIA H100 80GB HBM3".to_string()];
-        assert!(cuda_problem(0, &h100, true).is_none());
-        assert!(cuda_problem(0, &[], true).is_none(), "a container with the device file but no /proc list");
-        let none = cuda_problem(0, &[], false).unwrap();
+        assert!(cuda_problem(0, &h100, true, None).is_none());
+        assert!(cuda_problem(0, &[], true, None).is_none(), "a container or WSL2: a device file, no /proc list");
+        let none = cuda_problem(0, &[], false, None).unwrap();
         assert!(none.contains("no NVIDIA GPU") && none.contains("--device flex"), "{none}");
-        let beyond = cuda_problem(1, &h100, true).unwrap();
+        let beyond = cuda_problem(1, &h100, true, None).unwrap();
         assert!(beyond.contains("GPU 1 does not exist") && beyond.contains("0: NVIDIA H100"), "{beyond}");
+        // CUDA_VISIBLE_DEVICES numbers the GPUs CUDA sees.
+        let two = vec!["NVIDIA H100 80GB HBM3".to_string(); 2];
+        assert!(cuda_problem(0, &two, true, Some("1")).is_none());
+        assert!(cuda_problem(1, &two, true, Some("1")).unwrap().contains("leaves 1"));
+        for hidden in ["", "-1", " "] {
+            let problem = cuda_problem(0, &two, true, Some(hidden)).unwrap();
+            assert!(problem.contains("hides every GPU"), "{problem}");
+        }
     }
 
     #[test]

@@ -119,7 +119,13 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
         compiled: compiled_backends().join(", "),
     })?;
     // CUDA's libraries stop the whole program (a panic) at the first tensor on a missing GPU.
-    match matches!(name, "cuda" | "tch-cuda").then(|| gpu::cuda_problem_here(index)).flatten() {
+    let problem = match name {
+        "cuda" => gpu::cuda_problem_here(index),
+        #[cfg(feature = "tch")]
+        "tch-cuda" => gpu::tch_cuda_problem(index),
+        _ => None,
+    };
+    match problem {
         Some(message) => Err(ConfigError::Unavailable { device: spec, message }),
         None => Ok(device),
     }

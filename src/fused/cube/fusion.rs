@@ -9,7 +9,7 @@ use burn::backend::fusion::custom::{
     CustomOpIr, HandleContainer, OperationFn, OperationIr, OperationOutput, ScalarIr, StreamId, TensorIr, TensorSpec,
 };
 use burn::backend::fusion::{FusionRuntime, FusionTensor};
-use burn::backend::Scalar;
+use burn::backend::{Scalar, TensorMetadata};
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeBackend;
 
@@ -41,6 +41,8 @@ pub(super) fn custom_op<const I: usize, const O: usize>(
     let operation = OperationFn(move |handles: &mut HandleContainer<Handle>| {
         let tensors: [CubeTensor; I] = std::array::from_fn(|i| handles.get_float_tensor::<CubeBackend>(&inputs[i]));
         for (output, tensor) in outputs.iter().zip(run(tensors)) {
+            // Fusion trusts the description: a kernel that returned another shape would corrupt silently.
+            debug_assert_eq!((tensor.shape(), tensor.dtype), (output.shape.clone(), output.dtype), "{name}: output");
             handles.register_float_tensor::<CubeBackend>(&output.id, tensor);
         }
         Ok(())

@@ -200,8 +200,9 @@ pub(super) fn backward(
     let (partials, rows_per_partial) = partial_blocks(rows);
     let gamma_partials = empty_device_dtype(client.clone(), device.clone(), Shape::from([partials, d]), DType::F32);
     let beta_partials = empty_device_dtype(client.clone(), device, Shape::from([partials, d]), DType::F32);
+    let gamma_shape = gamma.shape();
     let summed = |partials: CubeTensor| {
-        let sum = CubeBackend::float_reshape(CubeBackend::float_sum_dim(partials, 0), Shape::from([d]));
+        let sum = CubeBackend::float_reshape(CubeBackend::float_sum_dim(partials, 0), gamma_shape.clone());
         cast(sum, gamma_dtype)
     };
     if d == 0 {

@@ -21,6 +21,21 @@ fn kernel_dtype(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
 }
 
+/// Whether the attention kernels take `q: [b, s, h, hd]` and `k, v: [b, s, kv, hd]`: a dtype of
+/// theirs for all three, the key/value heads a divisor of the query heads, and a grid of
+/// `b x h` cubes per block of rows within a GPU's 65535 per axis.
+fn attention_kernels_take(q: &FloatTensor<Cube>, k: &FloatTensor<Cube>, v: &FloatTensor<Cube>) -> bool {
+    let [batch, _, heads, _] = q.shape.dims::<4>();
+    let kv_heads = k.shape[2];
+    kernel_dtype(q.dtype)
+        && k.dtype == q.dtype
+        && v.dtype == q.dtype
+        && kv_heads > 0
+        && heads % kv_heads == 0
+        && batch <= 65_535
+        && heads <= 65_535
+}
+
 /// `[..., d] -> [..., 1]`: one statistic per row.
 fn row_stats_shape(shape: &Shape) -> Shape {
     let mut stats = shape.clone();
@@ -117,7 +132,7 @@ impl FusedKernels for Cube {
         v: FloatTensor<Self>,
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        if !(kernel_dtype(q.dtype) && k.dtype == q.dtype && v.dtype == q.dtype) {
+        if !attention_kernels_take(&q, &k, &v) {
             return portable::attention_forward::<Self>(q, k, v, scale);
         }
         let [batch, seq, heads, _] = q.shape.dims::<4>();
@@ -140,8 +155,9 @@ impl FusedKernels for Cube {
         grad: FloatTensor<Self>,
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let same = [&k, &v, &output, &grad].iter().all(|t| t.dtype == q.dtype);
-        if !(kernel_dtype(q.dtype) && same && lse.dtype == DType::F32) {
+        // The forward took the same path: the log-sum-exp is the kernels', or the portable body's.
+        let same = [&output, &grad].iter().all(|t| t.dtype == q.dtype);
+        if !(attention_kernels_take(&q, &k, &v) && same && lse.dtype == DType::F32) {
             return portable::attention_backward::<Self>(q, k, v, output, lse, grad, scale);
         }
         let outputs = [&q, &k, &v].map(|t| TensorSpec::new(t.shape.clone(), t.dtype));

@@ -178,7 +178,7 @@ pub(super) fn backward(
     let (partials_count, rows_per_partial) = partial_blocks(rows);
     let partials = empty_device_dtype(client.clone(), device, Shape::from([partials_count, d]), DType::F32);
     if d == 0 {
-        return [grad_x, cast(CubeBackend::float_reshape(partials, Shape::from([0])), gamma_dtype)];
+        return [grad_x, cast(CubeBackend::float_reshape(partials, gamma.shape()), gamma_dtype)];
     }
     if rows > 0 {
         rms_norm_grad_x_kernel::launch(
@@ -212,6 +212,6 @@ pub(super) fn backward(
         rows_per_partial as u32,
         dtype_to_storage_type(dtype),
     );
-    let summed = CubeBackend::float_reshape(CubeBackend::float_sum_dim(partials, 0), Shape::from([d]));
+    let summed = CubeBackend::float_reshape(CubeBackend::float_sum_dim(partials, 0), gamma.shape());
     [grad_x, cast(CubeBackend::float_mul_scalar(summed, Scalar::from(scale)), gamma_dtype)]
 }

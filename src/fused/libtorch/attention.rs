@@ -45,9 +45,10 @@ fn swap_seq_heads(x: &Tensor) -> Tensor {
 /// The forward -> `(output: [b, s, h, hd], log-sum-exp: [b, h, s (padded on CUDA), 1] in f32)`.
 pub(super) fn forward(q: TchTensor, k: TchTensor, v: TchTensor, scale: f64) -> (TchTensor, TchTensor) {
     let heads = q.tensor.size()[2];
-    let q = swap_seq_heads(&q.tensor);
-    let k = swap_seq_heads(&expand_heads(&k.tensor, heads));
-    let v = swap_seq_heads(&expand_heads(&v.tensor, heads));
+    // Torch's kernels read rows with a stride of 1 (CUDA checks it): made so where they are not.
+    let q = swap_seq_heads(&q.tensor.contiguous());
+    let k = swap_seq_heads(&expand_heads(&k.tensor.contiguous(), heads));
+    let v = swap_seq_heads(&expand_heads(&v.tensor.contiguous(), heads));
     let (output, lse) = if q.device().is_cuda() {
         let (output, lse, _seed, _offset) =
             Tensor::internal_scaled_dot_product_efficient_attention(&q, &k, &v, None::<Tensor>, true, 0.0, true, scale);
@@ -70,8 +71,8 @@ pub(super) fn backward(
     scale: f64,
 ) -> (TchTensor, TchTensor, TchTensor) {
     let (heads, kv, seq) = (q.tensor.size()[2], k.tensor.size()[2], q.tensor.size()[1]);
-    let (q, output, grad) = (q.tensor, output.tensor, grad.tensor.contiguous());
-    let (k, v) = (expand_heads(&k.tensor, heads), expand_heads(&v.tensor, heads));
+    let (q, output, grad) = (q.tensor.contiguous(), output.tensor.contiguous(), grad.tensor.contiguous());
+    let (k, v) = (expand_heads(&k.tensor.contiguous(), heads), expand_heads(&v.tensor.contiguous(), heads));
     let lse = lse.tensor.squeeze_dim(-1);
     let (grad_q, grad_k, grad_v) = if q.device().is_cuda() {
         // Layout `[b, s, h, hd]` as given; no dropout, so its random state is never read.
