@@ -49,6 +49,15 @@ pub use reference::{
     lm_head_cross_entropy_with_gradients_reference, rms_norm_reference, rope_reference, swiglu_reference,
 };
 
+/// `[..., d] -> [..., 1]`: the shape of one statistic per row (the norms' kernels).
+#[cfg(any(feature = "flex", feature = "wgpu", feature = "cuda"))]
+fn row_stats_shape(shape: &burn::backend::Shape) -> burn::backend::Shape {
+    let mut stats = shape.clone();
+    let last = stats.num_dims() - 1;
+    stats[last] = 1;
+    stats
+}
+
 /// Which implementation the model's attention, norms, SwiGLU and RoPE use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OpPath {

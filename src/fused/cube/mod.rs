@@ -15,6 +15,7 @@ use burn::backend::{Cube, DType, Shape};
 
 use super::kernels::FusedKernels;
 use super::portable;
+use super::row_stats_shape;
 
 /// Whether the kernels take tensors of `dtype`: the float types GPUs compute in.
 fn kernel_dtype(dtype: DType) -> bool {
@@ -34,14 +35,6 @@ fn attention_kernels_take(q: &FloatTensor<Cube>, k: &FloatTensor<Cube>, v: &Floa
         && heads % kv_heads == 0
         && batch <= 65_535
         && heads <= 65_535
-}
-
-/// `[..., d] -> [..., 1]`: one statistic per row.
-fn row_stats_shape(shape: &Shape) -> Shape {
-    let mut stats = shape.clone();
-    let last = stats.num_dims() - 1;
-    stats[last] = 1;
-    stats
 }
 
 impl FusedKernels for Cube {

@@ -24,6 +24,7 @@ use burn::backend::{DType, Flex, Shape, TensorData, TensorMetadata};
 
 use super::kernels::FusedKernels;
 use super::portable;
+use super::row_stats_shape;
 
 /// The values of an f32 tensor in row-major order, borrowed when it is stored that way.
 fn values(t: &FlexTensor) -> Cow<'_, [f32]> {
@@ -68,14 +69,6 @@ fn matrix_view(t: &FlexTensor) -> MatrixView<'_> {
         (Ok(rs), Ok(cs)) => MatrixView::Strided(&t.storage::<f32>()[t.layout().start_offset()..], rs, cs),
         _ => MatrixView::Copied(values(t).into_owned(), t.shape()[1]),
     }
-}
-
-/// `[..., d] -> [..., 1]`: one statistic per row.
-fn row_stats_shape(shape: &Shape) -> Shape {
-    let mut stats = shape.clone();
-    let last = stats.num_dims() - 1;
-    stats[last] = 1;
-    stats
 }
 
 fn all_f32(tensors: &[&FlexTensor]) -> bool {
