@@ -193,3 +193,47 @@ pub fn train_on_one_batch(
     }
     (losses, model)
 }
+
+/// Redraws every weight matrix (parameters of 2 or more dimensions) from `Normal(0, std)` with a
+/// generator of its own, so that a model is the same whatever other tests draw from the device's
+/// shared generator meanwhile. 1-D parameters (norm weights, gates) keep their values.
+pub struct Redraw {
+    state: u64,
+    std: f32,
+}
+
+impl Redraw {
+    pub fn new(seed: u64, std: f32) -> Self {
+        Self { state: seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407), std }
+    }
+
+    /// Uniform in (0, 1].
+    fn uniform(&mut self) -> f64 {
+        self.state = self.state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.state >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    fn normal(&mut self) -> f32 {
+        let (u, v) = (self.uniform(), self.uniform());
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+    }
+}
+
+impl burn::module::ModuleMapper for Redraw {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if D < 2 {
+            return param;
+        }
+        param.map(|t| {
+            let shape = t.shape();
+            let drawn: Vec<f32> = (0..shape.num_elements()).map(|_| self.std * self.normal()).collect();
+            let redrawn = Tensor::from_data(TensorData::new(drawn, shape), &t.device());
+            if t.is_require_grad() {
+                redrawn.require_grad()
+            } else {
+                redrawn
+            }
+        })
+    }
+}
