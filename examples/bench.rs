@@ -1,5 +1,6 @@
 //! Times a training step (forward, backward, AdamW) of any model on every compiled-in device, in
-//! f32 and bf16 where the device has it, and compares the figures with PyTorch's.
+//! every precision the device has (f32, bf16, bf16-mixed, f16-mixed), and compares the figures
+//! with PyTorch's.
 //!
 //! ```bash
 //! cargo run --release --example bench -- --model 9m --seq-len 256 --batch-size 8 --hf-config runs/bench/9m.json
@@ -18,7 +19,7 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::io::check_replaceable_file;
 use layernorm_scaling::memory::format_bytes;
 use layernorm_scaling::train::{benchmark_step, check_seq_len, model_config, StepBenchmark, TrainConfig};
-use layernorm_scaling::{cli, compiled_backends, outln, parse_device, ConfigError, Error};
+use layernorm_scaling::{cli, compiled_backends, outln, parse_device, ConfigError, Error, Precision};
 
 /// The options of the bench itself; the model, batch and optimiser are `TrainConfig`'s options.
 #[derive(Parser, Debug)]
@@ -93,8 +94,8 @@ fn main() -> ExitCode {
         return layernorm_scaling::console::exit_code(Err(Error::from(error)));
     }
     // The printed table is the bench's result (--json is optional): a table lost is a failure.
-    let result =
-        run(&args, &config, given("device"), given("bf16")).and_then(|()| layernorm_scaling::console::output_written());
+    let result = run(&args, &config, given("device"), given("bf16") || given("precision"))
+        .and_then(|()| layernorm_scaling::console::output_written());
     layernorm_scaling::console::exit_code(result)
 }
 
@@ -162,7 +163,11 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     for device in &devices {
         parse_device(device)?;
     }
-    let dtypes: Vec<bool> = if dtype_given { vec![config.bf16] } else { vec![false, true] };
+    let precisions: Vec<Precision> = if dtype_given {
+        vec![config.training_precision()]
+    } else {
+        vec![Precision::F32, Precision::Bf16, Precision::Bf16Mixed, Precision::F16Mixed]
+    };
     outln!(
         "training step of {} layers x d_model {} ({} parameters, {}), batch {} x seq {}; median of {} steps; {} ops",
         model.n_layers,
@@ -175,7 +180,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         layernorm_scaling::fused::current_path().name()
     );
     outln!(
-        "{:<10} {:<5} {:>10} {:>11} {:>10} {:>8} {:>7} {:>8}",
+        "{:<10} {:<10} {:>10} {:>11} {:>10} {:>8} {:>7} {:>8}",
         "device",
         "dtype",
         "step ms",
@@ -187,9 +192,9 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     );
     let (mut records, mut failures) = (Vec::new(), Vec::new());
     for device in &devices {
-        for &bf16 in &dtypes {
-            let dtype = if bf16 { "bf16" } else { "f32" };
-            match measure(device, bf16) {
+        for &precision in &precisions {
+            let dtype = precision.name();
+            match measure(device, precision) {
                 Ok(record) => {
                     print_record(&record);
                     records.push(record);
@@ -197,7 +202,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
                 // Asked for explicitly, a pair that cannot run is an error; by default it is skipped.
                 Err(reason) if device_given && dtype_given => return Err(Error::Training(reason)),
                 Err(reason) => {
-                    outln!("{device:<10} {dtype:<5} skipped: {reason}");
+                    outln!("{device:<10} {dtype:<10} skipped: {reason}");
                     failures.push(reason);
                 }
             }
@@ -221,14 +226,17 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
 }
 
 /// Runs this bench again for one device and precision, and reads the record it prints.
-fn measure(device: &str, bf16: bool) -> Result<StepBenchmark, String> {
+fn measure(device: &str, precision: Precision) -> Result<StepBenchmark, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut command = Command::new(exe);
+    // The last `--precision` given wins; `--bf16 false` undoes a `--bf16` given to this bench.
     command.args(std::env::args_os().skip(1)).args([
         "--device",
         device,
         "--bf16",
-        if bf16 { "true" } else { "false" },
+        "false",
+        "--precision",
+        precision.name(),
         "--single",
     ]);
     die_with_parent(&mut command);
@@ -285,7 +293,7 @@ fn print_record(r: &StepBenchmark) {
     let mfu = r.mfu.map_or("-".into(), |m| format!("{:.1}%", 100.0 * m));
     let first = r.first_step_seconds.map_or("-".into(), |s| format!("{s:.1} s"));
     outln!(
-        "{:<10} {:<5} {:>10.1} {:>11.0} {:>10} {:>8.3} {:>7} {:>8}",
+        "{:<10} {:<10} {:>10.1} {:>11.0} {:>10} {:>8.3} {:>7} {:>8}",
         r.device,
         r.dtype,
         r.step_ms,
@@ -377,12 +385,20 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// The ratio table: each of our records against each record of the same shape and precision.
 fn compare(ours: &[StepBenchmark], theirs: &[StepBenchmark]) {
-    outln!("\n{:<10} {:<5} {:>11}  {:<28} {:>11} {:>7}", "device", "dtype", "tokens/s", "against", "tokens/s", "ratio");
+    outln!(
+        "\n{:<10} {:<10} {:>11}  {:<28} {:>11} {:>7}",
+        "device",
+        "dtype",
+        "tokens/s",
+        "against",
+        "tokens/s",
+        "ratio"
+    );
     for a in ours {
         for b in theirs.iter().filter(|b| same_shape(a, b)) {
             let against = format!("{} ({}, {} threads)", b.framework, b.device, b.threads.unwrap_or(0));
             outln!(
-                "{:<10} {:<5} {:>11.0}  {against:<28} {:>11.0} {:>6.2}x",
+                "{:<10} {:<10} {:>11.0}  {against:<28} {:>11.0} {:>6.2}x",
                 a.device,
                 a.dtype,
                 a.tokens_per_second,

@@ -7,7 +7,7 @@
 #                                       # with LIBTORCH set, also bench-tch (the `tch` feature)
 #   bash scripts/gpu_bench.sh run       # there: unpack; the main command on each route (its
 #                                       # validation loss beside flex's 0.8163); the 130m preset at
-#                                       # seq 256 in f32 and bf16 on each route, then PyTorch eager
+#                                       # seq 256 in every precision on each route, then PyTorch eager
 #                                       # and compiled on the same GPU; the ratio table
 #
 # `run` needs the `.gpu` folder (and `.gl`, the Vulkan loader debs, where the machine has no
@@ -104,7 +104,7 @@ PY
       --device "$tch_device" --json "$OUT/burn-tch.json" || echo "bench-tch on $tch_device failed"
   fi
   rm -f "$OUT/torch.json"
-  for dtype in f32 bf16; do
+  for dtype in f32 bf16 bf16-mixed; do
     for mode in "" --compile; do
       python3 scripts/torch_bench.py --config "$OUT/config.json" --seq-len "$SEQ" --batch-size "$BATCH" \
         --iters "$ITERS" --device "$TORCH_DEVICE" --dtype "$dtype" --peak-tflops "$PEAK_TFLOPS" \

@@ -43,7 +43,9 @@ def main():
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N")
-    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    # bf16: the whole model in bfloat16 (the paper's pure bf16); *-mixed: an f32 model under
+    # torch.autocast (f16 with a GradScaler), as the crate's --precision of the same name.
+    parser.add_argument("--dtype", choices=["f32", "bf16", "bf16-mixed", "f16-mixed"], default="f32")
     parser.add_argument("--compile", action="store_true", help="torch.compile the step")
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup-iters", type=int, default=3)
@@ -69,6 +71,7 @@ def main():
         sys.exit(f"error: {args.config}: {e}")
     torch.manual_seed(1)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    autocast = {"bf16-mixed": torch.bfloat16, "f16-mixed": torch.float16}.get(args.dtype)
     device = torch.device(args.device)
     model = AutoModelForCausalLM.from_config(config).to(device=device, dtype=dtype)
     model.train()
@@ -76,11 +79,15 @@ def main():
     tokens = torch.randint(0, config.vocab_size, (args.batch_size, args.seq_len + 1), device=device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
 
+    scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
+
     def step():
-        logits = model(input_ids=inputs).logits
-        loss = F.cross_entropy(logits.float().reshape(-1, config.vocab_size), targets.reshape(-1))
-        loss.backward()
-        optim.step()
+        with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
+            logits = model(input_ids=inputs).logits
+            loss = F.cross_entropy(logits.float().reshape(-1, config.vocab_size), targets.reshape(-1))
+        scaler.scale(loss).backward()
+        scaler.step(optim)
+        scaler.update()
         optim.zero_grad(set_to_none=True)
         return loss
 

@@ -23,9 +23,10 @@ fn the_bench_measures_writes_records_and_compares_with_pytorch() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    // flex computes in f32 and bf16: one record each, with the model's shape and positive rates.
+    // flex computes in every precision: one record each, with the model's shape and positive rates.
     let records: Vec<StepBenchmark> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(records.iter().map(|r| r.dtype.as_str()).collect::<Vec<_>>(), ["f32", "bf16"], "{stdout}");
+    let precisions: Vec<&str> = records.iter().map(|r| r.dtype.as_str()).collect();
+    assert_eq!(precisions, ["f32", "bf16", "bf16-mixed", "f16-mixed"], "{stdout}");
     for r in &records {
         assert_eq!((r.device.as_str(), r.n_layers, r.d_model, r.batch_size, r.seq_len), ("flex", 4, 64, 2, 16));
         assert!(r.step_ms > 0.0 && r.tokens_per_second > 0.0 && r.tflops > 0.0, "{r:?}");
@@ -38,16 +39,18 @@ fn the_bench_measures_writes_records_and_compares_with_pytorch() {
     }
     let hf: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hf_config).unwrap()).unwrap();
     assert_eq!((hf["hidden_size"].as_u64(), hf["num_hidden_layers"].as_u64()), (Some(64), Some(4)), "{hf}");
-    // Measuring again replaces its own earlier outputs.
+    // Measuring again replaces its own earlier outputs; one precision asked for is the one measured.
     let again = Command::new(example("bench"))
         .args(small)
-        .args(["--device", "flex", "--bf16", "false", "--json"])
+        .args(["--device", "flex", "--precision", "f16-mixed", "--json"])
         .arg(&json)
         .arg("--hf-config")
         .arg(&hf_config)
         .output()
         .unwrap();
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let again: Vec<StepBenchmark> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(again.iter().map(|r| r.dtype.as_str()).collect::<Vec<_>>(), ["f16-mixed"]);
 
     // A PyTorch record of the same shape at half the speed: the ratio is 2x.
     let mut theirs = records[0].clone();

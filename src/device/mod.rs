@@ -195,34 +195,88 @@ pub fn parse_devices(spec: &str) -> Result<Vec<Device>, ConfigError> {
     Ok(devices)
 }
 
-/// The floating-point precision of a whole device (Burn has no automatic mixed precision).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The floating-point precision of training: of the whole device, or mixed (f32 weights,
+/// half-precision products).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
 pub enum Precision {
     /// 32-bit floats (the default).
     #[default]
     F32,
     /// bfloat16 for every float tensor, as the paper's "pure bf16" training.
     Bf16,
+    /// Mixed precision: f32 weights, optimiser state, residual stream, norms and loss; the matrix
+    /// products, attention and the LM head in bfloat16 (accumulating in f32 where the kernels do).
+    Bf16Mixed,
+    /// As `bf16-mixed` in IEEE half precision, with the loss scaled dynamically so that small
+    /// gradients do not vanish in f16 (a step whose gradients overflow is skipped).
+    F16Mixed,
 }
 
-/// Sets the device's default float type. Call it before creating any tensor on the device.
-///
-/// bf16 is refused with a clear error where the device cannot compute in it.
-pub fn set_precision(device: &mut Device, precision: Precision) -> Result<(), ConfigError> {
-    let dtype = match precision {
-        Precision::F32 => FloatDType::F32,
-        Precision::Bf16 => FloatDType::BF16,
-    };
-    if !device.supports_dtype(dtype) {
-        return Err(ConfigError::Precision {
-            device: format!("{device:?}"),
-            precision: format!("{precision:?}"),
-            message: "run in f32 (drop the bf16 option) or use a GPU backend that supports bf16".into(),
-        });
+impl Precision {
+    /// The name the command line and config files use (`f32`, `bf16`, `bf16-mixed`, `f16-mixed`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::Bf16Mixed => "bf16-mixed",
+            Precision::F16Mixed => "f16-mixed",
+        }
     }
-    device.configure(dtype).map_err(|e| ConfigError::Precision {
-        device: format!("{device:?}"),
-        precision: format!("{precision:?}"),
-        message: e.to_string(),
-    })
+
+    /// The device's default float type: bf16 for whole-device bf16, else f32.
+    pub fn device_dtype(self) -> FloatDType {
+        match self {
+            Precision::Bf16 => FloatDType::BF16,
+            _ => FloatDType::F32,
+        }
+    }
+
+    /// The half type the products compute in under mixed precision, `None` otherwise.
+    pub fn half_compute(self) -> Option<FloatDType> {
+        match self {
+            Precision::Bf16Mixed => Some(FloatDType::BF16),
+            Precision::F16Mixed => Some(FloatDType::F16),
+            _ => None,
+        }
+    }
+
+    /// Whether the loss is scaled (f16's narrow range).
+    pub fn scales_loss(self) -> bool {
+        self == Precision::F16Mixed
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Sets the device's default float type and the process's mixed precision
+/// ([`set_half_compute`](crate::fused::set_half_compute)). Call it before creating any tensor on
+/// the device: a device's float type cannot change once it has tensors.
+///
+/// A precision whose float types the device cannot compute in is refused with a clear error.
+pub fn set_precision(device: &mut Device, precision: Precision) -> Result<(), ConfigError> {
+    let name = format!("{device:?}");
+    let refused =
+        |message: String| ConfigError::Precision { device: name.clone(), precision: precision.name().into(), message };
+    for needed in [Some(precision.device_dtype()), precision.half_compute()].into_iter().flatten() {
+        if !device.supports_dtype(needed) {
+            return Err(refused(match precision {
+                Precision::Bf16 => "run in f32 (drop the bf16 option) or use a GPU backend that supports bf16".into(),
+                Precision::Bf16Mixed => "try --precision f16-mixed, or f32".into(),
+                _ => "try --precision bf16-mixed, or f32".into(),
+            }));
+        }
+    }
+    // A device already in this float type (f32, its default, for the mixed precisions) is left as
+    // it is: configuring it again is an error once it has tensors.
+    if device.settings().float_dtype != precision.device_dtype() {
+        device.configure(precision.device_dtype()).map_err(|e| refused(e.to_string()))?;
+    }
+    crate::fused::set_half_compute(precision.half_compute());
+    Ok(())
 }

@@ -33,6 +33,7 @@ mod flex;
 mod kernels;
 #[cfg(feature = "tch")]
 mod libtorch;
+mod mixed;
 mod portable;
 pub mod profile;
 pub(crate) mod reference;
@@ -44,6 +45,7 @@ use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
 pub use kernels::{FusedKernels, FusedOps};
+pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute};
 pub use reference::{
     causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
     lm_head_cross_entropy_with_gradients_reference, rms_norm_reference, rope_reference, swiglu_reference,
@@ -210,7 +212,8 @@ pub fn cross_entropy_with_gradient(logits: Tensor<2>, targets: Tensor<1, Int>) -
 /// grad_hidden: [tokens, d_model], grad_weight: [d_model, vocab])`, all constants (no autodiff),
 /// for [`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy). The logits are made a block
 /// of rows at a time (32 MiB of them), so the whole `[tokens, vocab]` tensor never exists; on flex
-/// each block is a gemm into one reused buffer.
+/// each block is a gemm into one reused buffer. The logits are made in the inputs' type and the
+/// softmax and loss computed in f32: the value is f32, the gradients in the inputs' type.
 pub fn lm_head_cross_entropy_with_gradients(
     hidden: Tensor<2>,
     weight: Tensor<2>,
@@ -237,7 +240,19 @@ pub fn lm_head_cross_entropy_with_gradients(
 /// A linear layer without bias: `x @ weight`, `x: [..., d_in]`, `weight: [d_in, d_out]` ->
 /// `[..., d_out]`. The leading dimensions are folded into rows, so the forward and both gradients
 /// are one matrix product each (on flex, gemm into a fresh buffer).
+///
+/// Under mixed precision ([`half_compute`]) the product runs in the half type and the result
+/// comes back in `x`'s type.
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
+    let dtype = x.dtype();
+    match compute_dtype(dtype) {
+        half if half != dtype => linear_in_input_type(x.cast(half), weight.cast(half)).cast(dtype),
+        _ => linear_in_input_type(x, weight),
+    }
+}
+
+/// [`linear`] in the inputs' own type.
+fn linear_in_input_type<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dims = x.dims();
     let [d_in, d_out] = weight.dims();
     assert_eq!(dims[D - 1], d_in, "linear: the input's last dimension must match the weight's rows");
@@ -295,8 +310,18 @@ pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
 /// head_dim]` with `heads` a multiple of `kv_heads` -> `[batch, seq, heads, head_dim]`.
 ///
 /// The layout is the projections' own (`[batch, seq, heads * head_dim]` reshaped), so neither the
-/// inputs nor the output are transposed in memory.
+/// inputs nor the output are transposed in memory. Under mixed precision ([`half_compute`]) the
+/// inputs are cast to the half type and the output comes back in `q`'s type.
 pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    let dtype = q.dtype();
+    match compute_dtype(dtype) {
+        half if half != dtype => causal_attention_in_input_type(q.cast(half), k.cast(half), v.cast(half)).cast(dtype),
+        _ => causal_attention_in_input_type(q, k, v),
+    }
+}
+
+/// [`causal_attention`] in the inputs' own type.
+fn causal_attention_in_input_type(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     let [batch, seq, heads, head_dim] = q.dims();
     let [k_batch, k_seq, kv_heads, k_dim] = k.dims();
     assert_eq!(k.dims(), v.dims(), "causal_attention: keys and values must have the same shape");

@@ -275,8 +275,10 @@ pub(super) fn lm_head_block_rows(vocab: usize) -> usize {
 }
 
 /// See [`FusedKernels::lm_head_cross_entropy`](super::FusedKernels::lm_head_cross_entropy): per
-/// block of rows, the logits, the backend's [`cross_entropy`](super::FusedKernels::cross_entropy)
-/// (rescaled from the block's mean to the whole mean) and the block's part of both gradients.
+/// block of rows, the logits in the inputs' type, the backend's
+/// [`cross_entropy`](super::FusedKernels::cross_entropy) of them in f32 (rescaled from the block's
+/// mean to the whole mean) and the block's part of both gradients in the inputs' type. The value
+/// is f32 whatever the inputs' type.
 pub fn lm_head_cross_entropy<B: FusedKernels>(
     hidden: FloatTensor<B>,
     weight: FloatTensor<B>,
@@ -294,15 +296,16 @@ fn lm_head_cross_entropy_in_blocks<B: FusedKernels>(
     block: usize,
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
     let (tokens, d_model) = (hidden.shape()[0], hidden.shape()[1]);
+    let dtype = hidden.dtype();
     let weight_t = B::float_transpose(weight.clone());
     let (mut value, mut grad_hidden, mut grad_weight) = (None, Vec::new(), None);
     for start in (0..tokens).step_by(block) {
         let end = (start + block).min(tokens);
         let share = scalar((end - start) as f64 / tokens as f64);
         let h = B::float_slice(hidden.clone(), &[Slice::from(start..end), Slice::from(0..d_model)]);
-        let logits = B::float_matmul(h.clone(), weight.clone());
+        let logits = f32_of::<B>(B::float_matmul(h.clone(), weight.clone()));
         let (block_value, grad) = B::cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
-        let grad = B::float_mul_scalar(grad, share);
+        let grad = cast::<B>(B::float_mul_scalar(grad, share), dtype);
         let block_value = B::float_mul_scalar(block_value, share);
         value = Some(match value {
             None => block_value,

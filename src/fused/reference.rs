@@ -44,13 +44,16 @@ pub fn cross_entropy_with_gradient_reference(logits: Tensor<2>, targets: Tensor<
 }
 
 /// [`lm_head_cross_entropy_with_gradients`](super::lm_head_cross_entropy_with_gradients) from
-/// Burn's ops: the whole `[tokens, vocab]` logits, then both gradient products.
+/// Burn's ops: the whole `[tokens, vocab]` logits (the loss in f32), then both gradient products.
 pub fn lm_head_cross_entropy_with_gradients_reference(
     hidden: Tensor<2>,
     weight: Tensor<2>,
     targets: Tensor<1, Int>,
 ) -> (Tensor<1>, Tensor<2>, Tensor<2>) {
-    let (value, grad_logits) = cross_entropy_with_gradient_reference(hidden.clone().matmul(weight.clone()), targets);
+    let dtype = hidden.dtype();
+    let logits = hidden.clone().matmul(weight.clone()).cast(DType::F32);
+    let (value, grad_logits) = cross_entropy_with_gradient_reference(logits, targets);
+    let grad_logits = grad_logits.cast(dtype);
     (value, grad_logits.clone().matmul(weight.transpose()), hidden.transpose().matmul(grad_logits))
 }
 

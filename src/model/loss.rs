@@ -46,12 +46,15 @@ pub fn cross_entropy_counting(
 /// ([`fused::lm_head_cross_entropy_with_gradients`]): the backward pass holds no `[tokens, vocab]`
 /// tensor, and the forward makes the logits a block of rows at a time.
 pub fn lm_head_cross_entropy(hidden: Tensor<2>, weight: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
-    let (h, w) = (hidden.clone().without_autodiff(), weight.clone().without_autodiff());
+    // Under mixed precision the head's products run in the half type; the loss stays in f32.
+    let (dtype, compute) = (hidden.dtype(), fused::compute_dtype(hidden.dtype()));
+    let (h, w) = (hidden.clone().without_autodiff().cast(compute), weight.clone().without_autodiff().cast(compute));
     if !tracked(&hidden) && !tracked(&weight) {
-        return autodiff_like(closed_form(h.matmul(w), targets).0, &hidden);
+        return autodiff_like(closed_form(h.matmul(w).cast(dtype), targets).0, &hidden);
     }
     let (value, grad_hidden, grad_weight) =
         fused::lm_head_cross_entropy_with_gradients(h, w, targets.without_autodiff());
+    let (grad_hidden, grad_weight) = (grad_hidden.cast(dtype), grad_weight.cast(weight.dtype()));
     with_gradient(value, (hidden * grad_hidden).sum() + (weight * grad_weight).sum())
 }
 
@@ -64,7 +67,7 @@ fn closed_form(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor
 /// `value` carrying the gradient of `surrogate`: `value + (surrogate - surrogate.detach())`,
 /// whose value is exactly `value`.
 fn with_gradient(value: Tensor<1>, surrogate: Tensor<1>) -> Tensor<1> {
-    let value = autodiff_like(value, &surrogate);
+    let value = autodiff_like(value.cast(surrogate.dtype()), &surrogate);
     surrogate.clone() - surrogate.detach() + value
 }
 

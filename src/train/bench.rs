@@ -8,6 +8,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::TrainStep;
 use serde::{Deserialize, Serialize};
 
+use super::loss_scale::LossScale;
 use super::metrics::flops_per_token;
 use super::optimizer::optimizer;
 use super::prepare::{check_step_memory, model_config};
@@ -18,7 +19,7 @@ use crate::fused;
 use crate::fused::profile::OpKind;
 use crate::fused::OpPath;
 use crate::seed::splitmix64;
-use crate::{set_precision, Error, Precision};
+use crate::{set_precision, Error};
 
 /// What one benchmark measured: the same record for this crate and for PyTorch
 /// (`scripts/torch_bench.py`), so that the two can be compared line by line.
@@ -28,7 +29,7 @@ pub struct StepBenchmark {
     pub framework: String,
     /// The device (`flex`, `wgpu`, `cuda:0`, `cpu`, ...).
     pub device: String,
-    /// `f32` or `bf16`.
+    /// The precision: `f32`, `bf16`, `bf16-mixed` or `f16-mixed`.
     pub dtype: String,
     /// Layers, width and parameters of the model.
     pub n_layers: usize,
@@ -97,15 +98,17 @@ pub fn benchmark_step(
     config.validate()?;
     let model_config = model_config(config)?;
     let mut device = device.clone();
-    if config.bf16 {
-        set_precision(&mut device, Precision::Bf16)?;
-    }
+    set_precision(&mut device, config.training_precision())?;
     device.seed(config.seed);
     check_step_memory(config, &model_config, std::slice::from_ref(&device))?;
     let on_gpu = !crate::memory::uses_host_memory(&device);
     let started = Instant::now();
     let device = device.autodiff();
-    let settings = StepSettings { clip_grad_norm: config.clip_grad_norm, ..StepSettings::default() };
+    let settings = StepSettings {
+        clip_grad_norm: config.clip_grad_norm,
+        loss_scale: LossScale::for_precision(config.training_precision()),
+        ..StepSettings::default()
+    };
     let mut model = Some(TrainingModel::new(model_config.init(&device)?, settings));
     let mut optim = optimizer(config, &model_config, model.as_ref().expect("the model is set"));
     let (batch, seq) = (config.batch_size, config.seq_len);
@@ -156,7 +159,7 @@ pub fn benchmark_step(
     Ok(StepBenchmark {
         framework: "layernorm-scaling".into(),
         device: config.device.clone(),
-        dtype: if config.bf16 { "bf16" } else { "f32" }.into(),
+        dtype: config.training_precision().name().into(),
         n_layers: model_config.n_layers,
         d_model: model_config.d_model,
         vocab_size: model_config.vocab_size,

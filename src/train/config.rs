@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::SequenceMode;
 use crate::run::EpochSteps;
-use crate::{ConfigError, Error, InitScheme, NormScheme};
+use crate::{ConfigError, Error, InitScheme, NormScheme, Precision};
 
 /// The data seed of a run that sets none ([`TrainConfig::data_seed`]): the same for every `seed`.
 pub const DEFAULT_DATA_SEED: u64 = 1;
@@ -119,9 +119,14 @@ pub struct TrainConfig {
     /// documents and a sweep's spread over seeds is the models' alone.
     #[arg(long)]
     pub data_seed: Option<u64>,
-    /// Train in bfloat16 (whole device).
+    /// Shorthand for `--precision bf16`: bfloat16 for the whole device.
     #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", required = false)]
     pub bf16: bool,
+    /// Training precision: `f32`; `bf16`, the whole device (the paper's pure bf16); `bf16-mixed` or
+    /// `f16-mixed`, f32 weights with the matrix products and attention in half precision (f16
+    /// with a dynamic loss scale). See docs/precision.md.
+    #[arg(long, value_enum, required = false)]
+    pub precision: Precision,
     /// Run directory.
     #[arg(long, required = false)]
     pub out: PathBuf,
@@ -213,6 +218,7 @@ impl Default for TrainConfig {
             seed: 1,
             data_seed: None,
             bf16: false,
+            precision: Precision::F32,
             out: PathBuf::from("runs/default"),
             eval_every: None,
             save_every: None,
@@ -259,9 +265,24 @@ impl TrainConfig {
         parsed.map_err(|message| Error::file(path, ConfigError::Invalid { what: "training config", message }))
     }
 
+    /// The training precision: `precision`, or whole-device bf16 where `bf16` is set.
+    pub fn training_precision(&self) -> Precision {
+        if self.bf16 {
+            Precision::Bf16
+        } else {
+            self.precision
+        }
+    }
+
     /// Checks the settings that need no file or device. Only values the user set can conflict
     /// with each other; the error names both and the fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.bf16 && !matches!(self.precision, Precision::F32 | Precision::Bf16) {
+            return Err(ConfigError::Conflict(format!(
+                "`bf16` (the whole device in bfloat16) and `precision` = {} contradict each other: keep one of them",
+                self.precision
+            )));
+        }
         for (field, value) in [
             ("seq_len", Some(self.seq_len)),
             ("batch_size", Some(self.batch_size)),
@@ -426,14 +447,17 @@ impl TrainConfig {
         self.warmup.unwrap_or((self.steps / 10).min(40))
     }
 
-    /// This config with every unset interval (`eval_every`, `save_every`, `warmup`) filled in
-    /// with the value the run uses: what `train.json` records.
+    /// This config with every unset interval (`eval_every`, `save_every`, `warmup`) filled in with
+    /// the value the run uses, and `bf16` folded into `precision`: what `train.json` records.
     pub fn resolved(&self) -> Self {
         Self {
             data_seed: Some(self.data_seed()),
             eval_every: Some(self.eval_every()),
             save_every: Some(self.save_every()),
             warmup: Some(self.warmup()),
+            // `bf16 = true` and `precision = "bf16"` are one setting.
+            precision: self.training_precision(),
+            bf16: false,
             ..self.clone()
         }
     }

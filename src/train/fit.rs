@@ -22,6 +22,7 @@ use super::config::TrainConfig;
 use super::events::TrainEvent;
 use super::export::write_metrics_csv;
 use super::loader::StepLoader;
+use super::loss_scale::LossScale;
 use super::metric_logger::RunMetricLogger;
 use super::metrics::{flops_per_token, StepMetric};
 use super::monitor::RunMonitor;
@@ -87,6 +88,7 @@ pub(super) fn fit(
     let settings = StepSettings {
         micro_batches,
         clip_grad_norm: config.clip_grad_norm,
+        loss_scale: LossScale::for_precision(config.training_precision()),
         monitor: monitor.clone(),
         tracker: tracker(config, prepared, dir.path(), start_step, monitor)?,
         ..StepSettings::default()

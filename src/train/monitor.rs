@@ -191,6 +191,20 @@ impl RunMonitor {
         self.state().divergence.is_none()
     }
 
+    /// An optimiser step skipped because its scaled f16 gradients overflowed; the loss scale is now
+    /// `lowered_to` ([`LossScale`](super::loss_scale::LossScale)).
+    pub fn skip_overflowed_step(&self, lowered_to: f64) {
+        let step = {
+            let mut state = self.state();
+            state.steps += 1;
+            state.steps
+        };
+        self.report(TrainEvent::Note(format!(
+            "step {step}: the scaled f16 gradients overflowed; the step is skipped and the loss scale lowered to \
+             {lowered_to}"
+        )));
+    }
+
     /// Whether no step may be applied any more.
     pub fn has_diverged(&self) -> bool {
         self.state().divergence.is_some()

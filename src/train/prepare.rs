@@ -15,7 +15,7 @@ use crate::data::{
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_model_dir_config, resolve_dir, RunModelInfo};
-use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig, Precision};
+use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig};
 
 /// The model config a training config asks for: the preset or file of `model`, with `layers`
 /// and `norm` applied when set (or the shape of `init_from`, retrofitted to `norm`).
@@ -192,9 +192,7 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
     check_seq_len(config, &model)?;
     let mut devices = parse_devices(&config.device)?;
     for device in &mut devices {
-        if config.bf16 {
-            set_precision(device, Precision::Bf16)?;
-        }
+        set_precision(device, config.training_precision())?;
         device.seed(config.seed);
     }
     check_step_memory(config, &model, &devices)?;

@@ -137,7 +137,7 @@ pub(super) fn starting_point(
                 events.send(TrainEvent::SettingChanged(change));
             }
             let kept = resume_checkpoints(dir, &prepared.devices[0], events)?;
-            if config.bf16 && !kept.is_empty() {
+            if config.training_precision() == crate::Precision::Bf16 && !kept.is_empty() {
                 check_bf16_restore().map_err(run_dir_error)?;
             }
             match kept.last() {

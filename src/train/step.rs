@@ -11,7 +11,8 @@ use burn::tensor::{ExecutionError, Tensor};
 use burn::train::metric::{Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
-use super::clip::{clip_known_norm, global_grad_norm};
+use super::clip::{clip_known_norm, global_grad_norm, scale_grads};
+use super::loss_scale::{LossScale, ScaledStep};
 use super::monitor::RunMonitor;
 use super::tracking::Tracker;
 use crate::data::LmBatch;
@@ -34,6 +35,8 @@ pub struct StepSettings {
     pub monitor: Arc<RunMonitor>,
     /// Records variances and per-layer gradient norms at intervals (`track_every`).
     pub tracker: Option<Arc<Tracker>>,
+    /// The dynamic loss scale of f16 mixed precision; `None`: the loss is not scaled.
+    pub loss_scale: Option<Arc<LossScale>>,
 }
 
 impl Default for StepSettings {
@@ -46,6 +49,7 @@ impl Default for StepSettings {
             micro_batch_count: Default::default(),
             monitor: Default::default(),
             tracker: None,
+            loss_scale: None,
         }
     }
 }
@@ -55,6 +59,7 @@ impl std::fmt::Debug for StepSettings {
         f.debug_struct("StepSettings")
             .field("micro_batches", &self.micro_batches)
             .field("clip_grad_norm", &self.clip_grad_norm)
+            .field("loss_scale", &self.loss_scale.as_ref().map(|scale| scale.scale()))
             .finish_non_exhaustive()
     }
 }
@@ -127,7 +132,10 @@ impl TrainStep for TrainingModel {
         let mut output = self.loss(batch);
         output.grad_norm = self.grad_norm_slot();
         let parts = self.settings.micro_batches;
-        let objective = if parts > 1 { output.loss.clone() / parts as f64 } else { output.loss.clone() };
+        let mut objective = if parts > 1 { output.loss.clone() / parts as f64 } else { output.loss.clone() };
+        if let Some(loss_scale) = &self.settings.loss_scale {
+            objective = objective * loss_scale.scale();
+        }
         if self.infinite_loss {
             output.loss = output.loss.clone().add_scalar(f64::INFINITY);
         }
@@ -137,8 +145,23 @@ impl TrainStep for TrainingModel {
     /// Clips the accumulated (and, on several devices, summed) gradients to the global norm,
     /// records the norm, and applies them only while the run is sound: a non-finite norm, or a
     /// divergence the monitor saw in the loss, stops the run with the weights of the last good step.
+    /// Under a loss scale, the gradients are unscaled first, and a step whose scaled gradients
+    /// overflowed is skipped (the scale lowered) instead.
     fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
-        let norm = global_grad_norm(&grads, &self);
+        let mut norm = global_grad_norm(&grads, &self);
+        if let Some(loss_scale) = &self.settings.loss_scale {
+            match loss_scale.step(norm) {
+                ScaledStep::Skip { lowered_to } => {
+                    let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
+                    self.settings.monitor.skip_overflowed_step(lowered_to);
+                    return self;
+                }
+                ScaledStep::Apply { unscale } => {
+                    scale_grads(&mut grads, &self, unscale);
+                    norm *= unscale;
+                }
+            }
+        }
         let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         if !self.settings.monitor.may_apply(norm) {
             return self;

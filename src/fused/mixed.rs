@@ -1,0 +1,78 @@
+//! Mixed precision, as PyTorch's autocast: the half type (bf16 or f16) that the matrix products,
+//! attention and the LM head compute in while weights, the residual stream, the norms, the loss
+//! and the optimiser stay in f32.
+//!
+//! Under mixed precision [`linear`](super::linear), [`causal_attention`](super::causal_attention)
+//! and the LM head's loss ([`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy)) cast
+//! their f32 inputs to the half type, compute (accumulating in f32 where the backend's kernels do:
+//! GPU matrix products, the attention kernels, softmax and the loss always), and hand back f32.
+//! Under autodiff the casts are nodes of the graph, so each gradient comes back in f32 too.
+//! Tensors already in a half type (a whole-bf16 device) are left as they are.
+//!
+//! The setting is the process's ([`set_half_compute`], which
+//! [`set_precision`](crate::set_precision) calls), or one thread's ([`with_half_compute`]).
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use burn::tensor::{DType, FloatDType};
+
+const NONE: u8 = 0;
+const BF16: u8 = 1;
+const F16: u8 = 2;
+
+static PROCESS: AtomicU8 = AtomicU8::new(NONE);
+
+thread_local! {
+    /// This thread's choice: `None` follows the process's.
+    static THREAD: Cell<Option<Option<FloatDType>>> = const { Cell::new(None) };
+}
+
+fn encode(half: Option<FloatDType>) -> u8 {
+    match half {
+        None | Some(FloatDType::F32) | Some(FloatDType::F64) | Some(FloatDType::Flex32) => NONE,
+        Some(FloatDType::BF16) => BF16,
+        Some(FloatDType::F16) => F16,
+    }
+}
+
+fn decode(code: u8) -> Option<FloatDType> {
+    match code {
+        BF16 => Some(FloatDType::BF16),
+        F16 => Some(FloatDType::F16),
+        _ => None,
+    }
+}
+
+/// Sets the half type of the whole process (every thread without a [`with_half_compute`] of its
+/// own): `Some(BF16)` or `Some(F16)` for mixed precision, `None` (or a full-width type) for none.
+pub fn set_half_compute(half: Option<FloatDType>) {
+    PROCESS.store(encode(half), Ordering::Relaxed);
+}
+
+/// Runs `f` with `half` as this thread's half type, then restores the thread's previous choice.
+pub fn with_half_compute<R>(half: Option<FloatDType>, f: impl FnOnce() -> R) -> R {
+    let previous = THREAD.with(|cell| cell.replace(Some(decode(encode(half)))));
+    struct Restore(Option<Option<FloatDType>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            THREAD.with(|cell| cell.set(self.0));
+        }
+    }
+    let _restore = Restore(previous);
+    f()
+}
+
+/// The half type in effect on this thread: [`with_half_compute`]'s, else the process's.
+pub fn half_compute() -> Option<FloatDType> {
+    THREAD.with(Cell::get).unwrap_or_else(|| decode(PROCESS.load(Ordering::Relaxed)))
+}
+
+/// The type an op computes in for inputs of `dtype`: the half type under mixed precision when
+/// the inputs are f32, else `dtype` itself.
+pub fn compute_dtype(dtype: DType) -> DType {
+    match (dtype, half_compute()) {
+        (DType::F32, Some(half)) => half.into(),
+        _ => dtype,
+    }
+}

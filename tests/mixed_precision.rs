@@ -1,0 +1,239 @@
+//! Mixed precision (`--precision bf16-mixed | f16-mixed`): the matrix products, attention and the
+//! LM head in a half type while weights, the residual stream and the loss stay f32, and f16's
+//! dynamic loss scale. The unit tests set the half type on their own thread
+//! (`with_half_compute`); the end-to-end test sets it for the process, as a run does.
+//!
+//! The tests take turns ([`one_at_a_time`]): a run's weights are drawn from the device's
+//! generator after seeding it, and a test drawing beside it would change them.
+
+mod common;
+
+use std::sync::Arc;
+
+use burn::module::Module;
+use burn::optim::GradientsParams;
+use burn::tensor::{DType, FloatDType, Tensor};
+use burn::train::TrainStep;
+use common::{all_backends, cpu, quick, randn, random_tokens, values, ParamValues, Redraw};
+use layernorm_scaling::data::LmBatch;
+use layernorm_scaling::fused::{self, with_half_compute};
+use layernorm_scaling::train::{optimizer, train, LossScale, Start, StepSettings, TrainConfig, TrainingModel};
+use layernorm_scaling::{LlamaConfig, Precision};
+
+const HALVES: [FloatDType; 2] = [FloatDType::BF16, FloatDType::F16];
+
+/// Held by each test for its whole length.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Relative error a half type allows in a product of unit-scale values: bf16 keeps 8 bits of
+/// mantissa, f16 11.
+fn tolerance(half: FloatDType) -> f32 {
+    if half == FloatDType::BF16 {
+        3e-2
+    } else {
+        5e-3
+    }
+}
+
+/// The largest difference between `got` and `want`, relative to `want`'s largest magnitude.
+fn relative_diff<const D: usize>(got: &Tensor<D>, want: &Tensor<D>) -> f32 {
+    assert_eq!(got.dims(), want.dims());
+    let (got, want) = (values(got), values(want));
+    let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max) / scale
+}
+
+#[test]
+fn products_and_attention_compute_in_the_half_type_and_return_f32_with_f32_gradients() {
+    let _turn = one_at_a_time();
+    let mut checked = Vec::new();
+    for (name, device) in all_backends() {
+        for half in HALVES.into_iter().filter(|&half| device.supports_dtype(half)) {
+            products_and_attention_in(&device.clone().autodiff(), half);
+            checked.push(format!("{name} {half:?}"));
+        }
+    }
+    // flex computes in both; the other backends in what they have (ndarray none, lavapipe f16).
+    assert!(checked.len() >= 2, "{checked:?}");
+    println!("checked: {checked:?}");
+}
+
+/// The products and attention under `half` against f32 on `device`: outputs and every input's
+/// gradient in f32, within the half type's rounding of f32's, and not f32's.
+fn products_and_attention_in(device: &burn::tensor::Device, half: FloatDType) {
+    let (x, w) = (randn([3, 5, 40], device), randn([40, 24], device));
+    let (q, k, v) = (randn([2, 9, 4, 16], device), randn([2, 9, 2, 16], device), randn([2, 9, 2, 16], device));
+    let run = |half: Option<FloatDType>| {
+        with_half_compute(half, || {
+            let (x, w) = (x.clone().require_grad(), w.clone().require_grad());
+            let (q, k, v) = (q.clone().require_grad(), k.clone().require_grad(), v.clone().require_grad());
+            let product = fused::linear(x.clone(), w.clone());
+            let attention = fused::causal_attention(q.clone(), k.clone(), v.clone());
+            let grads =
+                ((product.clone() * product.clone()).sum() + (attention.clone() * attention.clone()).sum()).backward();
+            let grad = |t: &Tensor<4>| t.grad(&grads).unwrap();
+            (
+                product.inner(),
+                attention.inner(),
+                x.grad(&grads).unwrap(),
+                w.grad(&grads).unwrap(),
+                grad(&q),
+                grad(&k),
+                grad(&v),
+            )
+        })
+    };
+    let (full, mixed) = (run(None), run(Some(half)));
+    let device = format!("{device:?}");
+    assert_eq!((mixed.0.dtype(), mixed.1.dtype()), (DType::F32, DType::F32), "{device} {half:?}: outputs in f32");
+    assert_eq!((mixed.2.dtype(), mixed.3.dtype(), mixed.4.dtype()), (DType::F32, DType::F32, DType::F32));
+    let tol = tolerance(half);
+    let checks = [
+        ("product", relative_diff(&mixed.0, &full.0)),
+        ("attention", relative_diff(&mixed.1, &full.1)),
+        ("grad x", relative_diff(&mixed.2, &full.2)),
+        ("grad w", relative_diff(&mixed.3, &full.3)),
+        ("grad q", relative_diff(&mixed.4, &full.4)),
+        ("grad k", relative_diff(&mixed.5, &full.5)),
+        ("grad v", relative_diff(&mixed.6, &full.6)),
+    ];
+    for (what, diff) in checks {
+        assert!(diff < tol, "{device} {half:?} {what}: {diff} off f32 (tolerance {tol})");
+    }
+    // The half type was used: the outputs differ from f32's by at least some of its rounding.
+    assert!(checks[0].1 > tol / 100.0, "{device} {half:?}: the product is f32's ({})", checks[0].1);
+    assert!(checks[1].1 > tol / 100.0, "{device} {half:?}: attention is f32's ({})", checks[1].1);
+}
+
+/// The tiny model, drawn by the test's own generator.
+fn tiny(device: &burn::tensor::Device) -> layernorm_scaling::Llama {
+    LlamaConfig::tiny().with_n_kv_heads(Some(2)).init(device).unwrap().map(&mut Redraw::new(5, 0.02))
+}
+
+#[test]
+fn the_loss_stays_f32_and_close_to_f32s_and_its_gradients_are_f32() {
+    let _turn = one_at_a_time();
+    let device = cpu().autodiff();
+    let model = tiny(&device);
+    let tokens = random_tokens(4, 33, 256, 9, &device);
+    let (inputs, targets) = (tokens.clone().narrow(1, 0, 32), tokens.narrow(1, 1, 32));
+    let loss_of = |half: Option<FloatDType>| {
+        with_half_compute(half, || {
+            let loss = model.next_token_loss(inputs.clone(), targets.clone());
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            let embed = grads.get::<2>(model.embed_tokens.weight.id).expect("the embedding's gradient");
+            (loss.dtype(), values(&loss)[0], embed.dtype(), values(&embed))
+        })
+    };
+    let (_, full, _, full_grad) = loss_of(None);
+    let scale = full_grad.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    for half in HALVES {
+        let (dtype, loss, grad_dtype, grad) = loss_of(Some(half));
+        assert_eq!((dtype, grad_dtype), (DType::F32, DType::F32), "{half:?}");
+        // bf16's loss rounded to bf16 would be off by up to 0.4%; f32 keeps it within the products'.
+        assert!((loss - full).abs() < 2e-3 * full, "{half:?}: loss {loss} vs f32 {full}");
+        assert_ne!(loss, full, "{half:?}: the half type was used");
+        let diff = grad.iter().zip(&full_grad).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max) / scale;
+        assert!(diff < 5.0 * tolerance(half), "{half:?}: the embedding's gradient is {diff} off f32's");
+    }
+}
+
+/// Six AdamW steps of the tiny model through the training step (`TrainStep`), as a run takes them,
+/// in `precision`: the losses.
+fn six_steps(precision: Precision) -> Vec<f32> {
+    let device = cpu().autodiff();
+    let tokens = random_tokens(8, 33, 256, 3, &device);
+    let batch = LmBatch::new(tokens.clone().narrow(1, 0, 32), tokens.narrow(1, 1, 32));
+    let config = TrainConfig { model: "tiny".into(), precision, lr: 3e-3, ..TrainConfig::default() };
+    let settings = StepSettings { loss_scale: LossScale::for_precision(precision), ..StepSettings::default() };
+    let mut model = TrainingModel::new(tiny(&device), settings);
+    let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model);
+    with_half_compute(precision.half_compute(), || {
+        (0..6)
+            .map(|_| {
+                let output = model.step(batch.clone());
+                let loss = values(&output.item.loss)[0];
+                model = model.clone().optimize(&mut optim, config.lr.into(), output.grads);
+                loss
+            })
+            .collect()
+    })
+}
+
+#[test]
+fn six_training_steps_in_each_mixed_precision_follow_f32s_losses() {
+    let _turn = one_at_a_time();
+    let full = six_steps(Precision::F32);
+    assert!(full[5] < full[0] - 0.05, "the loss falls: {full:?}");
+    for precision in [Precision::Bf16Mixed, Precision::F16Mixed] {
+        let mixed = six_steps(precision);
+        for (step, (m, f)) in mixed.iter().zip(&full).enumerate() {
+            assert!((m - f).abs() < 1e-2 * f, "{precision} step {step}: {mixed:?} vs f32 {full:?}");
+        }
+    }
+}
+
+#[test]
+fn an_f16_overflow_skips_the_step_and_halves_the_scale_then_steps_apply() {
+    let _turn = one_at_a_time();
+    let device = cpu().autodiff();
+    let tokens = random_tokens(4, 17, 256, 4, &device);
+    let batch = LmBatch::new(tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16));
+    let config = TrainConfig { model: "tiny".into(), precision: Precision::F16Mixed, ..TrainConfig::default() };
+    // 2^100: the scaled loss is finite in f32, its gradients overflow f16 (largest 65504).
+    let loss_scale = Arc::new(LossScale::new(2f64.powi(100)));
+    let settings = StepSettings { loss_scale: Some(loss_scale.clone()), ..StepSettings::default() };
+    let model = TrainingModel::new(tiny(&device), settings);
+    let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model);
+    let before = ParamValues::flat_of(&model);
+    with_half_compute(Some(FloatDType::F16), || {
+        let output = model.step(batch.clone());
+        assert!(values(&output.item.loss)[0].is_finite(), "the loss itself is unscaled and finite");
+        let model = model.optimize(&mut optim, 1e-3.into(), output.grads);
+        assert_eq!(ParamValues::flat_of(&model), before, "the overflowed step is skipped");
+        assert_eq!((loss_scale.scale(), loss_scale.skipped()), (2f64.powi(99), 1));
+        // The scale falls by halves until the gradients are finite; then steps apply.
+        let mut model = model;
+        for _ in 0..100 {
+            let output = model.step(batch.clone());
+            model = model.clone().optimize(&mut optim, 1e-3.into(), output.grads);
+            if ParamValues::flat_of(&model) != before {
+                break;
+            }
+        }
+        assert_ne!(ParamValues::flat_of(&model), before, "a step applied at scale {}", loss_scale.scale());
+        assert!(loss_scale.scale() >= 1.0 && loss_scale.scale() < 2f64.powi(99), "{}", loss_scale.scale());
+        assert!(ParamValues::flat_of(&model).iter().all(|v| v.is_finite()));
+    });
+}
+
+#[test]
+fn a_run_in_each_mixed_precision_ends_near_the_f32_runs_validation_loss() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |precision: Precision| {
+        let config = TrainConfig { precision, ..quick(&dir.path().join(precision.name()), 40, 20) };
+        let mut notes = Vec::new();
+        let report = train(&config, Start::New, |event| notes.push(event.to_string())).unwrap();
+        assert_eq!(report.verdict, None, "{precision}");
+        let saved = TrainConfig::from_file(dir.path().join(precision.name()).join("train.json")).unwrap();
+        assert_eq!(saved.training_precision(), precision, "the run directory records the precision");
+        (report.valid_loss, notes)
+    };
+    let (full, _) = run(Precision::F32);
+    for precision in [Precision::Bf16Mixed, Precision::F16Mixed] {
+        let (mixed, notes) = run(precision);
+        // Measured: 0.02% apart (2.8153 and 2.8157 against 2.8159).
+        assert!((mixed - full).abs() < 0.01 * full, "{precision}: validation loss {mixed} vs f32 {full}");
+        println!("{precision}: validation loss {mixed:.4} (f32 {full:.4})");
+        assert!(!notes.iter().any(|n| n.contains("overflowed")), "{precision}: {notes:?}");
+    }
+    layernorm_scaling::fused::set_half_compute(None);
+    // `--bf16` and a mixed precision contradict each other.
+    let both = TrainConfig { bf16: true, precision: Precision::Bf16Mixed, ..TrainConfig::default() };
+    let err = both.validate().unwrap_err().to_string();
+    assert!(err.contains("bf16") && err.contains("bf16-mixed") && err.contains("keep one"), "{err}");
+}
