@@ -16,6 +16,7 @@ A LNS model needs no other script: its factors fold into the norm weights (the s
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -82,7 +83,7 @@ def main():
     scaler = torch.amp.GradScaler(device.type, enabled=autocast == torch.float16)
 
     def step():
-        with torch.autocast(device.type, dtype=autocast or torch.float32, enabled=autocast is not None):
+        with torch.autocast(device.type, dtype=autocast) if autocast else contextlib.nullcontext():
             logits = model(input_ids=inputs).logits
             loss = F.cross_entropy(logits.float().reshape(-1, config.vocab_size), targets.reshape(-1))
         scaler.scale(loss).backward()

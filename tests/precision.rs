@@ -25,5 +25,8 @@ fn flex_computes_in_bf16_and_locks_its_precision_once_used() {
 fn ndarray_refuses_bf16_with_a_clear_message() {
     let mut device = parse_device("ndarray").unwrap();
     let err = set_precision(&mut device, Precision::Bf16).unwrap_err().to_string();
-    assert!(err.contains("cannot compute in bf16") && err.contains("run in f32"), "{err}");
+    assert!(err.contains("cannot compute in bf16") && err.contains("use --precision f32 (what"), "{err}");
+    // Nor in either mixed precision: f32 is all it is offered.
+    let err = set_precision(&mut device, Precision::Bf16Mixed).unwrap_err().to_string();
+    assert!(err.contains("cannot compute in bf16-mixed: use --precision f32 (what"), "{err}");
 }

@@ -263,14 +263,23 @@ pub fn set_precision(device: &mut Device, precision: Precision) -> Result<(), Co
     let name = format!("{device:?}");
     let refused =
         |message: String| ConfigError::Precision { device: name.clone(), precision: precision.name().into(), message };
-    for needed in [Some(precision.device_dtype()), precision.half_compute()].into_iter().flatten() {
-        if !device.supports_dtype(needed) {
-            return Err(refused(match precision {
-                Precision::Bf16 => "run in f32 (drop the bf16 option) or use a GPU backend that supports bf16".into(),
-                Precision::Bf16Mixed => "try --precision f16-mixed, or f32".into(),
-                _ => "try --precision bf16-mixed, or f32".into(),
-            }));
-        }
+    let supports = |precision: Precision| {
+        [Some(precision.device_dtype()), precision.half_compute()]
+            .into_iter()
+            .flatten()
+            .all(|t| device.supports_dtype(t))
+    };
+    if !supports(precision) {
+        let others: Vec<&str> = [Precision::F32, Precision::Bf16, Precision::Bf16Mixed, Precision::F16Mixed]
+            .into_iter()
+            .filter(|&other| other != precision && supports(other))
+            .map(Precision::name)
+            .collect();
+        return Err(refused(format!(
+            "use --precision {} (what this device computes in), or a device that has {}",
+            others.join(" or "),
+            if precision == Precision::F16Mixed { "f16" } else { "bf16" }
+        )));
     }
     // A device already in this float type (f32, its default, for the mixed precisions) is left as
     // it is: configuring it again is an error once it has tensors.
