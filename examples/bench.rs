@@ -229,16 +229,8 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
 fn measure(device: &str, precision: Precision) -> Result<StepBenchmark, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut command = Command::new(exe);
-    // The last `--precision` given wins; `--bf16 false` undoes a `--bf16` given to this bench.
-    command.args(std::env::args_os().skip(1)).args([
-        "--device",
-        device,
-        "--bf16",
-        "false",
-        "--precision",
-        precision.name(),
-        "--single",
-    ]);
+    // The last `--precision` given wins (a `--bf16` given to this bench made it the only one).
+    command.args(std::env::args_os().skip(1)).args(["--device", device, "--precision", precision.name(), "--single"]);
     die_with_parent(&mut command);
     let output = command.output().map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -7,15 +7,17 @@
 //! their f32 inputs to the half type, compute (accumulating in f32 where the backend's kernels do:
 //! GPU matrix products, the attention kernels, softmax and the loss always), and hand back f32.
 //! Under autodiff the casts are nodes of the graph, so each gradient comes back in f32 too.
-//! Tensors already in a half type (a whole-bf16 device) are left as they are.
+//! Tensors already in a half type (a whole-bf16 device), and tensors on a device that lacks the
+//! half type (ndarray, say, beside a GPU), are left as they are.
 //!
 //! The setting is the process's ([`set_half_compute`], which
-//! [`set_precision`](crate::set_precision) calls), or one thread's ([`with_half_compute`]).
+//! [`set_precision`](crate::set_precision) calls, and which [`train`](crate::train::train) puts
+//! back as it was when it returns), or one thread's ([`with_half_compute`]).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use burn::tensor::{DType, FloatDType};
+use burn::tensor::{DType, Device, FloatDType};
 
 const NONE: u8 = 0;
 const BF16: u8 = 1;
@@ -68,11 +70,28 @@ pub fn half_compute() -> Option<FloatDType> {
     THREAD.with(Cell::get).unwrap_or_else(|| decode(PROCESS.load(Ordering::Relaxed)))
 }
 
-/// The type an op computes in for inputs of `dtype`: the half type under mixed precision when
-/// the inputs are f32, else `dtype` itself.
-pub fn compute_dtype(dtype: DType) -> DType {
+/// The type an op computes in for inputs of `dtype` on `device`: the half type under mixed
+/// precision when the inputs are f32 and the device has it, else `dtype` itself.
+pub fn compute_dtype(dtype: DType, device: &Device) -> DType {
     match (dtype, half_compute()) {
-        (DType::F32, Some(half)) => half.into(),
+        (DType::F32, Some(half)) if device.supports_dtype(half) => half.into(),
         _ => dtype,
+    }
+}
+
+/// Puts the process's half type back, when dropped, to what it was when this was made: for a
+/// call that sets it (a training run) and must not leave it set for the caller.
+pub struct RestoreHalfCompute(u8);
+
+impl RestoreHalfCompute {
+    /// Remembers the process's half type now.
+    pub fn now() -> Self {
+        Self(PROCESS.load(Ordering::Relaxed))
+    }
+}
+
+impl Drop for RestoreHalfCompute {
+    fn drop(&mut self) {
+        PROCESS.store(self.0, Ordering::Relaxed);
     }
 }

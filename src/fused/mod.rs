@@ -45,7 +45,7 @@ use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
 pub use kernels::{FusedKernels, FusedOps};
-pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute};
+pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute, RestoreHalfCompute};
 pub use reference::{
     causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
     lm_head_cross_entropy_with_gradients_reference, rms_norm_reference, rope_reference, swiglu_reference,
@@ -191,8 +191,9 @@ pub fn layer_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, beta: Tensor<1
     }
 }
 
-/// The mean cross-entropy of `logits: [tokens, vocab]` against `targets: [tokens]` -> `[1]`, and
-/// its gradient `(softmax(logits) - onehot(targets)) / tokens`: both constants (no autodiff), for
+/// The mean cross-entropy of `logits: [tokens, vocab]` against `targets: [tokens]` -> `[1]`, in
+/// f32 whatever the logits' type, and its gradient `(softmax(logits) - onehot(targets)) / tokens`
+/// in the logits' type: both constants (no autodiff), for
 /// [`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy). On flex one parallel pass.
 pub fn cross_entropy_with_gradient(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
     let [tokens, _] = logits.dims();
@@ -212,8 +213,9 @@ pub fn cross_entropy_with_gradient(logits: Tensor<2>, targets: Tensor<1, Int>) -
 /// grad_hidden: [tokens, d_model], grad_weight: [d_model, vocab])`, all constants (no autodiff),
 /// for [`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy). The logits are made a block
 /// of rows at a time (32 MiB of them), so the whole `[tokens, vocab]` tensor never exists; on flex
-/// each block is a gemm into one reused buffer. The logits are made in the inputs' type and the
-/// softmax and loss computed in f32: the value is f32, the gradients in the inputs' type.
+/// each block is a gemm into one reused buffer. The logits and the gradients' products are made in
+/// the inputs' type (the products of `softmax - onehot`, which f16 holds without underflow), the
+/// softmax, the loss and the division by the token count in f32: all three results are f32.
 pub fn lm_head_cross_entropy_with_gradients(
     hidden: Tensor<2>,
     weight: Tensor<2>,
@@ -245,7 +247,7 @@ pub fn lm_head_cross_entropy_with_gradients(
 /// comes back in `x`'s type.
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dtype = x.dtype();
-    match compute_dtype(dtype) {
+    match compute_dtype(dtype, &x.device()) {
         half if half != dtype => linear_in_input_type(x.cast(half), weight.cast(half)).cast(dtype),
         _ => linear_in_input_type(x, weight),
     }
@@ -314,7 +316,7 @@ pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
 /// inputs are cast to the half type and the output comes back in `q`'s type.
 pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     let dtype = q.dtype();
-    match compute_dtype(dtype) {
+    match compute_dtype(dtype, &q.device()) {
         half if half != dtype => causal_attention_in_input_type(q.cast(half), k.cast(half), v.cast(half)).cast(dtype),
         _ => causal_attention_in_input_type(q, k, v),
     }

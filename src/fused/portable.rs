@@ -161,8 +161,9 @@ pub fn rope_forward<B: Backend>(x: FloatTensor<B>, cos: FloatTensor<B>, sin: Flo
     B::float_add(B::float_mul(x, table(cos)), B::float_mul(rotated, table(sin)))
 }
 
-/// See [`FusedOps::fused_cross_entropy`](super::FusedOps::fused_cross_entropy): one softmax,
-/// the picked probabilities' mean `-log`, and the softmax with 1 taken from each target, over tokens.
+/// See [`FusedOps::fused_cross_entropy`](super::FusedOps::fused_cross_entropy): one softmax in
+/// f32, the picked probabilities' mean `-log` (f32), and the softmax with 1 taken from each target,
+/// over tokens (in the logits' type).
 pub fn cross_entropy<B: Backend>(logits: FloatTensor<B>, targets: IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>) {
     let shape = logits.shape();
     let tokens = shape[0];
@@ -178,7 +179,7 @@ pub fn cross_entropy<B: Backend>(logits: FloatTensor<B>, targets: IntTensor<B>) 
     let value = B::float_mean(B::float_sub(B::float_log(sum), picked));
     let minus_one = B::float_full(Shape::from([tokens, 1]), scalar(-1.0), &device, DType::F32.into());
     let grad = B::float_scatter(1, probs, targets, minus_one, IndexingUpdateOp::Add);
-    (cast::<B>(value, dtype), cast::<B>(B::float_mul_scalar(grad, scalar(1.0 / tokens as f64)), dtype))
+    (value, cast::<B>(B::float_mul_scalar(grad, scalar(1.0 / tokens as f64)), dtype))
 }
 
 /// `[b, s, n, hd] -> [b, h, s, hd]`: head-major, each of the `n` heads repeated for the
@@ -277,8 +278,9 @@ pub(super) fn lm_head_block_rows(vocab: usize) -> usize {
 /// See [`FusedKernels::lm_head_cross_entropy`](super::FusedKernels::lm_head_cross_entropy): per
 /// block of rows, the logits in the inputs' type, the backend's
 /// [`cross_entropy`](super::FusedKernels::cross_entropy) of them in f32 (rescaled from the block's
-/// mean to the whole mean) and the block's part of both gradients in the inputs' type. The value
-/// is f32 whatever the inputs' type.
+/// mean to the whole mean), and the block's part of both gradients: products in the inputs' type
+/// of `softmax - onehot` (within [-1, 1], so nothing underflows in f16), divided by the token
+/// count and summed over blocks in f32. The value and both gradients are f32.
 pub fn lm_head_cross_entropy<B: FusedKernels>(
     hidden: FloatTensor<B>,
     weight: FloatTensor<B>,
@@ -297,6 +299,7 @@ fn lm_head_cross_entropy_in_blocks<B: FusedKernels>(
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
     let (tokens, d_model) = (hidden.shape()[0], hidden.shape()[1]);
     let dtype = hidden.dtype();
+    let per_token = scalar(1.0 / tokens as f64);
     let weight_t = B::float_transpose(weight.clone());
     let (mut value, mut grad_hidden, mut grad_weight) = (None, Vec::new(), None);
     for start in (0..tokens).step_by(block) {
@@ -305,21 +308,23 @@ fn lm_head_cross_entropy_in_blocks<B: FusedKernels>(
         let h = B::float_slice(hidden.clone(), &[Slice::from(start..end), Slice::from(0..d_model)]);
         let logits = f32_of::<B>(B::float_matmul(h.clone(), weight.clone()));
         let (block_value, grad) = B::cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
-        let grad = cast::<B>(B::float_mul_scalar(grad, share), dtype);
+        // `(softmax - onehot) / rows` times the block's rows.
+        let unit = cast::<B>(B::float_mul_scalar(f32_of::<B>(grad), scalar((end - start) as f64)), dtype);
         let block_value = B::float_mul_scalar(block_value, share);
         value = Some(match value {
             None => block_value,
             Some(total) => B::float_add(total, block_value),
         });
-        grad_hidden.push(B::float_matmul(grad.clone(), weight_t.clone()));
-        let block_grad_weight = B::float_matmul(B::float_transpose(h), grad);
+        let block_grad_hidden = f32_of::<B>(B::float_matmul(unit.clone(), weight_t.clone()));
+        grad_hidden.push(B::float_mul_scalar(block_grad_hidden, per_token));
+        let block_grad_weight = f32_of::<B>(B::float_matmul(B::float_transpose(h), unit));
         grad_weight = Some(match grad_weight {
             None => block_grad_weight,
             Some(total) => B::float_add(total, block_grad_weight),
         });
     }
     let none = "lm_head_cross_entropy: no tokens";
-    (value.expect(none), B::float_cat(grad_hidden, 0), grad_weight.expect(none))
+    (value.expect(none), B::float_cat(grad_hidden, 0), B::float_mul_scalar(grad_weight.expect(none), per_token))
 }
 
 #[cfg(all(test, feature = "flex"))]

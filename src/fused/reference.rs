@@ -31,30 +31,35 @@ pub fn layer_norm_reference<const D: usize>(
     }
 }
 
-/// [`cross_entropy_with_gradient`](super::cross_entropy_with_gradient) from Burn's ops.
+/// [`cross_entropy_with_gradient`](super::cross_entropy_with_gradient) from Burn's ops, in f32:
+/// the value f32, the gradient in the logits' type.
 pub fn cross_entropy_with_gradient_reference(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor<2>) {
     let [tokens, _] = logits.dims();
+    let dtype = logits.dtype();
     let targets = targets.reshape([tokens, 1]);
-    let log_probs = log_softmax(logits, 1); // finite where softmax underflows to 0
+    let log_probs = log_softmax(logits.cast(DType::F32), 1); // finite where softmax underflows to 0
     let value = log_probs.clone().gather(1, targets.clone()).neg().mean(); // mean of [tokens, 1]
     let probs = log_probs.exp();
     let minus_one = Tensor::<2>::full([tokens, 1], -1.0, &targets.device()).cast(probs.dtype());
     let grad = probs.scatter(1, targets, minus_one, IndexingUpdateOp::Add) / tokens as f64;
-    (value, grad)
+    (value, grad.cast(dtype))
 }
 
 /// [`lm_head_cross_entropy_with_gradients`](super::lm_head_cross_entropy_with_gradients) from
-/// Burn's ops: the whole `[tokens, vocab]` logits (the loss in f32), then both gradient products.
+/// Burn's ops: the whole `[tokens, vocab]` logits, the loss in f32, then both gradient products of
+/// `softmax - onehot` in the inputs' type, divided by the token count in f32.
 pub fn lm_head_cross_entropy_with_gradients_reference(
     hidden: Tensor<2>,
     weight: Tensor<2>,
     targets: Tensor<1, Int>,
 ) -> (Tensor<1>, Tensor<2>, Tensor<2>) {
-    let dtype = hidden.dtype();
+    let ([tokens, _], dtype) = (hidden.dims(), hidden.dtype());
     let logits = hidden.clone().matmul(weight.clone()).cast(DType::F32);
     let (value, grad_logits) = cross_entropy_with_gradient_reference(logits, targets);
-    let grad_logits = grad_logits.cast(dtype);
-    (value, grad_logits.clone().matmul(weight.transpose()), hidden.transpose().matmul(grad_logits))
+    let unit = (grad_logits * tokens as f64).cast(dtype);
+    let per_token = 1.0 / tokens as f64;
+    let grad_hidden = unit.clone().matmul(weight.transpose()).cast(DType::F32) * per_token;
+    (value, grad_hidden, hidden.transpose().matmul(unit).cast(DType::F32) * per_token)
 }
 
 /// [`swiglu`](super::swiglu) from Burn's ops.

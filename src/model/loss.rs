@@ -8,7 +8,7 @@
 //! further and takes the LM head in: the surrogate is over the hidden states and the head weight,
 //! so the logits are never kept for the backward pass.
 
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Int, Tensor};
 
 use crate::fused;
 
@@ -47,13 +47,14 @@ pub fn cross_entropy_counting(
 /// tensor, and the forward makes the logits a block of rows at a time.
 pub fn lm_head_cross_entropy(hidden: Tensor<2>, weight: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
     // Under mixed precision the head's products run in the half type; the loss stays in f32.
-    let (dtype, compute) = (hidden.dtype(), fused::compute_dtype(hidden.dtype()));
+    let (dtype, compute) = (hidden.dtype(), fused::compute_dtype(hidden.dtype(), &hidden.device()));
     let (h, w) = (hidden.clone().without_autodiff().cast(compute), weight.clone().without_autodiff().cast(compute));
     if !tracked(&hidden) && !tracked(&weight) {
         return autodiff_like(closed_form(h.matmul(w).cast(dtype), targets).0, &hidden);
     }
     let (value, grad_hidden, grad_weight) =
         fused::lm_head_cross_entropy_with_gradients(h, w, targets.without_autodiff());
+    // f32 (each is multiplied by the loss scale, if any, before it meets a half type).
     let (grad_hidden, grad_weight) = (grad_hidden.cast(dtype), grad_weight.cast(weight.dtype()));
     with_gradient(value, (hidden * grad_hidden).sum() + (weight * grad_weight).sum())
 }
@@ -65,10 +66,10 @@ fn closed_form(logits: Tensor<2>, targets: Tensor<1, Int>) -> (Tensor<1>, Tensor
 }
 
 /// `value` carrying the gradient of `surrogate`: `value + (surrogate - surrogate.detach())`,
-/// whose value is exactly `value`.
+/// whose value is exactly `value`, in f32 (the loss is f32 whatever the model's type).
 fn with_gradient(value: Tensor<1>, surrogate: Tensor<1>) -> Tensor<1> {
-    let value = autodiff_like(value.cast(surrogate.dtype()), &surrogate);
-    surrogate.clone() - surrogate.detach() + value
+    let value = autodiff_like(value.cast(DType::F32), &surrogate);
+    (surrogate.clone() - surrogate.detach()).cast(DType::F32) + value
 }
 
 /// Whether gradients flow through `tensor` (it takes part in an autodiff graph).

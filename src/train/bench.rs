@@ -96,6 +96,7 @@ pub fn benchmark_step(
     iters: usize,
 ) -> Result<StepBenchmark, Error> {
     config.validate()?;
+    let _restore = fused::RestoreHalfCompute::now();
     let model_config = model_config(config)?;
     let mut device = device.clone();
     set_precision(&mut device, config.training_precision())?;

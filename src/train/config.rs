@@ -119,14 +119,17 @@ pub struct TrainConfig {
     /// documents and a sweep's spread over seeds is the models' alone.
     #[arg(long)]
     pub data_seed: Option<u64>,
-    /// Shorthand for `--precision bf16`: bfloat16 for the whole device.
-    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true", required = false)]
-    pub bf16: bool,
+    /// Shorthand for `--precision bf16`: bfloat16 for the whole device (`--bf16 false`: f32).
+    /// Unset: `precision` decides.
+    #[arg(long, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bf16: Option<bool>,
     /// Training precision: `f32`; `bf16`, the whole device (the paper's pure bf16); `bf16-mixed` or
-    /// `f16-mixed`, f32 weights with the matrix products and attention in half precision (f16
-    /// with a dynamic loss scale). See docs/precision.md.
-    #[arg(long, value_enum, required = false)]
-    pub precision: Precision,
+    /// `f16-mixed`, f32 weights with the matrix products, attention and the LM head in half
+    /// precision (f16 with a dynamic loss scale). See docs/precision.md. Unset: f32 (or `bf16`'s).
+    #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
     /// Run directory.
     #[arg(long, required = false)]
     pub out: PathBuf,
@@ -217,8 +220,8 @@ impl Default for TrainConfig {
             clip_grad_norm: None,
             seed: 1,
             data_seed: None,
-            bf16: false,
-            precision: Precision::F32,
+            bf16: None,
+            precision: None,
             out: PathBuf::from("runs/default"),
             eval_every: None,
             save_every: None,
@@ -265,23 +268,26 @@ impl TrainConfig {
         parsed.map_err(|message| Error::file(path, ConfigError::Invalid { what: "training config", message }))
     }
 
-    /// The training precision: `precision`, or whole-device bf16 where `bf16` is set.
+    /// The training precision: `precision`, else whole-device bf16 where `bf16` is true, else f32.
+    /// ([`validate`](Self::validate) refuses the two when they disagree.)
     pub fn training_precision(&self) -> Precision {
-        if self.bf16 {
-            Precision::Bf16
-        } else {
-            self.precision
+        match (self.precision, self.bf16) {
+            (Some(precision), _) => precision,
+            (None, Some(true)) => Precision::Bf16,
+            (None, _) => Precision::F32,
         }
     }
 
     /// Checks the settings that need no file or device. Only values the user set can conflict
     /// with each other; the error names both and the fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.bf16 && !matches!(self.precision, Precision::F32 | Precision::Bf16) {
-            return Err(ConfigError::Conflict(format!(
-                "`bf16` (the whole device in bfloat16) and `precision` = {} contradict each other: keep one of them",
-                self.precision
-            )));
+        if let (Some(bf16), Some(precision)) = (self.bf16, self.precision) {
+            if bf16 != (precision == Precision::Bf16) {
+                return Err(ConfigError::Conflict(format!(
+                    "`bf16` = {bf16} (--bf16: the whole device in bfloat16) and `precision` = {precision} \
+                     contradict each other: give `precision` alone"
+                )));
+            }
         }
         for (field, value) in [
             ("seq_len", Some(self.seq_len)),
@@ -416,6 +422,11 @@ impl TrainConfig {
     pub fn from_run_file(path: impl AsRef<Path>) -> Result<Self, Error> {
         let mut config = Self::from_file(path)?;
         config.data_seed = config.data_seed.or(Some(config.seed));
+        // A run recorded before `precision` existed says `bf16 = true`: its precision, which the
+        // options given on resuming are compared with (not a `--bf16` given beside them). f32 is
+        // left unwritten (`resolved`).
+        config.precision = Some(config.training_precision()).filter(|&precision| precision != Precision::F32);
+        config.bf16 = None;
         Ok(config)
     }
 
@@ -455,9 +466,10 @@ impl TrainConfig {
             eval_every: Some(self.eval_every()),
             save_every: Some(self.save_every()),
             warmup: Some(self.warmup()),
-            // `bf16 = true` and `precision = "bf16"` are one setting.
-            precision: self.training_precision(),
-            bf16: false,
+            // `bf16 = true` and `precision = "bf16"` are one setting; f32 is left unwritten, so
+            // that an f32 run's train.json stays readable by builds from before `precision`.
+            precision: Some(self.training_precision()).filter(|&precision| precision != Precision::F32),
+            bf16: None,
             ..self.clone()
         }
     }

@@ -1,8 +1,10 @@
 //! Dynamic loss scaling for f16 mixed precision, as PyTorch's `GradScaler`: the loss is multiplied
-//! by a scale before the backward pass, so that gradients too small for f16 (below ~6e-8) survive
-//! its products, and the gradients are divided by it before the optimiser sees them. A step whose
-//! scaled gradients overflow (a non-finite global norm) is skipped and the scale halved; after
-//! [`GROWTH_INTERVAL`] good steps in a row it is doubled.
+//! by a scale before the backward pass, so that gradients too small for f16 (which loses precision
+//! below 6e-5 and flushes to zero below 6e-8) survive its products, and the gradients are divided
+//! by it before the optimiser sees them. A step whose scaled gradients overflow (a non-finite
+//! global norm) is skipped and the scale halved; after [`GROWTH_INTERVAL`] good steps in a row it
+//! is doubled. At [`MIN_LOSS_SCALE`] an overflow is no longer skipped: it is a divergence, and
+//! stops the run.
 
 use std::sync::{Arc, Mutex};
 

@@ -161,9 +161,10 @@ impl Metric for StepMetric {
                 return Ok(self.perplexity_entry(false));
             }
             Kind::GradNorm => match item.grad_norm.as_ref().and_then(|slot| slot.get()) {
-                Some(&norm) => self.state.update(norm, 1),
-                // Not the last micro-batch of its step: nothing to report (weight 0).
-                None => self.state.update(f64::NAN, 0),
+                Some(&norm) if norm.is_finite() => self.state.update(norm, 1),
+                // Not the last micro-batch of its step, or a step skipped for an f16 overflow (whose
+                // norm is not finite; a divergence stops the run on its own): weight 0.
+                _ => self.state.update(f64::NAN, 0),
             },
             Kind::TokensPerSecond | Kind::Mfu { .. } => {
                 let value = match (&self.kind, rate) {

@@ -81,6 +81,8 @@ pub fn train(
     start: Start,
     on_event: impl FnMut(TrainEvent) + Send,
 ) -> Result<TrainReport, Error> {
+    // The run sets the process's half type (mixed precision); the caller gets its own back.
+    let _restore = crate::fused::RestoreHalfCompute::now();
     let (events, received) = Events::channel();
     let finished = AtomicBool::new(false);
     std::thread::scope(|scope| {

@@ -647,7 +647,10 @@ fn shared(config: &TrainConfig) -> TrainConfig {
 fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) -> Result<(f64, Option<String>), Error> {
     let devices = crate::parse_devices(&config.device)?;
     let (model, _) = load_run_model(&config.out, None, &devices[0])?;
-    let valid_loss = validation_loss(config, &model, &validation_data(config)?, devices.len())?;
+    let half = config.training_precision().half_compute();
+    let valid_loss = crate::fused::with_half_compute(half, || {
+        validation_loss(config, &model, &validation_data(config)?, devices.len())
+    })?;
     let monitor = RunMonitor::default();
     match read_metrics(&config.out) {
         Ok(rows) => monitor.read_log(&rows),
