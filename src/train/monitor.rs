@@ -41,6 +41,8 @@ struct State {
     recent_losses: std::collections::VecDeque<f64>,
     /// The first and the last global gradient norm (of this process or the log).
     grad_norms: Option<(f64, f64)>,
+    /// The run computes in f16 (`f16-mixed`), whose range ends at 65504.
+    f16: bool,
 }
 
 /// How many of the last training losses stand for where the training loss ended.
@@ -54,6 +56,10 @@ impl std::fmt::Debug for RunMonitor {
 
 /// The advice every divergence ends with.
 const ADVICE: &str = "the loss diverged (try a lower --lr or --clip-grad-norm)";
+
+/// Added to a divergence's advice in an `f16-mixed` run.
+const F16_ADVICE: &str = "; in f16-mixed an activation or gradient past f16's range (65504) does this too: \
+     --precision bf16-mixed has f32's range";
 
 /// What a non-finite value at step 1 of a new run is: no update has been applied, so the
 /// learning rate cannot be the cause.
@@ -110,7 +116,8 @@ impl RunMonitor {
         if state.divergence.is_none() {
             let before_any_update = step == 1 && state.started_at == 0;
             let advice = if before_any_update { BEFORE_ANY_UPDATE } else { ADVICE };
-            let reason = format!("{what}: {advice}");
+            let range = if state.f16 { F16_ADVICE } else { "" };
+            let reason = format!("{what}: {advice}{range}");
             if let Some(interrupter) = &state.interrupter {
                 interrupter.stop(Some(&reason));
             }
@@ -189,6 +196,11 @@ impl RunMonitor {
             self.diverge(step, format!("the gradient norm is {grad_norm} at step {step}"));
         }
         self.state().divergence.is_none()
+    }
+
+    /// Says the run computes in f16 (`f16-mixed`): a divergence's advice names f16's range.
+    pub fn in_f16(&self) {
+        self.state().f16 = true;
     }
 
     /// An optimiser step skipped because its scaled f16 gradients overflowed; the loss scale is now
@@ -336,6 +348,20 @@ impl RunMonitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_f16_run_is_told_of_f16s_range_when_it_diverges_and_a_skipped_step_counts() {
+        let (f32_run, f16_run) = (RunMonitor::default(), RunMonitor::default());
+        f16_run.in_f16();
+        f16_run.skip_overflowed_step(32768.0);
+        for monitor in [&f32_run, &f16_run] {
+            assert!(monitor.may_apply(1.0));
+            monitor.train_loss(2, f64::NAN, true);
+        }
+        let (f32_reason, f16_reason) = (f32_run.divergence().unwrap(), f16_run.divergence().unwrap());
+        assert!(!f32_reason.contains("f16") && f16_reason.contains("bf16-mixed has f32's range"), "{f16_reason}");
+        assert_eq!(f16_run.state().steps, 2, "the skipped step and the applied one");
+    }
 
     #[test]
     fn the_first_divergence_is_kept_and_no_step_is_applied_after_it() {

@@ -135,6 +135,9 @@ fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainRepor
         dir.replace_run()?;
     }
     let monitor = RunMonitor::new(events.clone());
+    if config.training_precision().scales_loss() {
+        monitor.in_f16();
+    }
     let result = match finish_at {
         Some(step) => finish_from_checkpoint(&config, &dir, prepared, step, &monitor),
         None => fit(&config, &dir, &mut prepared, existing, &monitor)
