@@ -163,11 +163,8 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     for device in &devices {
         parse_device(device)?;
     }
-    let precisions: Vec<Precision> = if dtype_given {
-        vec![config.training_precision()]
-    } else {
-        vec![Precision::F32, Precision::Bf16, Precision::Bf16Mixed, Precision::F16Mixed]
-    };
+    let precisions: Vec<Precision> =
+        if dtype_given { vec![config.training_precision()] } else { Precision::ALL.to_vec() };
     outln!(
         "training step of {} layers x d_model {} ({} parameters, {}), batch {} x seq {}; median of {} steps; {} ops",
         model.n_layers,

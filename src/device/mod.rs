@@ -215,6 +215,9 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// Every precision, in the order the bench measures them.
+    pub const ALL: [Precision; 4] = [Precision::F32, Precision::Bf16, Precision::Bf16Mixed, Precision::F16Mixed];
+
     /// The name the command line and config files use (`f32`, `bf16`, `bf16-mixed`, `f16-mixed`).
     pub fn name(self) -> &'static str {
         match self {
@@ -270,7 +273,7 @@ pub fn set_precision(device: &mut Device, precision: Precision) -> Result<(), Co
             .all(|t| device.supports_dtype(t))
     };
     if !supports(precision) {
-        let others: Vec<&str> = [Precision::F32, Precision::Bf16, Precision::Bf16Mixed, Precision::F16Mixed]
+        let others: Vec<&str> = Precision::ALL
             .into_iter()
             .filter(|&other| other != precision && supports(other))
             .map(Precision::name)

@@ -54,15 +54,7 @@ pub fn set_half_compute(half: Option<FloatDType>) {
 
 /// Runs `f` with `half` as this thread's half type, then restores the thread's previous choice.
 pub fn with_half_compute<R>(half: Option<FloatDType>, f: impl FnOnce() -> R) -> R {
-    let previous = THREAD.with(|cell| cell.replace(Some(decode(encode(half)))));
-    struct Restore(Option<Option<FloatDType>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            THREAD.with(|cell| cell.set(self.0));
-        }
-    }
-    let _restore = Restore(previous);
-    f()
+    super::with_thread_value(&THREAD, Some(decode(encode(half))), f)
 }
 
 /// The half type in effect on this thread: [`with_half_compute`]'s, else the process's.

@@ -125,14 +125,23 @@ pub fn set_default_path(path: OpPath) {
 
 /// Runs `f` with `path` on this thread, then restores the thread's previous choice.
 pub fn with_path<R>(path: OpPath, f: impl FnOnce() -> R) -> R {
-    let previous = THREAD_PATH.with(|cell| cell.replace(Some(path)));
-    struct Restore(Option<OpPath>);
-    impl Drop for Restore {
+    with_thread_value(&THREAD_PATH, Some(path), f)
+}
+
+/// Runs `f` with the thread-local `cell` set to `value`, then puts its previous value back (also
+/// when `f` panics).
+fn with_thread_value<T: Copy + 'static, R>(
+    cell: &'static std::thread::LocalKey<Cell<T>>,
+    value: T,
+    f: impl FnOnce() -> R,
+) -> R {
+    struct Restore<T: Copy + 'static>(&'static std::thread::LocalKey<Cell<T>>, T);
+    impl<T: Copy + 'static> Drop for Restore<T> {
         fn drop(&mut self) {
-            THREAD_PATH.with(|cell| cell.set(self.0));
+            self.0.with(|cell| cell.set(self.1));
         }
     }
-    let _restore = Restore(previous);
+    let _restore = Restore(cell, cell.with(|cell| cell.replace(value)));
     f()
 }
 

@@ -308,8 +308,8 @@ fn lm_head_cross_entropy_in_blocks<B: FusedKernels>(
         let h = B::float_slice(hidden.clone(), &[Slice::from(start..end), Slice::from(0..d_model)]);
         let logits = f32_of::<B>(B::float_matmul(h.clone(), weight.clone()));
         let (block_value, grad) = B::cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
-        // `(softmax - onehot) / rows` times the block's rows.
-        let unit = cast::<B>(B::float_mul_scalar(f32_of::<B>(grad), scalar((end - start) as f64)), dtype);
+        // `(softmax - onehot) / rows` (f32, as the logits) times the block's rows.
+        let unit = cast::<B>(B::float_mul_scalar(grad, scalar((end - start) as f64)), dtype);
         let block_value = B::float_mul_scalar(block_value, share);
         value = Some(match value {
             None => block_value,

@@ -278,6 +278,13 @@ impl TrainConfig {
         }
     }
 
+    /// `precision` as `train.json` records it: `bf16 = true` and `precision = "bf16"` are one
+    /// setting, and f32 is left unwritten, so that an f32 run's train.json stays readable by
+    /// builds from before `precision`.
+    fn recorded_precision(&self) -> Option<Precision> {
+        Some(self.training_precision()).filter(|&precision| precision != Precision::F32)
+    }
+
     /// Checks the settings that need no file or device. Only values the user set can conflict
     /// with each other; the error names both and the fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -423,10 +430,8 @@ impl TrainConfig {
         let mut config = Self::from_file(path)?;
         config.data_seed = config.data_seed.or(Some(config.seed));
         // A run recorded before `precision` existed says `bf16 = true`: its precision, which the
-        // options given on resuming are compared with (not a `--bf16` given beside them). f32 is
-        // left unwritten (`resolved`).
-        config.precision = Some(config.training_precision()).filter(|&precision| precision != Precision::F32);
-        config.bf16 = None;
+        // options given on resuming are compared with (not a `--bf16` given beside them).
+        (config.precision, config.bf16) = (config.recorded_precision(), None);
         Ok(config)
     }
 
@@ -466,9 +471,7 @@ impl TrainConfig {
             eval_every: Some(self.eval_every()),
             save_every: Some(self.save_every()),
             warmup: Some(self.warmup()),
-            // `bf16 = true` and `precision = "bf16"` are one setting; f32 is left unwritten, so
-            // that an f32 run's train.json stays readable by builds from before `precision`.
-            precision: Some(self.training_precision()).filter(|&precision| precision != Precision::F32),
+            precision: self.recorded_precision(),
             bf16: None,
             ..self.clone()
         }
