@@ -3,7 +3,7 @@
 //! dynamic loss scale. The unit tests set the half type on their own thread
 //! (`with_half_compute`); the end-to-end test sets it for the process, as a run does.
 //!
-//! The tests take turns ([`one_at_a_time`]): a run's weights are drawn from the device's
+//! The tests take turns (`common::one_at_a_time`): a run's weights are drawn from the device's
 //! generator after seeding it, and a test drawing beside it would change them.
 
 mod common;
@@ -14,19 +14,13 @@ use burn::module::Module;
 use burn::optim::GradientsParams;
 use burn::tensor::{DType, FloatDType, Tensor};
 use burn::train::TrainStep;
-use common::{all_backends, cpu, quick, randn, random_tokens, values, ParamValues, Redraw};
+use common::{all_backends, cpu, one_at_a_time, quick, randn, random_tokens, values, ParamValues, Redraw};
 use layernorm_scaling::data::LmBatch;
 use layernorm_scaling::fused::{self, with_half_compute};
 use layernorm_scaling::train::{optimizer, train, LossScale, Start, StepSettings, TrainConfig, TrainingModel};
 use layernorm_scaling::{LlamaConfig, Precision};
 
 const HALVES: [FloatDType; 2] = [FloatDType::BF16, FloatDType::F16];
-
-/// Held by each test for its whole length.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Relative error a half type allows in a product of unit-scale values: bf16 keeps 8 bits of
 /// mantissa, f16 11.

@@ -1,4 +1,6 @@
 //! Training: the loss falls, a resumed run is bit-identical, bad inputs are clear errors.
+//! The tests take turns (`common::one_at_a_time`): many compare runs, whose weights a test
+//! drawing beside them would change.
 
 mod common;
 
@@ -8,7 +10,7 @@ use std::path::{Path, PathBuf};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
-use common::{cpu, quick, ParamValues};
+use common::{cpu, one_at_a_time, quick, ParamValues};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceMode, Tokenizer};
 use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
 use layernorm_scaling::model::cross_entropy_counting;
@@ -29,6 +31,7 @@ fn mean(values: &[f64]) -> f64 {
 
 #[test]
 fn the_loss_falls_on_the_builtin_corpus() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut events = Vec::new();
     let config = TrainConfig { log_every: 10, ..quick(&dir.path().join("run"), 40, 20) };
@@ -82,6 +85,7 @@ fn the_loss_falls_on_the_builtin_corpus() {
 
 #[test]
 fn the_loss_falls_on_tiny_shakespeare() {
+    let _turn = one_at_a_time();
     let shakespeare = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinyshakespeare.txt");
     if !shakespeare.is_file() {
         eprintln!("skipped: {} is not present", shakespeare.display());
@@ -105,11 +109,13 @@ fn parameters(dir: &Path) -> Vec<(String, Vec<f32>)> {
 
 #[test]
 fn a_resumed_run_is_bit_identical_to_an_uninterrupted_one() {
+    let _turn = one_at_a_time();
     resumes_bit_identically(SequenceMode::Pack);
 }
 
 #[test]
 fn a_resumed_run_of_truncated_documents_is_bit_identical_too() {
+    let _turn = one_at_a_time();
     resumes_bit_identically(SequenceMode::Truncate);
 }
 
@@ -118,6 +124,7 @@ fn a_resumed_run_of_truncated_documents_is_bit_identical_too() {
 /// after the resume, and their interval's aggregate moved).
 #[test]
 fn a_resumed_run_with_gradient_accumulation_logs_what_was_measured() {
+    let _turn = one_at_a_time();
     resumes_bit_identically_with(SequenceMode::Pack, 3);
 }
 
@@ -187,6 +194,7 @@ fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
 
 #[test]
 fn bad_inputs_are_clear_errors_before_any_work() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let base = quick(&dir.path().join("run"), 20, 10);
 
@@ -246,6 +254,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
 
 #[test]
 fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("tokenizer.json");
     let vocab: serde_json::Map<String, serde_json::Value> = (0..300)
@@ -264,6 +273,7 @@ fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
 
 #[test]
 fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let config = TrainConfig { lr: 1e30, warmup: Some(0), ..quick(&out, 6, 1) };
@@ -284,6 +294,7 @@ fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
 
 #[test]
 fn every_training_config_file_parses_and_validates() {
+    let _turn = one_at_a_time();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("configs/train");
     let mut count = 0;
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -304,6 +315,7 @@ fn every_training_config_file_parses_and_validates() {
 #[cfg(feature = "ndarray")]
 #[test]
 fn training_runs_on_the_chosen_device() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let config = TrainConfig { device: "ndarray".into(), ..quick(&dir.path().join("run"), 10, 10) };
     let report = train(&config, Start::New, |_| {}).unwrap();
@@ -316,6 +328,7 @@ fn training_runs_on_the_chosen_device() {
 /// steps as one device with batch 8 (checked on two CPU devices).
 #[test]
 fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let one = TrainConfig { batch_size: 8, ..quick(&dir.path().join("one"), 10, 10) };
     let two = TrainConfig { device: "flex,flex".into(), batch_size: 4, ..quick(&dir.path().join("two"), 10, 10) };
@@ -335,6 +348,7 @@ fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
 /// (`<extra_id_N>`) lie above it. It trains; a corpus that spells a sentinel out is refused.
 #[test]
 fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_them() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("tokenizer.json");
     let vocab: serde_json::Map<String, serde_json::Value> = (0..249)
@@ -372,6 +386,7 @@ fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_the
 
 #[test]
 fn a_run_that_repeats_its_data_is_warned_before_the_first_step() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut events = Vec::new();
     let config = TrainConfig { builtin_docs: 60, ..quick(&dir.path().join("run"), 20, 20) };
@@ -393,6 +408,7 @@ fn write_text_corpus(path: &Path, first: usize, n: usize) {
 
 #[test]
 fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (train_file, valid_file) = (dir.path().join("train.txt"), dir.path().join("valid.txt"));
     write_text_corpus(&train_file, 0, 600);
@@ -466,6 +482,7 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
 /// (its loss and its perplexity) says the same as the final figure.
 #[test]
 fn the_validation_loss_is_over_the_chosen_tokens_whatever_the_batch_size() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (train_file, valid_file) = (dir.path().join("train.txt"), dir.path().join("valid.txt"));
     write_text_corpus(&train_file, 0, 600);
@@ -510,6 +527,7 @@ fn the_validation_loss_is_over_the_chosen_tokens_whatever_the_batch_size() {
 
 #[test]
 fn truncated_documents_train_and_the_budget_counts_their_real_tokens() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let config =
         TrainConfig { sequences: SequenceMode::Truncate, warmup: Some(1), ..quick(&dir.path().join("run"), 4, 4) };

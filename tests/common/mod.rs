@@ -194,6 +194,14 @@ pub fn train_on_one_batch(
     (losses, model)
 }
 
+/// Held by a test for its whole length, in a binary whose tests compare runs: Burn draws a
+/// model's weights from the device's shared generator when they are first used, so a test drawing
+/// beside a seeded run would change its weights. Each test of such a binary takes it first.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Redraws every weight matrix (parameters of 2 or more dimensions) from `Normal(0, std)` with a
 /// generator of its own, so that a model is the same whatever other tests draw from the device's
 /// shared generator meanwhile. 1-D parameters (norm weights, gates) keep their values.
