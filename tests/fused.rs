@@ -6,7 +6,7 @@ mod common;
 
 use burn::module::Module;
 use burn::optim::{AdamWConfig, GradientsParams};
-use burn::tensor::{DType, Device, Tensor, TensorData};
+use burn::tensor::{DType, Device, FloatDType, Tensor, TensorData};
 use common::{all_backends, cpu, random_tokens, values, Redraw};
 use layernorm_scaling::fused::{self, with_path, OpPath};
 use layernorm_scaling::model::{lm_head_cross_entropy, RotaryEmbedding};
@@ -316,6 +316,87 @@ fn bf16_inputs_take_the_portable_bodies_within_bf16_precision() {
     check("bf16 attention", &[q.clone(), q.clone() * 0.7, q * -0.3], &weights, 3e-2, |t| {
         fused::causal_attention(t[0].clone(), t[1].clone(), t[2].clone())
     });
+}
+
+/// Each op's fused path in a half type against the reference path in f32 on the same (rounded)
+/// inputs, forward and every gradient, on every device that computes in that type: on wgpu over
+/// Mesa's CPU Vulkan (f16) these are the CubeCL kernels. Tolerances: a few roundings of the half
+/// type (f16 keeps 11 bits, bf16 8).
+#[test]
+fn half_inputs_match_the_f32_reference_within_the_half_types_precision() {
+    for (backend, device) in all_backends() {
+        for (half, tol) in [(FloatDType::F16, 4e-3), (FloatDType::BF16, 3e-2)] {
+            if !device.supports_dtype(half) {
+                continue;
+            }
+            let what = |op: &str| format!("{backend} {half:?} {op}");
+            let x = seeded([2, 9, 16], 13, &device);
+            let gamma = seeded([1, 1, 16], 14, &device) + 1.0;
+            let weights = seeded([2, 9, 16], 15, &device);
+            half_check(&what("rms_norm"), &[x.clone(), gamma.clone()], &weights, half, tol, |t| {
+                fused::rms_norm(t[0].clone(), t[1].clone().reshape([16]), 1e-6, 0.5)
+            });
+            half_check(&what("layer_norm"), &[x.clone(), gamma], &weights, half, tol, |t| {
+                let gamma = t[1].clone().reshape([16]);
+                fused::layer_norm(t[0].clone(), gamma.clone(), gamma * 0.5, 1e-5)
+            });
+            half_check(&what("swiglu"), &[x.clone() * 2.0, x * 0.5], &weights, half, tol, |t| {
+                fused::swiglu(t[0].clone(), t[1].clone())
+            });
+            let q = seeded([2, 9, 2, 8], 16, &device);
+            let weights = seeded([2, 9, 2, 8], 17, &device);
+            let tables = RotaryEmbedding::new(8, 10_000.0).tables(0, 9, &device);
+            let (cos, sin) = (tables.cos().cast(half), tables.sin().cast(half));
+            half_check(&what("rope"), std::slice::from_ref(&q), &weights, half, tol, |t| {
+                let (cos, sin) = (cos.clone().cast(t[0].dtype()), sin.clone().cast(t[0].dtype()));
+                fused::rope(t[0].clone(), cos, sin)
+            });
+            half_check(&what("attention"), &[q.clone(), q.clone() * 0.7, q * -0.3], &weights, half, 1.5 * tol, |t| {
+                fused::causal_attention(t[0].clone(), t[1].clone(), t[2].clone())
+            });
+        }
+    }
+}
+
+/// [`check`] of the fused path on `inputs` cast to `half` against the reference path on the same
+/// values in f32.
+fn half_check<const D: usize, const O: usize>(
+    what: &str,
+    inputs: &[Tensor<D>],
+    weights: &Tensor<O>,
+    half: FloatDType,
+    tol: f32,
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
+    let halves: Vec<Tensor<D>> = inputs.iter().map(|t| t.clone().cast(half)).collect();
+    let rounded: Vec<Tensor<D>> = halves.iter().map(|t| t.clone().cast(DType::F32)).collect();
+    let weights = weights.clone().cast(half);
+    let (fused_out, fused_grads) = on_path(OpPath::Fused, &halves, &weights, &op);
+    let (reference_out, reference_grads) = on_path(OpPath::Reference, &rounded, &weights.cast(DType::F32), &op);
+    assert_close(&format!("{what}: output"), &fused_out, &reference_out, tol);
+    for (i, (fused, reference)) in fused_grads.iter().zip(&reference_grads).enumerate() {
+        assert_close(&format!("{what}: gradient of input {i}"), fused, reference, tol);
+    }
+}
+
+/// More elements than one grid axis of 256-unit cubes holds (65535 x 256): the element-wise
+/// kernels (SwiGLU, RoPE) spread their cubes over the grid's axes. Against the CPU's fused path.
+#[test]
+fn element_wise_ops_over_more_cubes_than_a_grid_axis_match_the_cpu() {
+    let shape = [1, 4097, 8, 512]; // 16.8 million elements
+    let run = |device: &Device| {
+        let x = seeded(shape, 33, device);
+        let tables = RotaryEmbedding::new(shape[3], 10_000.0).tables(0, shape[1], device);
+        let swiglu = fused::swiglu(x.clone(), x.clone() * 0.5);
+        let rope = fused::rope(x, tables.cos(), tables.sin());
+        [values(&swiglu), values(&rope)]
+    };
+    let want = run(&cpu());
+    for (backend, device) in all_backends() {
+        for (name, (got, want)) in ["swiglu", "rope"].into_iter().zip(run(&device).iter().zip(&want)) {
+            assert_close(&format!("{backend} {name} {shape:?}"), got, want, tolerance(backend));
+        }
+    }
 }
 
 /// LibTorch's attention runs torch's fused kernels in bf16 too (f32 log-sum-exp inside).

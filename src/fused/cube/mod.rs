@@ -3,11 +3,14 @@
 //! here, and dtypes the kernels do not take (f64), run the portable bodies.
 
 mod attention;
+mod elementwise;
 mod fusion;
 mod layer_norm;
 mod rms_norm;
+mod rope;
 mod row_sum;
 mod rows;
+mod swiglu;
 
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::FloatTensor;
@@ -20,6 +23,31 @@ use super::row_stats_shape;
 /// Whether the kernels take tensors of `dtype`: the float types GPUs compute in.
 fn kernel_dtype(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// Whether the SwiGLU kernels take `gate`, `up` (and `grad`): one shape and one dtype of theirs,
+/// and elements a `u32` counts.
+fn swiglu_kernels_take(gate: &FloatTensor<Cube>, others: &[&FloatTensor<Cube>]) -> bool {
+    kernel_dtype(gate.dtype)
+        && others.iter().all(|t| t.dtype == gate.dtype && t.shape == gate.shape)
+        && elementwise::countable(gate.shape.num_elements())
+}
+
+/// Whether the RoPE kernel takes `x: [b, s, h, hd]` with `cos, sin: [s, hd]`: dtypes of its own
+/// (the tables' may differ from `x`'s), `hd` even, and elements a `u32` counts.
+fn rope_kernel_takes(x: &FloatTensor<Cube>, cos: &FloatTensor<Cube>, sin: &FloatTensor<Cube>) -> bool {
+    if x.shape.num_dims() != 4 {
+        return false;
+    }
+    let dims = x.shape.dims::<4>();
+    let table = Shape::from([dims[1], dims[3]]);
+    kernel_dtype(x.dtype)
+        && kernel_dtype(cos.dtype)
+        && sin.dtype == cos.dtype
+        && dims[3] % 2 == 0
+        && cos.shape == table
+        && sin.shape == table
+        && elementwise::countable(x.shape.num_elements())
 }
 
 /// Whether the attention kernels take `q: [b, s, h, hd]` and `k, v: [b, s, kv, hd]`: a dtype of
@@ -117,6 +145,40 @@ impl FusedKernels for Cube {
             |[x, gamma, mean, inv_std, grad]| layer_norm::backward(x, gamma, mean, inv_std, grad),
         );
         (grad_x, grad_gamma, grad_beta)
+    }
+
+    fn swiglu_forward(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
+        if !swiglu_kernels_take(&gate, &[&up]) {
+            return portable::swiglu_forward::<Self>(gate, up);
+        }
+        let output = [TensorSpec::new(gate.shape.clone(), gate.dtype)];
+        let [y] = fusion::custom_op("swiglu_forward", [gate, up], output, &[], |[gate, up]| swiglu::forward(gate, up));
+        y
+    }
+
+    fn swiglu_backward(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !swiglu_kernels_take(&gate, &[&up, &grad]) {
+            return portable::swiglu_backward::<Self>(gate, up, grad);
+        }
+        let outputs = [&gate, &up].map(|t| TensorSpec::new(t.shape.clone(), t.dtype));
+        let [grad_gate, grad_up] =
+            fusion::custom_op("swiglu_backward", [gate, up, grad], outputs, &[], |[gate, up, grad]| {
+                swiglu::backward(gate, up, grad)
+            });
+        (grad_gate, grad_up)
+    }
+
+    fn rope_forward(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
+        if !rope_kernel_takes(&x, &cos, &sin) {
+            return portable::rope_forward::<Self>(x, cos, sin);
+        }
+        let output = [TensorSpec::new(x.shape.clone(), x.dtype)];
+        let [y] = fusion::custom_op("rope", [x, cos, sin], output, &[], |[x, cos, sin]| rope::forward(x, cos, sin));
+        y
     }
 
     fn attention_forward(
