@@ -67,6 +67,10 @@ pub trait FusedOps: Backend {
 /// Forward (with what the backward needs) and backward of each fused op on one backend.
 /// Shapes: `rows` is the product of all dimensions but the last.
 pub trait FusedKernels: Backend {
+    /// Logits the LM head makes at once, a block of rows at a time: 32 MiB of f32 by default,
+    /// what a CPU's caches favour.
+    const LM_HEAD_BLOCK_VALUES: usize = 1 << 23;
+
     /// RMSNorm forward -> `(y: x's shape, inverse RMS: [..., 1] in f32)`.
     fn rms_norm_forward(
         x: FloatTensor<Self>,

@@ -267,12 +267,10 @@ pub fn attention_backward<B: Backend>(
     (B::float_swap_dims(grad_q, 1, 2), seq_major_summed::<B>(grad_k, kv_heads), seq_major_summed::<B>(grad_v, kv_heads))
 }
 
-/// Logits the LM head makes at once: 32 MiB of f32.
-const LM_HEAD_BLOCK_VALUES: usize = 1 << 23;
-
-/// Rows of logits per block of the LM head, for a vocabulary of `vocab` (at least one).
-pub(super) fn lm_head_block_rows(vocab: usize) -> usize {
-    (LM_HEAD_BLOCK_VALUES / vocab.max(1)).max(1)
+/// Rows of logits per block of the LM head of backend `B`, for a vocabulary of `vocab` (at least
+/// one): [`FusedKernels::LM_HEAD_BLOCK_VALUES`] logits.
+pub(super) fn lm_head_block_rows<B: FusedKernels>(vocab: usize) -> usize {
+    (B::LM_HEAD_BLOCK_VALUES / vocab.max(1)).max(1)
 }
 
 /// See [`FusedKernels::lm_head_cross_entropy`](super::FusedKernels::lm_head_cross_entropy): per
@@ -286,7 +284,7 @@ pub fn lm_head_cross_entropy<B: FusedKernels>(
     weight: FloatTensor<B>,
     targets: IntTensor<B>,
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
-    let block = lm_head_block_rows(weight.shape()[1]);
+    let block = lm_head_block_rows::<B>(weight.shape()[1]);
     lm_head_cross_entropy_in_blocks::<B>(hidden, weight, targets, block)
 }
 

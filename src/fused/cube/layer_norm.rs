@@ -19,7 +19,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeBackend;
 use cubecl::prelude::*;
 
-use super::row_sum::cube_sum;
+use super::reduce::cube_sum;
 use super::rows::{partial_blocks, row_cubes, rows_and_width, BLOCK};
 
 #[cube(launch)]

@@ -3,17 +3,18 @@
 //! here, and dtypes the kernels do not take (f64), run the portable bodies.
 
 mod attention;
+mod cross_entropy;
 mod elementwise;
 mod fusion;
 mod layer_norm;
+mod reduce;
 mod rms_norm;
 mod rope;
-mod row_sum;
 mod rows;
 mod swiglu;
 
 use burn::backend::fusion::custom::TensorSpec;
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Cube, DType, Shape};
 
 use super::kernels::FusedKernels;
@@ -66,6 +67,10 @@ fn attention_kernels_take(q: &FloatTensor<Cube>, k: &FloatTensor<Cube>, v: &Floa
 }
 
 impl FusedKernels for Cube {
+    /// 256 MiB of f32 logits: blocks of thousands of rows, whose products fill a GPU (a block of
+    /// the CPU's 32 MiB is a few hundred rows at a LLaMA vocabulary).
+    const LM_HEAD_BLOCK_VALUES: usize = 1 << 26;
+
     fn rms_norm_forward(
         x: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
@@ -179,6 +184,23 @@ impl FusedKernels for Cube {
         let output = [TensorSpec::new(x.shape.clone(), x.dtype)];
         let [y] = fusion::custom_op("rope", [x, cos, sin], output, &[], |[x, cos, sin]| rope::forward(x, cos, sin));
         y
+    }
+
+    fn cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [rows, vocab] = logits.shape.dims::<2>();
+        if !(kernel_dtype(logits.dtype)
+            && vocab > 0
+            && targets.shape.num_elements() == rows
+            && elementwise::countable(rows * vocab))
+        {
+            return portable::cross_entropy::<Self>(logits, targets);
+        }
+        let outputs =
+            [TensorSpec::new(Shape::from([1]), DType::F32), TensorSpec::new(logits.shape.clone(), logits.dtype)];
+        let [value, grad] = fusion::custom_op("cross_entropy", [logits, targets], outputs, &[], |[logits, targets]| {
+            cross_entropy::cross_entropy(logits, targets)
+        });
+        (value, grad)
     }
 
     fn attention_forward(

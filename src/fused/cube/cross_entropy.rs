@@ -1,0 +1,127 @@
+//! The cross-entropy of `logits: [tokens, vocab]` (contiguous) against `targets: [tokens]` and its
+//! gradient as CubeCL kernels, in f32 whatever the logits' precision.
+//!
+//! Per row, one cube of [`BLOCK`] units, three passes over the row (which stays in cache):
+//!   `m = max(x)`, `l = sum(exp(x - m))`,
+//!   `loss = m + ln(l) - x[target]` (finite however small the target's probability),
+//!   `grad = (exp(x - m) / l - onehot(target)) / tokens`.
+//! Then one cube sums the rows' losses in a fixed order: `value = sum(loss) / tokens`.
+
+use burn::backend::cubecl::dtype_to_storage_type;
+use burn::backend::{DType, Shape, TensorMetadata};
+use burn_cubecl::cubecl;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+
+use super::reduce::{cube_max, cube_sum};
+use super::rows::{row_cubes, rows_and_width, BLOCK};
+
+#[cube(launch)]
+fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
+    logits: &Tensor<F>,
+    targets: &Tensor<I>,
+    grad: &mut Tensor<F>,
+    losses: &mut Tensor<f32>,
+    rows: u32,
+    vocab: u32,
+    inv_tokens: f32,
+    not_a_number: f32,
+    #[comptime] block: usize,
+    #[define(F, I)] _dtypes: [ElemType; 2],
+) {
+    let row = CUBE_POS;
+    if row >= rows as usize {
+        terminate!();
+    }
+    let vocab = vocab as usize;
+    let start = row * vocab;
+    let mut max = f32::cast_from(logits[start]);
+    let mut i = UNIT_POS as usize;
+    while i < vocab {
+        max = f32::max(max, f32::cast_from(logits[start + i]));
+        i += block;
+    }
+    let row_max = cube_max(max, block);
+    let mut total = 0.0f32;
+    let mut j = UNIT_POS as usize;
+    while j < vocab {
+        total += (f32::cast_from(logits[start + j]) - row_max).exp();
+        j += block;
+    }
+    let row_total = cube_sum(total, block);
+    let target = usize::cast_from(targets[row]);
+    if UNIT_POS == 0 {
+        // The caller checks the targets; one out of range gives NaN, not another row's logit.
+        // (NaN comes in as an argument: WGSL has no literal for it.)
+        let mut loss = not_a_number;
+        if target < vocab {
+            loss = row_max + row_total.ln() - f32::cast_from(logits[start + target]);
+        }
+        losses[row] = loss;
+    }
+    let inv_total = 1.0f32 / row_total;
+    let mut k = UNIT_POS as usize;
+    while k < vocab {
+        let mut p = (f32::cast_from(logits[start + k]) - row_max).exp() * inv_total;
+        if k == target {
+            p -= 1.0f32;
+        }
+        grad[start + k] = F::cast_from(p * inv_tokens);
+        k += block;
+    }
+}
+
+#[cube(launch)]
+fn mean_kernel(values: &Tensor<f32>, mean: &mut Tensor<f32>, n: u32, inv_n: f32, #[comptime] block: usize) {
+    let mut total = 0.0f32;
+    let mut i = UNIT_POS as usize;
+    while i < n as usize {
+        total += values[i];
+        i += block;
+    }
+    let sum = cube_sum(total, block);
+    if UNIT_POS == 0 {
+        mean[0] = sum * inv_n;
+    }
+}
+
+/// `(value: [1] in f32, grad: logits' shape and dtype)`; `vocab` must not be 0.
+pub(super) fn cross_entropy(logits: CubeTensor, targets: CubeTensor) -> [CubeTensor; 2] {
+    let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
+    let (rows, vocab) = rows_and_width(&logits);
+    let (client, device, dtype) = (logits.client.clone(), logits.device.clone(), logits.dtype);
+    let grad = empty_device_dtype(client.clone(), device.clone(), logits.shape(), dtype);
+    let losses = empty_device_dtype(client.clone(), device.clone(), Shape::from([rows]), DType::F32);
+    let value = empty_device_dtype(client.clone(), device, Shape::from([1]), DType::F32);
+    let inv_tokens = 1.0 / rows as f32; // The mean over no rows is NaN, as Burn's.
+    if rows > 0 {
+        cross_entropy_rows_kernel::launch(
+            &client,
+            row_cubes(&logits, rows),
+            CubeDim::new_1d(BLOCK as u32),
+            logits.clone().into_tensor_arg(),
+            targets.clone().into_tensor_arg(),
+            grad.clone().into_tensor_arg(),
+            losses.clone().into_tensor_arg(),
+            rows as u32,
+            vocab as u32,
+            inv_tokens,
+            f32::NAN,
+            BLOCK,
+            [dtype_to_storage_type(dtype), dtype_to_storage_type(targets.dtype)],
+        );
+    }
+    mean_kernel::launch(
+        &client,
+        CubeCount::Static(1, 1, 1),
+        CubeDim::new_1d(BLOCK as u32),
+        losses.into_tensor_arg(),
+        value.clone().into_tensor_arg(),
+        rows as u32,
+        inv_tokens,
+        BLOCK,
+    );
+    [value, grad]
+}
