@@ -18,7 +18,7 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::io::check_replaceable_file;
 use layernorm_scaling::memory::format_bytes;
-use layernorm_scaling::train::{benchmark_step, check_seq_len, model_config, StepBenchmark, TrainConfig};
+use layernorm_scaling::train::{benchmark_step, check_seq_len, kernel_times, model_config, StepBenchmark, TrainConfig};
 use layernorm_scaling::{cli, compiled_backends, outln, parse_device, ConfigError, Error, Precision};
 
 /// The options of the bench itself; the model, batch and optimiser are `TrainConfig`'s options.
@@ -45,6 +45,11 @@ struct Args {
     /// and the rest (CPU devices; a GPU queues work, so its wall-clock split says little).
     #[arg(long)]
     breakdown: bool,
+    /// Also time each GPU kernel (CubeCL's profiling: wgpu, Vulkan, CUDA) and print the kernels
+    /// that took the most device time. Each kernel then waits for the one before, so the step
+    /// times of such a run are longer than without.
+    #[arg(long)]
+    kernel_profile: bool,
     /// Compare the records of an earlier run (its `--json` file) instead of measuring again.
     #[arg(long, requires = "compare")]
     records: Option<PathBuf>,
@@ -142,6 +147,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         if args.breakdown {
             print_breakdowns(&records);
         }
+        print_kernel_profiles(&records, false);
         compare(&records, &theirs);
         return Ok(());
     }
@@ -187,11 +193,14 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         "MFU",
         "1st step"
     );
+    if args.kernel_profile {
+        outln!("kernel profile on: each GPU kernel waits for the one before, so steps take longer than without");
+    }
     let (mut records, mut failures) = (Vec::new(), Vec::new());
     for device in &devices {
         for &precision in &precisions {
             let dtype = precision.name();
-            match measure(device, precision) {
+            match measure(device, precision, args.kernel_profile) {
                 Ok(record) => {
                     print_record(&record);
                     records.push(record);
@@ -212,6 +221,9 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     if args.breakdown {
         print_breakdowns(&records);
     }
+    if args.kernel_profile {
+        print_kernel_profiles(&records, true);
+    }
     if let Some(path) = &args.json {
         write_json(path, &records)?;
         outln!("wrote {}", path.display());
@@ -222,20 +234,35 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     Ok(())
 }
 
-/// Runs this bench again for one device and precision, and reads the record it prints.
-fn measure(device: &str, precision: Precision) -> Result<StepBenchmark, String> {
+/// Runs this bench again for one device and precision, and reads the record it prints. With
+/// `kernel_profile`, the child writes CubeCL's profiling log into a temporary folder, read here
+/// into the record's `kernels`.
+fn measure(device: &str, precision: Precision, kernel_profile: bool) -> Result<StepBenchmark, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut command = Command::new(exe);
     // The last `--precision` given wins (a `--bf16` given to this bench made it the only one).
     command.args(std::env::args_os().skip(1)).args(["--device", device, "--precision", precision.name(), "--single"]);
+    let log_dir = if kernel_profile {
+        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a folder for the kernel profile: {e}"))?;
+        command.env("CUBECL_DEBUG_OPTION", "profile").env("CUBECL_DEBUG_LOG", dir.path().join("cubecl.log"));
+        Some(dir)
+    } else {
+        None
+    };
     die_with_parent(&mut command);
     let output = command.output().map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout.lines().find_map(|line| line.strip_prefix(RECORD));
-    match (output.status.success(), line) {
-        (true, Some(line)) => serde_json::from_str(line).map_err(|e| e.to_string()),
-        _ => Err(failure_reason(&String::from_utf8_lossy(&output.stderr), &output.status)),
+    let mut record: StepBenchmark = match (output.status.success(), line) {
+        (true, Some(line)) => serde_json::from_str(line).map_err(|e| e.to_string())?,
+        _ => return Err(failure_reason(&String::from_utf8_lossy(&output.stderr), &output.status)),
+    };
+    if let Some(dir) = log_dir {
+        // No log: the device runs no CubeCL kernels (flex, ndarray, LibTorch).
+        let log = std::fs::read(dir.path().join("cubecl.log")).unwrap_or_default();
+        record.kernels = kernel_times(&String::from_utf8_lossy(&log));
     }
+    Ok(record)
 }
 
 /// Why a measurement failed: the last line of its stderr that says something (not Rust's notes
@@ -296,6 +323,41 @@ fn print_record(r: &StepBenchmark) {
         let peak = layernorm_scaling::device::known_peak_tflops(gpu)
             .map_or("not known: give --peak-tflops for MFU".into(), |p| format!("{p} TFLOP/s dense bf16"));
         outln!("{:<10} on {gpu} (peak {peak}); peak mem is the device memory reserved", "");
+    }
+}
+
+/// Kernels listed per record in [`print_kernel_profiles`]; the rest are summed in one line.
+const KERNELS_SHOWN: usize = 15;
+
+/// Each record's kernels by device time, with their share of the kernels' total; with
+/// `say_when_none`, a line for each record without them.
+fn print_kernel_profiles(records: &[StepBenchmark], say_when_none: bool) {
+    for r in records {
+        if r.kernels.is_empty() {
+            if say_when_none {
+                let (device, dtype) = (&r.device, &r.dtype);
+                outln!("\nno kernel profile for {device} {dtype}: only CubeCL devices (wgpu, vulkan, cuda) write one");
+            }
+            continue;
+        }
+        let total: f64 = r.kernels.iter().map(|k| k.milliseconds).sum();
+        let share = |ms: f64| 100.0 * ms / total.max(f64::MIN_POSITIVE);
+        outln!(
+            "\nGPU kernels on {} {} (device time over the warm-up and timed steps, {:.1} ms in all):",
+            r.device,
+            r.dtype,
+            total
+        );
+        outln!("  {:<52} {:>11} {:>9} {:>6}", "kernel", "ms", "launches", "share");
+        for k in r.kernels.iter().take(KERNELS_SHOWN) {
+            outln!("  {:<52} {:>11.2} {:>9} {:>5.1}%", k.name, k.milliseconds, k.launches, share(k.milliseconds));
+        }
+        let rest = &r.kernels[r.kernels.len().min(KERNELS_SHOWN)..];
+        if !rest.is_empty() {
+            let (ms, launches) = rest.iter().fold((0.0, 0), |(ms, n), k| (ms + k.milliseconds, n + k.launches));
+            let other = format!("{} other kernels", rest.len());
+            outln!("  {other:<52} {ms:>11.2} {launches:>9} {:>5.1}%", share(ms));
+        }
     }
 }
 

@@ -7,14 +7,16 @@
 #                                       # with LIBTORCH set, also bench-tch (the `tch` feature)
 #   bash scripts/gpu_bench.sh run       # there: unpack; the main command on each route (its
 #                                       # validation loss beside flex's 0.8163); the 130m preset at
-#                                       # seq 256 in every precision on each route, then PyTorch eager
-#                                       # and compiled on the same GPU; the ratio table
+#                                       # seq 256 in every precision on each route, a per-kernel
+#                                       # profile on the first route (kernels.txt), then PyTorch
+#                                       # eager and compiled on the same GPU; the ratio table
 #
 # `run` needs the `.gpu` folder (and `.gl`, the Vulkan loader debs, where the machine has no
 # libvulkan: see the device tool's README), the repository's scripts, and a python3 with torch and
 # transformers (its pip packages also bring NVRTC, which the CUDA route loads). Settings: MODEL
 # (default 130m), SEQ (256), BATCH (16), ITERS (10), PEAK_TFLOPS (989, an H100 SXM's dense bf16
-# peak), DEVICES (cuda,vulkan,wgpu), TORCH_DEVICE (cuda), MAIN_TIMEOUT (150 s per main command).
+# peak), DEVICES (cuda,vulkan,wgpu), TORCH_DEVICE (cuda), MAIN_TIMEOUT (150 s per main command),
+# PROFILE_PRECISION (f32) and PROFILE_TIMEOUT (180 s) for the kernel profile.
 # `DRY_RUN=1 bash scripts/gpu_bench.sh run` runs the same steps on the CPU at a tiny size.
 #
 # LibTorch: `prepare` builds `bench-tch` against the LibTorch in `LIBTORCH` (a folder with
@@ -27,7 +29,7 @@ cd "$(dirname "$0")/.."
 
 MODEL="${MODEL:-130m}" SEQ="${SEQ:-256}" BATCH="${BATCH:-16}" ITERS="${ITERS:-10}"
 PEAK_TFLOPS="${PEAK_TFLOPS:-989}" DEVICES="${DEVICES:-cuda,vulkan,wgpu}" TORCH_DEVICE="${TORCH_DEVICE:-cuda}"
-MAIN_TIMEOUT="${MAIN_TIMEOUT:-150}"
+MAIN_TIMEOUT="${MAIN_TIMEOUT:-150}" PROFILE_TIMEOUT="${PROFILE_TIMEOUT:-180}" PROFILE_PRECISION="${PROFILE_PRECISION:-f32}"
 OUT="${OUT:-.gpu/results}"
 
 case "${1:-}" in
@@ -95,6 +97,10 @@ PY
   done
   common=(--model "$MODEL" --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --peak-tflops "$PEAK_TFLOPS")
   "$bench" "${common[@]}" --device "$DEVICES" --hf-config "$OUT/config.json" --json "$OUT/burn.json"
+  # Where the device time goes, kernel by kernel, on the first route (autotuned by the run above).
+  timeout "$PROFILE_TIMEOUT" "$bench" "${common[@]}" --device "${DEVICES%%,*}" --precision "$PROFILE_PRECISION" \
+    --iters 3 --warmup-iters 1 --kernel-profile --json "$OUT/kernels.json" | tee "$OUT/kernels.txt" ||
+    echo "kernel profile on ${DEVICES%%,*} failed or ran past $PROFILE_TIMEOUT s"
   if [ -x .gpu/bench-tch ]; then
     # LibTorch from python3's torch (its lib folder holds libtorch and the CUDA libraries it loads).
     torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') ||

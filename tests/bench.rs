@@ -302,3 +302,40 @@ fn a_killed_bench_leaves_no_measurement_running() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_kernel_profile_lists_the_gpu_kernels_and_says_when_there_is_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = ["--model", "tiny", "--seq-len", "16", "--batch-size", "2", "--iters", "1", "--warmup-iters", "0"];
+    let devices = if cfg!(feature = "wgpu") { "flex,wgpu-cpu" } else { "flex" };
+    let json = dir.path().join("profiled.json");
+    let output = Command::new(example("bench"))
+        .args(small)
+        .args(["--device", devices, "--precision", "f32", "--kernel-profile", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("no kernel profile for flex f32: only CubeCL devices"), "{stdout}");
+    let records: Vec<StepBenchmark> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(records[0].kernels.is_empty(), "{:?}", records[0].kernels);
+    if !cfg!(feature = "wgpu") {
+        return;
+    }
+    // The fused ops' own kernels ran on the GPU device, each at least once per layer and step.
+    let kernels = &records[1].kernels;
+    for name in ["RmsNormForwardKernel", "AttentionGradQKernel", "SwigluBackwardKernel", "RopeKernel"] {
+        assert!(
+            kernels.iter().any(|k| k.name == name && k.launches >= 4 && k.milliseconds > 0.0),
+            "{name}: {kernels:?}"
+        );
+    }
+    assert!(kernels.windows(2).all(|w| w[0].milliseconds >= w[1].milliseconds), "longest first: {kernels:?}");
+    assert!(stdout.contains("GPU kernels on wgpu-cpu f32"), "{stdout}");
+    // Records read back print their kernels again.
+    let output =
+        Command::new(example("bench")).arg("--records").arg(&json).arg("--compare").arg(&json).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("GPU kernels on wgpu-cpu f32"), "{stdout}");
+}

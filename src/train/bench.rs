@@ -8,6 +8,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::TrainStep;
 use serde::{Deserialize, Serialize};
 
+use super::kernel_profile::KernelTime;
 use super::loss_scale::LossScale;
 use super::metrics::flops_per_token;
 use super::optimizer::optimizer;
@@ -77,10 +78,14 @@ pub struct StepBenchmark {
     /// (a GPU queues work and returns).
     #[serde(default, deserialize_with = "null_as_empty", skip_serializing_if = "Vec::is_empty")]
     pub breakdown: Vec<(String, f64)>,
+    /// Each kernel's device time over the whole measurement (warm-up included), the longest
+    /// first: `bench --kernel-profile` on a CubeCL device (wgpu, Vulkan, CUDA), else empty.
+    #[serde(default, deserialize_with = "null_as_empty", skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<KernelTime>,
 }
 
-/// A missing or `null` breakdown is an empty one.
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<(String, f64)>, D::Error> {
+/// A missing or `null` list is an empty one.
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<Vec<T>, D::Error> {
     Ok(Option::deserialize(deserializer)?.unwrap_or_default())
 }
 
@@ -178,6 +183,7 @@ pub fn benchmark_step(
         cpu: cpu_model(),
         ops: Some(ops.name().into()),
         breakdown,
+        kernels: Vec::new(),
     })
 }
 
