@@ -159,7 +159,13 @@ pub trait FusedKernels: Backend {
         weight: FloatTensor<Self>,
         targets: IntTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        portable::lm_head_cross_entropy::<Self>(hidden, weight, targets)
+        portable::lm_head_cross_entropy::<Self>(
+            hidden,
+            weight,
+            targets,
+            Self::LM_HEAD_BLOCK_VALUES,
+            Self::cross_entropy,
+        )
     }
 
     /// Causal attention forward -> `(output: [b, s, h, hd], log-sum-exp of each row: [b, h, s, 1] in f32)`.

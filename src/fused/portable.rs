@@ -6,8 +6,6 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, DType, Scalar, Shape, Slice, TensorData, TensorMetadata};
 use burn::tensor::IndexingUpdateOp;
 
-use super::kernels::FusedKernels;
-
 fn f32_of<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     cast::<B>(x, DType::F32)
 }
@@ -267,33 +265,37 @@ pub fn attention_backward<B: Backend>(
     (B::float_swap_dims(grad_q, 1, 2), seq_major_summed::<B>(grad_k, kv_heads), seq_major_summed::<B>(grad_v, kv_heads))
 }
 
-/// Rows of logits per block of the LM head of backend `B`, for a vocabulary of `vocab` (at least
-/// one): [`FusedKernels::LM_HEAD_BLOCK_VALUES`] logits.
-pub(super) fn lm_head_block_rows<B: FusedKernels>(vocab: usize) -> usize {
-    (B::LM_HEAD_BLOCK_VALUES / vocab.max(1)).max(1)
+/// Rows of logits per block of the LM head that makes `block_values` logits at once (a backend's
+/// [`LM_HEAD_BLOCK_VALUES`](super::FusedKernels::LM_HEAD_BLOCK_VALUES)), for a vocabulary of
+/// `vocab`: at least one.
+pub(super) fn lm_head_block_rows(vocab: usize, block_values: usize) -> usize {
+    (block_values / vocab.max(1)).max(1)
 }
 
 /// See [`FusedKernels::lm_head_cross_entropy`](super::FusedKernels::lm_head_cross_entropy): per
-/// block of rows, the logits in the inputs' type, the backend's
-/// [`cross_entropy`](super::FusedKernels::cross_entropy) of them in f32 (rescaled from the block's
-/// mean to the whole mean), and the block's part of both gradients: products in the inputs' type
-/// of `softmax - onehot` (within [-1, 1], so nothing underflows in f16), divided by the token
-/// count and summed over blocks in f32. The value and both gradients are f32.
-pub fn lm_head_cross_entropy<B: FusedKernels>(
+/// block of rows (`block_values` logits at most), the logits in the inputs' type, the backend's
+/// `cross_entropy` of them in f32 (rescaled from the block's mean to the whole mean), and the
+/// block's part of both gradients: products in the inputs' type of `softmax - onehot` (within
+/// [-1, 1], so nothing underflows in f16), divided by the token count and summed over blocks in
+/// f32. The value and both gradients are f32.
+pub fn lm_head_cross_entropy<B: Backend>(
     hidden: FloatTensor<B>,
     weight: FloatTensor<B>,
     targets: IntTensor<B>,
+    block_values: usize,
+    cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
-    let block = lm_head_block_rows::<B>(weight.shape()[1]);
-    lm_head_cross_entropy_in_blocks::<B>(hidden, weight, targets, block)
+    let block = lm_head_block_rows(weight.shape()[1], block_values);
+    lm_head_cross_entropy_in_blocks::<B>(hidden, weight, targets, block, cross_entropy)
 }
 
 /// [`lm_head_cross_entropy`] over blocks of `block` rows.
-fn lm_head_cross_entropy_in_blocks<B: FusedKernels>(
+fn lm_head_cross_entropy_in_blocks<B: Backend>(
     hidden: FloatTensor<B>,
     weight: FloatTensor<B>,
     targets: IntTensor<B>,
     block: usize,
+    cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
     let (tokens, d_model) = (hidden.shape()[0], hidden.shape()[1]);
     let dtype = hidden.dtype();
@@ -305,7 +307,7 @@ fn lm_head_cross_entropy_in_blocks<B: FusedKernels>(
         let share = scalar((end - start) as f64 / tokens as f64);
         let h = B::float_slice(hidden.clone(), &[Slice::from(start..end), Slice::from(0..d_model)]);
         let logits = f32_of::<B>(B::float_matmul(h.clone(), weight.clone()));
-        let (block_value, grad) = B::cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
+        let (block_value, grad) = cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
         // `(softmax - onehot) / rows` (f32, as the logits) times the block's rows.
         let unit = cast::<B>(B::float_mul_scalar(grad, scalar((end - start) as f64)), dtype);
         let block_value = B::float_mul_scalar(block_value, share);
@@ -349,8 +351,13 @@ mod tests {
         let ids: Vec<i64> = (0..tokens as i64).map(|t| (t * 5 + 2) % vocab as i64).collect();
         let targets = FlexTensor::from_data(TensorData::new(ids, [tokens]));
         let run = |block| {
-            let (value, grad_hidden, grad_weight) =
-                lm_head_cross_entropy_in_blocks::<Flex>(hidden.clone(), weight.clone(), targets.clone(), block);
+            let (value, grad_hidden, grad_weight) = lm_head_cross_entropy_in_blocks::<Flex>(
+                hidden.clone(),
+                weight.clone(),
+                targets.clone(),
+                block,
+                cross_entropy::<Flex>,
+            );
             [values(value), values(grad_hidden), values(grad_weight)]
         };
         let whole = run(tokens);

@@ -206,13 +206,14 @@ impl FusedKernels for Flex {
         targets: IntTensor<Flex>,
     ) -> (FlexTensor, FlexTensor, FlexTensor) {
         if !all_f32(&[&hidden, &weight]) {
-            return portable::lm_head_cross_entropy::<Flex>(hidden, weight, targets);
+            let block_values = Self::LM_HEAD_BLOCK_VALUES;
+            return portable::lm_head_cross_entropy::<Flex>(hidden, weight, targets, block_values, Self::cross_entropy);
         }
         let (hidden_shape, weight_shape) = (hidden.shape(), weight.shape());
         let sizes = lm_head::Sizes { tokens: hidden_shape[0], d_model: hidden_shape[1], vocab: weight_shape[1] };
         let weight = matrix_view(&weight);
         let ids = token_ids(targets);
-        let block = portable::lm_head_block_rows::<Flex>(sizes.vocab);
+        let block = portable::lm_head_block_rows(sizes.vocab, Self::LM_HEAD_BLOCK_VALUES);
         let (value, grad_hidden, grad_weight) =
             lm_head::lm_head_cross_entropy(sizes, &values(&hidden), weight.view(), &ids, block);
         (tensor(vec![value], [1]), tensor(grad_hidden, hidden_shape), tensor(grad_weight, weight_shape))
