@@ -97,7 +97,7 @@ PY
   done
   common=(--model "$MODEL" --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --peak-tflops "$PEAK_TFLOPS")
   "$bench" "${common[@]}" --device "$DEVICES" --hf-config "$OUT/config.json" --json "$OUT/burn.json"
-  # Where the device time goes, kernel by kernel, on the first route (autotuned by the run above).
+  # Where the device time goes, kernel by kernel, on the first route (autotuning again first).
   timeout "$PROFILE_TIMEOUT" "$bench" "${common[@]}" --device "${DEVICES%%,*}" --precision "$PROFILE_PRECISION" \
     --iters 3 --warmup-iters 1 --kernel-profile --json "$OUT/kernels.json" | tee "$OUT/kernels.txt" ||
     echo "kernel profile on ${DEVICES%%,*} failed or ran past $PROFILE_TIMEOUT s"

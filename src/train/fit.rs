@@ -78,8 +78,8 @@ pub(super) fn fit(
     if !crate::memory::uses_host_memory(&prepared.devices[0]) {
         // A GPU compiles and autotunes its kernels during the first steps: say so, and how long.
         monitor.report(TrainEvent::Note(
-            "the first steps compile and autotune GPU kernels (minutes on a cold start; autotune results are kept \
-             for later runs, see docs/backends.md)"
+            "the first steps compile and autotune GPU kernels (minutes; each run autotunes again, \
+             CUBECL_AUTOTUNE_LEVEL=minimal shortens it: see docs/backends.md)"
                 .into(),
         ));
         monitor.time_first_step();
