@@ -18,7 +18,7 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::io::check_replaceable_file;
 use layernorm_scaling::memory::format_bytes;
-use layernorm_scaling::train::{benchmark_step, check_seq_len, kernel_times, model_config, StepBenchmark, TrainConfig};
+use layernorm_scaling::train::{benchmark_step, check_seq_len, model_config, StepBenchmark, TrainConfig};
 use layernorm_scaling::{cli, compiled_backends, outln, parse_device, ConfigError, Error, Precision};
 
 /// The options of the bench itself; the model, batch and optimiser are `TrainConfig`'s options.
@@ -235,34 +235,46 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
 }
 
 /// Runs this bench again for one device and precision, and reads the record it prints. With
-/// `kernel_profile`, the child writes CubeCL's profiling log into a temporary folder, read here
-/// into the record's `kernels`.
+/// `kernel_profile` on a CubeCL device, the child logs CubeCL's profile into a temporary folder
+/// and records the kernels of its timed steps.
 fn measure(device: &str, precision: Precision, kernel_profile: bool) -> Result<StepBenchmark, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut command = Command::new(exe);
     // The last `--precision` given wins (a `--bf16` given to this bench made it the only one).
     command.args(std::env::args_os().skip(1)).args(["--device", device, "--precision", precision.name(), "--single"]);
-    let log_dir = if kernel_profile {
-        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a folder for the kernel profile: {e}"))?;
-        command.env("CUBECL_DEBUG_OPTION", "profile").env("CUBECL_DEBUG_LOG", dir.path().join("cubecl.log"));
+    let profiled = kernel_profile && runs_cubecl_kernels(device);
+    let _log_dir = if profiled {
+        let dir =
+            tempfile::tempdir().map_err(|e| format!("cannot make a temporary folder for the kernel profile: {e}"))?;
+        // CubeCL reads the variable as UTF-8 and ignores it otherwise.
+        let log = dir.path().join("cubecl.log");
+        let log = log.to_str().ok_or_else(|| {
+            format!("the temporary folder {} is not UTF-8, which CubeCL's log needs: set TMPDIR", dir.path().display())
+        })?;
+        command.env("CUBECL_DEBUG_OPTION", "profile").env("CUBECL_DEBUG_LOG", log);
         Some(dir)
     } else {
+        command.env_remove("CUBECL_DEBUG_OPTION").env_remove("CUBECL_DEBUG_LOG");
         None
     };
     die_with_parent(&mut command);
     let output = command.output().map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let line = stdout.lines().find_map(|line| line.strip_prefix(RECORD));
-    let mut record: StepBenchmark = match (output.status.success(), line) {
+    let record: StepBenchmark = match (output.status.success(), line) {
         (true, Some(line)) => serde_json::from_str(line).map_err(|e| e.to_string())?,
         _ => return Err(failure_reason(&String::from_utf8_lossy(&output.stderr), &output.status)),
     };
-    if let Some(dir) = log_dir {
-        // No log: the device runs no CubeCL kernels (flex, ndarray, LibTorch).
-        let log = std::fs::read(dir.path().join("cubecl.log")).unwrap_or_default();
-        record.kernels = kernel_times(&String::from_utf8_lossy(&log));
+    if profiled && record.kernels.is_empty() {
+        return Err("the kernel profile came out empty: CubeCL logged no kernel of the timed steps".into());
     }
     Ok(record)
+}
+
+/// Whether `device` runs CubeCL kernels (wgpu, Vulkan, CUDA), which CubeCL's profiling times.
+fn runs_cubecl_kernels(device: &str) -> bool {
+    // Burn's dispatch device names its backend first: `Device<Cube(Wgpu(...))>`.
+    parse_device(device).is_ok_and(|device| format!("{device:?}").contains("Cube("))
 }
 
 /// Why a measurement failed: the last line of its stderr that says something (not Rust's notes
@@ -319,6 +331,9 @@ fn print_record(r: &StepBenchmark) {
         mfu,
         first
     );
+    if !r.kernels.is_empty() {
+        outln!("{:<10} profiled: each kernel waited for the one before, so steps took longer than without", "");
+    }
     if let Some(gpu) = &r.gpu {
         let peak = layernorm_scaling::device::known_peak_tflops(gpu)
             .map_or("not known: give --peak-tflops for MFU".into(), |p| format!("{p} TFLOP/s dense bf16"));
@@ -342,12 +357,7 @@ fn print_kernel_profiles(records: &[StepBenchmark], say_when_none: bool) {
         }
         let total: f64 = r.kernels.iter().map(|k| k.milliseconds).sum();
         let share = |ms: f64| 100.0 * ms / total.max(f64::MIN_POSITIVE);
-        outln!(
-            "\nGPU kernels on {} {} (device time over the warm-up and timed steps, {:.1} ms in all):",
-            r.device,
-            r.dtype,
-            total
-        );
+        outln!("\nGPU kernels on {} {} (device time over the timed steps, {:.1} ms in all):", r.device, r.dtype, total);
         outln!("  {:<52} {:>11} {:>9} {:>6}", "kernel", "ms", "launches", "share");
         for k in r.kernels.iter().take(KERNELS_SHOWN) {
             outln!("  {:<52} {:>11.2} {:>9} {:>5.1}%", k.name, k.milliseconds, k.launches, share(k.milliseconds));

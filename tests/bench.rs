@@ -306,7 +306,7 @@ fn a_killed_bench_leaves_no_measurement_running() {
 #[test]
 fn a_kernel_profile_lists_the_gpu_kernels_and_says_when_there_is_none() {
     let dir = tempfile::tempdir().unwrap();
-    let small = ["--model", "tiny", "--seq-len", "16", "--batch-size", "2", "--iters", "1", "--warmup-iters", "0"];
+    let small = ["--model", "tiny", "--seq-len", "16", "--batch-size", "2", "--iters", "1", "--warmup-iters", "1"];
     let devices = if cfg!(feature = "wgpu") { "flex,wgpu-cpu" } else { "flex" };
     let json = dir.path().join("profiled.json");
     let output = Command::new(example("bench"))
@@ -332,6 +332,9 @@ fn a_kernel_profile_lists_the_gpu_kernels_and_says_when_there_is_none() {
         );
     }
     assert!(kernels.windows(2).all(|w| w[0].milliseconds >= w[1].milliseconds), "longest first: {kernels:?}");
+    // Only the timed step counts: autotuning and its device probes ran in the warm-up.
+    assert!(!kernels.iter().any(|k| k.name == "MemoryDirectThroughput"), "{kernels:?}");
+    assert!(stdout.contains("profiled: each kernel waited"), "{stdout}");
     assert!(stdout.contains("GPU kernels on wgpu-cpu f32"), "{stdout}");
     // Records read back print their kernels again.
     let output =

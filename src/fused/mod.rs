@@ -221,8 +221,9 @@ pub fn cross_entropy_with_gradient(logits: Tensor<2>, targets: Tensor<1, Int>) -
 /// (`hidden: [tokens, d_model]`, `weight: [d_model, vocab]`) against `targets: [tokens]` -> `([1],
 /// grad_hidden: [tokens, d_model], grad_weight: [d_model, vocab])`, all constants (no autodiff),
 /// for [`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy). The logits are made a block
-/// of rows at a time (32 MiB of f32 on CPUs, 256 MiB on GPUs), so the whole `[tokens, vocab]` tensor never exists; on flex
-/// each block is a gemm into one reused buffer. The logits and the gradients' products are made in
+/// of rows at a time (32 MiB of f32 on CPUs, 128 MiB on CubeCL's GPUs), so the whole
+/// `[tokens, vocab]` tensor never exists; on flex each block is a gemm into one reused buffer. The
+/// logits and the gradients' products are made in
 /// the inputs' type (the products of `softmax - onehot`, which f16 holds without underflow), the
 /// softmax, the loss and the division by the token count in f32: all three results are f32.
 pub fn lm_head_cross_entropy_with_gradients(

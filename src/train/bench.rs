@@ -8,7 +8,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use burn::train::TrainStep;
 use serde::{Deserialize, Serialize};
 
-use super::kernel_profile::KernelTime;
+use super::kernel_profile::{self, KernelTime};
 use super::loss_scale::LossScale;
 use super::metrics::flops_per_token;
 use super::optimizer::optimizer;
@@ -78,8 +78,10 @@ pub struct StepBenchmark {
     /// (a GPU queues work and returns).
     #[serde(default, deserialize_with = "null_as_empty", skip_serializing_if = "Vec::is_empty")]
     pub breakdown: Vec<(String, f64)>,
-    /// Each kernel's device time over the whole measurement (warm-up included), the longest
-    /// first: `bench --kernel-profile` on a CubeCL device (wgpu, Vulkan, CUDA), else empty.
+    /// Each GPU kernel's device time over the timed steps, the longest first, where CubeCL's
+    /// profiling log is on ([`profiling_log`](super::profiling_log); `bench --kernel-profile` on a
+    /// CubeCL device: wgpu, Vulkan, CUDA); else empty. Step times are then longer than without
+    /// (each kernel waits for the one before).
     #[serde(default, deserialize_with = "null_as_empty", skip_serializing_if = "Vec::is_empty")]
     pub kernels: Vec<KernelTime>,
 }
@@ -128,8 +130,14 @@ pub fn benchmark_step(
     // Per timed step: its wall time (ms) and, on the fused path, where it went.
     let mut steps: Vec<(f64, Vec<(String, f64)>)> = Vec::with_capacity(iters);
     let (mut first_step_seconds, mut device_memory) = (None, None::<u64>);
+    // CubeCL's profiling log, where it is on: the launches of the timed steps start here.
+    let (profile_log, mut timed_launches_from) = (kernel_profile::profiling_log(), 0);
     for iteration in 0..warmup + iters {
         crate::io::crash_point("bench:step");
+        if iteration == warmup {
+            // The warm-up ended with a sync: its kernels (autotune trials included) are logged.
+            timed_launches_from = profile_log.as_deref().map_or(0, kernel_profile::log_position);
+        }
         fused::profile::start();
         let start = Instant::now();
         let current = model.take().expect("the model is put back after every step");
@@ -153,6 +161,11 @@ pub fn benchmark_step(
             steps.push((step_ms, parts));
         }
     }
+    let kernels = match &profile_log {
+        Some(log) => kernel_profile::kernels_since(log, timed_launches_from)
+            .map_err(|e| Error::file(log, format!("cannot read CubeCL's profiling log: {e}")))?,
+        None => Vec::new(),
+    };
     // The median step, and where its own time went.
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (times, breakdown): (Vec<f64>, Vec<_>) = steps.into_iter().unzip();
@@ -183,7 +196,7 @@ pub fn benchmark_step(
         cpu: cpu_model(),
         ops: Some(ops.name().into()),
         breakdown,
-        kernels: Vec::new(),
+        kernels,
     })
 }
 

@@ -5,6 +5,8 @@
 //! device time, the kernel's name, its type arguments, and a hash of its compiled form. The log
 //! also holds each kernel's source and summary tables; only the launch lines are read here.
 
+use std::path::{Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 
 /// One kernel's launches over a profiled run.
@@ -16,6 +18,28 @@ pub struct KernelTime {
     pub milliseconds: f64,
     /// Launches.
     pub launches: usize,
+}
+
+/// The file CubeCL writes its profiling log to, when profiling is on in this process:
+/// `CUBECL_DEBUG_OPTION=profile` (or `profile-full`) with `CUBECL_DEBUG_LOG` naming a file.
+pub fn profiling_log() -> Option<PathBuf> {
+    let option = std::env::var("CUBECL_DEBUG_OPTION").ok()?;
+    let log = std::env::var("CUBECL_DEBUG_LOG").ok()?;
+    // CubeCL's names for the console and for "off".
+    let console = ["stdout", "stderr", "0", "1", "true", "false", ""];
+    (option.starts_with("profile") && !console.contains(&log.as_str())).then(|| PathBuf::from(log))
+}
+
+/// The log's length now: where the lines logged from now on start (CubeCL flushes each line).
+pub fn log_position(log: &Path) -> u64 {
+    std::fs::metadata(log).map_or(0, |m| m.len())
+}
+
+/// The kernels launched since `position` of `log` ([`log_position`]), the longest first.
+pub fn kernels_since(log: &Path, position: u64) -> std::io::Result<Vec<KernelTime>> {
+    let bytes = std::fs::read(log)?;
+    let since = bytes.get(position as usize..).unwrap_or_default();
+    Ok(kernel_times(&String::from_utf8_lossy(since)))
 }
 
 /// The kernels of a CubeCL profiling log, the longest first. A launch line names the kernel and,

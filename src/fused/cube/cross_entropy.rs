@@ -53,8 +53,9 @@ fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
     let row_total = cube_sum(total, block);
     let target = usize::cast_from(targets[row]);
     if UNIT_POS == 0 {
-        // The caller checks the targets; one out of range gives NaN, not another row's logit.
-        // (NaN comes in as an argument: WGSL has no literal for it.)
+        // Targets are not checked on the GPU (that would wait for it): one out of range gives a
+        // NaN loss, which a run stops on, never another row's logit. (NaN comes in as an
+        // argument: WGSL has no literal for it.)
         let mut loss = not_a_number;
         if target < vocab {
             loss = row_max + row_total.ln() - f32::cast_from(logits[start + target]);
@@ -74,7 +75,13 @@ fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
 }
 
 #[cube(launch)]
-fn mean_kernel(values: &Tensor<f32>, mean: &mut Tensor<f32>, n: u32, inv_n: f32, #[comptime] block: usize) {
+fn cross_entropy_mean_kernel(
+    values: &Tensor<f32>,
+    mean: &mut Tensor<f32>,
+    n: u32,
+    inv_n: f32,
+    #[comptime] block: usize,
+) {
     let mut total = 0.0f32;
     let mut i = UNIT_POS as usize;
     while i < n as usize {
@@ -113,7 +120,7 @@ pub(super) fn cross_entropy(logits: CubeTensor, targets: CubeTensor) -> [CubeTen
             [dtype_to_storage_type(dtype), dtype_to_storage_type(targets.dtype)],
         );
     }
-    mean_kernel::launch(
+    cross_entropy_mean_kernel::launch(
         &client,
         CubeCount::Static(1, 1, 1),
         CubeDim::new_1d(BLOCK as u32),

@@ -13,7 +13,8 @@ pub(super) fn element_cubes(x: &CubeTensor, n: usize) -> CubeCount {
     calculate_cube_count_elemwise(&x.client, n, CubeDim::new_1d(UNITS as u32))
 }
 
-/// Whether `n` elements can be counted by the kernels' `u32` index.
+/// Whether the kernels' `u32` indices count `n` elements, with room for the last cube's units
+/// past the end: at most `i32::MAX`.
 pub(super) fn countable(n: usize) -> bool {
-    u32::try_from(n).is_ok()
+    i32::try_from(n).is_ok()
 }

@@ -67,9 +67,9 @@ fn attention_kernels_take(q: &FloatTensor<Cube>, k: &FloatTensor<Cube>, v: &Floa
 }
 
 impl FusedKernels for Cube {
-    /// 256 MiB of f32 logits: blocks of thousands of rows, whose products fill a GPU (a block of
-    /// the CPU's 32 MiB is a few hundred rows at a LLaMA vocabulary).
-    const LM_HEAD_BLOCK_VALUES: usize = 1 << 26;
+    /// 128 MiB of f32 logits: a thousand rows at a LLaMA vocabulary, whose products fill a GPU
+    /// (the CPU's 32 MiB is 260), and no larger than WebGPU's default limit on one buffer binding.
+    const LM_HEAD_BLOCK_VALUES: usize = 1 << 25;
 
     fn rms_norm_forward(
         x: FloatTensor<Self>,
