@@ -355,6 +355,16 @@ fn half_inputs_match_the_f32_reference_within_the_half_types_precision() {
             half_check(&what("attention"), &[q.clone(), q.clone() * 0.7, q * -0.3], &weights, half, 1.5 * tol, |t| {
                 fused::causal_attention(t[0].clone(), t[1].clone(), t[2].clone())
             });
+            // The loss takes logits in the half type too; its value is f32, its gradient the logits' type.
+            let logits = (seeded([40, 300], 18, &device) * 4.0).cast(half);
+            let targets = lm_head_targets(40, 300, &device);
+            let (value, grad) = fused::cross_entropy_with_gradient(logits.clone(), targets.clone());
+            assert_eq!((value.dtype(), grad.dtype()), (DType::F32, logits.dtype()), "{}", what("loss"));
+            let reference = with_path(OpPath::Reference, || {
+                fused::cross_entropy_with_gradient(logits.clone().cast(DType::F32), targets.clone())
+            });
+            assert_close(&what("loss: value"), &values(&value), &values(&reference.0), tol);
+            assert_close(&what("loss: gradient"), &values(&grad), &values(&reference.1), tol);
         }
     }
 }

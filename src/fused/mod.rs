@@ -223,9 +223,9 @@ pub fn cross_entropy_with_gradient(logits: Tensor<2>, targets: Tensor<1, Int>) -
 /// for [`lm_head_cross_entropy`](crate::model::lm_head_cross_entropy). The logits are made a block
 /// of rows at a time (32 MiB of f32 on CPUs, 128 MiB on CubeCL's GPUs), so the whole
 /// `[tokens, vocab]` tensor never exists; on flex each block is a gemm into one reused buffer. The
-/// logits and the gradients' products are made in
-/// the inputs' type (the products of `softmax - onehot`, which f16 holds without underflow), the
-/// softmax, the loss and the division by the token count in f32: all three results are f32.
+/// logits and the gradients' products are made in the inputs' type (the products of
+/// `softmax - onehot`, which f16 holds without underflow), the softmax, the loss and the division
+/// by the token count in f32: all three results are f32.
 pub fn lm_head_cross_entropy_with_gradients(
     hidden: Tensor<2>,
     weight: Tensor<2>,
