@@ -121,7 +121,9 @@ PY
   if [ -f "$OUT/burn-tch.json" ]; then
     "$bench" --records "$OUT/burn-tch.json" --compare "$OUT/torch.json" | tee -a "$OUT/ratios.txt"
   fi
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+  fi
   ;;
 *)
   echo "usage: bash scripts/gpu_bench.sh prepare|run   (see the comments at the top)" >&2
