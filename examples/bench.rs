@@ -18,7 +18,10 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::io::check_replaceable_file;
 use layernorm_scaling::memory::format_bytes;
-use layernorm_scaling::train::{benchmark_step, check_seq_len, model_config, StepBenchmark, TrainConfig};
+use layernorm_scaling::train::{
+    benchmark_step, check_seq_len, model_config, runs_cubecl_kernels, StepBenchmark, TrainConfig, PROFILE_LOG,
+    PROFILE_OPTION,
+};
 use layernorm_scaling::{cli, compiled_backends, outln, parse_device, ConfigError, Error, Precision};
 
 /// The options of the bench itself; the model, batch and optimiser are `TrainConfig`'s options.
@@ -242,7 +245,7 @@ fn measure(device: &str, precision: Precision, kernel_profile: bool) -> Result<S
     let mut command = Command::new(exe);
     // The last `--precision` given wins (a `--bf16` given to this bench made it the only one).
     command.args(std::env::args_os().skip(1)).args(["--device", device, "--precision", precision.name(), "--single"]);
-    let profiled = kernel_profile && runs_cubecl_kernels(device);
+    let profiled = kernel_profile && parse_device(device).is_ok_and(|device| runs_cubecl_kernels(&device));
     let _log_dir = if profiled {
         let dir =
             tempfile::tempdir().map_err(|e| format!("cannot make a temporary folder for the kernel profile: {e}"))?;
@@ -251,10 +254,10 @@ fn measure(device: &str, precision: Precision, kernel_profile: bool) -> Result<S
         let log = log.to_str().ok_or_else(|| {
             format!("the temporary folder {} is not UTF-8, which CubeCL's log needs: set TMPDIR", dir.path().display())
         })?;
-        command.env("CUBECL_DEBUG_OPTION", "profile").env("CUBECL_DEBUG_LOG", log);
+        command.env(PROFILE_OPTION, "profile").env(PROFILE_LOG, log);
         Some(dir)
     } else {
-        command.env_remove("CUBECL_DEBUG_OPTION").env_remove("CUBECL_DEBUG_LOG");
+        command.env_remove(PROFILE_OPTION).env_remove(PROFILE_LOG);
         None
     };
     die_with_parent(&mut command);
@@ -269,12 +272,6 @@ fn measure(device: &str, precision: Precision, kernel_profile: bool) -> Result<S
         return Err("the kernel profile came out empty: CubeCL logged no kernel of the timed steps".into());
     }
     Ok(record)
-}
-
-/// Whether `device` runs CubeCL kernels (wgpu, Vulkan, CUDA), which CubeCL's profiling times.
-fn runs_cubecl_kernels(device: &str) -> bool {
-    // Burn's dispatch device names its backend first: `Device<Cube(Wgpu(...))>`.
-    parse_device(device).is_ok_and(|device| format!("{device:?}").contains("Cube("))
 }
 
 /// Why a measurement failed: the last line of its stderr that says something (not Rust's notes

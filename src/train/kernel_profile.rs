@@ -7,7 +7,24 @@
 
 use std::path::{Path, PathBuf};
 
+use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
+
+/// The variable that turns CubeCL's profiling on (`profile`, or `profile-full`).
+pub const PROFILE_OPTION: &str = "CUBECL_DEBUG_OPTION";
+/// The variable that names the file CubeCL logs to.
+pub const PROFILE_LOG: &str = "CUBECL_DEBUG_LOG";
+
+/// Whether `device` runs CubeCL kernels (wgpu, Vulkan, CUDA): the devices CubeCL's profiling times.
+pub fn runs_cubecl_kernels(device: &Device) -> bool {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    return matches!(device.as_dispatch(), burn::backend::DispatchDevice::Cube(_));
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    return {
+        let _ = device;
+        false
+    };
+}
 
 /// One kernel's launches over a profiled run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,10 +38,10 @@ pub struct KernelTime {
 }
 
 /// The file CubeCL writes its profiling log to, when profiling is on in this process:
-/// `CUBECL_DEBUG_OPTION=profile` (or `profile-full`) with `CUBECL_DEBUG_LOG` naming a file.
+/// [`PROFILE_OPTION`] `profile` (or `profile-full`) with [`PROFILE_LOG`] naming a file.
 pub fn profiling_log() -> Option<PathBuf> {
-    let option = std::env::var("CUBECL_DEBUG_OPTION").ok()?;
-    let log = std::env::var("CUBECL_DEBUG_LOG").ok()?;
+    let option = std::env::var(PROFILE_OPTION).ok()?;
+    let log = std::env::var(PROFILE_LOG).ok()?;
     // CubeCL's names for the console and for "off".
     let console = ["stdout", "stderr", "0", "1", "true", "false", ""];
     (option.starts_with("profile") && !console.contains(&log.as_str())).then(|| PathBuf::from(log))

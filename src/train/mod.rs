@@ -34,7 +34,10 @@ pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
 pub use config::{OptimizerKind, TrainConfig, DEFAULT_DATA_SEED};
 pub use events::{Events, TrainEvent};
 pub use export::write_metrics_csv;
-pub use kernel_profile::{kernel_times, kernels_since, log_position, profiling_log, KernelTime};
+pub use kernel_profile::{
+    kernel_times, kernels_since, log_position, profiling_log, runs_cubecl_kernels, KernelTime, PROFILE_LOG,
+    PROFILE_OPTION,
+};
 pub use loader::StepLoader;
 pub use loss_scale::{LossScale, ScaledStep, GROWTH_INTERVAL, INITIAL_LOSS_SCALE, MIN_LOSS_SCALE};
 pub use metric_logger::RunMetricLogger;
