@@ -273,9 +273,19 @@ fn rope_matches_the_reference_on_every_backend() {
 }
 
 /// `(batch, seq, heads, kv_heads, head_dim)`: one position, grouped-query heads, a batch of one,
-/// odd head sizes, and sequences that span several blocks of query rows.
-const ATTENTION_SHAPES: [(usize, usize, usize, usize, usize); 6] =
-    [(2, 7, 4, 2, 8), (1, 1, 2, 2, 4), (1, 150, 2, 1, 16), (2, 64, 3, 3, 5), (1, 129, 6, 2, 12), (3, 20, 1, 1, 32)];
+/// odd head sizes, sequences that span several blocks of query rows, and head sizes whose
+/// shared-memory tiles hold fewer rows than a block (31 rows at 64, 15 at 128), so that a
+/// sequence spans several tiles ending part-way.
+const ATTENTION_SHAPES: [(usize, usize, usize, usize, usize); 8] = [
+    (2, 7, 4, 2, 8),
+    (1, 1, 2, 2, 4),
+    (1, 150, 2, 1, 16),
+    (2, 64, 3, 3, 5),
+    (1, 129, 6, 2, 12),
+    (3, 20, 1, 1, 32),
+    (1, 100, 4, 2, 64),
+    (1, 40, 2, 1, 128),
+];
 
 #[test]
 fn causal_attention_matches_the_reference_on_every_backend() {

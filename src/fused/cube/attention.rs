@@ -3,8 +3,11 @@
 //! in the sequence length. `q: [b, s, h, hd]`, `k, v: [b, s, kv, hd]` (contiguous), query head
 //! `n` reading key/value head `n / (h / kv)`.
 //!
-//! One unit per query row (forward, `dQ`) or key row (`dK`, `dV`) of one head, the row's
-//! `hd` values in registers, sums in f32:
+//! A cube of [`ROWS_PER_CUBE`] units takes a block of query rows (forward, `dQ`) or key rows
+//! (`dK`, `dV`) of one head, a row per unit, the row's `hd` values in registers, sums in f32. The
+//! rows it sweeps (keys and values, or queries and output gradients) pass through shared memory a
+//! tile of [`tile_rows`] rows at a time, loaded once per cube with neighbouring units reading
+//! neighbouring values; tiles wholly above the causal diagonal are never loaded.
 //!
 //! - forward, over keys `j <= i` with a running maximum `m` and sum `l` (online softmax):
 //!   `s_ij = scale q_i . k_j`, `O_i = sum_j exp(s_ij - m) v_j / l`, `lse_i = m + ln(l)`;
@@ -14,7 +17,7 @@
 //!   `dV_j = sum_{i >= j} P_ij dO_i`, `dK_j = scale sum_{i >= j} dS_ij q_i` per key row and
 //!   query head, summed over a group's query heads afterwards.
 //!
-//! These are the portable first kernels: no shared-memory tiles and no tensor cores yet.
+//! The products are the units' own multiply-adds: no tensor cores (`cmma`) yet.
 
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::ops::FloatTensorOps;
@@ -29,10 +32,50 @@ use cubecl::prelude::*;
 /// Rows (units) per cube.
 const ROWS_PER_CUBE: usize = 64;
 
+/// Shared memory a cube uses for its tiles: 16 KiB, what every WebGPU device offers.
+const TILE_BYTES: usize = 16 * 1024;
+
+/// Rows per shared-memory tile for head size `hd`: two rows of `hd` f32 values and two f32
+/// row statistics each (the `dK, dV` kernel's tiles; the others use less), within [`TILE_BYTES`].
+fn tile_rows(hd: usize) -> usize {
+    (TILE_BYTES / (4 * (2 * hd + 2))).clamp(1, ROWS_PER_CUBE)
+}
+
 /// Where row `row` of head `head` of sequence `batch` starts in a `[b, s, heads, hd]` tensor.
 #[cube]
 fn row_start(batch: usize, row: usize, head: usize, seq: usize, heads: usize, #[comptime] hd: usize) -> usize {
     ((batch * seq + row) * heads + head) * hd
+}
+
+/// Copies rows `first..first + tile` (those below `seq`) of head `head` of `source: [b, s,
+/// heads, hd]` into `rows: [tile * hd]` in f32, the cube's units taking consecutive values.
+#[cube]
+fn load_tile<F: Float>(
+    source: &Tensor<F>,
+    rows: &mut Shared<[f32]>,
+    batch: usize,
+    first: usize,
+    head: usize,
+    seq: usize,
+    heads: usize,
+    #[comptime] hd: usize,
+    #[comptime] tile: usize,
+) {
+    let mut e = UNIT_POS_X as usize;
+    while e < tile * hd {
+        let row = first + e / hd;
+        if row < seq {
+            rows[e] = f32::cast_from(source[row_start(batch, row, head, seq, heads, hd) + e % hd]);
+        }
+        e += CUBE_DIM_X as usize;
+    }
+}
+
+/// The last row of the cube's block of rows (its units' rows that are below `seq`).
+#[cube]
+fn last_row_of_cube(seq: usize) -> usize {
+    let end = (CUBE_POS_X as usize + 1) * CUBE_DIM_X as usize;
+    select(end < seq, end, seq) - 1
 }
 
 #[cube(launch)]
@@ -47,47 +90,67 @@ fn attention_forward_kernel<F: Float>(
     kv_heads: u32,
     scale: f32,
     #[comptime] hd: usize,
+    #[comptime] tile: usize,
     #[define(F)] _dtype: ElemType,
 ) {
     let seq = seq as usize;
     let heads = heads as usize;
     let kv_heads = kv_heads as usize;
     let i = CUBE_POS_X as usize * CUBE_DIM_X as usize + UNIT_POS_X as usize;
-    if i >= seq {
-        terminate!();
-    }
+    let active = i < seq;
+    let row = select(active, i, seq - 1);
+    let last = last_row_of_cube(seq);
     let head = CUBE_POS_Y as usize;
     let batch = CUBE_POS_Z as usize;
     let kv_head = head / (heads / kv_heads);
-    let q_start = row_start(batch, i, head, seq, heads, hd);
+    let q_start = row_start(batch, row, head, seq, heads, hd);
+    let mut keys = Shared::<[f32]>::new_slice(tile * hd);
+    let mut values = Shared::<[f32]>::new_slice(tile * hd);
     let mut query = Array::<f32>::new(hd);
     let mut acc = Array::<f32>::new(hd);
+    #[unroll]
     for c in 0..hd {
         query[c] = f32::cast_from(q[q_start + c]) * scale;
         acc[c] = 0.0;
     }
     let mut row_max = f32::new(-1.0e30);
     let mut sum = f32::new(0.0);
-    for j in 0..i + 1 {
-        let kv_start = row_start(batch, j, kv_head, seq, kv_heads, hd);
-        let mut score = 0.0f32;
-        for c in 0..hd {
-            score += query[c] * f32::cast_from(k[kv_start + c]);
+    let mut first = 0usize;
+    while first <= last {
+        load_tile(k, &mut keys, batch, first, kv_head, seq, kv_heads, hd, tile);
+        load_tile(v, &mut values, batch, first, kv_head, seq, kv_heads, hd, tile);
+        sync_cube();
+        if active && first <= i {
+            let end = select(first + tile <= i, first + tile, i + 1);
+            for j in first..end {
+                let at = (j - first) * hd;
+                let mut score = 0.0f32;
+                #[unroll]
+                for c in 0..hd {
+                    score += query[c] * keys[at + c];
+                }
+                let new_max = max(row_max, score);
+                let correction = (row_max - new_max).exp();
+                let p = (score - new_max).exp();
+                sum = sum * correction + p;
+                #[unroll]
+                for c in 0..hd {
+                    acc[c] = acc[c] * correction + p * values[at + c];
+                }
+                row_max = new_max;
+            }
         }
-        let new_max = max(row_max, score);
-        let correction = (row_max - new_max).exp();
-        let p = (score - new_max).exp();
-        sum = sum * correction + p;
+        sync_cube();
+        first += tile;
+    }
+    if active {
+        let inv_sum = 1.0f32 / sum;
+        #[unroll]
         for c in 0..hd {
-            acc[c] = acc[c] * correction + p * f32::cast_from(v[kv_start + c]);
+            output[q_start + c] = F::cast_from(acc[c] * inv_sum);
         }
-        row_max = new_max;
+        lse[(batch * heads + head) * seq + i] = row_max + sum.ln();
     }
-    let inv_sum = 1.0f32 / sum;
-    for c in 0..hd {
-        output[q_start + c] = F::cast_from(acc[c] * inv_sum);
-    }
-    lse[(batch * heads + head) * seq + i] = row_max + sum.ln();
 }
 
 #[cube(launch)]
@@ -104,44 +167,64 @@ fn attention_grad_q_kernel<F: Float>(
     kv_heads: u32,
     scale: f32,
     #[comptime] hd: usize,
+    #[comptime] tile: usize,
     #[define(F)] _dtype: ElemType,
 ) {
     let seq = seq as usize;
     let heads = heads as usize;
     let kv_heads = kv_heads as usize;
     let i = CUBE_POS_X as usize * CUBE_DIM_X as usize + UNIT_POS_X as usize;
-    if i >= seq {
-        terminate!();
-    }
+    let active = i < seq;
+    let row = select(active, i, seq - 1);
+    let last = last_row_of_cube(seq);
     let head = CUBE_POS_Y as usize;
     let batch = CUBE_POS_Z as usize;
     let kv_head = head / (heads / kv_heads);
-    let q_start = row_start(batch, i, head, seq, heads, hd);
-    let row_lse = lse[(batch * heads + head) * seq + i];
-    let row_delta = delta[(batch * seq + i) * heads + head];
+    let q_start = row_start(batch, row, head, seq, heads, hd);
+    let row_lse = lse[(batch * heads + head) * seq + row];
+    let row_delta = delta[(batch * seq + row) * heads + head];
+    let mut keys = Shared::<[f32]>::new_slice(tile * hd);
+    let mut values = Shared::<[f32]>::new_slice(tile * hd);
     let mut query = Array::<f32>::new(hd);
     let mut grad_out = Array::<f32>::new(hd);
     let mut acc = Array::<f32>::new(hd);
+    #[unroll]
     for c in 0..hd {
         query[c] = f32::cast_from(q[q_start + c]) * scale;
         grad_out[c] = f32::cast_from(grad[q_start + c]);
         acc[c] = 0.0;
     }
-    for j in 0..i + 1 {
-        let kv_start = row_start(batch, j, kv_head, seq, kv_heads, hd);
-        let mut score = 0.0f32;
-        let mut grad_p = 0.0f32;
-        for c in 0..hd {
-            score += query[c] * f32::cast_from(k[kv_start + c]);
-            grad_p += grad_out[c] * f32::cast_from(v[kv_start + c]);
+    let mut first = 0usize;
+    while first <= last {
+        load_tile(k, &mut keys, batch, first, kv_head, seq, kv_heads, hd, tile);
+        load_tile(v, &mut values, batch, first, kv_head, seq, kv_heads, hd, tile);
+        sync_cube();
+        if active && first <= i {
+            let end = select(first + tile <= i, first + tile, i + 1);
+            for j in first..end {
+                let at = (j - first) * hd;
+                let mut score = 0.0f32;
+                let mut grad_p = 0.0f32;
+                #[unroll]
+                for c in 0..hd {
+                    score += query[c] * keys[at + c];
+                    grad_p += grad_out[c] * values[at + c];
+                }
+                let grad_score = (score - row_lse).exp() * (grad_p - row_delta);
+                #[unroll]
+                for c in 0..hd {
+                    acc[c] += grad_score * keys[at + c];
+                }
+            }
         }
-        let grad_score = (score - row_lse).exp() * (grad_p - row_delta);
-        for c in 0..hd {
-            acc[c] += grad_score * f32::cast_from(k[kv_start + c]);
-        }
+        sync_cube();
+        first += tile;
     }
-    for c in 0..hd {
-        grad_q[q_start + c] = F::cast_from(acc[c] * scale);
+    if active {
+        #[unroll]
+        for c in 0..hd {
+            grad_q[q_start + c] = F::cast_from(acc[c] * scale);
+        }
     }
 }
 
@@ -161,48 +244,76 @@ fn attention_grad_kv_kernel<F: Float>(
     kv_heads: u32,
     scale: f32,
     #[comptime] hd: usize,
+    #[comptime] tile: usize,
     #[define(F)] _dtype: ElemType,
 ) {
     let seq = seq as usize;
     let heads = heads as usize;
     let kv_heads = kv_heads as usize;
-    let j = CUBE_POS_X as usize * CUBE_DIM_X as usize + UNIT_POS_X as usize;
-    if j >= seq {
-        terminate!();
-    }
+    let first_key = CUBE_POS_X as usize * CUBE_DIM_X as usize;
+    let j = first_key + UNIT_POS_X as usize;
+    let active = j < seq;
+    let row = select(active, j, seq - 1);
     let head = CUBE_POS_Y as usize;
     let batch = CUBE_POS_Z as usize;
     let kv_head = head / (heads / kv_heads);
-    let kv_start = row_start(batch, j, kv_head, seq, kv_heads, hd);
+    let kv_start = row_start(batch, row, kv_head, seq, kv_heads, hd);
+    let mut queries = Shared::<[f32]>::new_slice(tile * hd);
+    let mut grads = Shared::<[f32]>::new_slice(tile * hd);
+    let mut lses = Shared::<[f32]>::new_slice(tile);
+    let mut deltas = Shared::<[f32]>::new_slice(tile);
     let mut key = Array::<f32>::new(hd);
     let mut value = Array::<f32>::new(hd);
     let mut acc_k = Array::<f32>::new(hd);
     let mut acc_v = Array::<f32>::new(hd);
+    #[unroll]
     for c in 0..hd {
         key[c] = f32::cast_from(k[kv_start + c]) * scale;
         value[c] = f32::cast_from(v[kv_start + c]);
         acc_k[c] = 0.0;
         acc_v[c] = 0.0;
     }
-    for i in j..seq {
-        let q_start = row_start(batch, i, head, seq, heads, hd);
-        let mut score = 0.0f32;
-        let mut grad_p = 0.0f32;
-        for c in 0..hd {
-            score += key[c] * f32::cast_from(q[q_start + c]);
-            grad_p += value[c] * f32::cast_from(grad[q_start + c]);
+    // Query rows below the cube's first key row see none of its keys: the sweep starts there.
+    let mut first = first_key;
+    while first < seq {
+        load_tile(q, &mut queries, batch, first, head, seq, heads, hd, tile);
+        load_tile(grad, &mut grads, batch, first, head, seq, heads, hd, tile);
+        let unit = UNIT_POS_X as usize;
+        if unit < tile && first + unit < seq {
+            lses[unit] = lse[(batch * heads + head) * seq + first + unit];
+            deltas[unit] = delta[(batch * seq + first + unit) * heads + head];
         }
-        let p = (score - lse[(batch * heads + head) * seq + i]).exp();
-        let grad_score = p * (grad_p - delta[(batch * seq + i) * heads + head]);
-        for c in 0..hd {
-            acc_v[c] += p * f32::cast_from(grad[q_start + c]);
-            acc_k[c] += grad_score * f32::cast_from(q[q_start + c]);
+        sync_cube();
+        let end = select(first + tile < seq, first + tile, seq);
+        if active && j < end {
+            for i in select(j > first, j, first)..end {
+                let at = (i - first) * hd;
+                let mut score = 0.0f32;
+                let mut grad_p = 0.0f32;
+                #[unroll]
+                for c in 0..hd {
+                    score += key[c] * queries[at + c];
+                    grad_p += value[c] * grads[at + c];
+                }
+                let p = (score - lses[i - first]).exp();
+                let grad_score = p * (grad_p - deltas[i - first]);
+                #[unroll]
+                for c in 0..hd {
+                    acc_v[c] += p * grads[at + c];
+                    acc_k[c] += grad_score * queries[at + c];
+                }
+            }
         }
+        sync_cube();
+        first += tile;
     }
-    let out_start = row_start(batch, j, head, seq, heads, hd);
-    for c in 0..hd {
-        grad_k[out_start + c] = acc_k[c] * scale;
-        grad_v[out_start + c] = acc_v[c];
+    if active {
+        let out_start = row_start(batch, j, head, seq, heads, hd);
+        #[unroll]
+        for c in 0..hd {
+            grad_k[out_start + c] = acc_k[c] * scale;
+            grad_v[out_start + c] = acc_v[c];
+        }
     }
 }
 
@@ -236,6 +347,7 @@ pub(super) fn forward(q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: f64) -
         kv_heads as u32,
         scale as f32,
         hd,
+        tile_rows(hd),
         dtype_to_storage_type(dtype),
     );
     [output, lse]
@@ -293,6 +405,7 @@ pub(super) fn backward(
             kv_heads as u32,
             scale as f32,
             hd,
+            tile_rows(hd),
             dtype_to_storage_type(dtype),
         );
         attention_grad_kv_kernel::launch(
@@ -312,6 +425,7 @@ pub(super) fn backward(
             kv_heads as u32,
             scale as f32,
             hd,
+            tile_rows(hd),
             dtype_to_storage_type(dtype),
         );
     }

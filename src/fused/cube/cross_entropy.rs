@@ -1,7 +1,7 @@
 //! The cross-entropy of `logits: [tokens, vocab]` (contiguous) against `targets: [tokens]` and its
 //! gradient as CubeCL kernels, in f32 whatever the logits' precision.
 //!
-//! Per row, one cube of [`BLOCK`] units, three passes over the row (which stays in cache):
+//! Per row, one cube of [`row_block`] units, three passes over the row (which stays in cache):
 //!   `m = max(x)`, `l = sum(exp(x - m))`,
 //!   `loss = m + ln(l) - x[target]` (finite however small the target's probability),
 //!   `grad = (exp(x - m) / l - onehot(target)) / tokens`.
@@ -16,7 +16,7 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::reduce::{cube_max, cube_sum};
-use super::rows::{row_cubes, rows_and_width, BLOCK};
+use super::rows::{row_block, row_cubes, rows_and_width, BLOCK};
 
 #[cube(launch)]
 fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
@@ -107,7 +107,7 @@ pub(super) fn cross_entropy(logits: CubeTensor, targets: CubeTensor) -> [CubeTen
         cross_entropy_rows_kernel::launch(
             &client,
             row_cubes(&logits, rows),
-            CubeDim::new_1d(BLOCK as u32),
+            CubeDim::new_1d(row_block(vocab) as u32),
             logits.clone().into_tensor_arg(),
             targets.clone().into_tensor_arg(),
             grad.clone().into_tensor_arg(),
@@ -116,7 +116,7 @@ pub(super) fn cross_entropy(logits: CubeTensor, targets: CubeTensor) -> [CubeTen
             vocab as u32,
             inv_tokens,
             f32::NAN,
-            BLOCK,
+            row_block(vocab),
             [dtype_to_storage_type(dtype), dtype_to_storage_type(targets.dtype)],
         );
     }

@@ -2,7 +2,7 @@
 //! `gamma, beta: [d]`, statistics in f32 whatever the input's precision. (The LNS factor of a
 //! LayerNorm scheme is folded into its weights, so the kernels have none.)
 //!
-//! Forward, one row per cube of [`BLOCK`] units, two passes over the row:
+//! Forward, one row per cube of [`row_block`] units, two passes over the row:
 //!   `mean = mean(x)`, `r = 1 / sqrt(mean((x - mean)^2) + epsilon)`, `y = (x - mean) r gamma + beta`.
 //! Backward, with `n = (x - mean) r` and `dn = dy gamma`:
 //!   `dx = r (dn - mean(dn) - n mean(dn n))`: one row per cube;
@@ -20,7 +20,7 @@ use burn_cubecl::CubeBackend;
 use cubecl::prelude::*;
 
 use super::reduce::cube_sum;
-use super::rows::{partial_blocks, row_cubes, rows_and_width, BLOCK};
+use super::rows::{partial_blocks, row_block, row_cubes, rows_and_width, BLOCK};
 
 #[cube(launch)]
 fn layer_norm_forward_kernel<F: Float, G: Float>(
@@ -166,7 +166,7 @@ pub(super) fn forward(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, epsilo
     layer_norm_forward_kernel::launch(
         &client,
         row_cubes(&x, rows),
-        CubeDim::new_1d(BLOCK as u32),
+        CubeDim::new_1d(row_block(d) as u32),
         x.clone().into_tensor_arg(),
         gamma.clone().into_tensor_arg(),
         beta.into_tensor_arg(),
@@ -177,7 +177,7 @@ pub(super) fn forward(x: CubeTensor, gamma: CubeTensor, beta: CubeTensor, epsilo
         d as u32,
         1.0 / d as f32,
         epsilon as f32,
-        BLOCK,
+        row_block(d),
         [dtype_to_storage_type(dtype), dtype_to_storage_type(gamma.dtype)],
     );
     [y, mean, inv_std]
@@ -212,7 +212,7 @@ pub(super) fn backward(
         layer_norm_grad_x_kernel::launch(
             &client,
             row_cubes(&x, rows),
-            CubeDim::new_1d(BLOCK as u32),
+            CubeDim::new_1d(row_block(d) as u32),
             x.clone().into_tensor_arg(),
             gamma.into_tensor_arg(),
             mean.clone().into_tensor_arg(),
@@ -222,7 +222,7 @@ pub(super) fn backward(
             rows as u32,
             d as u32,
             1.0 / d as f32,
-            BLOCK,
+            row_block(d),
             [dtype_to_storage_type(dtype), dtype_to_storage_type(gamma_dtype)],
         );
     }

@@ -1,7 +1,7 @@
 //! RMSNorm with the LNS factor as CubeCL kernels, forward and backward, for `x: [rows, d]`
 //! (contiguous), `gamma: [d]`, statistics in f32 whatever the input's precision.
 //!
-//! Forward, one row per cube of [`BLOCK`] units (each strides over the row; the sum of squares is
+//! Forward, one row per cube of [`row_block`] units (each strides over the row; the sum of squares is
 //! reduced in shared memory):
 //!   `r = 1 / sqrt(mean(x^2) + epsilon)`, `y = x r gamma scale`.
 //! Backward, with `g = gamma scale`:
@@ -20,7 +20,7 @@ use burn_cubecl::CubeBackend;
 use cubecl::prelude::*;
 
 use super::reduce::cube_sum;
-use super::rows::{partial_blocks, row_cubes, rows_and_width, BLOCK};
+use super::rows::{partial_blocks, row_block, row_cubes, rows_and_width, BLOCK};
 
 #[cube(launch)]
 fn rms_norm_forward_kernel<F: Float, G: Float>(
@@ -145,7 +145,7 @@ pub(super) fn forward(x: CubeTensor, gamma: CubeTensor, epsilon: f64, scale: f64
     rms_norm_forward_kernel::launch(
         &client,
         row_cubes(&x, rows),
-        CubeDim::new_1d(BLOCK as u32),
+        CubeDim::new_1d(row_block(d) as u32),
         x.clone().into_tensor_arg(),
         gamma.clone().into_tensor_arg(),
         y.clone().into_tensor_arg(),
@@ -155,7 +155,7 @@ pub(super) fn forward(x: CubeTensor, gamma: CubeTensor, epsilon: f64, scale: f64
         1.0 / d as f32,
         epsilon as f32,
         scale as f32,
-        BLOCK,
+        row_block(d),
         [dtype_to_storage_type(dtype), dtype_to_storage_type(gamma.dtype)],
     );
     [y, inv_rms]
@@ -184,7 +184,7 @@ pub(super) fn backward(
         rms_norm_grad_x_kernel::launch(
             &client,
             row_cubes(&x, rows),
-            CubeDim::new_1d(BLOCK as u32),
+            CubeDim::new_1d(row_block(d) as u32),
             x.clone().into_tensor_arg(),
             gamma.clone().into_tensor_arg(),
             inv_rms.clone().into_tensor_arg(),
@@ -194,7 +194,7 @@ pub(super) fn backward(
             d as u32,
             1.0 / d as f32,
             scale as f32,
-            BLOCK,
+            row_block(d),
             [dtype_to_storage_type(dtype), dtype_to_storage_type(gamma_dtype)],
         );
     }

@@ -5,8 +5,14 @@ use burn_cubecl::cubecl::prelude::CubeCount;
 use burn_cubecl::cubecl::server::CubeCountSelection;
 use burn_cubecl::tensor::CubeTensor;
 
-/// Units per cube in the row kernels: a power of two, at most what every runtime allows.
+/// Units per cube in the row kernels, at most: a power of two, at most what every runtime allows.
 pub(super) const BLOCK: usize = 256;
+
+/// Units per cube for rows of `d` values: a value per unit up to [`BLOCK`], and at least a warp
+/// (32), so that a narrow row (`d = 64`) does not leave most of a cube idle. A power of two.
+pub(super) fn row_block(d: usize) -> usize {
+    d.next_power_of_two().clamp(32, BLOCK)
+}
 
 /// Blocks of rows a weight-gradient kernel splits the rows into, at most: partial sums per column.
 const MAX_PARTIALS: usize = 256;
