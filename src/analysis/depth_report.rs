@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::comparison::{ComparedRun, RunSummary};
 use super::plot::LineChart;
-use super::sweep_report::SchemeResult;
+use super::scheme_result::SchemeResult;
 use crate::train::{distinct, group_name};
 
 /// One scheme at one depth.

@@ -19,6 +19,8 @@ mod plot;
 mod pruning;
 mod report;
 #[cfg(feature = "train")]
+mod scheme_result;
+#[cfg(feature = "train")]
 mod sweep_report;
 mod trace_statistics;
 
@@ -42,6 +44,6 @@ pub use plot::{Heatmap, LineChart, Series};
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report, EFFECTIVE_DEPTH_THRESHOLD};
 #[cfg(feature = "train")]
-pub use sweep_report::{
-    results_markdown, sweep_loss_curves, sweep_results, write_sweep_report, LossCurves, SchemeResult,
-};
+pub use scheme_result::{sweep_results, SchemeResult};
+#[cfg(feature = "train")]
+pub use sweep_report::{results_markdown, sweep_loss_curves, write_sweep_report, LossCurves};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::sweep_report::{depths_of, mean_std, SchemeResult};
+use super::scheme_result::{depths_of, mean_std, SchemeResult};
 
 /// One scheme against the baseline.
 #[derive(Clone, Debug, PartialEq, Serialize)]
