@@ -1,7 +1,7 @@
 //! How much memory the machine has left, so that work which cannot fit is refused with an error
 //! before it is allocated (a failed allocation aborts the process, it cannot be caught).
 
-use burn::tensor::Device;
+use burn::tensor::{DType, Device};
 
 /// Bytes of memory this process can still allocate, or `None` where that cannot be read (then no
 /// check should be made): the least of the machine's (Linux `MemAvailable` of `/proc/meminfo`),
@@ -147,6 +147,17 @@ fn set_malloc_thresholds(mmap: i32, trim: i32) -> bool {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn set_malloc_thresholds(_mmap: i32, _trim: i32) -> bool {
     false
+}
+
+/// The bytes of memory left to a device that allocates in the machine's memory, or `None` for a
+/// device with memory of its own (a GPU) or where it cannot be read.
+pub(crate) fn host_memory_available(device: &Device) -> Option<u64> {
+    uses_host_memory(device).then(available_memory_bytes).flatten()
+}
+
+/// The size of one float of `device`'s float type.
+pub(crate) fn float_bytes(device: &Device) -> usize {
+    DType::from(device.settings().float_dtype).size()
 }
 
 #[cfg(test)]

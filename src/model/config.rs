@@ -3,13 +3,11 @@
 use std::path::Path;
 
 use burn::config::Config;
-use burn::tensor::{DType, Device};
+use burn::tensor::Device;
 
-use super::block::{Block, BlockShape};
-use super::llama::Llama;
-use super::rope::{RopeScaling, RotaryEmbedding};
+use super::rope::RopeScaling;
 use crate::error::check_positive_f32;
-use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
+use crate::memory::{float_bytes, format_bytes, host_memory_available};
 use crate::norm::{check_alpha_init, BranchGate, InitScheme, NormKind, NormScheme, DYT_ALPHA_INIT};
 use crate::{ConfigError, Error};
 
@@ -140,38 +138,6 @@ impl LlamaConfig {
         check_alpha_init(self.dyt_alpha())?;
         self.norm_scheme.validate()?;
         self.norm_scheme.check_init(self.init_scheme())
-    }
-
-    /// Builds the model with the paper's init on `device` (add `.autodiff()` to the device to train).
-    ///
-    /// On a device that allocates in the machine's memory (CPU backends), a model whose parameters
-    /// do not fit twice in the memory available (the weights, and as much again for drawing them
-    /// and a first forward pass) is refused before anything is allocated
-    /// ([`check_fits`](LlamaConfig::check_fits)).
-    pub fn init(&self, device: &Device) -> Result<Llama, ConfigError> {
-        self.validate()?;
-        if let Some(available) = host_memory_available(device) {
-            self.check_fits(2 * float_bytes(device), available)?;
-        }
-        let shape = BlockShape {
-            d_model: self.d_model,
-            n_heads: self.n_heads,
-            n_kv_heads: self.kv_heads(),
-            qkv_bias: self.qkv_bias,
-            d_ff: self.d_ff,
-            norm_kind: self.norm_kind,
-            norm_eps: self.norm_eps,
-            dyt_alpha_init: self.dyt_alpha(),
-        };
-        let layers = (1..=self.n_layers)
-            .map(|layer| {
-                let mut plan = self.norm_scheme.plan(layer, self.n_layers, self.init_std)?;
-                plan.init = self.init_scheme().apply(plan.init, self.init_std, layer, self.n_layers);
-                Block::init(shape, plan, layer, device)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let rope = RotaryEmbedding::scaled(self.head_dim(), self.rope_theta, self.rope_scaling.as_ref());
-        Llama::new(self, layers, rope, device)
     }
 
     /// The number of parameters [`init`](LlamaConfig::init) creates, computed without building the
@@ -315,15 +281,4 @@ impl LlamaConfig {
         let json = serde_json::to_string_pretty(self).map_err(|e| Error::file(path, e))?;
         crate::io::write_atomically(path, format!("{json}\n").as_bytes()).map_err(|e| Error::file(path, e))
     }
-}
-
-/// The bytes of memory left to a device that allocates in the machine's memory, or `None` for a
-/// device with memory of its own (a GPU) or where it cannot be read.
-fn host_memory_available(device: &Device) -> Option<u64> {
-    uses_host_memory(device).then(available_memory_bytes).flatten()
-}
-
-/// The size of one float of `device`'s float type.
-fn float_bytes(device: &Device) -> usize {
-    DType::from(device.settings().float_dtype).size()
 }

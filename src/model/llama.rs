@@ -6,11 +6,13 @@ use burn::tensor::module::linear;
 use burn::tensor::{Device, Int, Tensor};
 
 use super::block::Block;
+use super::block::BlockShape;
 use super::config::LlamaConfig;
 use super::init::normal_linear;
 use super::kv_cache::KvCache;
 use super::loss::{cross_entropy_counting, lm_head_cross_entropy};
 use super::rope::RotaryEmbedding;
+use crate::memory::{float_bytes, host_memory_available};
 use crate::norm::{Norm, NormKind};
 use crate::ConfigError;
 
@@ -41,6 +43,40 @@ pub struct ForwardTrace {
     pub hidden: Vec<Tensor<3>>,
     /// `n_layers` states: `after_attention[l - 1]` is block `l`'s state after its attention residual.
     pub after_attention: Vec<Tensor<3>>,
+}
+
+impl LlamaConfig {
+    /// Builds the model with the paper's init on `device` (add `.autodiff()` to the device to train).
+    ///
+    /// On a device that allocates in the machine's memory (CPU backends), a model whose parameters
+    /// do not fit twice in the memory available (the weights, and as much again for drawing them
+    /// and a first forward pass) is refused before anything is allocated
+    /// ([`check_fits`](LlamaConfig::check_fits)).
+    pub fn init(&self, device: &Device) -> Result<Llama, ConfigError> {
+        self.validate()?;
+        if let Some(available) = host_memory_available(device) {
+            self.check_fits(2 * float_bytes(device), available)?;
+        }
+        let shape = BlockShape {
+            d_model: self.d_model,
+            n_heads: self.n_heads,
+            n_kv_heads: self.kv_heads(),
+            qkv_bias: self.qkv_bias,
+            d_ff: self.d_ff,
+            norm_kind: self.norm_kind,
+            norm_eps: self.norm_eps,
+            dyt_alpha_init: self.dyt_alpha(),
+        };
+        let layers = (1..=self.n_layers)
+            .map(|layer| {
+                let mut plan = self.norm_scheme.plan(layer, self.n_layers, self.init_std)?;
+                plan.init = self.init_scheme().apply(plan.init, self.init_std, layer, self.n_layers);
+                Block::init(shape, plan, layer, device)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let rope = RotaryEmbedding::scaled(self.head_dim(), self.rope_theta, self.rope_scaling.as_ref());
+        Llama::new(self, layers, rope, device)
+    }
 }
 
 impl Llama {
