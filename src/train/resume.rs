@@ -1,5 +1,6 @@
-//! The resume policy: what a resumed run may change, the checkpoint it starts from, and where a
-//! training starts in its run directory ([`starting_point`]).
+//! How a training starts in its run directory ([`Start`]: new, resumed or replacing a run), and
+//! the resume policy: what a resumed run may change, the checkpoint it starts from, and where
+//! the training starts ([`starting_point`]).
 
 use std::path::Path;
 
@@ -8,12 +9,25 @@ use burn::tensor::Device;
 use super::config::TrainConfig;
 use super::events::{Events, TrainEvent};
 use super::prepare::{start_model_config, Prepared};
-use super::run::Start;
 use super::run_dir::RunDir;
 use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
 use crate::run::{load_run_model, RunModelInfo, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::{Error, LlamaConfig};
+
+/// How a training starts in its run directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// A new run: the directory must be new or empty.
+    New,
+    /// Continue the run in the directory from its last complete checkpoint (from step 0 when it
+    /// has none yet; when every step is done but the final model was cut short, write the final
+    /// model). The settings that decide what is trained must be the run's own.
+    Resume,
+    /// Replace the run in the directory. The old run is set aside, and only removed once the new
+    /// one has a checkpoint; a new run that fails before that puts it back.
+    Overwrite,
+}
 
 /// Where a training starts: the steps of the checkpoints already on disk that the run keeps (the
 /// last one its start; none for a new run), and the checkpoint to write the final model from when

@@ -11,26 +11,12 @@ use super::events::{Events, TrainEvent};
 use super::fit::{fit, Fitted};
 use super::monitor::RunMonitor;
 use super::prepare::{prepare, Prepared};
-use super::resume::{check_start, starting_point, StartingPoint};
+use super::resume::{check_start, starting_point, Start, StartingPoint};
 use super::run_dir::RunDir;
 use crate::data::{SequenceDataset, Tokenizer};
 use crate::model::Llama;
 use crate::run::{load_run_model, save_run_model};
 use crate::{Error, LlamaConfig};
-
-/// How a training starts in its run directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// A new run: the directory must be new or empty.
-    New,
-    /// Continue the run in the directory from its last complete checkpoint (from step 0 when it
-    /// has none yet; when every step is done but the final model was cut short, write the final
-    /// model). The settings that decide what is trained must be the run's own.
-    Resume,
-    /// Replace the run in the directory. The old run is set aside, and only removed once the new
-    /// one has a checkpoint; a new run that fails before that puts it back.
-    Overwrite,
-}
 
 /// What a finished run reports.
 #[derive(Debug)]
