@@ -30,6 +30,7 @@ mod autodiff;
 mod cube;
 #[cfg(feature = "flex")]
 mod flex;
+mod heads;
 mod kernels;
 #[cfg(feature = "tch")]
 mod libtorch;
@@ -44,6 +45,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use burn::backend::Dispatch;
 use burn::tensor::{Int, Tensor};
 
+pub(crate) use heads::repeat_kv;
 pub use kernels::{FusedKernels, FusedOps};
 pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute, RestoreHalfCompute};
 pub use reference::{

@@ -6,6 +6,8 @@ use burn::tensor::module::{attention, layer_norm};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, IndexingUpdateOp, Int, Tensor};
 
+use super::heads::repeat_kv;
+
 /// [`rms_norm`](super::rms_norm) from Burn's ops: `x / rms * (gamma * scale)`.
 pub fn rms_norm_reference<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, scale: f64) -> Tensor<D> {
     let dtype = x.dtype();
@@ -89,15 +91,4 @@ pub fn causal_attention_reference(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> T
     let options = AttentionModuleOptions { scale: None, softcap: None, is_causal: true };
     let context = attention(head_major(q), head_major(k), head_major(v), None, None, options);
     context.swap_dims(1, 2)
-}
-
-/// Repeats each key/value head for the query heads of its group:
-/// `[b, kv_heads, s, hd] -> [b, heads, s, hd]`.
-pub(crate) fn repeat_kv(x: Tensor<4>, heads: usize) -> Tensor<4> {
-    let [batch, kv_heads, seq, head_dim] = x.dims();
-    let groups = heads / kv_heads;
-    if groups == 1 {
-        return x;
-    }
-    x.unsqueeze_dim::<5>(2).expand([batch, kv_heads, groups, seq, head_dim]).reshape([batch, heads, seq, head_dim])
 }

@@ -12,7 +12,7 @@ use super::kv_cache::LayerKv;
 use super::projection::project;
 use super::rope::RopeTables;
 use crate::fused;
-use crate::fused::reference::repeat_kv;
+use crate::fused::repeat_kv;
 
 /// Sizes and init of an [`Attention`] layer: projections `N(0, std)`, q and k with `q_k_std`,
 /// v with `v_std`, o with `o_std`.
@@ -108,8 +108,9 @@ impl Attention {
         cache: &mut LayerKv,
     ) -> Tensor<4> {
         let [batch, seq, _, _] = query.dims();
-        cache.append(key.swap_dims(1, 2), value.swap_dims(1, 2)); // [b, kv, capacity, hd]
-                                                                  // Query i sees the positions up to its own; the buffer's unwritten ones are hidden too.
+        // [b, kv, capacity, hd]
+        cache.append(key.swap_dims(1, 2), value.swap_dims(1, 2));
+        // Query i sees the positions up to its own; the buffer's unwritten ones are hidden too.
         let mask = cache.mask(seq).expand([batch, self.n_heads, seq, cache.capacity()]);
         let options = AttentionModuleOptions { scale: None, softcap: None, is_causal: false };
         let (key, value) = (repeat_kv(cache.key.clone(), self.n_heads), repeat_kv(cache.value.clone(), self.n_heads));
