@@ -11,6 +11,7 @@ mod layer_norm_scaling;
 mod norm;
 mod rms_norm_scaling;
 mod scheme;
+mod scheme_names;
 
 pub use bounded_tanh::{BoundedTanhScaling, BoundedTanhScalingConfig, BHYT_KAPPA, BHYT_LAMBDA_INIT};
 pub(crate) use depth_scale::scale_unless_one;
@@ -23,7 +24,5 @@ pub use init::InitScheme;
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
-pub use scheme::{
-    scheme_as_string, scheme_names, schemes_markdown, BranchGate, GpasBase, LayerInit, LayerPlan, LnsPosition,
-    NormScheme, Placement, SchemeArgument, SchemeInfo, SCHEMES,
-};
+pub use scheme::{BranchGate, GpasBase, LayerInit, LayerPlan, LnsPosition, NormScheme, Placement};
+pub use scheme_names::{scheme_as_string, scheme_names, schemes_markdown, SchemeArgument, SchemeInfo, SCHEMES};
