@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use burn::tensor::{Int, Tensor, TensorData};
-use common::{all_backends, cpu, example};
+use common::{all_backends, cpu, example, hf_fixture};
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{
     bert_layer_removal, is_bert_dir, load_bert_model, load_hf_model, pseudo_perplexity, write_safetensors,
@@ -17,7 +17,7 @@ use layernorm_scaling::hf::{
 use serde_json::Value;
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/bert-tiny")
+    hf_fixture("bert-tiny")
 }
 
 fn reference() -> Value {

@@ -15,7 +15,7 @@ use layernorm_scaling::analysis::{
 };
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/choices").join(name)
+    common::fixture("choices").join(name)
 }
 
 fn read(name: &str) -> (ChoiceFormat, Vec<ChoiceItem>) {

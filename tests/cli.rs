@@ -9,14 +9,10 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{cpu, example};
+use common::{cpu, example, hf_fixture as fixture};
 use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config};
 use layernorm_scaling::run::{save_run_model, RunModelInfo};
 use layernorm_scaling::{LlamaConfig, NormKind, NormScheme};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(name)
-}
 
 /// The fixture's tokenizer.json (a BPE of 100 tokens).
 fn tokenizer() -> PathBuf {

@@ -7,16 +7,12 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::{Int, Tensor, TensorData};
-use common::{cpu, example, quick, ParamValues};
+use common::{cpu, example, hf_fixture as fixture, quick, ParamValues};
 use layernorm_scaling::hf::{export_hf, load_hf_model, read_hf_config, write_safetensors, Checkpoint};
 use layernorm_scaling::model::{retrofit, RopeScaling};
 use layernorm_scaling::{Llama, NormScheme};
 
 const FIXTURES: [&str; 5] = ["llama_mha_untied", "llama_gqa_tied", "llama3_rope_scaling", "qwen2_bias", "mistral"];
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(name)
-}
 
 /// The fixture's input ids and transformers' logits `[tokens, vocab]`.
 fn reference(name: &str) -> (Vec<i64>, Vec<Vec<f32>>) {

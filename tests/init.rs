@@ -3,20 +3,12 @@
 
 mod common;
 
-use burn::tensor::Tensor;
-use common::{cpu, mean_std};
+use common::{assert_std, cpu};
 use layernorm_scaling::train::{model_config, TrainConfig};
 use layernorm_scaling::{InitScheme, LlamaConfig, NormKind, NormScheme};
 
 const SIGMA: f64 = 0.02;
 const LAYERS: usize = 8;
-
-/// Measured std of a weight; asserts it is within 5% of `expected`.
-fn assert_std(weight: &Tensor<2>, expected: f64, what: &str) {
-    let (mean, std) = mean_std(weight);
-    assert!(mean.abs() < expected * 0.05, "{what}: mean {mean}");
-    assert!((std - expected).abs() < expected * 0.05, "{what}: std {std}, expected {expected}");
-}
 
 fn config(scheme: NormScheme, init: InitScheme) -> LlamaConfig {
     LlamaConfig::new(256, 512, LAYERS, 4).with_vocab_size(64).with_norm_scheme(scheme).with_init(Some(init))

@@ -8,24 +8,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{example, quick, snapshot, weights};
+use common::{example, expect_error, finished_run, quick, snapshot, weights};
 use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::Error;
-
-fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
-    let err = train(config, start, |_| {}).unwrap_err();
-    assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
-    err
-}
-
-fn finished_run(dir: &Path) -> TrainConfig {
-    let config = quick(&dir.join("run"), 10, 5);
-    train(&config, Start::New, |_| {}).unwrap();
-    config
-}
 
 #[test]
 fn overwrite_checks_everything_before_touching_the_old_run() {

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
-use common::{cpu, example};
+use common::{cpu, example, hf_fixture as fixture};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, Tokenizer};
 use layernorm_scaling::hf::{load_hf_model, write_safetensors, Checkpoint, HfError};
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
@@ -17,10 +17,6 @@ use layernorm_scaling::memory::{available_memory_bytes, format_bytes, mem_availa
 use layernorm_scaling::model::first_non_finite_parameter;
 use layernorm_scaling::train::Tracker;
 use layernorm_scaling::{ConfigError, LlamaConfig};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf").join(name)
-}
 
 /// A copy of fixture `name` in `dir`, with its `config.json` edited.
 fn edited_fixture(name: &str, dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {

@@ -24,9 +24,9 @@ fn refused_untouched(config: &TrainConfig, parts: &[&str]) {
 }
 
 /// A finished 10-step run in `<dir>/run` with a report of its own in `analysis/`.
+/// A finished run, as [`common::finished_run`], with its analysis report written.
 fn finished_run(dir: &Path) -> TrainConfig {
-    let config = quick(&dir.join("run"), 10, 5);
-    train(&config, Start::New, |_| {}).unwrap();
+    let config = common::finished_run(dir);
     write_report(&config.out);
     config
 }

@@ -5,7 +5,7 @@ mod common;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Gradients, Tensor};
-use common::{cpu, max_abs_diff, mean_std, randn, random_tokens, values};
+use common::{assert_std, cpu, max_abs_diff, randn, random_tokens, values};
 use layernorm_scaling::model::{cross_entropy, RotaryEmbedding};
 use layernorm_scaling::norm::{BranchGate, Norm, Placement};
 use layernorm_scaling::{ConfigError, LlamaConfig, LnsPosition, NormKind, NormScheme};
@@ -157,13 +157,6 @@ fn deepnorm_uses_deepnets_constants() {
     for std in [plan.init.v_std, plan.init.o_std, plan.init.gate_up_std, plan.init.down_std] {
         assert!((std - 0.02 * beta).abs() < 1e-15);
     }
-}
-
-/// Measured std of a weight; asserts it is within 5% of `expected`.
-fn assert_std(weight: &Tensor<2>, expected: f64, what: &str) {
-    let (mean, std) = mean_std(weight);
-    assert!(mean.abs() < expected * 0.05, "{what}: mean {mean}");
-    assert!((std - expected).abs() < expected * 0.05, "{what}: std {std}, expected {expected}");
 }
 
 #[test]

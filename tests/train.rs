@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
-use common::{cpu, one_at_a_time, quick, ParamValues};
+use common::{cpu, expect_error, one_at_a_time, quick, ParamValues};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceMode, Tokenizer};
 use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
 use layernorm_scaling::model::cross_entropy_counting;
@@ -184,12 +184,6 @@ fn resumes_bit_identically_with(sequences: SequenceMode, grad_accum: usize) {
     let kept = read_tracking(&whole).unwrap().iter().filter(|r| r.step < 10).count();
     assert_eq!(kept, 4, "steps 0, 3, 6 and 9");
     assert_eq!(first_lines(&resumed, "tracking.jsonl", kept), first_lines(&whole, "tracking.jsonl", kept));
-}
-
-fn expect_error(config: &TrainConfig, start: Start, expected: &str) -> Error {
-    let err = train(config, start, |_| {}).unwrap_err();
-    assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
-    err
 }
 
 #[test]

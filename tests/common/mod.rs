@@ -245,3 +245,40 @@ impl burn::module::ModuleMapper for Redraw {
         })
     }
 }
+
+/// A path under `tests/fixtures` (`choices/valid.jsonl`).
+pub fn fixture(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(path)
+}
+
+/// A Hugging Face model directory of `tests/fixtures/hf` (`llama_mha_untied`), made by
+/// `scripts/hf_fixtures.py`.
+pub fn hf_fixture(name: &str) -> std::path::PathBuf {
+    fixture("hf").join(name)
+}
+
+/// Asserts that `weight`'s values have mean about 0 and standard deviation `expected`, within 5%
+/// of `expected`.
+pub fn assert_std(weight: &Tensor<2>, expected: f64, what: &str) {
+    let (mean, std) = mean_std(weight);
+    assert!(mean.abs() < expected * 0.05, "{what}: mean {mean}");
+    assert!((std - expected).abs() < expected * 0.05, "{what}: std {std}, expected {expected}");
+}
+
+/// The error `train` gives for `config` started as `start`, asserting that it mentions `expected`.
+pub fn expect_error(
+    config: &layernorm_scaling::train::TrainConfig,
+    start: layernorm_scaling::train::Start,
+    expected: &str,
+) -> layernorm_scaling::Error {
+    let err = layernorm_scaling::train::train(config, start, |_| {}).unwrap_err();
+    assert!(err.to_string().contains(expected), "`{err}` should mention `{expected}`");
+    err
+}
+
+/// A finished [`quick`] run of 10 steps in `dir/run`, and its config.
+pub fn finished_run(dir: &std::path::Path) -> layernorm_scaling::train::TrainConfig {
+    let config = quick(&dir.join("run"), 10, 5);
+    layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New, |_| {}).unwrap();
+    config
+}
