@@ -11,22 +11,17 @@
 //! Run it again to go on after an interruption: finished runs are skipped, an interrupted one
 //! resumes. Every option of `train` (`--steps`, `--model`, `--config`, ...) applies to every run.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::{
-    analyze, paired_differences, paired_markdown, sweep_loss_curves, write_sweep_report, AnalysisOptions, ComparedRun,
+    paired_differences, paired_markdown, sweep_diagnostics, sweep_loss_curves, write_sweep_report, DiagnosticsProgress,
     EFFECTIVE_DEPTH_THRESHOLD,
 };
-use layernorm_scaling::data::SequenceMode;
+use layernorm_scaling::cli::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds};
 use layernorm_scaling::io::check_replaceable_dir;
-use layernorm_scaling::run::load_run_model;
-use layernorm_scaling::train::{
-    arm_name, group_name, model_config, parse_depths, parse_inits, parse_schemes, parse_seeds, validation_data,
-    PairAction, PairOutcome, Sweep, SweepEvent, SweepRecord, TrainConfig,
-};
-use layernorm_scaling::{cli, console, errln, out, outln, parse_devices, ConfigError, Error, InitScheme, NormScheme};
+use layernorm_scaling::train::{model_config, PairAction, PairOutcome, Sweep, SweepEvent, TrainConfig};
+use layernorm_scaling::{cli, console, errln, out, outln, ConfigError, Error, InitScheme};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -111,7 +106,7 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         None => vec![config.seed],
     };
     let sweep = Sweep { config, schemes, seeds, inits, depths };
-    let baseline = baseline_arm(&sweep, args.baseline.as_deref())?;
+    let baseline = parse_baseline(&sweep, args.baseline.as_deref())?;
     // Without an init axis the arms are named by scheme: say so when every run has another init.
     let shared_init = model_config(&sweep.config).ok().and_then(|model| model.init);
     if let Some(init) = shared_init.filter(|&init| sweep.inits.is_empty() && init != InitScheme::Normal) {
@@ -139,7 +134,14 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
     for warning in left_out {
         errln!("warning: {warning}");
     }
-    let diagnostics = if args.no_diagnostics { Vec::new() } else { diagnostics(&sweep, &record)? };
+    let diagnostics = if args.no_diagnostics {
+        Vec::new()
+    } else {
+        sweep_diagnostics(&sweep, &record, |progress| match progress {
+            DiagnosticsProgress::Analysing(pair) => outln!("diagnostics of {pair}"),
+            DiagnosticsProgress::Unreadable { pair, error } => errln!("warning: no diagnostics from {pair}: {error}"),
+        })?
+    };
     let results = write_sweep_report(&report_dir, &record, &curves, &diagnostics, &baseline, args.removal_threshold)
         .map_err(|e| Error::file(&report_dir, format!("cannot write the report: {e}")))?;
     outln!();
@@ -166,88 +168,9 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
     Ok(())
 }
 
-/// The arm (`pre-ln`, `pre-ln+scaled`) every other is paired with: `--baseline`'s, which must be
-/// one of the sweep's, or Pre-LN (with the first init of an init axis that lacks `normal`).
-fn baseline_arm(sweep: &Sweep, baseline: Option<&str>) -> Result<String, Error> {
-    // Each arm's directory name (`gpas-lns+scaled`) and the name --baseline takes (`gpas:lns+scaled`).
-    let mut arms: Vec<(String, String)> = Vec::new();
-    for pair in sweep.pairs() {
-        let shown = match pair.init.filter(|&init| init != InitScheme::Normal) {
-            Some(init) => format!("{}+{init}", pair.scheme),
-            None => pair.scheme.to_string(),
-        };
-        if !arms.iter().any(|(arm, _)| *arm == pair.arm()) {
-            arms.push((pair.arm(), shown));
-        }
-    }
-    let Some(name) = baseline else {
-        let init = sweep.inits.first().copied().filter(|_| !sweep.inits.contains(&InitScheme::Normal));
-        return Ok(arm_name(&NormScheme::PreLn, init));
-    };
-    if name.trim().is_empty() {
-        return Err(ConfigError::Conflict("--baseline is empty: name one of the sweep's schemes".into()).into());
-    }
-    // An arm as the report names it (`gpas-lns+scaled`) or as --schemes writes it.
-    if let Some((arm, _)) = arms.iter().find(|(arm, shown)| arm == name || shown == name) {
-        return Ok(arm.clone());
-    }
-    // `lns+scaled` is a scheme and an init; each part is parsed so that aliases (`pre`) work.
-    let (scheme, init) = match name.split_once('+') {
-        Some((scheme, init)) => (scheme, Some(init.parse()?)),
-        None => (name, None),
-    };
-    let arm = arm_name(&parse_schemes(scheme)?.remove(0), init);
-    if !arms.iter().any(|(known, _)| *known == arm) {
-        let names: Vec<&str> = arms.iter().map(|(_, shown)| shown.as_str()).collect();
-        return Err(ConfigError::Conflict(format!(
-            "--baseline {name} is not one of the sweep's arms ({}); name one of them (`scheme+init` on an init \
-             axis), or add it to --schemes",
-            names.join(", ")
-        ))
-        .into());
-    }
-    Ok(arm)
-}
-
 fn describe(outcome: &PairOutcome) -> String {
     match outcome {
         PairOutcome::Finished { valid_loss } => format!("finished: validation loss {valid_loss:.4}"),
         PairOutcome::Diverged { reason } => format!("diverged: {reason}"),
     }
-}
-
-/// The diagnostics of each group's (scheme, init, depth) first finished seed whose model loads,
-/// on that run's validation data, labelled by group (`lns`, `layers-8/lns`). A model that cannot
-/// be read (say, damaged since) is named and skipped.
-fn diagnostics(sweep: &Sweep, record: &SweepRecord) -> Result<Vec<ComparedRun>, Error> {
-    let device = parse_devices(&sweep.config.device)?.remove(0);
-    let options = AnalysisOptions { batches: 4, ..AnalysisOptions::default() };
-    let mut compared = Vec::new();
-    for (layers, arm) in sweep.groups() {
-        let group = group_name(layers, &arm);
-        let finished = sweep.pairs().into_iter().filter(|p| {
-            p.group() == group && matches!(record.outcomes.get(&p.key()), Some(PairOutcome::Finished { .. }))
-        });
-        for pair in finished {
-            outln!("diagnostics of {}", pair.key());
-            let (model, _) = match load_run_model(&pair.dir, None, &device) {
-                Ok(loaded) => loaded,
-                Err(e) => {
-                    errln!("warning: no diagnostics from {}: {e}", pair.key());
-                    continue;
-                }
-            };
-            // Packed: the diagnostics average over positions, which padding must not dilute.
-            let data = validation_data(&TrainConfig { sequences: SequenceMode::Pack, ..sweep.pair_config(&pair) })?;
-            let report = analyze(&model, &data, &options, &mut |_, _| {})?;
-            let title = format!("{} ({})", pair.key(), path_name(&pair.dir));
-            compared.push(ComparedRun { label: group.clone(), title, report });
-            break;
-        }
-    }
-    Ok(compared)
-}
-
-fn path_name(dir: &Path) -> String {
-    dir.display().to_string()
 }

@@ -9,8 +9,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::example;
+use layernorm_scaling::cli::{parse_schemes, parse_seeds};
 use layernorm_scaling::measure::read_metrics;
-use layernorm_scaling::train::{parse_schemes, parse_seeds, SweepRecord};
+use layernorm_scaling::train::SweepRecord;
 
 fn sweep_command(out: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(example("sweep"));

@@ -21,6 +21,8 @@ mod report;
 #[cfg(feature = "train")]
 mod scheme_result;
 #[cfg(feature = "train")]
+mod sweep_diagnostics;
+#[cfg(feature = "train")]
 mod sweep_report;
 mod trace_statistics;
 
@@ -45,5 +47,7 @@ pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report, EFFECTIVE_DEPTH_THRESHOLD};
 #[cfg(feature = "train")]
 pub use scheme_result::{sweep_results, SchemeResult};
+#[cfg(feature = "train")]
+pub use sweep_diagnostics::{sweep_diagnostics, DiagnosticsProgress};
 #[cfg(feature = "train")]
 pub use sweep_report::{results_markdown, sweep_loss_curves, write_sweep_report, LossCurves};

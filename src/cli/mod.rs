@@ -21,6 +21,12 @@
 //! assert_eq!(sampling.temperature, SamplingConfig::default().temperature);
 //! ```
 
+#[cfg(feature = "train")]
+mod lists;
+
+#[cfg(feature = "train")]
+pub use lists::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds, table_1_schemes};
+
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use serde::Serialize;
 

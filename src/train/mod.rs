@@ -54,7 +54,7 @@ pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;
 pub(crate) use sweep::distinct;
 pub use sweep::{
-    arm_name, group_name, parse_depths, parse_inits, parse_schemes, parse_seeds, scheme_dir_name, table_1_schemes,
-    PairAction, PairOutcome, Sweep, SweepEvent, SweepPair, SweepRecord, SWEEP_FILE,
+    arm_name, group_name, scheme_dir_name, PairAction, PairOutcome, Sweep, SweepEvent, SweepPair, SweepRecord,
+    SWEEP_FILE,
 };
 pub use tracking::{record, Tracker};

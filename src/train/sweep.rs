@@ -36,98 +36,6 @@ pub const SWEEP_FILE: &str = "sweep.json";
 /// Settings a resume may change that a sweep under way may not: its pairs would train differently.
 const SWEEP_KEEPS: [&str; 2] = ["lr", "clip_grad_norm"];
 
-/// The schemes of the paper's Table 1, in its order.
-pub fn table_1_schemes() -> Vec<NormScheme> {
-    ["post-ln", "deepnorm", "mix-ln", "pre-ln", "lns"].iter().map(|s| s.parse().expect("a known scheme")).collect()
-}
-
-/// Parses a comma-separated scheme list; `table-1` is the paper's Table 1 set and `all` every
-/// scheme. An unknown scheme, a repeated one or an empty list is an error.
-pub fn parse_schemes(list: &str) -> Result<Vec<NormScheme>, ConfigError> {
-    let mut schemes: Vec<NormScheme> = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let expanded = match item.to_ascii_lowercase().as_str() {
-            "table-1" | "table1" => table_1_schemes(),
-            "all" => NormScheme::defaults(),
-            _ => vec![item.parse()?],
-        };
-        for scheme in expanded {
-            push_once(&mut schemes, scheme, |s| format!("--schemes: `{s}` is listed twice"))?;
-        }
-    }
-    if schemes.is_empty() {
-        return Err(ConfigError::Conflict("--schemes is empty; give e.g. `pre-ln,lns`, `table-1` or `all`".into()));
-    }
-    Ok(schemes)
-}
-
-/// The most seeds one range of a seed list may hold (a guard against `1-100000`).
-const MAX_SEED_RANGE: u64 = 1000;
-
-/// Parses a seed list: comma-separated seeds and inclusive ranges, e.g. `1,2,5` or `1-3`.
-pub fn parse_seeds(list: &str) -> Result<Vec<u64>, ConfigError> {
-    let bad = |item: &str| {
-        ConfigError::Conflict(format!("--seeds: `{item}` is not a seed or a range of seeds (e.g. `1,2,3` or `1-3`)"))
-    };
-    let mut seeds = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let range = match item.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) =
-                    (a.trim().parse::<u64>().map_err(|_| bad(item))?, b.trim().parse::<u64>().map_err(|_| bad(item))?);
-                if a > b {
-                    return Err(ConfigError::Conflict(format!("--seeds: `{item}` runs backwards; write `{b}-{a}`")));
-                }
-                if b - a >= MAX_SEED_RANGE {
-                    return Err(ConfigError::Conflict(format!(
-                        "--seeds: `{item}` holds {} seeds, more than the {MAX_SEED_RANGE} a range may hold",
-                        b as u128 - a as u128 + 1
-                    )));
-                }
-                a..=b
-            }
-            None => {
-                let seed = item.parse::<u64>().map_err(|_| bad(item))?;
-                seed..=seed
-            }
-        };
-        for seed in range {
-            push_once(&mut seeds, seed, |s| format!("--seeds: seed {s} is listed twice"))?;
-        }
-    }
-    if seeds.is_empty() {
-        return Err(ConfigError::Conflict("--seeds is empty; give e.g. `1` or `1,2,3`".into()));
-    }
-    Ok(seeds)
-}
-
-/// Parses a depth list, `4,8,16`: each a number of layers of at least 1, none repeated.
-pub fn parse_depths(list: &str) -> Result<Vec<usize>, ConfigError> {
-    let mut depths = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let depth = item.parse::<usize>().ok().filter(|&d| d > 0).ok_or_else(|| {
-            ConfigError::Conflict(format!("--layers: `{item}` is not a number of layers (at least 1); e.g. `4,8,16`"))
-        })?;
-        push_once(&mut depths, depth, |d| format!("--layers: depth {d} is listed twice"))?;
-    }
-    if depths.is_empty() {
-        return Err(ConfigError::Conflict("--layers is empty; give e.g. `4,8,16`".into()));
-    }
-    Ok(depths)
-}
-
-/// Parses an init list, `normal,scaled`: each an [`InitScheme`], none repeated.
-pub fn parse_inits(list: &str) -> Result<Vec<InitScheme>, ConfigError> {
-    let mut inits = Vec::new();
-    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        push_once(&mut inits, item.parse()?, |i| format!("--inits: `{i}` is listed twice"))?;
-    }
-    if inits.is_empty() {
-        return Err(ConfigError::Conflict(format!("--inits is empty; give some of {}", InitScheme::names())));
-    }
-    Ok(inits)
-}
-
 /// Why a sweep with a depth axis (`recorded`, or `given`) cannot go on in the directory of one
 /// without (the other, empty), and what to do.
 fn depth_axis_change(recorded: &[usize], given: &[usize]) -> String {
@@ -164,15 +72,6 @@ pub(crate) fn distinct<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<
         }
     }
     kept
-}
-
-/// Appends `item`, or says (`twice`) that the list already holds it.
-fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T, twice: impl Fn(&T) -> String) -> Result<(), ConfigError> {
-    if list.contains(&item) {
-        return Err(ConfigError::Conflict(twice(&item)));
-    }
-    list.push(item);
-    Ok(())
 }
 
 /// One training of a sweep.
