@@ -268,14 +268,10 @@ fn encoder_report(encoder: &LoadedEncoder, args: &Args, options: &AnalysisOption
 
 /// `order`: the models as the command line gives them, each `(is --hf-dir, index in its list)`.
 fn run(args: &Args, options: &AnalysisOptions, order: &[(bool, usize)]) -> Result<(), Error> {
-    if args.seq_len == 0 || options.batch_size == 0 || options.batches == 0 || args.sequences == Some(0) {
-        return Err(usage("--seq-len, --batch-size, --batches and --sequences must be at least 1".into()));
+    if args.seq_len == 0 || args.sequences == Some(0) {
+        return Err(usage("--seq-len and --sequences must be at least 1".into()));
     }
-    if let Some(layer) =
-        options.layers.iter().enumerate().find_map(|(i, l)| options.layers[..i].contains(l).then_some(l))
-    {
-        return Err(usage(format!("--layers: layer {layer} is listed twice (each is removed once)")));
-    }
+    options.validate()?;
     // `--hf-dir org/name` names a model of the local Hugging Face cache: its folder from here on.
     let hf_dirs: Vec<PathBuf> = args.hf_dir.iter().map(|dir| require_hf_dir(dir)).collect::<Result<_, _>>()?;
     // Every model in the order given, with its kind and the path as given.

@@ -101,6 +101,12 @@ pub enum ConfigError {
         /// What is allowed.
         expected: &'static str,
     },
+    /// A layer listed twice where each is removed (skipped, pruned) once.
+    #[error("layer {layer} is listed twice (each is removed once)")]
+    LayerTwice {
+        /// The 1-based layer.
+        layer: usize,
+    },
     /// A layer number beyond the model's depth.
     #[error("layer {layer} does not exist: the model has layers 1..={n_layers}")]
     NoSuchLayer {

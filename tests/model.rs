@@ -113,6 +113,9 @@ fn bad_layer_numbers_are_errors() {
     let model = LlamaConfig::tiny().init(&device).unwrap();
     let tokens = random_tokens(1, 4, 256, 1, &device);
     assert_eq!(model.forward_skipping(tokens.clone(), &[0]).unwrap_err(), ConfigError::LayerZero);
+    // Each layer is removed once: a second mention is a mistake, not a no-op.
+    assert_eq!(model.forward_skipping(tokens.clone(), &[2, 3, 2]).unwrap_err(), ConfigError::LayerTwice { layer: 2 });
+    assert_eq!(model.clone().remove_layers(&[1, 1]).unwrap_err(), ConfigError::LayerTwice { layer: 1 });
     let err = model.forward_skipping(tokens, &[5]).unwrap_err();
     assert_eq!(err.to_string(), "layer 5 does not exist: the model has layers 1..=4");
     assert!(model.remove_layers(&[9]).is_err());

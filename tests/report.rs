@@ -15,7 +15,7 @@ use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, To
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::measure::read_tracking;
 use layernorm_scaling::train::{train, Start, TrainConfig};
-use layernorm_scaling::LlamaConfig;
+use layernorm_scaling::{ConfigError, LlamaConfig};
 
 fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> SequenceDataset {
     let cache = Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs, seed: 2 }, &Tokenizer::Byte, dir).unwrap());
@@ -107,6 +107,13 @@ fn a_report_is_written_whole_with_every_figure() {
     let too_deep = AnalysisOptions { layers: vec![2, 9], ..options.clone() };
     let err = analyze(&model, &data, &too_deep, &mut |_, _| {}).unwrap_err().to_string();
     assert!(err.contains("layer 9 does not exist"), "{err}");
+    // A layer listed twice is refused by the options themselves, before any model is read.
+    let twice = AnalysisOptions { layers: vec![2, 1, 2], ..options.clone() };
+    assert_eq!(twice.validate(), Err(ConfigError::LayerTwice { layer: 2 }));
+    assert!(matches!(
+        analyze(&model, &data, &twice, &mut |_, _| {}),
+        Err(layernorm_scaling::Error::Config(ConfigError::LayerTwice { layer: 2 }))
+    ));
     let short = builtin_data(dir.path(), 1, 10_000);
     let err = analyze(&model, &short, &options, &mut |_, _| {}).unwrap_err().to_string();
     assert!(err.contains("no full sequence"), "{err}");

@@ -11,7 +11,7 @@ use super::trace_statistics::TraceStatistics;
 use super::{logit_lens, normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
 use crate::data::{SequenceDataset, Tokenizer};
 use crate::measure::{evaluation_batches, max_abs_activations, TrackRecord};
-use crate::model::{first_non_finite_parameter, Llama};
+use crate::model::{check_distinct_layers, first_non_finite_parameter, Llama};
 use crate::{ConfigError, Error};
 
 /// The default threshold of [`Report::effective_depth`]: a layer counts when removing it alone
@@ -40,6 +40,17 @@ pub struct AnalysisOptions {
 impl Default for AnalysisOptions {
     fn default() -> Self {
         Self { batch_size: 8, batches: 8, layers: Vec::new(), heatmap_embedding: false }
+    }
+}
+
+impl AnalysisOptions {
+    /// An error for options no model can be analysed with: no sequences per batch, no batches, a
+    /// layer listed twice. (Whether each layer exists is checked against the model.)
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.batch_size == 0 || self.batches == 0 {
+            return Err(ConfigError::Zero { field: if self.batch_size == 0 { "batch_size" } else { "batches" } });
+        }
+        check_distinct_layers(&self.layers)
     }
 }
 
@@ -130,9 +141,7 @@ pub fn analyze(
     options: &AnalysisOptions,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report, Error> {
-    if options.batch_size == 0 || options.batches == 0 {
-        return Err(ConfigError::Zero { field: if options.batch_size == 0 { "batch_size" } else { "batches" } }.into());
-    }
+    options.validate()?;
     if let Some(param) = first_non_finite_parameter(model) {
         return Err(Error::NonFinite {
             parameter: param,

@@ -193,7 +193,7 @@ impl Llama {
         Ok(self)
     }
 
-    /// Checks that every 1-based layer number names a block of this model.
+    /// Checks that every 1-based layer number names a block of this model, each once.
     pub fn check_layers(&self, layers: &[usize]) -> Result<(), ConfigError> {
         check_layer_numbers(layers, self.layers.len())
     }
@@ -263,11 +263,19 @@ struct Trace {
     after_attention: Vec<Tensor<3>>,
 }
 
-/// An error unless every layer of `layers` (1-based) is one of `1..=n_layers`.
+/// An error unless every layer of `layers` (1-based) is one of `1..=n_layers`, each listed once.
 pub(crate) fn check_layer_numbers(layers: &[usize], n_layers: usize) -> Result<(), ConfigError> {
     match layers.iter().find(|&&layer| layer == 0 || layer > n_layers) {
         Some(&0) => Err(ConfigError::LayerZero),
         Some(&layer) => Err(ConfigError::NoSuchLayer { layer, n_layers }),
+        None => check_distinct_layers(layers),
+    }
+}
+
+/// An error naming the first layer that `layers` lists a second time.
+pub(crate) fn check_distinct_layers(layers: &[usize]) -> Result<(), ConfigError> {
+    match layers.iter().enumerate().find(|&(i, layer)| layers[..i].contains(layer)) {
+        Some((_, &layer)) => Err(ConfigError::LayerTwice { layer }),
         None => Ok(()),
     }
 }
