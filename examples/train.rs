@@ -50,7 +50,12 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     // `--config RUN/train.json --resume` resumes RUN wherever it is run from: the `out` it records
     // is relative to where the run started.
     let out_given = matches.value_source("out") == Some(clap::parser::ValueSource::CommandLine);
-    if let Some(run) = args.config.as_deref().filter(|_| args.resume && !out_given).and_then(run_of_config_file) {
+    if let Some(run) = args
+        .config
+        .as_deref()
+        .filter(|_| args.resume && !out_given)
+        .and_then(layernorm_scaling::run::run_of_config_file)
+    {
         if config.data.iter().any(|path| path.is_relative()) {
             layernorm_scaling::errln!(
                 "note: resuming {}; the relative --data paths its train.json records are read from this folder, \
@@ -61,9 +66,10 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         config.out = run;
     }
     // `--resume` alone continues the run with its own settings; options given change them.
-    let recorded = config.out.join(layernorm_scaling::run::TRAIN_CONFIG);
-    if args.resume && args.config.is_none() && recorded.is_file() {
-        config = given(TrainConfig::from_run_file(&recorded)?);
+    if args.resume && args.config.is_none() {
+        if let Some(recorded) = TrainConfig::recorded_in(&config.out)? {
+            config = given(recorded);
+        }
     }
     // The model of `--init-from` has its own shape: a `--model` beside it would be ignored.
     if config.init_from.is_some() && matches.value_source("model") == Some(clap::parser::ValueSource::CommandLine) {
@@ -118,13 +124,4 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         Some(reason) => Err(Error::Training(format!("{reason}; the run is in {}", report.out.display()))),
         None => Ok(()),
     }
-}
-
-/// The run directory whose `train.json` `path` is (it holds the run's `model.json` too), if it
-/// is one.
-fn run_of_config_file(path: &std::path::Path) -> Option<PathBuf> {
-    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let is_run_file = path.file_name().is_some_and(|name| name == layernorm_scaling::run::TRAIN_CONFIG)
-        && dir.join(layernorm_scaling::run::MODEL_INFO).is_file();
-    is_run_file.then(|| dir.to_path_buf())
 }

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
-use common::{cpu, expect_error, one_at_a_time, quick, ParamValues};
+use common::{cpu, expect_error, finished_run, one_at_a_time, quick, ParamValues};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceMode, Tokenizer};
 use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
 use layernorm_scaling::model::cross_entropy_counting;
-use layernorm_scaling::run::load_run_model;
+use layernorm_scaling::run::{load_run_model, run_of_config_file, TRAIN_CONFIG};
 use layernorm_scaling::train::{train, validation_data, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{Error, NormScheme};
 
@@ -534,4 +534,21 @@ fn truncated_documents_train_and_the_budget_counts_their_real_tokens() {
     assert!(budget.tokens < budget.sequences * 64 && budget.tokens > budget.sequences, "{budget:?}");
     let note = TrainEvent::Data(budget).to_string();
     assert!(note.contains("documents cut at 64 + 1 tokens, padding not counted"), "{note}");
+}
+
+/// What `--resume` without a config file starts from: the run's own recorded settings, found from
+/// its directory, or from its `train.json` wherever the command runs.
+#[test]
+fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    let recorded = TrainConfig::recorded_in(&config.out).unwrap().expect("a finished run records its settings");
+    assert_eq!((recorded.steps, recorded.seed, recorded.lr), (config.steps, config.seed, config.lr));
+    assert_eq!(recorded.data_seed, Some(config.data_seed()));
+    assert!(TrainConfig::recorded_in(dir.path()).unwrap().is_none(), "a directory without a run records nothing");
+    assert_eq!(run_of_config_file(&config.out.join(TRAIN_CONFIG)), Some(config.out.clone()));
+    // A train.json without the run's model.json beside it is a config file, not a run's.
+    let lone = dir.path().join(TRAIN_CONFIG);
+    std::fs::copy(config.out.join(TRAIN_CONFIG), &lone).unwrap();
+    assert_eq!(run_of_config_file(&lone), None);
 }

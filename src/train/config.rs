@@ -435,6 +435,14 @@ impl TrainConfig {
         Ok(config)
     }
 
+    /// The settings the run in `dir` recorded (its `train.json`, read by
+    /// [`from_run_file`](Self::from_run_file)), or `None` where it recorded none: what a resume
+    /// without a config file starts from, before the options given change it.
+    pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
+        let recorded = dir.as_ref().join(crate::run::TRAIN_CONFIG);
+        recorded.is_file().then(|| Self::from_run_file(&recorded)).transpose()
+    }
+
     /// The learning-rate schedule of the run.
     pub fn schedule(&self) -> crate::train::WarmupCosineConfig {
         crate::train::WarmupCosineConfig::new(self.lr, self.steps)
