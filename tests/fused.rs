@@ -275,8 +275,9 @@ fn rope_matches_the_reference_on_every_backend() {
 /// `(batch, seq, heads, kv_heads, head_dim)`: one position, grouped-query heads, a batch of one,
 /// odd head sizes, sequences that span several blocks of query rows, and head sizes whose
 /// shared-memory tiles hold fewer rows than a block (31 rows at 64, 15 at 128), so that a
-/// sequence spans several tiles ending part-way.
-const ATTENTION_SHAPES: [(usize, usize, usize, usize, usize); 8] = [
+/// sequence spans several tiles ending part-way, and a head size past the GPU kernels' 256 (the
+/// portable body takes it).
+const ATTENTION_SHAPES: [(usize, usize, usize, usize, usize); 9] = [
     (2, 7, 4, 2, 8),
     (1, 1, 2, 2, 4),
     (1, 150, 2, 1, 16),
@@ -285,6 +286,7 @@ const ATTENTION_SHAPES: [(usize, usize, usize, usize, usize); 8] = [
     (3, 20, 1, 1, 32),
     (1, 100, 4, 2, 64),
     (1, 40, 2, 1, 128),
+    (1, 5, 2, 1, 300),
 ];
 
 #[test]

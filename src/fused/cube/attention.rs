@@ -35,6 +35,10 @@ const ROWS_PER_CUBE: usize = 64;
 /// Shared memory a cube uses for its tiles: 16 KiB, what every WebGPU device offers.
 const TILE_BYTES: usize = 16 * 1024;
 
+/// The largest head size the kernels take: each unit keeps up to four rows of `hd` values in
+/// registers, and a tile's row must fit [`TILE_BYTES`]. Larger heads take the portable body.
+pub(super) const MAX_HEAD_DIM: usize = 256;
+
 /// Rows per shared-memory tile for head size `hd`: two rows of `hd` f32 values and two f32
 /// row statistics each (the `dK, dV` kernel's tiles; the others use less), within [`TILE_BYTES`].
 fn tile_rows(hd: usize) -> usize {

@@ -52,16 +52,18 @@ fn rope_kernel_takes(x: &FloatTensor<Cube>, cos: &FloatTensor<Cube>, sin: &Float
 }
 
 /// Whether the attention kernels take `q: [b, s, h, hd]` and `k, v: [b, s, kv, hd]`: a dtype of
-/// theirs for all three, the key/value heads a divisor of the query heads, and a grid of
-/// `b x h` cubes per block of rows within a GPU's 65535 per axis.
+/// theirs for all three, the key/value heads a divisor of the query heads, a head size of at most
+/// [`attention::MAX_HEAD_DIM`], and a grid of `b x h` cubes per block of rows within a GPU's
+/// 65535 per axis.
 fn attention_kernels_take(q: &FloatTensor<Cube>, k: &FloatTensor<Cube>, v: &FloatTensor<Cube>) -> bool {
-    let [batch, _, heads, _] = q.shape.dims::<4>();
+    let [batch, _, heads, head_dim] = q.shape.dims::<4>();
     let kv_heads = k.shape[2];
     kernel_dtype(q.dtype)
         && k.dtype == q.dtype
         && v.dtype == q.dtype
         && kv_heads > 0
         && heads % kv_heads == 0
+        && head_dim <= attention::MAX_HEAD_DIM
         && batch <= 65_535
         && heads <= 65_535
 }
