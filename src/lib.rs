@@ -88,6 +88,7 @@ pub mod analysis;
 #[cfg(feature = "cli")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub mod cli;
+mod config_error;
 pub mod console;
 #[cfg(feature = "data")]
 #[cfg_attr(docsrs, doc(cfg(feature = "data")))]
@@ -111,8 +112,9 @@ mod seed;
 #[cfg_attr(docsrs, doc(cfg(feature = "train")))]
 pub mod train;
 
+pub use config_error::ConfigError;
 pub use device::{compiled_backends, parse_device, parse_devices, set_precision, Precision};
-pub use error::{ConfigError, Error};
+pub use error::Error;
 pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};
 pub use norm::{
     apply_depth_scale, depth_scale, DynamicTanhScaling, DynamicTanhScalingConfig, InitScheme, LayerNormScaling,

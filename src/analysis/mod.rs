@@ -18,6 +18,7 @@ mod paired;
 mod plot;
 mod pruning;
 mod report;
+mod report_files;
 #[cfg(feature = "train")]
 mod scheme_result;
 #[cfg(feature = "train")]

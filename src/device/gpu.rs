@@ -114,7 +114,7 @@ pub(crate) fn tch_cuda_problem(index: usize) -> Option<String> {
 /// where neither tells.
 pub fn gpu_name(spec: &str) -> Option<String> {
     let index = spec.split_once(':').and_then(|(_, n)| n.parse::<usize>().ok()).unwrap_or(0);
-    nvidia_gpu_names().into_iter().nth(index).or_else(|| super::auto::wgpu_gpu_names().into_iter().next())
+    nvidia_gpu_names().into_iter().nth(index).or_else(|| super::adapters::wgpu_gpu_names().into_iter().next())
 }
 
 #[cfg(test)]

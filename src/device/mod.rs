@@ -15,6 +15,7 @@
 //! | `cuda`, `cuda:N` | CUDA GPU N (default 0) | `cuda` |
 //! | `tch`, `tch-cuda:N` | LibTorch CPU, or LibTorch CUDA GPU N | `tch` |
 
+mod adapters;
 mod auto;
 mod gpu;
 

@@ -6,7 +6,7 @@ use burn::config::Config;
 use burn::tensor::Device;
 
 use super::rope::RopeScaling;
-use crate::error::check_positive_f32;
+use crate::config_error::check_positive_f32;
 use crate::memory::{float_bytes, format_bytes, host_memory_available};
 use crate::norm::{check_alpha_init, BranchGate, InitScheme, NormKind, NormScheme, DYT_ALPHA_INIT};
 use crate::{ConfigError, Error};
@@ -248,7 +248,7 @@ impl LlamaConfig {
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
         let invalid = |message: String| ConfigError::Invalid { what: "model config", message };
         let given: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(text).map_err(|e| invalid(crate::error::json_error_in(text, &e)))?;
+            serde_json::from_str(text).map_err(|e| invalid(crate::config_error::json_error_in(text, &e)))?;
         let required = |field: &'static str| -> Result<usize, ConfigError> {
             let value = given.get(field).ok_or_else(|| invalid(format!("missing required field `{field}`")))?;
             value

@@ -43,7 +43,7 @@ impl BoundedTanhScalingConfig {
     pub fn init(&self, device: &Device) -> Result<BoundedTanhScaling, ConfigError> {
         check_norm_config(self.d_model, self.layer, self.epsilon)?;
         check_alpha_init(self.lambda_init)?;
-        crate::error::check_positive_f32("kappa", self.kappa)?;
+        crate::config_error::check_positive_f32("kappa", self.kappa)?;
         Ok(BoundedTanhScaling {
             lambda: Initializer::Constant { value: self.lambda_init }.init([1], device),
             gamma: Initializer::Ones.init([self.d_model], device),

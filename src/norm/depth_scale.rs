@@ -44,7 +44,7 @@ pub(crate) fn check_norm_config(d_model: usize, layer: usize, epsilon: f64) -> R
     if d_model == 0 {
         return Err(ConfigError::Zero { field: "d_model" });
     }
-    crate::error::check_positive_f32("epsilon", epsilon)
+    crate::config_error::check_positive_f32("epsilon", epsilon)
 }
 
 /// Multiplies `x` (any shape) by the factor of a 1-based `layer`.

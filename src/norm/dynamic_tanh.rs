@@ -44,7 +44,7 @@ impl DynamicTanhScalingConfig {
 
 /// An error unless DyT's `alpha_init` is a finite number > 0.
 pub(crate) fn check_alpha_init(alpha_init: f64) -> Result<(), ConfigError> {
-    crate::error::check_positive_f32("dyt_alpha_init", alpha_init)
+    crate::config_error::check_positive_f32("dyt_alpha_init", alpha_init)
 }
 
 /// Dynamic Tanh with LayerNorm Scaling:

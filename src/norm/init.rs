@@ -17,7 +17,6 @@ use core::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::LayerInit;
 use crate::ConfigError;
 
 /// How the output (`o`) and down projections are initialised; serialised `normal`, `scaled`,
@@ -106,5 +105,26 @@ impl FromStr for InitScheme {
         Self::ALL.iter().find(|row| row.1 == name || row.2.contains(&name.as_str())).map(|row| row.0).ok_or_else(|| {
             ConfigError::Unknown { what: "init scheme", name: text.to_string(), expected: Self::names() }
         })
+    }
+}
+
+/// Standard deviations of the normal init of one layer's projections.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerInit {
+    /// Query and key projections.
+    pub q_k_std: f64,
+    /// Value projection.
+    pub v_std: f64,
+    /// Attention output projection.
+    pub o_std: f64,
+    /// Feed-forward gate and up projections.
+    pub gate_up_std: f64,
+    /// Feed-forward down projection.
+    pub down_std: f64,
+}
+
+impl LayerInit {
+    pub(super) fn uniform(std: f64) -> Self {
+        Self { q_k_std: std, v_std: std, o_std: std, gate_up_std: std, down_std: std }
     }
 }

@@ -20,9 +20,9 @@ pub use dynamic_erf::{DynamicErfScaling, DynamicErfScalingConfig, DERF_ALPHA_INI
 pub(crate) use dynamic_tanh::check_alpha_init;
 pub use dynamic_tanh::{DynamicTanhScaling, DynamicTanhScalingConfig, DYT_ALPHA_INIT};
 pub use gpas::gpas;
-pub use init::InitScheme;
+pub use init::{InitScheme, LayerInit};
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
-pub use scheme::{BranchGate, GpasBase, LayerInit, LayerPlan, LnsPosition, NormScheme, Placement};
+pub use scheme::{BranchGate, GpasBase, LayerPlan, LnsPosition, NormScheme, Placement};
 pub use scheme_names::{scheme_as_string, scheme_names, schemes_markdown, SchemeArgument, SchemeInfo, SCHEMES};

@@ -24,7 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::depth_scale;
-use super::InitScheme;
+use super::init::{InitScheme, LayerInit};
 use crate::ConfigError;
 
 /// Where LayerNorm Scaling applies its factor `1/sqrt(l)` (the positions of the paper's Table 8).
@@ -230,27 +230,6 @@ pub enum BranchGate {
         /// The initial value.
         init: f64,
     },
-}
-
-/// Standard deviations of the normal init of one layer's projections.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LayerInit {
-    /// Query and key projections.
-    pub q_k_std: f64,
-    /// Value projection.
-    pub v_std: f64,
-    /// Attention output projection.
-    pub o_std: f64,
-    /// Feed-forward gate and up projections.
-    pub gate_up_std: f64,
-    /// Feed-forward down projection.
-    pub down_std: f64,
-}
-
-impl LayerInit {
-    fn uniform(std: f64) -> Self {
-        Self { q_k_std: std, v_std: std, o_std: std, gate_up_std: std, down_std: std }
-    }
 }
 
 /// What one layer does under a scheme; computed by [`NormScheme::plan`], executed by the block.

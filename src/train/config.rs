@@ -250,7 +250,7 @@ impl TrainConfig {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
         let toml = || toml::from_str(&text).map_err(|e| e.to_string());
-        let json = || serde_json::from_str(&text).map_err(|e| crate::error::json_error_in(&text, &e));
+        let json = || serde_json::from_str(&text).map_err(|e| crate::config_error::json_error_in(&text, &e));
         let extension = path.extension().map(|ext| ext.to_string_lossy().to_lowercase());
         let parsed = match extension.as_deref() {
             Some("toml") => toml(),

@@ -62,7 +62,7 @@ impl WarmupCosineConfig {
     pub fn init(&self) -> Result<WarmupCosine, ConfigError> {
         let (peak, warmup, total, min_ratio) = (self.peak_lr, self.warmup_steps, self.total_steps, self.min_lr_ratio);
         // The optimiser computes in f32: 1e-50 would be 0 there, a run that never moves.
-        crate::error::check_positive_f32("lr", peak)?;
+        crate::config_error::check_positive_f32("lr", peak)?;
         if total == 0 {
             return Err(ConfigError::Zero { field: "steps" });
         }
