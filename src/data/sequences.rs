@@ -34,7 +34,8 @@ impl TokenWindow {
 }
 
 /// How a split's documents become sequences of `seq_len + 1` tokens.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum SequenceMode {
     /// Documents are concatenated (each ends with its end-of-text token) and cut into consecutive

@@ -115,6 +115,7 @@ impl Tokenizer {
 
     /// The id of the token written `token` (a special token such as `[MASK]`), if the tokenizer
     /// has one; the byte tokenizer has none.
+    #[cfg_attr(not(feature = "tokenizers"), allow(unused_variables))]
     pub fn token_id(&self, token: &str) -> Option<u32> {
         match self {
             Tokenizer::Byte => None,
@@ -163,6 +164,7 @@ impl Tokenizer {
         self.encode_with(text, true)
     }
 
+    #[cfg_attr(not(feature = "tokenizers"), allow(unused_variables))]
     fn encode_with(&self, text: &str, special_tokens: bool) -> Result<Vec<u32>, DataError> {
         match self {
             Tokenizer::Byte => Ok(text.bytes().filter(|&b| b != 0).map(u32::from).collect()),

@@ -21,8 +21,10 @@ pub use config::LlamaConfig;
 pub use feed_forward::{FeedForward, FeedForwardConfig};
 pub use finite::first_non_finite_parameter;
 pub use kv_cache::{KvCache, LayerKv};
+#[cfg(feature = "analysis")]
+pub(crate) use llama::check_distinct_layers;
 #[cfg(feature = "hf")]
-pub(crate) use llama::{check_distinct_layers, check_layer_numbers};
+pub(crate) use llama::check_layer_numbers;
 pub use llama::{ForwardTrace, Llama};
 pub use loss::{cross_entropy, cross_entropy_counting, lm_head_cross_entropy};
 pub use presets::PRESETS;

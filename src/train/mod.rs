@@ -52,6 +52,7 @@ pub use run_dir::RunDir;
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 pub use strategy::RunCheckpointing;
+#[cfg(feature = "analysis")]
 pub(crate) use sweep::distinct;
 pub use sweep::{
     arm_name, group_name, scheme_dir_name, PairAction, PairOutcome, Sweep, SweepEvent, SweepPair, SweepRecord,
