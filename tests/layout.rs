@@ -1,125 +1,212 @@
-//! The source tree's layout rules, read from `src/`: no import circles between its files, and
-//! no production code outside `src/fused` importing the test oracle (`fused::reference`).
+//! The source tree's layout rules, read from `src/` with a Rust parser (`syn`): no import circles
+//! between its files, and no production code outside `src/fused` using the test oracle
+//! (`fused::reference`).
+//!
+//! A file depends on another when it names an item defined there: in a `use` declaration or in a
+//! path written in its code (`crate::io::write_atomically(..)`), followed through the re-exports
+//! of `mod.rs` files and `lib.rs` to the file that defines the item. A module's own re-exports
+//! (`pub use child::Item`) declare its interface and are not dependencies of its file, and what a
+//! file takes from the `mod.rs` of a module enclosing it (`super::helper`) is its module's shared
+//! scope, not counted; unit tests (`#[cfg(test)]`) are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use syn::visit::Visit;
 
 /// A module as its path from the crate root (`["train", "resume"]`; `[]` is `lib.rs`).
 type Module = Vec<String>;
 
-/// Every `.rs` file under `dir`, with the module it is.
-fn modules(src: &Path, dir: &Path, found: &mut BTreeMap<Module, PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
+/// The parsed files of a crate and the names each module's `use` declarations bring in.
+struct Tree {
+    files: BTreeMap<Module, syn::File>,
+    /// `(module, name) -> absolute path` for every name a `use` binds in a module.
+    bindings: BTreeMap<(Module, String), Vec<String>>,
+}
+
+/// Every `.rs` file under `dir`, as `(module, source)`.
+fn sources(src: &Path, dir: &Path, found: &mut Vec<(Module, String)>) {
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            modules(src, &path, found);
+            sources(src, &path, found);
         } else if path.extension().is_some_and(|e| e == "rs") {
             let relative = path.strip_prefix(src).unwrap().with_extension("");
             let mut module: Module = relative.iter().map(|part| part.to_string_lossy().into_owned()).collect();
             if module.last().is_some_and(|last| last == "mod" || last == "lib") {
                 module.pop();
             }
-            found.insert(module, path);
+            let source = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            found.push((module, source));
         }
     }
 }
 
-/// The file's code without its unit tests (`#[cfg(test)] mod tests { ... }`, last in a file).
-fn production_code(source: &str) -> &str {
-    source.find("#[cfg(test)]\nmod tests").map_or(source, |at| &source[..at])
+/// Whether an item is compiled for unit tests only.
+fn test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|attr| match &attr.meta {
+        syn::Meta::List(list) if list.path.is_ident("cfg") => list.tokens.to_string().trim() == "test",
+        _ => false,
+    })
 }
 
-/// The bodies of the file's `use` declarations (`crate::a::{b, c::d}`), joined across lines.
-fn use_trees(code: &str) -> Vec<String> {
-    let mut trees = Vec::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("use ") {
-        let before = &rest[..at];
-        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
-        let prefix = before[line_start..].trim();
-        let is_declaration =
-            prefix.is_empty() || prefix == "pub" || (prefix.starts_with("pub(") && prefix.ends_with(')'));
-        let end = rest[at..].find(';').map_or(rest.len(), |n| at + n);
-        if is_declaration {
-            trees.push(rest[at + 4..end].split_whitespace().collect::<Vec<_>>().join(" "));
+/// The paths a use tree names, each with the name it binds (`None` for a glob).
+fn use_paths(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(Vec<String>, Option<String>)>) {
+    match tree {
+        syn::UseTree::Path(path) => {
+            prefix.push(path.ident.to_string());
+            use_paths(&path.tree, prefix, out);
+            prefix.pop();
         }
-        rest = &rest[(at + 4).min(end)..];
-    }
-    trees
-}
-
-/// The paths a use tree names, each as its segments: `a::{b, c::{d, e}}` gives `a::b`, `a::c::d`
-/// and `a::c::e`.
-fn expand(tree: &str) -> Vec<Vec<String>> {
-    let tree = tree.trim();
-    let Some(open) = tree.find('{') else {
-        let path = tree.split(" as ").next().unwrap();
-        return vec![path.split("::").map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect()];
-    };
-    let prefix: Vec<String> =
-        tree[..open].split("::").map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
-    let inner = &tree[open + 1..tree.rfind('}').unwrap()];
-    let (mut items, mut depth, mut start) = (Vec::new(), 0, 0);
-    for (i, c) in inner.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                items.push(&inner[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+        syn::UseTree::Name(name) => {
+            let name = name.ident.to_string();
+            // `use a::b::{self}` names `a::b`.
+            let path =
+                if name == "self" { prefix.clone() } else { prefix.iter().cloned().chain([name.clone()]).collect() };
+            let bound = path.last().cloned();
+            out.push((path, bound));
         }
-    }
-    items.push(&inner[start..]);
-    items
-        .into_iter()
-        .filter(|item| !item.trim().is_empty())
-        .flat_map(expand)
-        .map(|path| prefix.iter().cloned().chain(path).collect())
-        .collect()
-}
-
-/// The module a path used in module `from`'s file names: the deepest module along
-/// it; `None` for paths outside the crate.
-fn target(from: &Module, path: &[String], known: &BTreeMap<Module, PathBuf>) -> Option<Module> {
-    let mut segments: Vec<String> = match path.first().map(String::as_str) {
-        Some("crate") => path[1..].to_vec(),
-        Some("self") => from.iter().chain(&path[1..]).cloned().collect(),
-        Some("super") => {
-            // `super` in `a/b.rs` or in `a/b/mod.rs` (both the module `a::b`) is `a`.
-            let ups = path.iter().take_while(|s| *s == "super").count();
-            from[..from.len().checked_sub(ups)?].iter().chain(&path[ups..]).cloned().collect()
+        syn::UseTree::Rename(rename) => {
+            let path = prefix.iter().cloned().chain([rename.ident.to_string()]).collect();
+            out.push((path, Some(rename.rename.to_string())));
         }
-        _ => return None,
-    };
-    while !known.contains_key(&segments) {
-        segments.pop()?;
+        syn::UseTree::Glob(_) => out.push((prefix.clone(), None)),
+        syn::UseTree::Group(group) => group.items.iter().for_each(|item| use_paths(item, prefix, out)),
     }
-    Some(segments)
 }
 
-/// Which module's file imports which others (`crate::`, `super::`, `self::` paths only).
-fn import_graph() -> (BTreeMap<Module, BTreeSet<Module>>, BTreeMap<Module, PathBuf>) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut known = BTreeMap::new();
-    modules(&src, &src, &mut known);
-    let mut graph: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
-    for (module, file) in &known {
-        let source = fs::read_to_string(file).unwrap();
-        for tree in use_trees(production_code(&source)) {
-            for path in expand(&tree) {
-                if let Some(to) = target(module, &path, &known).filter(|to| to != module) {
-                    graph.entry(module.clone()).or_default().insert(to);
+impl Tree {
+    fn parse(sources: Vec<(Module, String)>) -> Self {
+        let files: BTreeMap<Module, syn::File> = sources
+            .into_iter()
+            .map(|(module, source)| {
+                let file = syn::parse_file(&source).unwrap_or_else(|e| panic!("{}: {e}", name(&module)));
+                (module, file)
+            })
+            .collect();
+        let mut tree = Tree { files, bindings: BTreeMap::new() };
+        let mut bindings = BTreeMap::new();
+        for (module, file) in &tree.files {
+            for item in &file.items {
+                if let syn::Item::Use(item) = item {
+                    let mut paths = Vec::new();
+                    use_paths(&item.tree, &mut Vec::new(), &mut paths);
+                    for (path, bound) in paths {
+                        if let (Some(bound), Some(absolute)) = (bound, tree.absolute(module, &path)) {
+                            bindings.insert((module.clone(), bound), absolute);
+                        }
+                    }
                 }
             }
         }
+        tree.bindings = bindings;
+        tree
     }
-    (graph, known)
+
+    /// `path` as written in `module`, from the crate root; `None` for another crate's.
+    fn absolute(&self, module: &Module, path: &[String]) -> Option<Vec<String>> {
+        let first = path.first()?;
+        Some(match first.as_str() {
+            "crate" => path[1..].to_vec(),
+            "self" => module.iter().chain(&path[1..]).cloned().collect(),
+            "super" => {
+                let ups = path.iter().take_while(|s| *s == "super").count();
+                module[..module.len().checked_sub(ups)?].iter().chain(&path[ups..]).cloned().collect()
+            }
+            // Edition 2018 paths: a child module of this one (`use config::X` in a mod.rs).
+            child
+                if self.files.contains_key(&module.iter().cloned().chain([child.to_string()]).collect::<Module>()) =>
+            {
+                module.iter().chain(path).cloned().collect()
+            }
+            _ => return None,
+        })
+    }
+
+    /// The file that defines what `path` (from the crate root) names, following re-exports.
+    fn defining_module(&self, path: &[String]) -> Option<Module> {
+        let mut path = path.to_vec();
+        for _ in 0..32 {
+            let mut module = path.clone();
+            while !self.files.contains_key(&module) {
+                module.pop()?;
+            }
+            let Some(next) = path.get(module.len()) else { return Some(module) };
+            match self.bindings.get(&(module.clone(), next.clone())) {
+                Some(target) => path = target.iter().chain(&path[module.len() + 1..]).cloned().collect(),
+                None => return Some(module),
+            }
+        }
+        None // A re-export loop: not this test's concern.
+    }
+
+    /// Which files each file depends on.
+    fn dependencies(&self) -> BTreeMap<Module, BTreeSet<Module>> {
+        let mut graph = BTreeMap::new();
+        for (module, file) in &self.files {
+            let mut paths = PathsOf::default();
+            for item in file.items.iter().filter(|item| !item_test_only(item)) {
+                match item {
+                    // A private `use` is a dependency; a public one declares the module's interface.
+                    syn::Item::Use(item) if matches!(item.vis, syn::Visibility::Inherited) => {
+                        let mut found = Vec::new();
+                        use_paths(&item.tree, &mut Vec::new(), &mut found);
+                        paths.0.extend(found.into_iter().map(|(path, _)| path));
+                    }
+                    syn::Item::Use(_) => {}
+                    other => paths.visit_item(other),
+                }
+            }
+            let depends: BTreeSet<Module> = paths
+                .0
+                .iter()
+                .filter_map(|path| self.absolute(module, path))
+                .filter_map(|path| self.defining_module(&path))
+                // A module's own `mod.rs` is the scope its files share (they see its private
+                // items): a file using what an enclosing `mod.rs` defines is not counted.
+                .filter(|to| !module.starts_with(to))
+                .collect();
+            graph.insert(module.clone(), depends);
+        }
+        graph
+    }
 }
 
-/// A circle of imports through `from`, if there is one: the modules along it.
+fn item_test_only(item: &syn::Item) -> bool {
+    match item {
+        syn::Item::Mod(item) => test_only(&item.attrs),
+        syn::Item::Fn(item) => test_only(&item.attrs),
+        syn::Item::Use(item) => test_only(&item.attrs),
+        syn::Item::Impl(item) => test_only(&item.attrs),
+        _ => false,
+    }
+}
+
+/// Every path written in code (`crate::a::b`, `super::c`, `Self::d`), nested `use`s included.
+#[derive(Default)]
+struct PathsOf(Vec<Vec<String>>);
+
+impl<'ast> Visit<'ast> for PathsOf {
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        self.0.push(path.segments.iter().map(|s| s.ident.to_string()).collect());
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        let mut found = Vec::new();
+        use_paths(&item.tree, &mut Vec::new(), &mut found);
+        self.0.extend(found.into_iter().map(|(path, _)| path));
+    }
+
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        if !test_only(&item.attrs) {
+            syn::visit::visit_item_mod(self, item);
+        }
+    }
+}
+
+/// A circle of dependencies through `from`, if there is one: the modules along it.
 fn circle_through(graph: &BTreeMap<Module, BTreeSet<Module>>, from: &Module) -> Option<Vec<Module>> {
     fn search(
         graph: &BTreeMap<Module, BTreeSet<Module>>,
@@ -154,47 +241,74 @@ fn name(module: &Module) -> String {
     }
 }
 
-#[test]
-fn no_file_of_the_library_imports_itself_through_others() {
-    let (graph, _) = import_graph();
-    let circles: Vec<String> = graph
+/// Each circle of `graph` once, as `a -> b -> a`.
+fn circles(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
+    let mut seen: BTreeSet<BTreeSet<Module>> = BTreeSet::new();
+    graph
         .keys()
-        .filter_map(|module| circle_through(&graph, module))
+        .filter_map(|module| circle_through(graph, module))
+        .filter(|circle| seen.insert(circle.iter().cloned().collect()))
         .map(|circle| circle.iter().map(name).chain([name(&circle[0])]).collect::<Vec<_>>().join(" -> "))
-        .collect();
-    assert!(circles.is_empty(), "import circles (move the shared items into a leaf module):\n{}", circles.join("\n"));
+        .collect()
+}
+
+fn crate_tree() -> Tree {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    sources(&src, &src, &mut found);
+    Tree::parse(found)
 }
 
 #[test]
-fn only_the_fused_ops_import_the_reference_path() {
-    let (graph, _) = import_graph();
+fn no_file_of_the_library_depends_on_itself_through_others() {
+    let found = circles(&crate_tree().dependencies());
+    assert!(
+        found.is_empty(),
+        "dependency circles (move what both sides need into a leaf module):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn only_the_fused_ops_use_the_reference_path() {
+    let graph = crate_tree().dependencies();
     let oracle: Module = vec!["fused".into(), "reference".into()];
-    let importers: Vec<String> = graph
+    let users: Vec<String> = graph
         .iter()
-        .filter(|(module, imports)| imports.contains(&oracle) && module.first().is_none_or(|top| top != "fused"))
+        .filter(|(module, depends)| depends.contains(&oracle) && module.first().is_none_or(|top| top != "fused"))
         .map(|(module, _)| name(module))
         .collect();
-    assert!(importers.is_empty(), "production code importing the test oracle: {importers:?}");
+    assert!(users.is_empty(), "production code using the test oracle: {users:?}");
 }
 
 #[test]
-fn the_import_reader_sees_circles_and_nested_trees() {
-    // The reader itself, on a made-up tree: a circle it must find, and paths it must expand.
-    assert_eq!(
-        expand("super::{a::{B, c::D}, e as F}"),
-        vec![vec!["super", "a", "B"], vec!["super", "a", "c", "D"], vec!["super", "e"]]
-    );
-    let trees = use_trees("use std::fs;\npub(crate) use crate::x::{\n    Y,\n    Z,\n};\n// a use of words\n");
-    assert_eq!(trees, vec!["std::fs", "crate::x::{ Y, Z, }"]);
-    let module = |s: &str| s.split('/').map(String::from).collect::<Module>();
-    let graph: BTreeMap<Module, BTreeSet<Module>> = [
-        (module("a/b"), BTreeSet::from([module("a/c")])),
-        (module("a/c"), BTreeSet::from([module("d")])),
-        (module("d"), BTreeSet::from([module("a/b")])),
-    ]
-    .into();
-    let circle = circle_through(&graph, &module("a/b")).expect("a -> c -> d -> a is a circle");
-    assert_eq!(circle.iter().map(name).collect::<Vec<_>>(), ["a/b", "a/c", "d"]);
-    let open: BTreeMap<Module, BTreeSet<Module>> = [(module("a"), BTreeSet::from([module("b")]))].into();
-    assert_eq!(circle_through(&open, &module("a")), None);
+fn the_reader_follows_re_exports_and_paths_in_code() {
+    let module = |s: &str| s.split('/').filter(|p| !p.is_empty()).map(String::from).collect::<Module>();
+    let tree = |files: &[(&str, &str)]| {
+        Tree::parse(files.iter().map(|(path, source)| (module(path), source.to_string())).collect())
+    };
+    // `a/b.rs` names `crate::Thing`, which lib.rs re-exports from `c/d.rs` through `c/mod.rs`;
+    // `c/d.rs` calls `crate::a::b::helper()` in its code, a comment and a test module aside.
+    let circle = tree(&[
+        ("", "pub mod a; pub mod c; pub use c::Thing;"),
+        ("a", "pub mod b;"),
+        ("a/b", "use crate::{Thing, /* x, */ a};\npub fn helper() {}"),
+        ("c", "mod d;\npub use d::Thing;"),
+        ("c/d", "pub struct Thing;\nfn f() { crate::a::b::helper() }\n#[cfg(test)]\nmod tests { use crate::a::b; }"),
+    ]);
+    let graph = circle.dependencies();
+    // `crate::a` is `a/b`'s own module: its shared scope, not counted.
+    assert_eq!(graph[&module("a/b")], BTreeSet::from([module("c/d")]));
+    assert_eq!(graph[&module("c/d")], BTreeSet::from([module("a/b")]));
+    assert_eq!(graph[&module("c")], BTreeSet::new(), "a re-export is not a dependency");
+    assert_eq!(circles(&graph), vec!["a/b -> c/d -> a/b"]);
+    // Without the call, and with the only other use in a test module, there is none.
+    let open = tree(&[
+        ("", "pub mod a; pub mod c; pub use c::Thing;"),
+        ("a", "pub mod b;"),
+        ("a/b", "use crate::Thing;\npub fn helper() {}"),
+        ("c", "mod d;\npub use d::Thing;"),
+        ("c/d", "pub struct Thing;\n#[cfg(test)]\nmod tests { use crate::a::b::helper; }"),
+    ]);
+    assert!(circles(&open.dependencies()).is_empty());
 }
