@@ -271,7 +271,11 @@ fn run(args: &Args, options: &AnalysisOptions, order: &[(bool, usize)]) -> Resul
     if args.seq_len == 0 || args.sequences == Some(0) {
         return Err(usage("--seq-len and --sequences must be at least 1".into()));
     }
-    options.validate()?;
+    options.validate().map_err(|e| match e {
+        ConfigError::Zero { field } => usage(format!("--{} must be at least 1", field.replace('_', "-"))),
+        ConfigError::LayerTwice { .. } => usage(format!("--layers: {e}")),
+        other => other.into(),
+    })?;
     // `--hf-dir org/name` names a model of the local Hugging Face cache: its folder from here on.
     let hf_dirs: Vec<PathBuf> = args.hf_dir.iter().map(|dir| require_hf_dir(dir)).collect::<Result<_, _>>()?;
     // Every model in the order given, with its kind and the path as given.

@@ -218,6 +218,15 @@ fn bad_sweeps_are_refused_before_any_training() {
         (dir.path().join("r"), vec!["--layers", "2,3", "--init-from", "/nonexistent"], "depth is fixed"),
         (dir.path().join("s"), vec!["--removal-threshold", "5"], "removal_threshold"),
         (dir.path().join("t"), vec!["--schemes", "lns", "--inits", "scaled", "--baseline", "lns"], "is not one of"),
+        // The baseline is one arm, named as such: a list or a set is not one.
+        (
+            dir.path().join("u"),
+            vec!["--schemes", "lns,pre-ln", "--baseline", "lns,pre-ln"],
+            "--baseline lns,pre-ln: unknown",
+        ),
+        (dir.path().join("v"), vec!["--schemes", "lns,pre-ln", "--baseline", "all"], "--baseline all: unknown"),
+        (dir.path().join("w"), vec!["--schemes", "lns,pre-ln", "--baseline", "+scaled"], "--baseline +scaled: unknown"),
+        (dir.path().join("x"), vec!["--schemes", "lns,pre-ln", "--baseline", "lns+"], "--baseline lns+: unknown init"),
     ] {
         let output = sweep_command(&out, &extra).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);

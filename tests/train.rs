@@ -547,8 +547,16 @@ fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
     assert_eq!(recorded.data_seed, Some(config.data_seed()));
     assert!(TrainConfig::recorded_in(dir.path()).unwrap().is_none(), "a directory without a run records nothing");
     assert_eq!(run_of_config_file(&config.out.join(TRAIN_CONFIG)), Some(config.out.clone()));
-    // A train.json without the run's model.json beside it is a config file, not a run's.
+    // A train.json with nothing of a run beside it is a config file, not a run's.
     let lone = dir.path().join(TRAIN_CONFIG);
     std::fs::copy(config.out.join(TRAIN_CONFIG), &lone).unwrap();
     assert_eq!(run_of_config_file(&lone), None);
+    // A run that lost its model.json is still that run (its resume then names the damage), never
+    // the run its recorded `out` names.
+    std::fs::remove_file(config.out.join("model.json")).unwrap();
+    assert_eq!(run_of_config_file(&config.out.join(TRAIN_CONFIG)), Some(config.out.clone()));
+    // A directory where the settings should be is an error, not "nothing recorded".
+    let odd = dir.path().join("odd");
+    std::fs::create_dir_all(odd.join(TRAIN_CONFIG)).unwrap();
+    assert!(TrainConfig::recorded_in(&odd).is_err());
 }

@@ -134,10 +134,13 @@ pub fn parse_baseline(sweep: &Sweep, baseline: Option<&str>) -> Result<String, C
     }
     // `lns+scaled` is a scheme and an init; each part is parsed so that aliases (`pre`) work.
     let (scheme, init) = match name.split_once('+') {
-        Some((scheme, init)) => (scheme, Some(init.parse()?)),
+        Some((scheme, init)) => (scheme, Some(init)),
         None => (name, None),
     };
-    let arm = arm_name(&parse_schemes(scheme)?.remove(0), init);
+    let with_option = |e: ConfigError| ConfigError::Conflict(format!("--baseline {name}: {e}"));
+    let scheme: NormScheme = scheme.parse().map_err(with_option)?;
+    let init = init.map(str::parse::<InitScheme>).transpose().map_err(with_option)?;
+    let arm = arm_name(&scheme, init);
     if !arms.iter().any(|(known, _)| *known == arm) {
         let names: Vec<&str> = arms.iter().map(|(_, shown)| shown.as_str()).collect();
         return Err(ConfigError::Conflict(format!(

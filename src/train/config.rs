@@ -440,7 +440,8 @@ impl TrainConfig {
     /// without a config file starts from, before the options given change it.
     pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
         let recorded = dir.as_ref().join(crate::run::TRAIN_CONFIG);
-        recorded.is_file().then(|| Self::from_run_file(&recorded)).transpose()
+        // Anything there is read: a directory in its place is an error, not "no settings".
+        recorded.exists().then(|| Self::from_run_file(&recorded)).transpose()
     }
 
     /// The learning-rate schedule of the run.
