@@ -80,7 +80,7 @@ impl LlamaConfig {
 }
 
 impl Llama {
-    pub(crate) fn new(
+    fn new(
         config: &LlamaConfig,
         layers: Vec<Block>,
         rope: RotaryEmbedding,
