@@ -43,10 +43,13 @@ fn sources(src: &Path, dir: &Path, found: &mut Vec<(Module, String)>) {
     }
 }
 
-/// Whether an item is compiled for unit tests only.
+/// Whether an item is compiled for unit tests only: `#[cfg(test)]` or `#[cfg(all(test, ...))]`.
 fn test_only(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|attr| match &attr.meta {
-        syn::Meta::List(list) if list.path.is_ident("cfg") => list.tokens.to_string().trim() == "test",
+        syn::Meta::List(list) if list.path.is_ident("cfg") => {
+            let condition: String = list.tokens.to_string().split_whitespace().collect();
+            condition == "test" || condition.starts_with("all(test,")
+        }
         _ => false,
     })
 }
@@ -107,6 +110,13 @@ impl Tree {
     /// `path` as written in `module`, from the crate root; `None` for another crate's.
     fn absolute(&self, module: &Module, path: &[String]) -> Option<Vec<String>> {
         let first = path.first()?;
+        // A path in code whose head a `use` of the module binds (`use crate::fused; fused::f()`).
+        // One word alone is a local name or the bound item itself, which its `use` already counts.
+        if path.len() > 1 {
+            if let Some(bound) = self.bindings.get(&(module.clone(), first.clone())) {
+                return Some(bound.iter().chain(&path[1..]).cloned().collect());
+            }
+        }
         Some(match first.as_str() {
             "crate" => path[1..].to_vec(),
             "self" => module.iter().chain(&path[1..]).cloned().collect(),
@@ -114,9 +124,13 @@ impl Tree {
                 let ups = path.iter().take_while(|s| *s == "super").count();
                 module[..module.len().checked_sub(ups)?].iter().chain(&path[ups..]).cloned().collect()
             }
-            // Edition 2018 paths: a child module of this one (`use config::X` in a mod.rs).
+            // Edition 2018 paths: a child module of this one (`use config::X` in a mod.rs). A word
+            // alone (`config`) is more likely a local variable than the module itself.
             child
-                if self.files.contains_key(&module.iter().cloned().chain([child.to_string()]).collect::<Module>()) =>
+                if path.len() > 1
+                    && self
+                        .files
+                        .contains_key(&module.iter().cloned().chain([child.to_string()]).collect::<Module>()) =>
             {
                 module.iter().chain(path).cloned().collect()
             }
@@ -183,25 +197,67 @@ fn item_test_only(item: &syn::Item) -> bool {
     }
 }
 
-/// Every path written in code (`crate::a::b`, `super::c`, `Self::d`), nested `use`s included.
+/// Every path written in code (`crate::a::b`, `super::c`, `Self::d`), nested `use`s and the
+/// arguments of macros written like calls (`format!("{}", crate::a::f())`) included; paths
+/// inside inline modules as seen from the file's own module.
 #[derive(Default)]
-struct PathsOf(Vec<Vec<String>>);
+struct PathsOf(Vec<Vec<String>>, usize);
+
+impl PathsOf {
+    /// Records `path` as written `self.1` inline modules deep.
+    fn push(&mut self, mut path: Vec<String>) {
+        let depth = self.1;
+        let ups = path.iter().take_while(|s| *s == "super").count();
+        if depth > 0 && ups > 0 {
+            // `super` climbs the inline modules first: short of the file's module, the path
+            // stays in this file.
+            path = if ups < depth { vec!["self".into()] } else { path.split_off(depth) };
+            if ups == depth {
+                path.insert(0, "self".into());
+            }
+        }
+        self.0.push(path);
+    }
+}
 
 impl<'ast> Visit<'ast> for PathsOf {
     fn visit_path(&mut self, path: &'ast syn::Path) {
-        self.0.push(path.segments.iter().map(|s| s.ident.to_string()).collect());
+        self.push(path.segments.iter().map(|s| s.ident.to_string()).collect());
         syn::visit::visit_path(self, path);
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
         let mut found = Vec::new();
         use_paths(&item.tree, &mut Vec::new(), &mut found);
-        self.0.extend(found.into_iter().map(|(path, _)| path));
+        found.into_iter().for_each(|(path, _)| self.push(path));
     }
 
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
         if !test_only(&item.attrs) {
+            self.1 += 1;
             syn::visit::visit_item_mod(self, item);
+            self.1 -= 1;
+        }
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        if !test_only(&item.attrs) {
+            syn::visit::visit_item_fn(self, item);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        if !test_only(&item.attrs) {
+            syn::visit::visit_impl_item_fn(self, item);
+        }
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        use syn::punctuated::Punctuated;
+        syn::visit::visit_macro(self, mac);
+        let arguments = mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated);
+        for argument in arguments.iter().flatten() {
+            self.visit_expr(argument);
         }
     }
 }
@@ -311,4 +367,33 @@ fn the_reader_follows_re_exports_and_paths_in_code() {
         ("c/d", "pub struct Thing;\n#[cfg(test)]\nmod tests { use crate::a::b::helper; }"),
     ]);
     assert!(circles(&open.dependencies()).is_empty());
+}
+
+#[test]
+fn the_reader_follows_bound_heads_macros_and_inline_modules() {
+    let module = |s: &str| s.split('/').filter(|p| !p.is_empty()).map(String::from).collect::<Module>();
+    let graph = |files: &[(&str, &str)]| {
+        Tree::parse(files.iter().map(|(path, source)| (module(path), source.to_string())).collect()).dependencies()
+    };
+    let lib = ("", "pub mod a; pub mod b;");
+    // A head bound by `use`, a path inside a macro's arguments, a `super` out of an inline module.
+    for a in [
+        "use crate::b; pub fn f() { b::g() }",
+        "pub fn f() { let _ = format!(\"{}\", crate::b::g()); }",
+        "mod inner { pub fn f() { super::super::b::g() } }",
+    ] {
+        let graph = graph(&[lib, ("a", a), ("b", "pub fn g() {}")]);
+        assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
+    }
+    // Test-only code in any form, a local variable named like a child module, and `super` that
+    // stays inside the file are not dependencies.
+    for a in [
+        "mod b; #[cfg(all(test, feature = \"x\"))] fn t() { crate::c::h() }",
+        "mod b; struct S; impl S { #[cfg(test)] fn t() { crate::c::h() } }",
+        "mod b; fn f(b: u8) -> u8 { b }",
+        "mod b; mod inner { pub fn f() { super::g() } } fn g() {}",
+    ] {
+        let graph = graph(&[("", "pub mod a; pub mod c;"), ("a", a), ("a/b", ""), ("c", "pub fn h() {}")]);
+        assert_eq!(graph[&module("a")], BTreeSet::new(), "{a}");
+    }
 }

@@ -132,10 +132,13 @@ pub fn parse_baseline(sweep: &Sweep, baseline: Option<&str>) -> Result<String, C
     if let Some((arm, _)) = arms.iter().find(|(arm, shown)| arm == name || shown == name) {
         return Ok(arm.clone());
     }
-    // `lns+scaled` is a scheme and an init; each part is parsed so that aliases (`pre`) work.
-    let (scheme, init) = match name.split_once('+') {
-        Some((scheme, init)) => (scheme, Some(init)),
-        None => (name, None),
+    // `lns+scaled` is a scheme and an init; each part is parsed so that aliases (`pre`) work. The
+    // init is after the last `+` when it names one: a scheme's number may hold a `+` (`completep:1e+1`).
+    let (scheme, init) = match name.rsplit_once('+') {
+        Some((scheme, init)) if init.parse::<InitScheme>().is_ok() || scheme.parse::<NormScheme>().is_ok() => {
+            (scheme, Some(init))
+        }
+        _ => (name, None),
     };
     let with_option = |e: ConfigError| ConfigError::Conflict(format!("--baseline {name}: {e}"));
     let scheme: NormScheme = scheme.parse().map_err(with_option)?;
@@ -150,4 +153,28 @@ pub fn parse_baseline(sweep: &Sweep, baseline: Option<&str>) -> Result<String, C
         )));
     }
     Ok(arm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::TrainConfig;
+
+    fn sweep(schemes: &str, inits: &[InitScheme]) -> Sweep {
+        let schemes = parse_schemes(schemes).unwrap();
+        Sweep { config: TrainConfig::default(), schemes, seeds: vec![0], inits: inits.to_vec(), depths: vec![] }
+    }
+
+    #[test]
+    fn a_baseline_splits_at_the_init_only_where_one_is_named() {
+        // `1e+1` is CompleteP's number, not an init after a `+`.
+        let with_exponent = sweep("lns,completep:1e+1", &[]);
+        let arm = parse_baseline(&with_exponent, Some("completep:1e+1")).unwrap();
+        assert_eq!(arm, arm_name(&"completep:10".parse().unwrap(), None));
+        let with_init = sweep("lns,pre-ln", &[InitScheme::Normal, InitScheme::Scaled]);
+        assert_eq!(parse_baseline(&with_init, Some("pre+scaled")).unwrap(), "pre-ln+scaled");
+        // A scheme then a bad init is refused as an init.
+        let bad_init = parse_baseline(&with_init, Some("pre-ln+scaledd")).unwrap_err();
+        assert!(matches!(bad_init, ConfigError::Conflict(ref m) if m.contains("init")), "{bad_init}");
+    }
 }

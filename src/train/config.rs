@@ -441,7 +441,8 @@ impl TrainConfig {
     pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
         let recorded = dir.as_ref().join(crate::run::TRAIN_CONFIG);
         // Anything there is read: a directory in its place is an error, not "no settings".
-        recorded.exists().then(|| Self::from_run_file(&recorded)).transpose()
+        let exists = recorded.try_exists().map_err(|e| Error::file(&recorded, e))?;
+        exists.then(|| Self::from_run_file(&recorded)).transpose()
     }
 
     /// The learning-rate schedule of the run.
