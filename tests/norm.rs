@@ -95,7 +95,7 @@ fn rms_norm_checkpoints_load_both_ways() {
     let scaled = RmsNormScalingConfig::new(16, 4).with_epsilon(1e-6).init(&device).unwrap().load_file(&path);
     assert_eq!(values(&scaled.gamma.val()), values(&plain.gamma.val()));
     assert!(max_abs_diff(&scaled.forward(x.clone()), &(plain.forward(x.clone()) * 0.5)) < 1e-6);
-    assert_eq!(scaled.layer(), 4, "the factor derives from the config, not the checkpoint");
+    assert_eq!(scaled.scale(), 0.5, "the factor derives from the config, not the checkpoint");
 
     // RmsNormScaling file -> RmsNorm: the same gamma comes back.
     let path = dir.path().join("rms_norm_scaling.bpk");
@@ -212,17 +212,20 @@ fn norm_kinds_serialise_as_kebab_case_and_dyt_copies_its_weights() {
         assert_eq!(serde_json::from_str::<NormKind>(name).unwrap(), kind);
     }
     let device = cpu();
-    let mut trained = NormKind::Dyt.init(16, 1e-6, 0.5, 1, &device).unwrap();
+    let mut trained = NormKind::Dyt.init(16, 1e-6, 0.5, 1.0, &device).unwrap();
     if let Norm::Dyt(norm) = &mut trained {
         norm.alpha = Param::from_tensor(Tensor::from_data(TensorData::from([0.8f32]), &device));
         norm.gamma = Param::from_tensor(randn([16], &device));
         norm.beta = Param::from_tensor(randn([16], &device));
     }
-    // Copied into a norm of layer 4: the same weights, the output halved.
-    let copy = NormKind::Dyt.init(16, 1e-6, 0.5, 4, &device).unwrap().with_weights_of(&trained).unwrap();
+    // Copied into a norm with layer 4's factor: the same weights, the output halved.
+    let copy = NormKind::Dyt.init(16, 1e-6, 0.5, 0.5, &device).unwrap().with_weights_of(&trained).unwrap();
     let x = randn([3, 16], &device);
     assert!(max_abs_diff(&copy.forward(x.clone()), &(trained.forward(x) * 0.5)) < 1e-6);
-    let rms = NormKind::RmsNorm.init(16, 1e-6, 0.5, 1, &device).unwrap();
+    for bad in [0.0, -0.5, f64::NAN, f64::INFINITY] {
+        assert!(NormKind::Dyt.init(16, 1e-6, 0.5, bad, &device).is_err(), "a factor of {bad} was accepted");
+    }
+    let rms = NormKind::RmsNorm.init(16, 1e-6, 0.5, 1.0, &device).unwrap();
     let err = rms.with_weights_of(&trained).unwrap_err();
     assert!(err.to_string().contains("DyT") && err.to_string().contains("RMSNorm"), "{err}");
 }
@@ -234,7 +237,7 @@ fn every_norm_checks_the_last_dimension_of_its_input() {
     let device = cpu();
     for kind in NormKind::ALL {
         for width in [1, 63] {
-            let norm = kind.init(64, 1e-5, 0.5, 2, &device).unwrap();
+            let norm = kind.init(64, 1e-5, 0.5, 1.0 / 2f64.sqrt(), &device).unwrap();
             let x = Tensor::<3>::ones([2, 3, width], &device);
             let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| norm.forward(x)))
                 .expect_err(&format!("{} accepted a last dimension of {width}", kind.name()));

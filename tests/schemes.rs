@@ -104,11 +104,17 @@ fn lns_before_the_norm_is_pre_ln_up_to_epsilon() {
 fn lns_positions_put_the_factor_where_they_say() {
     let plan = |position| NormScheme::Lns { position }.plan(4, 12, 0.02).unwrap();
     let p = plan(LnsPosition::AfterNorm);
-    assert_eq!((p.norm_layer, p.norm_input_scale, p.attn_output_scale, p.ffn_output_scale), (4, 1.0, 1.0, 1.0));
+    assert_eq!(
+        (p.norm_output_scale, p.norm_input_scale, p.attn_output_scale, p.ffn_output_scale),
+        (0.5, 1.0, 1.0, 1.0)
+    );
     let p = plan(LnsPosition::BeforeNorm);
-    assert_eq!((p.norm_layer, p.norm_input_scale, p.attn_output_scale, p.ffn_output_scale), (1, 0.5, 1.0, 1.0));
+    assert_eq!(
+        (p.norm_output_scale, p.norm_input_scale, p.attn_output_scale, p.ffn_output_scale),
+        (1.0, 0.5, 1.0, 1.0)
+    );
     let p = plan(LnsPosition::AfterSublayer);
-    assert_eq!((p.norm_layer, p.attn_output_scale, p.ffn_output_scale), (1, 0.5, 0.5));
+    assert_eq!((p.norm_output_scale, p.attn_output_scale, p.ffn_output_scale), (1.0, 0.5, 0.5));
     let p = plan(LnsPosition::AfterAttention);
     assert_eq!((p.attn_output_scale, p.ffn_output_scale), (0.5, 1.0));
     let p = plan(LnsPosition::AfterFfn);

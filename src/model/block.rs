@@ -23,7 +23,7 @@ pub struct BlockOutput {
 /// A LLaMA block (attention then SwiGLU feed-forward) under any normalisation scheme:
 ///
 /// ```text
-/// Pre-LN:    h = x + g_a * s_a * Attn(N_a(s_i x));   y = h + g_f * s_f * FFN(N_f(s_i h))
+/// Pre-LN:    h = x + g_a * s_a * Attn(s_o N_a(s_i x));   y = h + g_f * s_f * FFN(s_o N_f(s_i h))
 /// Post-LN:   h = N_a(alpha x + Attn(x));             y = N_f(alpha h + FFN(h))
 /// Sandwich:  h = x + N_a'(Attn(N_a(x)));             y = h + N_f'(FFN(N_f(h)))
 /// Reordered: h = x + N_a(Attn(x));                   y = h + N_f(FFN(h))
@@ -32,7 +32,9 @@ pub struct BlockOutput {
 /// Sandwich-LN and Peri-LN share the Sandwich block; Peri-LN's embedding norm is the model's.
 /// Under GPAS (Pre-LN blocks) each residual sum `r` becomes `r - SiLU(g) sg(r)`.
 ///
-/// With LNS (after the norm) `N_a` and `N_f` carry the factor `1/sqrt(l)` themselves.
+/// The `s` are the plan's factors: `s_o` its `norm_output_scale` (LNS after the norm, the paper's
+/// `1/sqrt(l)`, which the norms `N_a` and `N_f` carry themselves), `s_i` its `norm_input_scale`,
+/// `s_a` and `s_f` its sub-layer output scales.
 #[derive(Module, Debug)]
 pub struct Block {
     /// Causal self-attention.
@@ -78,7 +80,7 @@ impl Block {
     pub(crate) fn init(shape: BlockShape, plan: LayerPlan, layer: usize, device: &Device) -> Result<Self, ConfigError> {
         let d_model = shape.d_model;
         let init = plan.init;
-        let norm = |layer| shape.norm_kind.init(d_model, shape.norm_eps, shape.dyt_alpha_init, layer, device);
+        let norm = |scale| shape.norm_kind.init(d_model, shape.norm_eps, shape.dyt_alpha_init, scale, device);
         let sandwich = plan.placement == Placement::Sandwich;
         let gate = || match plan.gate {
             BranchGate::None => None,
@@ -96,10 +98,10 @@ impl Block {
                 .with_gate_up_std(init.gate_up_std)
                 .with_down_std(init.down_std)
                 .init(device),
-            attn_norm: norm(plan.norm_layer)?,
-            ffn_norm: norm(plan.norm_layer)?,
-            attn_out_norm: if sandwich { Some(norm(1)?) } else { None },
-            ffn_out_norm: if sandwich { Some(norm(1)?) } else { None },
+            attn_norm: norm(plan.norm_output_scale)?,
+            ffn_norm: norm(plan.norm_output_scale)?,
+            attn_out_norm: if sandwich { Some(norm(1.0)?) } else { None },
+            ffn_out_norm: if sandwich { Some(norm(1.0)?) } else { None },
             attn_gate: gate(),
             ffn_gate: gate(),
             gpas_gate: plan.gpas.then(|| Initializer::Zeros.init([1], device)),

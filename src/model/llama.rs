@@ -96,7 +96,7 @@ impl Llama {
                 device,
             )
         });
-        let norm = |kind: NormKind| kind.init(config.d_model, config.norm_eps, config.dyt_alpha(), 1, device);
+        let norm = |kind: NormKind| kind.init(config.d_model, config.norm_eps, config.dyt_alpha(), 1.0, device);
         let embed_norm = config.norm_scheme.embedding_norm().then(|| norm(config.norm_kind)).transpose()?;
         let final_norm = norm(config.norm_kind.final_kind())?;
         Ok(Self { embed_tokens, embed_norm, layers, norm: final_norm, lm_head, rope })

@@ -6,7 +6,7 @@ use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
-use super::depth_scale::{check_norm_config, factor};
+use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use super::dynamic_tanh::check_alpha_init;
 use crate::ConfigError;
 
@@ -49,7 +49,7 @@ impl BoundedTanhScalingConfig {
             gamma: Initializer::Ones.init([self.d_model], device),
             kappa: self.kappa,
             epsilon: self.epsilon,
-            layer: self.layer,
+            scale: factor(self.layer),
         })
     }
 }
@@ -74,19 +74,14 @@ pub struct BoundedTanhScaling {
     pub kappa: f64,
     /// Added to the mean square for numerical stability.
     pub epsilon: f64,
-    /// The 1-based layer number; never 0.
-    layer: usize,
+    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    pub(super) scale: f64,
 }
 
 impl BoundedTanhScaling {
-    /// The 1-based layer number.
-    pub fn layer(&self) -> usize {
-        self.layer
-    }
-
-    /// The factor `1/sqrt(layer)` applied to the output.
+    /// The LNS factor applied to the output: `1/sqrt(layer)`, 1 for a plain norm.
     pub fn scale(&self) -> f64 {
-        factor(self.layer)
+        self.scale
     }
 
     /// Applies BHyT over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
@@ -99,7 +94,7 @@ impl BoundedTanhScaling {
         assert_shape!(x, [.., d_model]);
         let inverse_rms = (x.clone().square().mean_dim(D - 1) + self.epsilon).sqrt().recip(); // [..., 1]
         let lambda = (self.lambda.val() / self.kappa).unsqueeze::<D>(); // [1, ..., 1]
-        let gamma = (self.gamma.val() * self.scale()).unsqueeze::<D>(); // [1, ..., d_model]
+        let gamma = scaled_weight(self.gamma.val(), self.scale).unsqueeze::<D>(); // [1, ..., d_model]
         (x * inverse_rms * lambda).tanh() * gamma
     }
 }
@@ -111,6 +106,6 @@ impl ModuleDisplay for BoundedTanhScaling {
 
     fn custom_content(&self, content: Content) -> Option<Content> {
         let [d_model] = self.gamma.shape().dims();
-        content.add("d_model", &d_model).add("kappa", &self.kappa).add("layer", &self.layer).optional()
+        content.add("d_model", &d_model).add("kappa", &self.kappa).add("scale", &self.scale).optional()
     }
 }

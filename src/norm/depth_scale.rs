@@ -55,6 +55,14 @@ pub fn apply_depth_scale<const D: usize>(x: Tensor<D>, layer: usize) -> Result<T
     Ok(scale_unless_one(x, factor))
 }
 
+/// A norm's per-feature output weight (`gamma` or `beta`, `[d_model]`) with its LNS factor `s`
+/// folded in: `s (N(x) gamma + beta) = N(x) (s gamma) + s beta`, so the factor costs `d_model`
+/// multiplications (none at `s = 1`) rather than a pass over the output. Every norm kind applies
+/// its factor this way; RMSNorm's fused op does the same multiplication inside its kernel.
+pub(crate) fn scaled_weight(weight: Tensor<1>, scale: f64) -> Tensor<1> {
+    scale_unless_one(weight, scale)
+}
+
 /// `x * factor`, skipping the multiplication (a full pass over `x`) when the factor is exactly 1.
 pub(crate) fn scale_unless_one<const D: usize>(x: Tensor<D>, factor: f64) -> Tensor<D> {
     if factor == 1.0 {

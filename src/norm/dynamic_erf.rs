@@ -6,7 +6,7 @@ use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
-use super::depth_scale::{check_norm_config, factor};
+use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use super::dynamic_tanh::check_alpha_init;
 use crate::ConfigError;
 
@@ -38,7 +38,7 @@ impl DynamicErfScalingConfig {
             shift: Initializer::Zeros.init([1], device),
             gamma: Initializer::Ones.init([self.d_model], device),
             beta: Initializer::Zeros.init([self.d_model], device),
-            layer: self.layer,
+            scale: factor(self.layer),
         })
     }
 }
@@ -61,19 +61,14 @@ pub struct DynamicErfScaling {
     pub gamma: Param<Tensor<1>>,
     /// The learnable per-feature shift, `[d_model]`, initialised to 0.
     pub beta: Param<Tensor<1>>,
-    /// The 1-based layer number; never 0.
-    layer: usize,
+    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    pub(super) scale: f64,
 }
 
 impl DynamicErfScaling {
-    /// The 1-based layer number.
-    pub fn layer(&self) -> usize {
-        self.layer
-    }
-
-    /// The factor `1/sqrt(layer)` applied to the output.
+    /// The LNS factor applied to the output: `1/sqrt(layer)`, 1 for a plain norm.
     pub fn scale(&self) -> f64 {
-        factor(self.layer)
+        self.scale
     }
 
     /// Applies Derf element-wise. Shapes: `[..., d_model] -> [..., d_model]`.
@@ -84,11 +79,10 @@ impl DynamicErfScaling {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let [d_model] = self.gamma.shape().dims();
         assert_shape!(x, [.., d_model]);
-        let scale = self.scale();
         let alpha = self.alpha.val().unsqueeze::<D>(); // [1, ..., 1]
         let shift = self.shift.val().unsqueeze::<D>();
-        let gamma = (self.gamma.val() * scale).unsqueeze::<D>(); // [1, ..., d_model]
-        let beta = (self.beta.val() * scale).unsqueeze::<D>();
+        let gamma = scaled_weight(self.gamma.val(), self.scale).unsqueeze::<D>(); // [1, ..., d_model]
+        let beta = scaled_weight(self.beta.val(), self.scale).unsqueeze::<D>();
         (x * alpha + shift).erf() * gamma + beta
     }
 }
@@ -100,6 +94,6 @@ impl ModuleDisplay for DynamicErfScaling {
 
     fn custom_content(&self, content: Content) -> Option<Content> {
         let [d_model] = self.gamma.shape().dims();
-        content.add("d_model", &d_model).add("layer", &self.layer).optional()
+        content.add("d_model", &d_model).add("scale", &self.scale).optional()
     }
 }

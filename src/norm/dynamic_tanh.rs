@@ -6,7 +6,7 @@ use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
-use super::depth_scale::{check_norm_config, factor};
+use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use crate::ConfigError;
 
 /// DyT's default initial `alpha`.
@@ -37,7 +37,7 @@ impl DynamicTanhScalingConfig {
             alpha: Initializer::Constant { value: self.alpha_init }.init([1], device),
             gamma: Initializer::Ones.init([self.d_model], device),
             beta: Initializer::Zeros.init([self.d_model], device),
-            layer: self.layer,
+            scale: factor(self.layer),
         })
     }
 }
@@ -63,19 +63,14 @@ pub struct DynamicTanhScaling {
     pub gamma: Param<Tensor<1>>,
     /// The learnable per-feature shift, `[d_model]`, initialised to 0.
     pub beta: Param<Tensor<1>>,
-    /// The 1-based layer number; never 0.
-    layer: usize,
+    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    pub(super) scale: f64,
 }
 
 impl DynamicTanhScaling {
-    /// The 1-based layer number.
-    pub fn layer(&self) -> usize {
-        self.layer
-    }
-
-    /// The factor `1/sqrt(layer)` applied to the output.
+    /// The LNS factor applied to the output: `1/sqrt(layer)`, 1 for a plain norm.
     pub fn scale(&self) -> f64 {
-        factor(self.layer)
+        self.scale
     }
 
     /// Applies DyT element-wise. Shapes: `[..., d_model] -> [..., d_model]`.
@@ -86,11 +81,9 @@ impl DynamicTanhScaling {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let [d_model] = self.gamma.shape().dims();
         assert_shape!(x, [.., d_model]);
-        // s * (gamma * t + beta) = t * (s * gamma) + s * beta: d_model multiplications, not a pass over x.
-        let scale = self.scale();
         let alpha = self.alpha.val().unsqueeze::<D>(); // [1, ..., 1]
-        let gamma = (self.gamma.val() * scale).unsqueeze::<D>(); // [1, ..., d_model]
-        let beta = (self.beta.val() * scale).unsqueeze::<D>();
+        let gamma = scaled_weight(self.gamma.val(), self.scale).unsqueeze::<D>(); // [1, ..., d_model]
+        let beta = scaled_weight(self.beta.val(), self.scale).unsqueeze::<D>();
         (x * alpha).tanh() * gamma + beta
     }
 }
@@ -102,6 +95,6 @@ impl ModuleDisplay for DynamicTanhScaling {
 
     fn custom_content(&self, content: Content) -> Option<Content> {
         let [d_model] = self.gamma.shape().dims();
-        content.add("d_model", &d_model).add("layer", &self.layer).optional()
+        content.add("d_model", &d_model).add("scale", &self.scale).optional()
     }
 }

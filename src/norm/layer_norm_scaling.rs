@@ -5,7 +5,7 @@ use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
-use super::depth_scale::{check_norm_config, factor};
+use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use crate::{fused, ConfigError};
 
 /// Configuration of [`LayerNormScaling`].
@@ -33,7 +33,7 @@ impl LayerNormScalingConfig {
             gamma: Initializer::Ones.init([self.d_model], device),
             beta: self.bias.then(|| Initializer::Zeros.init([self.d_model], device)),
             epsilon: self.epsilon,
-            layer: self.layer,
+            scale: factor(self.layer),
         })
     }
 }
@@ -54,19 +54,14 @@ pub struct LayerNormScaling {
     pub beta: Option<Param<Tensor<1>>>,
     /// Added to the variance for numerical stability.
     pub epsilon: f64,
-    /// The 1-based layer number; never 0.
-    layer: usize,
+    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    pub(super) scale: f64,
 }
 
 impl LayerNormScaling {
-    /// The 1-based layer number.
-    pub fn layer(&self) -> usize {
-        self.layer
-    }
-
-    /// The factor `1/sqrt(layer)` applied to the output.
+    /// The LNS factor applied to the output: `1/sqrt(layer)`, 1 for a plain norm.
     pub fn scale(&self) -> f64 {
-        factor(self.layer)
+        self.scale
     }
 
     /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
@@ -81,11 +76,9 @@ impl LayerNormScaling {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let [d_model] = self.gamma.shape().dims();
         assert_shape!(x, [.., d_model]);
-        // s * (norm(x) * gamma + beta) = norm(x) * (s * gamma) + s * beta
-        let scale = self.scale();
-        let gamma = self.gamma.val() * scale;
+        let gamma = scaled_weight(self.gamma.val(), self.scale);
         let beta = match &self.beta {
-            Some(beta) => beta.val() * scale,
+            Some(beta) => scaled_weight(beta.val(), self.scale),
             None => gamma.zeros_like(),
         };
         fused::layer_norm(x, gamma, beta, self.epsilon)
@@ -103,7 +96,7 @@ impl ModuleDisplay for LayerNormScaling {
             .add("d_model", &d_model)
             .add("epsilon", &self.epsilon)
             .add("bias", &self.beta.is_some())
-            .add("layer", &self.layer)
+            .add("scale", &self.scale)
             .optional()
     }
 }

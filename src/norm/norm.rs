@@ -13,7 +13,9 @@ use super::{
 use crate::ConfigError;
 
 /// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`.
-/// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor.
+/// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor `s`
+/// (`1/sqrt(l)` in layer `l` under LNS, the plan's `norm_output_scale`) the same way: folded into
+/// its per-feature output weights, `s (N(x) gamma + beta) = N(x) (s gamma) + s beta`.
 ///
 /// | kind | `N(x)` of layer `l` | parameters |
 /// |---|---|---|
@@ -66,37 +68,45 @@ impl NormKind {
         }
     }
 
-    /// Builds a norm of this kind over `d_model` features, scaled by `1/sqrt(layer)`.
+    /// Builds a norm of this kind over `d_model` features whose output is multiplied by `scale`
+    /// (a layer plan's [`norm_output_scale`](super::LayerPlan::norm_output_scale)).
     ///
-    /// `layer = 1` gives the plain, unscaled norm. `epsilon` is used by RMSNorm, LayerNorm and
-    /// BHyT; `alpha_init` is the initial value of DyT's and Derf's `alpha` and of BHyT's `lambda`.
+    /// `scale = 1` gives the plain norm. `epsilon` is used by RMSNorm, LayerNorm and BHyT;
+    /// `alpha_init` is the initial value of DyT's and Derf's `alpha` and of BHyT's `lambda`.
     pub fn init(
         self,
         d_model: usize,
         epsilon: f64,
         alpha_init: f64,
-        layer: usize,
+        scale: f64,
         device: &Device,
     ) -> Result<Norm, ConfigError> {
+        crate::config_error::check_positive_f32("scale", scale)?;
+        // Each kind's config is built for layer 1 (no factor), then given the factor itself.
         Ok(match self {
-            NormKind::RmsNorm => {
-                Norm::RmsNorm(RmsNormScalingConfig::new(d_model, layer).with_epsilon(epsilon).init(device)?)
-            }
-            NormKind::LayerNorm => {
-                Norm::LayerNorm(LayerNormScalingConfig::new(d_model, layer).with_epsilon(epsilon).init(device)?)
-            }
-            NormKind::Dyt => {
-                Norm::Dyt(DynamicTanhScalingConfig::new(d_model, layer).with_alpha_init(alpha_init).init(device)?)
-            }
-            NormKind::Derf => {
-                Norm::Derf(DynamicErfScalingConfig::new(d_model, layer).with_alpha_init(alpha_init).init(device)?)
-            }
-            NormKind::Bhyt => Norm::Bhyt(
-                BoundedTanhScalingConfig::new(d_model, layer)
+            NormKind::RmsNorm => Norm::RmsNorm(RmsNormScaling {
+                scale,
+                ..RmsNormScalingConfig::new(d_model, 1).with_epsilon(epsilon).init(device)?
+            }),
+            NormKind::LayerNorm => Norm::LayerNorm(LayerNormScaling {
+                scale,
+                ..LayerNormScalingConfig::new(d_model, 1).with_epsilon(epsilon).init(device)?
+            }),
+            NormKind::Dyt => Norm::Dyt(DynamicTanhScaling {
+                scale,
+                ..DynamicTanhScalingConfig::new(d_model, 1).with_alpha_init(alpha_init).init(device)?
+            }),
+            NormKind::Derf => Norm::Derf(DynamicErfScaling {
+                scale,
+                ..DynamicErfScalingConfig::new(d_model, 1).with_alpha_init(alpha_init).init(device)?
+            }),
+            NormKind::Bhyt => Norm::Bhyt(BoundedTanhScaling {
+                scale,
+                ..BoundedTanhScalingConfig::new(d_model, 1)
                     .with_lambda_init(alpha_init)
                     .with_epsilon(epsilon)
-                    .init(device)?,
-            ),
+                    .init(device)?
+            }),
         })
     }
 
@@ -150,7 +160,7 @@ impl Norm {
         }
     }
 
-    /// The factor applied to the output, `1/sqrt(layer)`.
+    /// The LNS factor applied to the output (`1/sqrt(l)` in layer `l` under LNS, else 1).
     pub fn scale(&self) -> f64 {
         match self {
             Norm::RmsNorm(norm) => norm.scale(),

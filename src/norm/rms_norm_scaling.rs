@@ -29,7 +29,7 @@ impl RmsNormScalingConfig {
         Ok(RmsNormScaling {
             gamma: Initializer::Ones.init([self.d_model], device),
             epsilon: self.epsilon,
-            layer: self.layer,
+            scale: factor(self.layer),
         })
     }
 }
@@ -49,8 +49,8 @@ pub struct RmsNormScaling {
     pub gamma: Param<Tensor<1>>,
     /// Added to the mean square for numerical stability.
     pub epsilon: f64,
-    /// The 1-based layer number; never 0.
-    layer: usize,
+    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    pub(super) scale: f64,
 }
 
 impl RmsNormScaling {
@@ -58,7 +58,7 @@ impl RmsNormScaling {
     pub fn from_rms_norm(norm: RmsNorm, layer: usize) -> Result<Self, ConfigError> {
         let [d_model] = norm.gamma.shape().dims();
         check_norm_config(d_model, layer, norm.epsilon)?;
-        Ok(Self { gamma: norm.gamma, epsilon: norm.epsilon, layer })
+        Ok(Self { gamma: norm.gamma, epsilon: norm.epsilon, scale: factor(layer) })
     }
 
     /// The plain `RmsNorm` with the same `gamma` (the depth factor is dropped).
@@ -66,14 +66,9 @@ impl RmsNormScaling {
         RmsNorm { gamma: self.gamma, epsilon: self.epsilon }
     }
 
-    /// The 1-based layer number.
-    pub fn layer(&self) -> usize {
-        self.layer
-    }
-
-    /// The factor `1/sqrt(layer)` applied to the output.
+    /// The LNS factor applied to the output: `1/sqrt(layer)`, 1 for a plain norm.
     pub fn scale(&self) -> f64 {
-        factor(self.layer)
+        self.scale
     }
 
     /// Normalises over the last dimension. Shapes: `[..., d_model] -> [..., d_model]`.
@@ -87,7 +82,8 @@ impl RmsNormScaling {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let [d_model] = self.gamma.shape().dims();
         assert_shape!(x, [.., d_model]);
-        fused::rms_norm(x, self.gamma.val(), self.epsilon, self.scale())
+        // The kernel folds the factor into gamma as every norm does (`Norm`), inside its loop.
+        fused::rms_norm(x, self.gamma.val(), self.epsilon, self.scale)
     }
 }
 
@@ -98,6 +94,6 @@ impl ModuleDisplay for RmsNormScaling {
 
     fn custom_content(&self, content: Content) -> Option<Content> {
         let [d_model] = self.gamma.shape().dims();
-        content.add("d_model", &d_model).add("epsilon", &self.epsilon).add("layer", &self.layer).optional()
+        content.add("d_model", &d_model).add("epsilon", &self.epsilon).add("scale", &self.scale).optional()
     }
 }

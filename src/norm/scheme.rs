@@ -237,8 +237,9 @@ pub enum BranchGate {
 pub struct LayerPlan {
     /// Where the norms sit.
     pub placement: Placement,
-    /// Layer number given to the block's norms: `l` for LNS after the norm, 1 (no factor) otherwise.
-    pub norm_layer: usize,
+    /// Factor on each norm's output (LNS after the norm, the paper's method: `1/sqrt(l)`; also
+    /// GPAS over LNS). The norms carry it ([`NormKind::init`](super::NormKind::init)).
+    pub norm_output_scale: f64,
     /// Factor on each norm's input (LNS before the norm).
     pub norm_input_scale: f64,
     /// Factor on the attention output (LNS after the sub-layer).
@@ -366,7 +367,7 @@ impl NormScheme {
         }
         let mut plan = LayerPlan {
             placement: Placement::Pre,
-            norm_layer: 1,
+            norm_output_scale: 1.0,
             norm_input_scale: 1.0,
             attn_output_scale: 1.0,
             ffn_output_scale: 1.0,
@@ -378,7 +379,7 @@ impl NormScheme {
         match *self {
             NormScheme::PreLn => {}
             NormScheme::Lns { position } => match position {
-                LnsPosition::AfterNorm => plan.norm_layer = layer,
+                LnsPosition::AfterNorm => plan.norm_output_scale = s,
                 LnsPosition::BeforeNorm => plan.norm_input_scale = s,
                 LnsPosition::AfterSublayer => {
                     plan.attn_output_scale = s;
@@ -414,7 +415,7 @@ impl NormScheme {
             NormScheme::Gpas { base } => {
                 plan.gpas = true;
                 if base == GpasBase::Lns {
-                    plan.norm_layer = layer;
+                    plan.norm_output_scale = s;
                 }
             }
         }
