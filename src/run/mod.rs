@@ -22,9 +22,15 @@ pub use model_dir::{
     is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
 };
 pub use run_model::{
-    checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, save_run_model, step_of_epoch,
-    EpochSteps, RunModelInfo, CHECKPOINT_KINDS,
+    checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, save_run_model, RunModelInfo,
+    CHECKPOINT_KINDS,
 };
+// Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,
+// and checkpoints that version 0.1 named by epoch) speaks of them.
+#[cfg(feature = "cli")]
+pub(crate) use run_model::step_of_epoch;
+#[cfg(feature = "train")]
+pub(crate) use run_model::EpochSteps;
 #[cfg(feature = "train")]
 pub(crate) use run_model::{is_checkpoint_file_name, missing_final_model, name_checkpoints_by_step};
 

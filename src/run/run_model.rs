@@ -94,11 +94,11 @@ pub(crate) fn is_checkpoint_file_name(name: &str) -> bool {
 /// map to the steps that name its checkpoints: epoch `e` ends at step `min(e * steps_per_epoch,
 /// steps)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EpochSteps {
+pub(crate) struct EpochSteps {
     /// Optimiser steps in a validation interval (`eval_every`).
-    pub steps_per_epoch: usize,
+    pub(crate) steps_per_epoch: usize,
     /// Optimiser steps of the whole run (the last interval may be short).
-    pub steps: usize,
+    pub(crate) steps: usize,
 }
 
 impl EpochSteps {
@@ -139,7 +139,8 @@ impl EpochSteps {
 
 /// The optimiser step at which validation interval `epoch` (from 1) of the run in `run_dir` ends,
 /// from its `train.json`: what `--epoch` (deprecated) means.
-pub fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
+#[cfg(feature = "cli")]
+pub(crate) fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
     let steps = EpochSteps::of_run(&run_dir)?;
     steps.checked_step(epoch).ok_or_else(|| {
         Error::file(

@@ -16,7 +16,7 @@ use crate::run::{checkpoint_file, checkpoint_steps, EpochSteps, CHECKPOINT_KINDS
 /// `<dir>/<name>-step-<step>.bpk` with burn-train's [`FileCheckpointer`], then its checksum as
 /// `<name>-step-<step>.bpk.sum`: a checkpoint cut short by a crash, or damaged later, is told from a
 /// complete one ([`crate::io::verify_sum`]).
-pub struct SummedCheckpointer {
+pub(crate) struct SummedCheckpointer {
     inner: FileCheckpointer,
     dir: PathBuf,
     name: String,

@@ -503,7 +503,7 @@ impl TrainConfig {
     }
 
     /// How the run's validation intervals (burn-train's epochs) map to optimiser steps.
-    pub fn epoch_steps(&self) -> EpochSteps {
+    pub(crate) fn epoch_steps(&self) -> EpochSteps {
         EpochSteps { steps_per_epoch: self.eval_every(), steps: self.steps }
     }
 

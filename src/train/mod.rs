@@ -29,7 +29,6 @@ mod tracking;
 
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use budget::DataBudget;
-pub use checkpoint::SummedCheckpointer;
 pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
 pub use config::{OptimizerKind, TrainConfig, DEFAULT_DATA_SEED};
 pub use events::{Events, TrainEvent};
@@ -51,7 +50,6 @@ pub use run::{train, TrainReport};
 pub use run_dir::RunDir;
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
-pub use strategy::RunCheckpointing;
 #[cfg(feature = "analysis")]
 pub(crate) use sweep::distinct;
 pub use sweep::{

@@ -15,7 +15,7 @@ use super::monitor::RunMonitor;
 use crate::run::EpochSteps;
 
 /// The run's checkpointing strategy (epochs are validation intervals).
-pub struct RunCheckpointing {
+pub(crate) struct RunCheckpointing {
     every: usize,
     last: usize,
     keep: usize,
