@@ -21,18 +21,17 @@ use std::sync::Arc;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use layernorm_scaling::analysis::{
-    analyze, choice_report, longest_choice_tokens, path_labels, read_choice_file, unique_labels, write_comparison,
-    AnalysisOptions, ChoiceFormat, ChoiceItem, ComparedRun, Report,
+    analyze, choice_report, longest_choice_tokens, read_choice_file, report_dir, report_labels, write_comparison,
+    AnalysisOptions, ChoiceFormat, ChoiceItem, ComparedRun, Report, ReportModel,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, DataError, SequenceDataset, TokenCache, Tokenizer};
 use layernorm_scaling::hf::{
     bert_layer_removal, encoder_sequences, is_bert_dir, load_bert_model, write_removal_comparison, BertConfig,
     BertForMaskedLm, BertTokens, ComparedEncoder, EncoderReport,
 };
-use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
-use layernorm_scaling::run::{is_hf_dir, load_model_dir, require_hf_dir};
+use layernorm_scaling::run::{load_model_dir, require_hf_dir, RunIdentity};
 use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.
@@ -289,79 +288,22 @@ fn run(args: &Args, options: &AnalysisOptions, order: &[(bool, usize)]) -> Resul
     let given: Vec<&PathBuf> = order.iter().map(|&(hf, i)| if hf { &args.hf_dir[i] } else { &args.run[i] }).collect();
     let has_encoder = models.iter().any(|(_, kind)| *kind == Kind::Encoder);
     let has_decoder = models.iter().any(|(_, kind)| *kind != Kind::Encoder);
-    if !args.label.is_empty() && args.label.len() != models.len() {
-        return Err(usage(format!(
-            "{} --label values for {} models; give one per --run/--hf-dir or none",
-            args.label.len(),
-            models.len()
-        )));
-    }
     if args.choices.is_some() && !has_decoder {
         return Err(usage(
             "--choices scores decoders (a continuation's likelihood); the models given are all BERT-style encoders"
                 .into(),
         ));
     }
-    let out = match (&args.out, models.as_slice()) {
-        (Some(out), _) => out.clone(),
-        (None, [(dir, Kind::Run)]) if !is_hf_dir(dir) => dir.join("analysis"),
-        (None, [_]) => {
-            return Err(usage(
-                "analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into(),
-            ))
-        }
-        (None, _) => return Err(usage("comparing several models needs --out DIR for the comparison report".into())),
-    };
-    let marker = if models.len() == 1 { "report.json" } else { "comparison.json" };
-    check_replaceable_dir(&out, marker).map_err(|e| Error::file(&out, format!("--out: {e}")))?;
-    // An existing `--out` is replaced whole: it must not hold a model being analysed, and it is
-    // named by its absolute path (`--out .` would otherwise name the replaced directory).
-    let out = if out.exists() { out.canonicalize().map_err(|e| Error::file(&out, e))? } else { out };
-    for (dir, _) in &models {
-        if dir.canonicalize().is_ok_and(|dir| dir.starts_with(&out)) {
-            return Err(usage(format!(
-                "--out {} holds the model {}, which writing the report would replace",
-                out.display(),
-                dir.display()
-            )));
-        }
-    }
-    let names: Vec<String> = if args.label.is_empty() {
-        let mut names = path_labels(&models.iter().map(|(dir, _)| dir.as_path()).collect::<Vec<_>>());
-        // A model given by its name in the Hugging Face cache goes by that name (`org/name`), not
-        // by the commit hash that names its snapshot's folder.
-        for ((name, given), (_, kind)) in names.iter_mut().zip(&given).zip(&models) {
-            if *kind != Kind::Run && !given.exists() {
-                *name = given.display().to_string();
-            }
-        }
-        names
-    } else {
-        args.label.clone()
-    };
-    let labels = unique_labels(&names);
-    // A label is a sub-folder beside the comparison's own files and figures: no name of a file.
-    let file_like = |label: &String| {
-        let first = label.split('/').next().unwrap_or_default();
-        first.starts_with('.') || [".md", ".csv", ".json", ".png"].iter().any(|ending| first.ends_with(ending))
-    };
-    if let Some(label) = args.label.iter().find(|label| file_like(label)) {
-        return Err(usage(format!(
-            "--label `{label}` names a file: labels name the report's sub-folders, beside its comparison.md, \
-             .csv, .json and figures; give a name without `.md`, `.csv`, `.json`, `.png` or a leading `.`"
-        )));
-    }
-    // Labels given by the user are used as given, or refused: never quietly renamed.
-    if let Some((given, used)) = args.label.iter().zip(&labels).find(|(given, used)| given != used) {
-        return Err(usage(format!(
-            "--label `{given}` would become `{used}`: labels name the report's sub-folders, so each must be unique, \
-             not hold another's folder (`a` beside `a/b`), and be made of letters, digits, `-`, `_` and `.` (with \
-             `/` between folders)"
-        )));
-    }
+    let described: Vec<ReportModel> = models
+        .iter()
+        .zip(&given)
+        .map(|((dir, kind), given)| ReportModel { dir, given, is_run: *kind == Kind::Run })
+        .collect();
+    let labels = report_labels(&args.label, &described)?;
+    let out = report_dir(args.out.as_deref(), &described)?;
     // What each run directory holds now: a training that replaces it meanwhile is caught before
     // the report is written (it was written beside the new run, describing the old model).
-    let identities: Vec<_> = models.iter().map(|(dir, _)| run_identity(dir)).collect();
+    let identities: Vec<RunIdentity> = models.iter().map(|(dir, _)| RunIdentity::of(dir)).collect();
     // Everything that can be wrong with the input is found before the first evaluation.
     let mut runs = Vec::new();
     let mut encoders = Vec::new();
@@ -418,7 +360,8 @@ fn run(args: &Args, options: &AnalysisOptions, order: &[(bool, usize)]) -> Resul
         compared_encoders.push(ComparedEncoder { label: label.clone(), title: encoder.title.clone(), report });
     }
 
-    if let Some(((dir, _), _)) = models.iter().zip(&identities).find(|((dir, _), before)| run_identity(dir) != **before)
+    if let Some(((dir, _), _)) =
+        models.iter().zip(&identities).find(|((dir, _), before)| RunIdentity::of(dir) != **before)
     {
         return Err(Error::file(
             dir,
@@ -458,11 +401,4 @@ enum Kind {
     HfDecoder,
     /// A Hugging Face BERT-style encoder.
     Encoder,
-}
-
-/// What identifies the run in a directory: the checksums of its settings and of its final model
-/// (`None` where absent, as in a Hugging Face directory, which no training rewrites).
-fn run_identity(dir: &std::path::Path) -> [Option<String>; 2] {
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-    [read("train.json.sum"), read("model.bpk.sum")]
 }

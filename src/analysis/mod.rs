@@ -18,6 +18,7 @@ mod paired;
 mod plot;
 mod pruning;
 mod report;
+mod report_destination;
 mod report_files;
 #[cfg(feature = "train")]
 mod scheme_result;
@@ -46,6 +47,7 @@ pub use paired::{paired_differences, paired_markdown, t_quantile_975, PairedDiff
 pub use plot::{Heatmap, LineChart, Series};
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report, EFFECTIVE_DEPTH_THRESHOLD};
+pub use report_destination::{report_dir, report_labels, report_marker, ReportModel};
 #[cfg(feature = "train")]
 pub use scheme_result::{sweep_results, SchemeResult};
 #[cfg(feature = "train")]

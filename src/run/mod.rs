@@ -13,9 +13,11 @@
 //!
 //! The training's own life in the directory (its lock, `--overwrite`) is `train::RunDir`'s.
 
+mod identity;
 mod model_dir;
 mod run_model;
 
+pub use identity::RunIdentity;
 #[cfg(feature = "data")]
 pub use model_dir::check_tokenizer_identity;
 pub use model_dir::{
