@@ -194,18 +194,29 @@ fn config_files_are_the_presets_and_round_trip() {
 #[test]
 fn bad_configs_are_clear_errors() {
     let device = cpu();
-    let check = |config: LlamaConfig, expected: &str| {
-        let err = config.init(&device).unwrap_err().to_string();
-        assert!(err.contains(expected), "`{err}` should mention `{expected}`");
+    // What is wrong, as the error's kind and field: the wording is pinned once, below.
+    let error = |config: LlamaConfig| config.init(&device).unwrap_err();
+    let divisible = |config, a_is: &str, b_is: &str| match error(config) {
+        ConfigError::NotDivisible { a, b, .. } => assert_eq!((a, b), (a_is, b_is)),
+        other => panic!("{a_is} / {b_is}: {other}"),
     };
-    check(LlamaConfig { d_model: 66, ..LlamaConfig::tiny() }, "`d_model` (66) must be divisible by `n_heads` (4)");
-    check(LlamaConfig::tiny().with_n_kv_heads(Some(3)), "`n_heads` (4) must be divisible by `n_kv_heads` (3)");
-    check(LlamaConfig { n_layers: 0, ..LlamaConfig::tiny() }, "`n_layers` must be at least 1");
-    check(LlamaConfig { n_heads: 0, ..LlamaConfig::tiny() }, "`n_heads` must be at least 1");
-    check(LlamaConfig { d_model: 12, ..LlamaConfig::tiny() }, "head_dim");
-    check(LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: 1.5 }), "post_ln_fraction");
-    check(LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: -0.1 }), "in [0, 1]");
-    check(LlamaConfig::tiny().with_norm_eps(0.0), "norm_eps");
+    divisible(LlamaConfig { d_model: 66, ..LlamaConfig::tiny() }, "d_model", "n_heads");
+    divisible(LlamaConfig::tiny().with_n_kv_heads(Some(3)), "n_heads", "n_kv_heads");
+    divisible(LlamaConfig { d_model: 12, ..LlamaConfig::tiny() }, "head_dim (d_model / n_heads)", "2 (rotary pairs)");
+    let err = error(LlamaConfig { d_model: 66, ..LlamaConfig::tiny() }).to_string();
+    assert_eq!(err, "`d_model` (66) must be divisible by `n_heads` (4)");
+    assert_eq!(error(LlamaConfig { n_layers: 0, ..LlamaConfig::tiny() }), ConfigError::Zero { field: "n_layers" });
+    assert_eq!(error(LlamaConfig { n_heads: 0, ..LlamaConfig::tiny() }), ConfigError::Zero { field: "n_heads" });
+    let out_of_range = |config, expected: &str| match error(config) {
+        ConfigError::OutOfRange { field, .. } => assert_eq!(field, expected),
+        other => panic!("{expected}: {other}"),
+    };
+    out_of_range(LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: 1.5 }), "post_ln_fraction");
+    out_of_range(
+        LlamaConfig::tiny().with_norm_scheme(NormScheme::MixLn { post_ln_fraction: -0.1 }),
+        "post_ln_fraction",
+    );
+    out_of_range(LlamaConfig::tiny().with_norm_eps(0.0), "norm_eps");
     // Finite in f64, infinite (or 0) in the f32 the model computes with: refused naming the
     // field, not trained and blamed on the learning rate.
     for (field, value) in [("norm_eps", 1e40), ("init_std", 1e40), ("embed_init_std", 1e-50), ("dyt_alpha_init", 1e40)]
@@ -216,11 +227,13 @@ fn bad_configs_are_clear_errors() {
             json["norm_kind"] = "dyt".into();
         }
         let config: LlamaConfig = serde_json::from_value(json).unwrap();
-        check(config, &format!("`{field}` = {value:e} is out of range: a number > 0 within f32's range"));
+        let err = error(config);
+        assert!(matches!(err, ConfigError::OutOfRange { field: f, .. } if f == field), "{field}: {err}");
+        assert!(err.to_string().contains("a number > 0 within f32's range"), "{err}");
     }
     for (scheme, field) in [("completep:1e300", "base_depth"), ("layer-scale:1e40", "init")] {
-        let err = scheme.parse::<NormScheme>().and_then(|s| s.validate()).unwrap_err().to_string();
-        assert!(err.contains(field) && err.contains("within f32's range"), "{scheme}: {err}");
+        let err = scheme.parse::<NormScheme>().and_then(|s| s.validate()).unwrap_err();
+        assert!(matches!(err, ConfigError::OutOfRange { field: f, .. } if f == field), "{scheme}: {err}");
     }
 
     let err = LlamaConfig::preset("13m").unwrap_err().to_string();
