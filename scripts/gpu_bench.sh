@@ -3,7 +3,8 @@
 # (build where Rust is, run where the GPU is):
 #
 #   bash scripts/gpu_bench.sh prepare   # here: build bench and train with wgpu/Vulkan and CUDA
-#                                       # (offline: scripts/cuda-offline.toml), strip, xz -> .gpu/;
+#                                       # (offline: scripts/cuda-offline.toml) and the autotune
+#                                       # cache (needs libclang-dev), strip, xz -> .gpu/;
 #                                       # with LIBTORCH set, also bench-tch (the `tch` feature)
 #   bash scripts/gpu_bench.sh run       # there: unpack; the main command on each route (its
 #                                       # validation loss beside flex's 0.8163); the 130m preset at
@@ -38,7 +39,10 @@ prepare)
   # One build for every GPU route; the offline CUDA config rewrites Cargo.lock, put back after.
   cp Cargo.lock "$CARGO_TARGET_DIR/Cargo.lock.before-cuda"
   trap 'cp "$CARGO_TARGET_DIR/Cargo.lock.before-cuda" Cargo.lock' EXIT
-  cargo build --release --config scripts/cuda-offline.toml --features vulkan,cuda-nvrtc --example bench --example train
+  # With CubeCL's autotune cache (libclang-dev here for its build): the routes' main commands tune
+  # the kernels once, the benches after them read the results (target/environment/default.db).
+  cargo build --release --config scripts/cuda-offline.toml --features vulkan,cuda-nvrtc,autotune-cache \
+    --example bench --example train
   mkdir -p .gpu
   for program in bench train; do
     cp "$CARGO_TARGET_DIR/release/examples/$program" ".gpu/$program"

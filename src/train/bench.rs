@@ -60,8 +60,8 @@ pub struct StepBenchmark {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
     /// Seconds from building the model to the end of the first step: on a GPU mostly compiling
-    /// and autotuning kernels (paid again for each new shape, and by each run: this build keeps
-    /// no autotune cache between runs, docs/backends.md).
+    /// and autotuning kernels (paid again for each new shape, and by each run unless built with
+    /// the `autotune-cache` feature, docs/backends.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_step_seconds: Option<f64>,
     /// Compute threads (CPU).

@@ -77,11 +77,15 @@ pub(super) fn fit(
     monitor.start_at(start_step);
     if !crate::memory::uses_host_memory(&prepared.devices[0]) {
         // A GPU compiles and autotunes its kernels during the first steps: say so, and how long.
-        monitor.report(TrainEvent::Note(
-            "the first steps compile and autotune GPU kernels (minutes; each run autotunes again, \
-             CUBECL_AUTOTUNE_LEVEL=minimal shortens it: see docs/backends.md)"
-                .into(),
-        ));
+        let cache = if cfg!(feature = "autotune-cache") {
+            "autotune results are kept for the next run"
+        } else {
+            "each run autotunes again unless built with --features autotune-cache"
+        };
+        monitor.report(TrainEvent::Note(format!(
+            "the first steps compile and autotune GPU kernels (minutes; {cache}; CUBECL_AUTOTUNE_LEVEL=minimal \
+             shortens it: see docs/backends.md)"
+        )));
         monitor.time_first_step();
     }
     monitor.stop_on_divergence(training.interrupter());
