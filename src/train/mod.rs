@@ -19,13 +19,13 @@ mod optimizer;
 mod prepare;
 mod renderer;
 mod resume;
-mod run;
 mod run_dir;
 mod schedule;
 mod step;
 mod strategy;
 mod sweep;
 mod tracking;
+mod training;
 
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use budget::DataBudget;
@@ -46,7 +46,6 @@ pub use optimizer::{no_decay_paths, optimizer};
 pub use prepare::{check_seq_len, model_config, validation_data};
 pub use renderer::PlainRenderer;
 pub use resume::Start;
-pub use run::{train, TrainReport};
 pub use run_dir::RunDir;
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
@@ -57,3 +56,4 @@ pub use sweep::{
     SWEEP_FILE,
 };
 pub use tracking::{record, Tracker};
+pub use training::{train, TrainReport};
