@@ -559,4 +559,15 @@ fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
     let odd = dir.path().join("odd");
     std::fs::create_dir_all(odd.join(TRAIN_CONFIG)).unwrap();
     assert!(TrainConfig::recorded_in(&odd).is_err());
+    // So is a link to settings that are gone.
+    let dangling = dir.path().join("dangling");
+    std::fs::create_dir_all(&dangling).unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(dir.path().join("gone.json"), dangling.join(TRAIN_CONFIG)).unwrap();
+        assert!(TrainConfig::recorded_in(&dangling).is_err());
+    }
+    // A copy of a run's train.json with its checksum is a config file too.
+    std::fs::copy(config.out.join("train.json.sum"), dir.path().join("train.json.sum")).unwrap();
+    assert_eq!(run_of_config_file(&lone), None);
 }

@@ -31,6 +31,9 @@ pub fn report_marker(n_models: usize) -> &'static str {
 /// [`check_replaceable_dir`](crate::io::check_replaceable_dir)) and holds none of the models. An
 /// existing directory comes back absolute, so that `.` names no directory being replaced.
 pub fn report_dir(out: Option<&Path>, models: &[ReportModel]) -> Result<PathBuf, Error> {
+    if models.is_empty() {
+        return Err(ConfigError::Conflict("a report needs at least one model".into()).into());
+    }
     let out = match (out, models) {
         (Some(out), _) => out.to_path_buf(),
         (None, [model]) if model.is_run && !crate::run::is_hf_dir(model.dir) => model.dir.join("analysis"),
@@ -127,6 +130,7 @@ mod tests {
             assert!(report_dir(Some(&out), &[run(&a)]).is_err(), "{}", out.display());
         }
         assert_eq!(report_dir(Some(&b), &[run(&a)]).unwrap(), b);
+        assert!(report_dir(Some(&b), &[]).is_err(), "a report of nothing");
     }
 
     #[test]

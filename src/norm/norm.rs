@@ -13,9 +13,9 @@ use super::{
 use crate::ConfigError;
 
 /// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`.
-/// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor `s`
+/// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor `c`
 /// (`1/sqrt(l)` in layer `l` under LNS, the plan's `norm_output_scale`) the same way: folded into
-/// its per-feature output weights, `s (N(x) gamma + beta) = N(x) (s gamma) + s beta`.
+/// its per-feature output weights, `c (N(x) gamma + beta) = N(x) (c gamma) + c beta`.
 ///
 /// | kind | `N(x)` of layer `l` | parameters |
 /// |---|---|---|

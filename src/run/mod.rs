@@ -41,15 +41,15 @@ pub fn holds_a_run(dir: &std::path::Path) -> bool {
     [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists())
 }
 
-/// The run directory whose settings file `path` is (`RUN/train.json`, with its checksum or the
-/// run's `model.json`, final model or checkpoints beside it), or `None` for any other file. A run's
+/// The run directory whose settings file `path` is (`RUN/train.json`, with the run's
+/// `model.json`, final model or checkpoints beside it), or `None` for any other file (a copy of a
+/// run's `train.json` elsewhere, with its checksum or not, is a config file like any other). A run's
 /// `train.json` records `out` relative to where the run started: resuming from it elsewhere goes
 /// by this instead, so that a damaged run is named as such rather than another run resumed.
 pub fn run_of_config_file(path: &std::path::Path) -> Option<std::path::PathBuf> {
     let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let is_run_file = path.file_name().is_some_and(|name| name == TRAIN_CONFIG)
-        && ([MODEL_INFO, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists())
-            || crate::io::sum_path(path).is_file());
+        && [MODEL_INFO, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists());
     is_run_file.then(|| dir.to_path_buf())
 }
 

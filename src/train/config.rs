@@ -440,9 +440,13 @@ impl TrainConfig {
     /// without a config file starts from, before the options given change it.
     pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
         let recorded = dir.as_ref().join(crate::run::TRAIN_CONFIG);
-        // Anything there is read: a directory in its place is an error, not "no settings".
-        let exists = recorded.try_exists().map_err(|e| Error::file(&recorded, e))?;
-        exists.then(|| Self::from_run_file(&recorded)).transpose()
+        // Anything there is read: a directory or a dangling link in its place is an error, not
+        // "no settings".
+        match std::fs::symlink_metadata(&recorded) {
+            Ok(_) => Self::from_run_file(&recorded).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::file(&recorded, e)),
+        }
     }
 
     /// The learning-rate schedule of the run.
@@ -497,11 +501,6 @@ impl TrainConfig {
         }
     }
 
-    /// The optimiser step at which validation interval `epoch` (from 1) ends: the last one may be short.
-    pub fn step_at_epoch_end(&self, epoch: usize) -> usize {
-        self.epoch_steps().step(epoch)
-    }
-
     /// How the run's validation intervals (burn-train's epochs) map to optimiser steps.
     pub(crate) fn epoch_steps(&self) -> EpochSteps {
         EpochSteps { steps_per_epoch: self.eval_every(), steps: self.steps }
@@ -548,7 +547,7 @@ mod tests {
     fn the_last_interval_is_short_when_eval_every_does_not_divide_steps() {
         let config = with(250, Some(100), None);
         assert_eq!(config.epochs(), 3);
-        assert_eq!((1..=3).map(|e| config.step_at_epoch_end(e)).collect::<Vec<_>>(), vec![100, 200, 250]);
+        assert_eq!((1..=3).map(|e| config.epoch_steps().step(e)).collect::<Vec<_>>(), vec![100, 200, 250]);
         assert_eq!(with(400, None, None).warmup(), 40);
         assert_eq!(with(100, None, None).warmup(), 10);
         let resolved = with(250, None, Some(50)).resolved();
