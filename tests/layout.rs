@@ -23,6 +23,9 @@ struct Tree {
     files: BTreeMap<Module, syn::File>,
     /// `(module, name) -> absolute path` for every name a `use` binds in a module.
     bindings: BTreeMap<(Module, String), Vec<String>>,
+    /// The names a glob `use` (`use crate::fused::*`) brings into a module: what the globbed
+    /// module's own `use`s bind, and the items it defines.
+    globbed: BTreeMap<(Module, String), Vec<String>>,
 }
 
 /// Every `.rs` file under `dir`, as `(module, source)`.
@@ -88,22 +91,40 @@ impl Tree {
                 (module, file)
             })
             .collect();
-        let mut tree = Tree { files, bindings: BTreeMap::new() };
+        let mut tree = Tree { files, bindings: BTreeMap::new(), globbed: BTreeMap::new() };
         let mut bindings = BTreeMap::new();
+        let mut globs = Vec::new();
         for (module, file) in &tree.files {
-            for item in &file.items {
+            for item in file.items.iter().filter(|item| !item_test_only(item)) {
                 if let syn::Item::Use(item) = item {
                     let mut paths = Vec::new();
                     use_paths(&item.tree, &mut Vec::new(), &mut paths);
                     for (path, bound) in paths {
-                        if let (Some(bound), Some(absolute)) = (bound, tree.absolute(module, &path)) {
-                            bindings.insert((module.clone(), bound), absolute);
+                        match (bound, tree.absolute(module, &path)) {
+                            (Some(bound), Some(absolute)) => {
+                                bindings.insert((module.clone(), bound), absolute);
+                            }
+                            (None, Some(absolute)) => globs.push((module.clone(), absolute)),
+                            _ => {}
                         }
                     }
                 }
             }
         }
+        // One level of globs: the names the globbed module binds or defines.
+        let mut globbed = BTreeMap::new();
+        for (module, target) in globs {
+            for ((at, name), path) in &bindings {
+                if *at == target {
+                    globbed.insert((module.clone(), name.clone()), path.clone());
+                }
+            }
+            for name in tree.files.get(&target).map(defined_names).unwrap_or_default() {
+                globbed.insert((module.clone(), name.clone()), target.iter().cloned().chain([name]).collect());
+            }
+        }
         tree.bindings = bindings;
+        tree.globbed = globbed;
         tree
     }
 
@@ -116,6 +137,10 @@ impl Tree {
             if let Some(bound) = self.bindings.get(&(module.clone(), first.clone())) {
                 return Some(bound.iter().chain(&path[1..]).cloned().collect());
             }
+        }
+        // A name a glob brought in counts wherever it is used, one word or not.
+        if let Some(bound) = self.globbed.get(&(module.clone(), first.clone())) {
+            return Some(bound.iter().chain(&path[1..]).cloned().collect());
         }
         Some(match first.as_str() {
             "crate" => path[1..].to_vec(),
@@ -185,6 +210,24 @@ impl Tree {
         }
         graph
     }
+}
+
+/// The names of the items a file defines (functions, types, constants, statics, traits, macros).
+fn defined_names(file: &syn::File) -> Vec<String> {
+    file.items
+        .iter()
+        .filter(|item| !item_test_only(item))
+        .filter_map(|item| match item {
+            syn::Item::Fn(item) => Some(item.sig.ident.to_string()),
+            syn::Item::Struct(item) => Some(item.ident.to_string()),
+            syn::Item::Enum(item) => Some(item.ident.to_string()),
+            syn::Item::Type(item) => Some(item.ident.to_string()),
+            syn::Item::Const(item) => Some(item.ident.to_string()),
+            syn::Item::Static(item) => Some(item.ident.to_string()),
+            syn::Item::Trait(item) => Some(item.ident.to_string()),
+            _ => None,
+        })
+        .collect()
 }
 
 fn item_test_only(item: &syn::Item) -> bool {
@@ -385,6 +428,14 @@ fn the_reader_follows_bound_heads_macros_and_inline_modules() {
         let graph = graph(&[lib, ("a", a), ("b", "pub fn g() {}")]);
         assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
     }
+    // A name a glob brings in, through the globbed module's re-export, to the file defining it.
+    let globbed = graph(&[
+        ("", "pub mod a; pub mod c;"),
+        ("a", "use crate::c::*; pub fn f() { g() }"),
+        ("c", "mod d; pub use d::g;"),
+        ("c/d", "pub fn g() {}"),
+    ]);
+    assert_eq!(globbed[&module("a")], BTreeSet::from([module("c"), module("c/d")]));
     // Test-only code in any form, a local variable named like a child module, and `super` that
     // stays inside the file are not dependencies.
     for a in [
