@@ -18,7 +18,7 @@ pub struct ReportModel<'a> {
 }
 
 /// The file that marks a report directory: `report.json` for one model, `comparison.json` for several.
-pub fn report_marker(n_models: usize) -> &'static str {
+fn report_marker(n_models: usize) -> &'static str {
     if n_models == 1 {
         "report.json"
     } else {
