@@ -21,6 +21,7 @@ mod renderer;
 mod resume;
 mod run_dir;
 mod schedule;
+mod setting_kind;
 mod step;
 mod strategy;
 mod sweep;

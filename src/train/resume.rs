@@ -10,6 +10,7 @@ use super::config::TrainConfig;
 use super::events::{Events, TrainEvent};
 use super::prepare::{start_model_config, Prepared};
 use super::run_dir::RunDir;
+use super::setting_kind::SettingKind;
 use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
 use crate::run::{load_run_model, RunModelInfo, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
@@ -184,36 +185,16 @@ pub(super) fn starting_point(
     Ok(StartingPoint { existing, finish_at })
 }
 
-/// Settings a resumed run may change (with a notice): they do not change what is trained.
-pub(crate) const RESUME_MAY_CHANGE: [&str; 11] = [
-    "device",
-    "out",
-    "samples",
-    "log_every",
-    "peak_tflops",
-    "save_every",
-    "keep_checkpoints",
-    "cache_dir",
-    "lr",
-    "clip_grad_norm",
-    "track_every",
-];
-
-/// Settings compared by what they make rather than as written: the model config (from `model`,
-/// `layers`, `norm`, `init_from`) and the data (content of `data` and `valid_data`, `tokenizer`,
-/// `builtin_docs`).
-const RESUME_COMPARED_BY_EFFECT: [&str; 8] =
-    ["model", "layers", "norm", "init_from", "data", "valid_data", "tokenizer", "builtin_docs"];
-
 /// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
 /// into those a resume may change and those it may not.
 fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<String>) {
     let (mut allowed, mut refused) = (Vec::new(), Vec::new());
     for (field, change) in setting_changes(saved, now) {
-        if RESUME_COMPARED_BY_EFFECT.contains(&field.as_str()) {
+        let kind = SettingKind::of(&field);
+        if kind == SettingKind::TrainedByEffect {
             continue;
         }
-        if RESUME_MAY_CHANGE.contains(&field.as_str()) {
+        if kind.resume_may_change() {
             allowed.push(change)
         } else {
             refused.push(change)
@@ -223,7 +204,7 @@ fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<S
 }
 
 /// The settings of `now` that differ from `saved` (defaults resolved), as `(field, "field: saved
-/// -> now")`. The output directory is left out: it is the same one, however it is spelled.
+/// -> now")`, but for the [uncompared](SettingKind::Uncompared) ones.
 pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(String, String)> {
     let to_map = |config: &TrainConfig| match serde_json::to_value(config.resolved()) {
         Ok(serde_json::Value::Object(map)) => map,
@@ -237,7 +218,7 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
         old == new || (field == "init" && unset_or_normal(old) && unset_or_normal(new))
     };
     now.into_iter()
-        .filter(|(field, _)| field != "out" && field != "data_budget")
+        .filter(|(field, _)| SettingKind::of(field) != SettingKind::Uncompared)
         .filter_map(|(field, value)| {
             let old = saved.get(&field).cloned().unwrap_or(serde_json::Value::Null);
             (!same(&field, &old, &value)).then(|| (field.clone(), format!("{field}: {old} -> {value}")))
@@ -486,6 +467,5 @@ mod tests {
         // fingerprint), not as written: a preset spelt another way is no change here.
         let renamed = TrainConfig { model: "its-own-file.json".into(), tokenizer: "other".into(), ..saved.clone() };
         assert_eq!(resume_changes(&saved, &renamed), (Vec::new(), Vec::new()));
-        assert!(RESUME_MAY_CHANGE.iter().all(|field| !RESUME_COMPARED_BY_EFFECT.contains(field)));
     }
 }

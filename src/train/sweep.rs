@@ -17,9 +17,10 @@ use serde::{Deserialize, Serialize};
 use super::events::TrainEvent;
 use super::monitor::RunMonitor;
 use super::prepare::{model_config, validation_data};
+use super::resume::setting_changes;
 use super::resume::Start;
-use super::resume::{setting_changes, RESUME_MAY_CHANGE};
 use super::run_dir::take_lock;
+use super::setting_kind::SettingKind;
 use super::training::{train, validation_loss};
 use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
@@ -32,9 +33,6 @@ use crate::{ConfigError, Error};
 
 /// The file that marks a directory as a sweep and records its pairs.
 pub const SWEEP_FILE: &str = "sweep.json";
-
-/// Settings a resume may change that a sweep under way may not: its pairs would train differently.
-const SWEEP_KEEPS: [&str; 2] = ["lr", "clip_grad_norm"];
 
 /// Why a sweep with a depth axis (`recorded`, or `given`) cannot go on in the directory of one
 /// without (the other, empty), and what to do.
@@ -339,9 +337,7 @@ impl Sweep {
                 serde_json::from_str(&text).map_err(|e| unreadable(format!("not a sweep record: {e}")))?;
             let changed: Vec<String> = setting_changes(&shared(&record.config), &shared(&self.config))
                 .into_iter()
-                .filter(|(field, _)| {
-                    !RESUME_MAY_CHANGE.contains(&field.as_str()) || SWEEP_KEEPS.contains(&field.as_str())
-                })
+                .filter(|(field, _)| !SettingKind::of(field).sweep_may_change())
                 .map(|(_, change)| change)
                 .collect();
             let recorded = Sweep { config: self.config.clone(), ..record.sweep() };
@@ -462,13 +458,9 @@ impl Sweep {
     /// would be reported for a model that is not the pair's.
     fn check_unchanged(&self, pair: &SweepPair) -> Result<(), Error> {
         let Ok(saved) = TrainConfig::from_run_file(pair.dir.join(TRAIN_CONFIG)) else { return Ok(()) };
-        // What a resume may change, but for what changes the trained model.
-        let ignored = |change: &&(String, String)| {
-            RESUME_MAY_CHANGE.contains(&change.0.as_str()) && !["lr", "clip_grad_norm"].contains(&change.0.as_str())
-        };
         let changed: Vec<String> = setting_changes(&saved, &self.pair_config(pair))
             .iter()
-            .filter(|change| !ignored(change))
+            .filter(|(field, _)| !SettingKind::of(field).sweep_may_change())
             .map(|(_, text)| text.clone())
             .collect();
         if changed.is_empty() {
