@@ -11,11 +11,13 @@
 //! | `metrics.jsonl`, `metrics.csv` | the metrics of every logged step and validation ([`METRICS`]) |
 //! | `tracking.jsonl` | the layer-wise variance and gradient norms over training ([`TRACKING`]) |
 //!
-//! The training's own life in the directory (its lock, `--overwrite`) is `train::RunDir`'s.
+//! What a directory holds (new, started, finished, being replaced) is [`RunState`]'s to say; the
+//! training's own life in the directory (its lock, `--overwrite`) is `train::RunDir`'s.
 
 mod identity;
 mod model_dir;
 mod run_model;
+mod state;
 
 pub use identity::RunIdentity;
 #[cfg(feature = "data")]
@@ -27,6 +29,7 @@ pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, save_run_model, RunModelInfo,
     CHECKPOINT_KINDS,
 };
+pub use state::{holds_a_run, is_finished, is_replacing, RunProgress, RunState};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,
 // and checkpoints that version 0.1 named by epoch) speaks of them.
 #[cfg(feature = "cli")]
@@ -35,11 +38,6 @@ pub(crate) use run_model::step_of_epoch;
 pub(crate) use run_model::EpochSteps;
 #[cfg(feature = "train")]
 pub(crate) use run_model::{is_checkpoint_file_name, missing_final_model, name_checkpoints_by_step};
-
-/// Whether `dir` holds a run (its settings, its final model or its checkpoints), whole or in part.
-pub fn holds_a_run(dir: &std::path::Path) -> bool {
-    [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists())
-}
 
 /// The run directory whose settings file `path` is (`RUN/train.json`, with the run's
 /// `model.json`, final model or checkpoints beside it), or `None` for any other file (a copy of a

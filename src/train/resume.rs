@@ -13,7 +13,10 @@ use super::run_dir::RunDir;
 use super::setting_kind::SettingKind;
 use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
-use crate::run::{load_run_model, RunModelInfo, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use crate::run::{
+    is_finished, is_replacing, load_run_model, RunModelInfo, RunState, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN,
+    TRAIN_CONFIG,
+};
 use crate::{Error, LlamaConfig};
 
 /// How a training starts in its run directory.
@@ -48,9 +51,10 @@ const ALREADY_HOLDS_A_RUN: &str =
 /// set the run's train.json aside: it is put back under the lock, so a directory holding
 /// `.previous-run/` may be resumed.
 pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Result<(), Error> {
+    let state = RunState::of(out);
     // A new run into a run's directory: refused before the data is tokenised into the cache beside
     // it (the same check runs again under the lock).
-    if start == Start::New && crate::run::holds_a_run(out) {
+    if start == Start::New && state.holds_a_run() {
         // While a training holds it, `--resume` would be refused too: say that first.
         let message = super::run_dir::lock_held_elsewhere(&out.join(LOCK_FILE));
         return Err(Error::RunDir { path: out.to_path_buf(), message: message.unwrap_or(ALREADY_HOLDS_A_RUN.into()) });
@@ -67,7 +71,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
             });
         }
     }
-    if start == Start::Resume && !out.join(TRAIN_CONFIG).is_file() && !out.join(PREVIOUS_RUN).exists() {
+    if start == Start::Resume && !state.has_settings && !state.replacing {
         return Err(Error::RunDir {
             path: out.to_path_buf(),
             message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
@@ -103,8 +107,11 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
                 ),
             });
         }
-        // The settings are compared before the data is tokenised (and again under the lock).
-        check_resume_settings(out, config)?;
+        // The settings are compared before the data is tokenised (and again under the lock),
+        // but while an interrupted --overwrite has the run's files set aside.
+        if !state.replacing {
+            check_resume_settings(out, config)?;
+        }
     }
     Ok(())
 }
@@ -129,7 +136,7 @@ pub(super) fn starting_point(
                 // The settings read before the lock were this command's: the stopped replacement's
                 // train.json, or the options' defaults if it stopped before writing one. Comparing
                 // them with the restored run's would list differences the user never asked for.
-                Some(_) if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() => run_dir_error(
+                Some(_) if is_finished(dir.path()) => run_dir_error(
                     "an earlier --overwrite stopped before its first checkpoint, and the finished run it was \
                      replacing is restored: there is nothing to resume; start the replacement again with \
                      --overwrite"
@@ -145,7 +152,7 @@ pub(super) fn starting_point(
                 None => run_dir_error(message),
             })?;
             // Finished, with or without its checkpoints (deleted to free the disk, say).
-            if crate::io::verify_sum(&dir.path().join(MODEL)).is_ok() {
+            if is_finished(dir.path()) {
                 return Err(finished(config));
             }
             for change in changes {
@@ -254,12 +261,8 @@ fn model_differences(a: &LlamaConfig, b: &LlamaConfig) -> String {
 }
 
 /// A resume's refusal of the settings, before anything is prepared (the data is compared once
-/// it is tokenised, under the lock). Skipped while an interrupted --overwrite has the run's files
-/// set aside, and when the model config is bad (preparing reports it).
+/// it is tokenised, under the lock). Skipped when the model config is bad (preparing reports it).
 fn check_resume_settings(out: &Path, config: &TrainConfig) -> Result<(), Error> {
-    if out.join(PREVIOUS_RUN).exists() {
-        return Ok(());
-    }
     let Ok(model) = start_model_config(config, true) else { return Ok(()) };
     let run_dir_error = |message: String| Error::RunDir { path: out.to_path_buf(), message };
     let (_, refused) = setting_refusals(out, config, &model, None).map_err(run_dir_error)?;
@@ -336,14 +339,14 @@ fn refuse(out: &Path, refused: &[String]) -> Result<(), String> {
     if refused.is_empty() {
         return Ok(());
     }
-    let advice = if out.join(PREVIOUS_RUN).exists() {
+    let advice = if is_replacing(out) {
         format!(
             "this run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
              --resume` finishes it",
             out.join(PREVIOUS_RUN).display(),
             out.display()
         )
-    } else if crate::io::verify_sum(&out.join(MODEL)).is_ok() {
+    } else if is_finished(out) {
         format!(
             "Resume with the run's own settings and data, or start a new run from this one with --init-from {} \
              --out NEW_DIR",

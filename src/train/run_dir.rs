@@ -9,8 +9,11 @@ use std::path::{Path, PathBuf};
 use super::checkpoint::checkpoint_status;
 use super::config::TrainConfig;
 use super::events::TrainEvent;
-use crate::io::{crash_point, verify_sum, write_atomically};
-use crate::run::{CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG};
+use crate::io::{crash_point, write_atomically};
+use crate::run::{
+    is_finished, is_replacing, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, RUN_ENTRIES,
+    TRAIN_CONFIG,
+};
 use crate::Error;
 
 /// Written into `.previous-run/` once every entry of the replaced run is in it: from then on every
@@ -148,12 +151,12 @@ impl RunDir {
         if discarded.exists() {
             std::fs::remove_dir_all(&discarded)?;
         }
-        if !self.path.join(PREVIOUS_RUN).exists() {
+        if !is_replacing(&self.path) {
             return Ok(false);
         }
         self.check_set_aside_is_ours()?;
         if self.set_aside_done() {
-            let finished = verify_sum(&self.path.join(MODEL)).is_ok();
+            let finished = is_finished(&self.path);
             if finished || !self.checkpoints().0.is_empty() {
                 if finished || discard {
                     self.discard_set_aside()?;
@@ -437,12 +440,12 @@ impl RunDir {
     /// deleted once the new one is finished, kept while the new one has checkpoints but no end,
     /// and put back when it has none. What the user should know of it, as an event.
     pub fn end_replacement(&self) -> Option<TrainEvent> {
-        if !self.path.join(PREVIOUS_RUN).exists() {
+        if !is_replacing(&self.path) {
             return None;
         }
         // A new run that stopped after a checkpoint but before its end (a full disk, an error)
         // may never finish: the run it replaces waits until it does.
-        let finished = verify_sum(&self.path.join(MODEL)).is_ok();
+        let finished = is_finished(&self.path);
         if !finished && self.set_aside_done() && !self.checkpoints().0.is_empty() {
             return Some(TrainEvent::Note(format!(
                 "the new run stopped before its end: the run it replaces stays in {} until it finishes \

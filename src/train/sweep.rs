@@ -24,11 +24,11 @@ use super::setting_kind::SettingKind;
 use super::training::{train, validation_loss};
 use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
-use crate::io::{verify_sum, write_atomically};
+use crate::io::write_atomically;
 use crate::measure::read_metrics;
 use crate::norm::{InitScheme, NormScheme};
 use crate::run::load_run_model;
-use crate::run::{LOCK_FILE, MODEL, TRAIN_CONFIG};
+use crate::run::{RunState, LOCK_FILE, TRAIN_CONFIG};
 use crate::{ConfigError, Error};
 
 /// The file that marks a directory as a sweep and records its pairs.
@@ -415,9 +415,10 @@ impl Sweep {
                 continue;
             }
             let config = self.pair_config(pair);
-            let action = if verify_sum(&pair.dir.join(MODEL)).is_ok() {
+            let state = RunState::of(&pair.dir);
+            let action = if state.is_finished() {
                 PairAction::Measure
-            } else if pair.dir.join(TRAIN_CONFIG).is_file() {
+            } else if state.has_settings {
                 PairAction::Resume
             } else {
                 PairAction::Train
