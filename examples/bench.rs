@@ -180,8 +180,8 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         model.d_model,
         model.num_params(),
         model.norm_scheme,
-        config.batch_size,
-        config.seq_len,
+        config.optim.batch_size,
+        config.data.seq_len,
         args.iters,
         layernorm_scaling::fused::current_path().name()
     );
@@ -402,8 +402,8 @@ fn check_writable(path: &PathBuf) -> Result<(), Error> {
 /// An error when an output (`--json`, `--hf-config`) is the file of another output or of an
 /// input (`--model`, `--compare`, `--records`): the write would replace it.
 fn check_paths(args: &Args, config: &TrainConfig) -> Result<(), Error> {
-    let model = Path::new(&config.model);
-    let model = (config.model.ends_with(".json") || model.is_file()).then_some(("--model", model));
+    let model = Path::new(&config.model.preset);
+    let model = (config.model.preset.ends_with(".json") || model.is_file()).then_some(("--model", model));
     let outputs = [("--json", args.json.as_deref()), ("--hf-config", args.hf_config.as_deref())];
     let outputs: Vec<(&str, &Path)> = outputs.into_iter().filter_map(|(name, path)| Some((name, path?))).collect();
     let inputs = model.into_iter().chain(args.compare.iter().map(|p| ("--compare", p.as_path())));

@@ -20,6 +20,7 @@ use layernorm_scaling::analysis::{
 };
 use layernorm_scaling::cli::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds};
 use layernorm_scaling::io::check_replaceable_dir;
+use layernorm_scaling::train::OutputSettings;
 use layernorm_scaling::train::{model_config, PairAction, PairOutcome, Sweep, SweepEvent, TrainConfig};
 use layernorm_scaling::{cli, console, errln, out, outln, ConfigError, Error, InitScheme};
 
@@ -59,7 +60,10 @@ struct Args {
 
 fn main() -> ExitCode {
     layernorm_scaling::console::reuse_freed_memory();
-    let defaults = TrainConfig { out: "runs/sweep".into(), ..TrainConfig::default() };
+    let defaults = TrainConfig {
+        output: OutputSettings { out: "runs/sweep".into(), ..Default::default() },
+        ..TrainConfig::default()
+    };
     // A sweep's --layers is a list of depths, an axis (one depth: every run at that depth).
     let command = cli::augment(Args::command(), &defaults).mut_arg("layers", |arg| {
         arg.value_parser(clap::value_parser!(String)).value_name("DEPTHS").help(
@@ -78,7 +82,7 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         Some(path) => {
             let mut base = TrainConfig::from_file(path)?;
             // A run's config (`norm = "lns"`) serves a sweep: --schemes replaces its scheme.
-            if let Some(norm) = base.norm.take() {
+            if let Some(norm) = base.model.norm.take() {
                 errln!("note: the config's `norm = \"{norm}\"` is replaced by the sweep's --schemes");
             }
             base
@@ -90,7 +94,7 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
     let inits = args.inits.as_deref().map(parse_inits).transpose()?.unwrap_or_default();
     let mut depths = depths.map(parse_depths).transpose()?.unwrap_or_default();
     if let [depth] = depths[..] {
-        config.layers = Some(depth);
+        config.model.layers = Some(depth);
         depths.clear();
     }
     if !(args.removal_threshold > 0.0 && args.removal_threshold < 1.0) {
@@ -113,7 +117,7 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         outln!("note: every run uses the init `{init}` (of the config or the model file); the report names the schemes alone");
     }
     // The report replaces an earlier one at the end: anything else in its folder is found now.
-    let report_dir = sweep.config.out.join("report");
+    let report_dir = sweep.config.output.out.join("report");
     check_replaceable_dir(&report_dir, "results.json").map_err(|e| Error::file(&report_dir, e))?;
     // `run` checks every pair's settings and the directory before the first step.
     let record = sweep.run(|event| match event {

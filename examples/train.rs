@@ -56,23 +56,24 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         .filter(|_| args.resume && !out_given)
         .and_then(layernorm_scaling::run::run_of_config_file)
     {
-        if config.data.iter().any(|path| path.is_relative()) {
+        if config.data.files.iter().any(|path| path.is_relative()) {
             layernorm_scaling::errln!(
                 "note: resuming {}; the relative --data paths its train.json records are read from this folder, \
                  not from the one the training ran in",
                 run.display()
             );
         }
-        config.out = run;
+        config.output.out = run;
     }
     // `--resume` alone continues the run with its own settings; options given change them.
     if args.resume && args.config.is_none() {
-        if let Some(recorded) = TrainConfig::recorded_in(&config.out)? {
+        if let Some(recorded) = TrainConfig::recorded_in(&config.output.out)? {
             config = given(recorded);
         }
     }
     // The model of `--init-from` has its own shape: a `--model` beside it would be ignored.
-    if config.init_from.is_some() && matches.value_source("model") == Some(clap::parser::ValueSource::CommandLine) {
+    if config.model.init_from.is_some() && matches.value_source("model") == Some(clap::parser::ValueSource::CommandLine)
+    {
         return Err(ConfigError::Conflict(
             "--model cannot apply beside --init-from, whose model is loaded with its own shape; leave --model unset \
              (--norm retrofits another scheme onto it)"
@@ -91,22 +92,25 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         outln!(
             "\n{} ({parameters} parameters, {scheme}): the final model of step {} is written",
             report.out.display(),
-            config.steps
+            config.optim.steps
         );
     } else {
         outln!(
             "\ntrained {} ({parameters} parameters, {scheme}) for {} steps, to step {}, in {:.1} s ({:.0} tokens/s)",
             report.out.display(),
             report.steps_trained,
-            config.steps,
+            config.optim.steps,
             report.seconds,
             report.tokens_per_second
         );
     }
     outln!("validation loss {:.4}, perplexity {:.3}", report.valid_loss, report.valid_loss.exp());
-    let prompts: Vec<&str> =
-        if config.data.is_empty() { vec!["the old ", "brackets: ([{", "347+28"] } else { vec!["The ", "And ", "I "] };
-    for (index, prompt) in prompts.iter().take(config.samples).enumerate() {
+    let prompts: Vec<&str> = if config.data.files.is_empty() {
+        vec!["the old ", "brackets: ([{", "347+28"]
+    } else {
+        vec!["The ", "And ", "I "]
+    };
+    for (index, prompt) in prompts.iter().take(config.output.samples).enumerate() {
         let ids = report.tokenizer.encode(prompt)?;
         let sampling = SamplingConfig {
             max_new_tokens: 80,

@@ -313,8 +313,8 @@ fn analyze_sets_an_encoder_beside_a_decoder_as_the_papers_figure_2() {
     let tmp = tempfile::tempdir().unwrap();
     let run_dir = tmp.path().join("lns");
     let mut config = common::quick(&run_dir, 2, 2);
-    config.layers = Some(2);
-    config.warmup = Some(1);
+    config.model.layers = Some(2);
+    config.optim.warmup = Some(1);
     train(&config, Start::New, |_| {}).unwrap();
     let out = tmp.path().join("figure-2");
     let output = Command::new(example("analyze"))
@@ -401,11 +401,9 @@ fn training_from_an_encoder_is_refused_before_anything_is_written() {
     use layernorm_scaling::train::{train, Start};
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("run");
-    let config = layernorm_scaling::train::TrainConfig {
-        init_from: Some(fixture()),
-        warmup: Some(1),
-        ..common::quick(&out, 2, 2)
-    };
+    let mut config = common::quick(&out, 2, 2);
+    config.model.init_from = Some(fixture());
+    config.optim.warmup = Some(1);
     let error = train(&config, Start::New, |_| {}).map(drop).unwrap_err().to_string();
     assert_mentions(&error, &["BERT encoder", "cannot be trained", "analyze --hf-dir"]);
     assert!(!out.exists(), "a refused run wrote its directory");

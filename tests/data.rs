@@ -14,6 +14,7 @@ use layernorm_scaling::data::{
     train_valid_datasets, CorpusSource, DataError, FileFormat, LmBatcher, SequenceDataset, SequenceMode, TokenCache,
     TokenFile, TokenLayout, TokenWindow, Tokenizer, LLMC_MAGIC,
 };
+use layernorm_scaling::train::{DataSettings, OutputSettings};
 
 /// Parquet corpora: the `parquet` feature.
 #[cfg(feature = "parquet")]
@@ -507,17 +508,20 @@ fn the_text_field_is_chosen_and_a_missing_one_is_named_with_the_keys_present() {
     // A training setting like the others: default `text`, set in a config file or on the command line.
     use clap::{Args, Command, FromArgMatches};
     use layernorm_scaling::train::TrainConfig;
-    assert_eq!(TrainConfig::default().text_field, "text");
+    assert_eq!(TrainConfig::default().data.text_field, "text");
     let toml = dir.path().join("train.toml");
     std::fs::write(&toml, "text_field = \"content\"\n").unwrap();
-    assert_eq!(TrainConfig::from_file(&toml).unwrap().text_field, "content");
+    assert_eq!(TrainConfig::from_file(&toml).unwrap().data.text_field, "content");
     let matches = TrainConfig::augment_args(Command::new("train"))
         .try_get_matches_from(["train", "--text-field", "body"])
         .unwrap();
     let mut config = TrainConfig::default();
     config.update_from_arg_matches(&matches).unwrap();
-    assert_eq!(config.text_field, "body");
-    let empty = TrainConfig { text_field: String::new(), ..TrainConfig::default() };
+    assert_eq!(config.data.text_field, "body");
+    let empty = TrainConfig {
+        data: DataSettings { text_field: String::new(), ..Default::default() },
+        ..TrainConfig::default()
+    };
     assert!(empty.validate().unwrap_err().to_string().contains("`text_field` is empty"));
 }
 
@@ -605,7 +609,8 @@ fn token_files_train_as_documents_split_after_end_of_text_with_no_tokenisation()
 
     // A whole run trains on a token file.
     let out = dir.path().join("run");
-    let config = layernorm_scaling::train::TrainConfig { data: vec![big], ..common::quick(&out, 6, 6) };
+    let mut config = common::quick(&out, 6, 6);
+    config.data.files = vec![big];
     let report = layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New, |_| {}).unwrap();
     assert!(report.valid_loss.is_finite());
 }
@@ -973,12 +978,15 @@ fn runs_of_every_seed_are_evaluated_on_the_same_tokens() {
     use layernorm_scaling::train::{validation_data, TrainConfig, DEFAULT_DATA_SEED};
     let dir = tempfile::tempdir().unwrap();
     let config = |seed: u64, data_seed: Option<u64>| TrainConfig {
+        data: DataSettings {
+            data_seed,
+            builtin_docs: 300,
+            seq_len: 32,
+            cache_dir: Some(dir.path().join("cache")),
+            ..Default::default()
+        },
+        output: OutputSettings { out: dir.path().join(format!("run-{seed}")), ..Default::default() },
         seed,
-        data_seed,
-        builtin_docs: 300,
-        seq_len: 32,
-        out: dir.path().join(format!("run-{seed}")),
-        cache_dir: Some(dir.path().join("cache")),
         ..TrainConfig::default()
     };
     // `seed` chooses the weights and the order; the validation tokens follow the data seed alone.
@@ -1000,8 +1008,8 @@ fn a_run_written_before_the_data_seed_keeps_the_split_of_its_seed() {
     let path = dir.path().join("train.json");
     // 0.1's train.json has no `data_seed`: its split came from `seed`.
     std::fs::write(&path, r#"{"seed": 5, "steps": 40}"#).unwrap();
-    assert_eq!(TrainConfig::from_run_file(&path).unwrap().data_seed, Some(5));
-    assert_eq!(TrainConfig::from_file(&path).unwrap().data_seed(), 1, "a config of the user's takes the default");
+    assert_eq!(TrainConfig::from_run_file(&path).unwrap().data.data_seed, Some(5));
+    assert_eq!(TrainConfig::from_file(&path).unwrap().data.data_seed(), 1, "a config of the user's takes the default");
     std::fs::write(&path, r#"{"seed": 5, "data_seed": 9}"#).unwrap();
-    assert_eq!(TrainConfig::from_run_file(&path).unwrap().data_seed, Some(9));
+    assert_eq!(TrainConfig::from_run_file(&path).unwrap().data.data_seed, Some(9));
 }

@@ -10,6 +10,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use common::{cpu, example, hf_fixture as fixture, quick, ParamValues};
 use layernorm_scaling::hf::{export_hf, load_hf_model, read_hf_config, write_safetensors, Checkpoint};
 use layernorm_scaling::model::{retrofit, RopeScaling};
+use layernorm_scaling::train::DataSettings;
 use layernorm_scaling::{Llama, NormScheme};
 
 const FIXTURES: [&str; 5] = ["llama_mha_untied", "llama_gqa_tied", "llama3_rope_scaling", "qwen2_bias", "mistral"];
@@ -354,18 +355,16 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
     let source = fixture("llama_mha_untied");
     let tokenizer = source.join("tokenizer.json");
     let out = tmp.path().join("run");
-    let config = TrainConfig {
-        init_from: Some(source.clone()),
-        norm: Some("lns".parse().unwrap()),
-        tokenizer: tokenizer.display().to_string(),
-        seq_len: 32,
-        lr: 1e-7,
-        warmup: Some(1),
-        ..quick(&out, 4, 2)
-    };
+    let mut config = quick(&out, 4, 2);
+    config.model.init_from = Some(source.clone());
+    config.model.norm = Some("lns".parse().unwrap());
+    config.data.tokenizer = tokenizer.display().to_string();
+    config.data.seq_len = 32;
+    config.optim.lr = 1e-7;
+    config.optim.warmup = Some(1);
     // Without its tokenizer the byte tokenizer (256 tokens) does not fit the 128-token vocabulary:
     // the fix named is the model's tokenizer, not another model config.
-    let byte = TrainConfig { tokenizer: "byte".into(), ..config.clone() };
+    let byte = TrainConfig { data: DataSettings { tokenizer: "byte".into(), ..config.data.clone() }, ..config.clone() };
     let err = train(&byte, Start::New, |_| {}).unwrap_err().to_string();
     assert!(err.contains("--tokenizer") && err.contains("tokenizer.json") && !err.contains("model config"), "{err}");
     let report = train(&config, Start::New, |_| {}).unwrap();
@@ -613,12 +612,10 @@ fn training_from_a_model_with_nan_weights_is_refused_before_anything_is_written(
         .collect();
     write_safetensors(&damaged.join("model.safetensors"), &tensors).unwrap();
     let out = tmp.path().join("run");
-    let config = layernorm_scaling::train::TrainConfig {
-        init_from: Some(damaged.clone()),
-        tokenizer: damaged.join("tokenizer.json").display().to_string(),
-        warmup: Some(1),
-        ..quick(&out, 2, 2)
-    };
+    let mut config = quick(&out, 2, 2);
+    config.model.init_from = Some(damaged.clone());
+    config.data.tokenizer = damaged.join("tokenizer.json").display().to_string();
+    config.optim.warmup = Some(1);
     let error = layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New, |_| {})
         .map(drop)
         .unwrap_err()

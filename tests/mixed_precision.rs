@@ -18,6 +18,7 @@ use common::{all_backends, cpu, one_at_a_time, quick, randn, random_tokens, valu
 use layernorm_scaling::data::LmBatch;
 use layernorm_scaling::fused::{self, with_half_compute};
 use layernorm_scaling::train::{optimizer, train, LossScale, Start, StepSettings, TrainConfig, TrainingModel};
+use layernorm_scaling::train::{ModelSettings, OptimSettings};
 use layernorm_scaling::{LlamaConfig, Precision};
 
 const HALVES: [FloatDType; 2] = [FloatDType::BF16, FloatDType::F16];
@@ -182,7 +183,12 @@ fn six_steps(precision: Precision) -> Vec<f32> {
     let device = cpu().autodiff();
     let tokens = random_tokens(8, 33, 256, 3, &device);
     let batch = LmBatch::new(tokens.clone().narrow(1, 0, 32), tokens.narrow(1, 1, 32));
-    let config = TrainConfig { model: "tiny".into(), precision: Some(precision), lr: 3e-3, ..TrainConfig::default() };
+    let config = TrainConfig {
+        model: ModelSettings { preset: "tiny".into(), ..Default::default() },
+        optim: OptimSettings { lr: 3e-3, ..Default::default() },
+        precision: Some(precision),
+        ..TrainConfig::default()
+    };
     let settings = StepSettings { loss_scale: LossScale::for_precision(precision), ..StepSettings::default() };
     let mut model = TrainingModel::new(tiny(&device), settings);
     let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model);
@@ -191,7 +197,7 @@ fn six_steps(precision: Precision) -> Vec<f32> {
             .map(|_| {
                 let output = model.step(batch.clone());
                 let loss = values(&output.item.loss)[0];
-                model = model.clone().optimize(&mut optim, config.lr.into(), output.grads);
+                model = model.clone().optimize(&mut optim, config.optim.lr.into(), output.grads);
                 loss
             })
             .collect()
@@ -217,7 +223,11 @@ fn an_f16_overflow_skips_the_step_and_halves_the_scale_then_steps_apply() {
     let device = cpu().autodiff();
     let tokens = random_tokens(4, 17, 256, 4, &device);
     let batch = LmBatch::new(tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16));
-    let config = TrainConfig { model: "tiny".into(), precision: Some(Precision::F16Mixed), ..TrainConfig::default() };
+    let config = TrainConfig {
+        model: ModelSettings { preset: "tiny".into(), ..Default::default() },
+        precision: Some(Precision::F16Mixed),
+        ..TrainConfig::default()
+    };
     // 2^100: the scaled loss is finite in f32, its gradients overflow f16 (largest 65504).
     let loss_scale = Arc::new(LossScale::new(2f64.powi(100)));
     let settings = StepSettings { loss_scale: Some(loss_scale.clone()), ..StepSettings::default() };
@@ -250,7 +260,8 @@ fn a_run_in_each_mixed_precision_ends_near_the_f32_runs_validation_loss() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let run = |precision: Precision| {
-        let config = TrainConfig { precision: Some(precision), ..quick(&dir.path().join(precision.name()), 40, 20) };
+        let mut config = quick(&dir.path().join(precision.name()), 40, 20);
+        config.precision = Some(precision);
         let mut notes = Vec::new();
         let report = train(&config, Start::New, |event| notes.push(event.to_string())).unwrap();
         assert_eq!(report.verdict, None, "{precision}");

@@ -8,6 +8,7 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use common::{cpu, random_tokens, values};
 use layernorm_scaling::model::cross_entropy;
+use layernorm_scaling::train::OptimSettings;
 use layernorm_scaling::train::{clip_grad_norm, global_grad_norm, WarmupCosineConfig};
 use layernorm_scaling::LlamaConfig;
 
@@ -89,7 +90,8 @@ fn adamw_decays_the_matrices_and_nothing_that_scales_gates_or_embeds_under_every
     use layernorm_scaling::train::{optimizer, StepSettings, TrainConfig, TrainingModel};
 
     let device = cpu().autodiff();
-    let config = TrainConfig { weight_decay: 0.5, ..TrainConfig::default() };
+    let config =
+        TrainConfig { optim: OptimSettings { weight_decay: 0.5, ..Default::default() }, ..TrainConfig::default() };
     // What the names said before the groups came from shapes and types.
     let named_no_decay = |path: &str| {
         ["norm", "embed_tokens", "attn_gate", "ffn_gate", "gpas_gate"].iter().any(|name| path.contains(name))

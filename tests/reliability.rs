@@ -13,20 +13,29 @@ use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
+use layernorm_scaling::train::{
+    CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings,
+};
 use layernorm_scaling::Error;
 
 #[test]
 fn overwrite_checks_everything_before_touching_the_old_run() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let before = snapshot(&config.out);
+    let before = snapshot(&config.output.out);
     for bad in [
-        TrainConfig { data: vec![dir.path().join("typo.txt")], ..config.clone() },
+        TrainConfig {
+            data: DataSettings { files: vec![dir.path().join("typo.txt")], ..config.data.clone() },
+            ..config.clone()
+        },
         TrainConfig { device: "flexx".into(), ..config.clone() },
-        TrainConfig { tokenizer: "missing.json".into(), ..config.clone() },
+        TrainConfig {
+            data: DataSettings { tokenizer: "missing.json".into(), ..config.data.clone() },
+            ..config.clone()
+        },
     ] {
         train(&bad, Start::Overwrite, |_| {}).unwrap_err();
-        assert_eq!(snapshot(&config.out), before, "the finished run is intact");
+        assert_eq!(snapshot(&config.output.out), before, "the finished run is intact");
     }
 }
 
@@ -34,44 +43,46 @@ fn overwrite_checks_everything_before_touching_the_old_run() {
 fn an_overwrite_that_fails_before_its_first_checkpoint_puts_the_old_run_back() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let before = snapshot(&config.out);
+    let before = snapshot(&config.output.out);
     // Diverges at once: no checkpoint is ever written.
-    let diverging = TrainConfig { lr: 1e30, warmup: Some(0), ..config.clone() };
+    let diverging =
+        TrainConfig { optim: OptimSettings { lr: 1e30, warmup: Some(0), ..config.optim.clone() }, ..config.clone() };
     let err = expect_error(&diverging, Start::Overwrite, "no checkpoint was written");
     assert!(matches!(err, Error::Diverged(_)));
-    assert_eq!(snapshot(&config.out), before, "the old run is back, byte for byte");
-    assert!(!config.out.join(".previous-run").exists());
+    assert_eq!(snapshot(&config.output.out), before, "the old run is back, byte for byte");
+    assert!(!config.output.out.join(".previous-run").exists());
 }
 
 #[test]
 fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let before = snapshot(&config.out);
+    let before = snapshot(&config.output.out);
     // What a kill leaves when the new run had started but written no checkpoint: the old run
     // set aside, the new run's first files beside it.
-    let run = RunDir::open(&config.out).unwrap();
+    let run = RunDir::open(&config.output.out).unwrap();
     run.set_aside().unwrap();
-    std::fs::write(config.out.join("train.json"), "{}").unwrap();
+    std::fs::write(config.output.out.join("train.json"), "{}").unwrap();
     drop(run);
-    RunDir::open(&config.out).unwrap();
-    assert_eq!(snapshot(&config.out), before);
+    RunDir::open(&config.output.out).unwrap();
+    assert_eq!(snapshot(&config.output.out), before);
 
     // A resume after such a crash of a finished run says there is nothing to resume.
-    let run = RunDir::open(&config.out).unwrap();
+    let run = RunDir::open(&config.output.out).unwrap();
     run.set_aside().unwrap();
     let replacement = TrainConfig { seed: 5, ..config.clone() };
-    std::fs::write(config.out.join("train.json"), serde_json::to_string(&replacement.resolved()).unwrap()).unwrap();
+    std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&replacement.resolved()).unwrap())
+        .unwrap();
     drop(run);
     expect_error(&replacement, Start::Resume, "finished run it was replacing is restored");
-    assert_eq!(snapshot(&config.out), before);
+    assert_eq!(snapshot(&config.output.out), before);
 
     // A resume after such a crash is checked against the restored run, not the interrupted one.
-    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
-    let run = RunDir::open(&config.out).unwrap();
+    std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
+    let run = RunDir::open(&config.output.out).unwrap();
     run.set_aside().unwrap();
     let other = TrainConfig { seed: 5, ..config.clone() };
-    std::fs::write(config.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
+    std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
     drop(run);
     let err = expect_error(&other, Start::Resume, "the unfinished run it was replacing is restored").to_string();
     // ... and says what resumes the restored run. The settings this command read before the
@@ -88,15 +99,15 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
 fn an_overwrite_that_stops_after_a_checkpoint_keeps_the_old_run() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let run = RunDir::open(&config.out).unwrap();
+    let run = RunDir::open(&config.output.out).unwrap();
     run.set_aside().unwrap();
     // The new run's first checkpoint (a copy of the old one's), and no final model.
-    let previous = config.out.join(".previous-run");
-    std::fs::create_dir(config.out.join("checkpoint")).unwrap();
+    let previous = config.output.out.join(".previous-run");
+    std::fs::create_dir(config.output.out.join("checkpoint")).unwrap();
     for entry in std::fs::read_dir(previous.join("checkpoint")).unwrap() {
         let entry = entry.unwrap();
         if entry.file_name().to_string_lossy().contains("-step-5.") {
-            std::fs::copy(entry.path(), config.out.join("checkpoint").join(entry.file_name())).unwrap();
+            std::fs::copy(entry.path(), config.output.out.join("checkpoint").join(entry.file_name())).unwrap();
         }
     }
     let note = run.end_replacement().map(|event| event.to_string()).unwrap_or_default();
@@ -110,12 +121,12 @@ fn an_overwrite_that_stops_after_a_checkpoint_keeps_the_old_run() {
 fn a_previous_run_folder_of_the_users_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let previous = config.out.join(".previous-run");
+    let previous = config.output.out.join(".previous-run");
     std::fs::create_dir_all(previous.join("sub")).unwrap();
     std::fs::write(previous.join("backup.txt"), "mine").unwrap();
-    let before = snapshot(&config.out);
+    let before = snapshot(&config.output.out);
     expect_error(&config, Start::Overwrite, "holds what no --overwrite set aside (backup.txt, sub)");
-    assert_eq!(snapshot(&config.out), before, "nothing moved or deleted");
+    assert_eq!(snapshot(&config.output.out), before, "nothing moved or deleted");
     std::fs::remove_dir_all(&previous).unwrap();
     std::fs::write(&previous, "a file").unwrap();
     expect_error(&config, Start::Overwrite, "is not a folder this crate set a run aside in");
@@ -128,16 +139,16 @@ fn a_previous_run_folder_of_the_users_is_left_alone() {
 fn overwrite_refuses_to_delete_files_put_inside_the_runs_folders() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    std::fs::write(config.out.join("checkpoint/README"), "which checkpoint is best").unwrap();
-    let before = snapshot(&config.out);
+    std::fs::write(config.output.out.join("checkpoint/README"), "which checkpoint is best").unwrap();
+    let before = snapshot(&config.output.out);
     expect_error(&config, Start::Overwrite, "what is not the run's: checkpoint/README");
-    assert_eq!(snapshot(&config.out), before);
-    std::fs::remove_file(config.out.join("checkpoint/README")).unwrap();
-    std::fs::create_dir(config.out.join("analysis")).unwrap();
-    std::fs::write(config.out.join("analysis/mine.md"), "my notes").unwrap();
+    assert_eq!(snapshot(&config.output.out), before);
+    std::fs::remove_file(config.output.out.join("checkpoint/README")).unwrap();
+    std::fs::create_dir(config.output.out.join("analysis")).unwrap();
+    std::fs::write(config.output.out.join("analysis/mine.md"), "my notes").unwrap();
     expect_error(&config, Start::Overwrite, "analysis/ (");
-    assert_eq!(std::fs::read_to_string(config.out.join("analysis/mine.md")).unwrap(), "my notes");
-    std::fs::remove_dir_all(config.out.join("analysis")).unwrap();
+    assert_eq!(std::fs::read_to_string(config.output.out.join("analysis/mine.md")).unwrap(), "my notes");
+    std::fs::remove_dir_all(config.output.out.join("analysis")).unwrap();
     train(&config, Start::Overwrite, |_| {}).unwrap();
 }
 
@@ -145,11 +156,11 @@ fn overwrite_refuses_to_delete_files_put_inside_the_runs_folders() {
 fn overwrite_leaves_files_that_are_not_the_runs_alone() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    std::fs::write(config.out.join("notes.txt"), "mine").unwrap();
+    std::fs::write(config.output.out.join("notes.txt"), "mine").unwrap();
     train(&config, Start::Overwrite, |_| {}).unwrap();
-    assert_eq!(std::fs::read_to_string(config.out.join("notes.txt")).unwrap(), "mine");
+    assert_eq!(std::fs::read_to_string(config.output.out.join("notes.txt")).unwrap(), "mine");
     assert!(
-        !config.out.join(".previous-run").exists(),
+        !config.output.out.join(".previous-run").exists(),
         "the replaced run is removed once the new one has a checkpoint"
     );
 }
@@ -168,7 +179,11 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
         assert_eq!(snapshot(&user), before);
         assert!(!user.join(".lock").exists(), "not even a lock file is written");
     }
-    let root = TrainConfig { out: PathBuf::from("/"), ..quick(&dir.path().join("run"), 10, 5) };
+    let root = {
+        let mut config = quick(&dir.path().join("run"), 10, 5);
+        config.output.out = PathBuf::from("/");
+        config
+    };
     expect_error(&root, Start::New, "holds no training run");
     // A train.json that is not a training run's: the folder is the user's.
     let foreign = dir.path().join("dataset");
@@ -177,24 +192,28 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
     std::fs::write(foreign.join("valid/b.txt"), "mine").unwrap();
     let before = snapshot(&foreign);
     expect_error(
-        &TrainConfig { out: foreign.clone(), ..quick(&user, 10, 5) },
+        &{
+            let mut config = quick(&user, 10, 5);
+            config.output.out = foreign.clone();
+            config
+        },
         Start::Overwrite,
         "not a training run's",
     );
     assert_eq!(snapshot(&foreign), before);
     // A file where the run's checkpoint folder belongs.
     let config = finished_run(dir.path());
-    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
-    std::fs::write(config.out.join("checkpoint"), "not a folder").unwrap();
+    std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
+    std::fs::write(config.output.out.join("checkpoint"), "not a folder").unwrap();
     expect_error(&config, Start::Overwrite, "`checkpoint` should be a directory");
-    assert_eq!(std::fs::read_to_string(config.out.join("checkpoint")).unwrap(), "not a folder");
+    assert_eq!(std::fs::read_to_string(config.output.out.join("checkpoint")).unwrap(), "not a folder");
 
     // The run's own train.json, damaged (its .sum says a run wrote it): --overwrite replaces the
     // run; it said "not a training run's ... no file of yours" and left no way out.
     let damaged = finished_run(&dir.path().join("damaged"));
-    std::fs::write(damaged.out.join("train.json"), "{ \"steps\": ").unwrap();
+    std::fs::write(damaged.output.out.join("train.json"), "{ \"steps\": ").unwrap();
     train(&damaged, Start::Overwrite, |_| {}).unwrap();
-    assert!(TrainConfig::from_file(damaged.out.join("train.json")).is_ok());
+    assert!(TrainConfig::from_file(damaged.output.out.join("train.json")).is_ok());
 }
 
 #[test]
@@ -223,22 +242,22 @@ fn resume_removes_the_temporary_files_a_crash_left() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
     let stray = [
-        config.out.join("checkpoint/.model-3.bpk.tmp4242"),
-        config.out.join("checkpoint/.optim-3.bpk.tmp4242.4242-7.tmp"),
-        config.out.join(".train.json.tmp99"),
-        config.out.join(".model.json.tmp99.aB3xYz"),
+        config.output.out.join("checkpoint/.model-3.bpk.tmp4242"),
+        config.output.out.join("checkpoint/.optim-3.bpk.tmp4242.4242-7.tmp"),
+        config.output.out.join(".train.json.tmp99"),
+        config.output.out.join(".model.json.tmp99.aB3xYz"),
         // burn-pack's scratch files of a checkpoint and of the final model.
-        config.out.join("checkpoint/model-1.bpk.21006-2.tmp"),
-        config.out.join("model.bpk.21006-0.tmp"),
+        config.output.out.join("checkpoint/model-1.bpk.21006-2.tmp"),
+        config.output.out.join("model.bpk.21006-0.tmp"),
     ];
     for path in &stray {
         std::fs::write(path, vec![0u8; 1000]).unwrap();
     }
-    let mine = [config.out.join(".my.tmp-notes"), config.out.join("notes.bpk.v2-draft.tmp")];
+    let mine = [config.output.out.join(".my.tmp-notes"), config.output.out.join("notes.bpk.v2-draft.tmp")];
     for path in &mine {
         std::fs::write(path, "mine").unwrap();
     }
-    drop(RunDir::open(&config.out).unwrap());
+    drop(RunDir::open(&config.output.out).unwrap());
     assert!(stray.iter().all(|path| !path.exists()));
     assert!(mine.iter().all(|path| path.exists()), "only names of temporary files of the run's writes are removed");
 }
@@ -259,10 +278,10 @@ fn a_resume_over_a_cut_short_history_says_which_steps_are_lost() {
         let dir = tempfile::tempdir().unwrap();
         let config = finished_run(dir.path());
         for kind in ["model", "optim", "scheduler"] {
-            std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
+            std::fs::remove_file(config.output.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
         }
-        std::fs::remove_file(config.out.join("model.bpk")).unwrap();
-        let metrics = config.out.join("metrics.jsonl");
+        std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
+        let metrics = config.output.out.join("metrics.jsonl");
         let text = std::fs::read_to_string(&metrics).unwrap();
         let first = text.lines().next().unwrap();
         // The damage before lines that are sound: they are dropped from the log, but kept aside.
@@ -274,7 +293,7 @@ fn a_resume_over_a_cut_short_history_says_which_steps_are_lost() {
         let warned = events.iter().any(|e| matches!(e, TrainEvent::Warning(w) if w.contains(expected)));
         assert!(warned, "{cut}: {events:?}");
         if cut == "garbage" {
-            assert_eq!(std::fs::read_to_string(config.out.join("metrics.jsonl.damaged")).unwrap(), damaged);
+            assert_eq!(std::fs::read_to_string(config.output.out.join("metrics.jsonl.damaged")).unwrap(), damaged);
         }
     }
 }
@@ -283,14 +302,15 @@ fn a_resume_over_a_cut_short_history_says_which_steps_are_lost() {
 fn resume_falls_back_from_a_damaged_latest_checkpoint_to_the_previous_one() {
     for (kind, truncate) in [("model", true), ("optim", false), ("scheduler", true), ("model", false)] {
         let dir = tempfile::tempdir().unwrap();
-        let config = TrainConfig { keep_checkpoints: 3, ..quick(&dir.path().join("run"), 15, 5) };
+        let mut config = quick(&dir.path().join("run"), 15, 5);
+        config.checkpoints.keep_checkpoints = 3;
         train(&config, Start::New, |_| {}).unwrap();
         // An interruption after the checkpoint of step 10, whose file was then damaged.
         for kind in ["model", "optim", "scheduler"] {
-            std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-step-15.bpk"))).unwrap();
+            std::fs::remove_file(config.output.out.join(format!("checkpoint/{kind}-step-15.bpk"))).unwrap();
         }
-        std::fs::remove_file(config.out.join("model.bpk")).unwrap();
-        damage(&config.out, 10, kind, truncate);
+        std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
+        damage(&config.output.out, 10, kind, truncate);
         let mut events = Vec::new();
         let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();
         assert_eq!(report.train_losses.len(), 10, "{kind}: resumed from step 5, the last complete checkpoint");
@@ -306,47 +326,47 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let model = config.out.join("model.bpk");
+    let model = config.output.out.join("model.bpk");
     let bytes = std::fs::read(&model).unwrap();
-    let finished = weights(&config.out);
+    let finished = weights(&config.output.out);
     std::fs::write(&model, &bytes[..bytes.len() / 3]).unwrap();
-    let err = load_run_model(&config.out, None, &cpu).unwrap_err().to_string();
+    let err = load_run_model(&config.output.out, None, &cpu).unwrap_err().to_string();
     assert!(err.contains("incomplete") && err.contains("--resume"), "{err}");
     assert!(!err.contains("config file"), "{err}");
     std::fs::remove_file(&model).unwrap();
-    let err = load_run_model(&config.out, None, &cpu).unwrap_err().to_string();
+    let err = load_run_model(&config.output.out, None, &cpu).unwrap_err().to_string();
     assert!(err.contains("missing: the training has not finished") && err.contains("--step 5, 10"), "{err}");
-    let err = load_run_model(&config.out, Some(7), &cpu).unwrap_err().to_string();
+    let err = load_run_model(&config.output.out, Some(7), &cpu).unwrap_err().to_string();
     assert!(err.contains("no checkpoint at step 7") && err.contains("--step 5, 10"), "{err}");
 
     // `steps` lowered by hand below the newest checkpoint: refused, not step 10's weights written
     // as step 5's final model.
-    let train_json = config.out.join("train.json");
+    let train_json = config.output.out.join("train.json");
     let original = std::fs::read_to_string(&train_json).unwrap();
     let mut edited: serde_json::Value = serde_json::from_str(&original).unwrap();
     edited["steps"] = 5.into();
     std::fs::write(&train_json, edited.to_string()).unwrap();
-    let lowered = TrainConfig { steps: 5, ..config.clone() };
+    let lowered = TrainConfig { optim: OptimSettings { steps: 5, ..config.optim.clone() }, ..config.clone() };
     // The edit itself is seen (train.json.sum); without the sum (a run of an earlier version),
     // the checkpoint past `steps` is.
     expect_error(&lowered, Start::Resume, "differs from the one the run wrote (edited by hand?)");
-    std::fs::remove_file(config.out.join("train.json.sum")).unwrap();
+    std::fs::remove_file(config.output.out.join("train.json.sum")).unwrap();
     expect_error(&lowered, Start::Resume, "newest checkpoint is at step 10, past the run's 5 steps");
     assert!(!model.exists());
     std::fs::write(&train_json, original).unwrap();
 
     // Killed while writing metrics.csv, after the last step: the finish writes it too.
-    let csv = std::fs::read_to_string(config.out.join("metrics.csv")).unwrap();
-    std::fs::remove_file(config.out.join("metrics.csv")).unwrap();
+    let csv = std::fs::read_to_string(config.output.out.join("metrics.csv")).unwrap();
+    std::fs::remove_file(config.output.out.join("metrics.csv")).unwrap();
     let mut events = Vec::new();
     let report = train(&config, Start::Resume, |event| events.push(event)).unwrap();
     assert_eq!(events, [TrainEvent::WritingFinalModel { step: 10 }]);
-    assert_eq!(std::fs::read_to_string(config.out.join("metrics.csv")).unwrap(), csv);
+    assert_eq!(std::fs::read_to_string(config.output.out.join("metrics.csv")).unwrap(), csv);
     assert!(report.train_losses.is_empty(), "no step trained again");
-    assert!(weights(&config.out) == finished, "the final model, written from the last checkpoint");
+    assert!(weights(&config.output.out) == finished, "the final model, written from the last checkpoint");
     expect_error(&config, Start::Resume, "the run is finished (10 steps)");
     // model.json edited by hand: named as such, not listed as a change the resume asked for.
-    let model_json = config.out.join("model.json");
+    let model_json = config.output.out.join("model.json");
     let text = std::fs::read_to_string(&model_json).unwrap();
     let edited = text.replace("\"rope_theta\": 10000.0", "\"rope_theta\": 10.0");
     assert_ne!(edited, text);
@@ -359,9 +379,9 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
 fn a_garbage_checkpoint_is_called_corrupt_not_a_divergence() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    damage(&config.out, 10, "model", false);
+    damage(&config.output.out, 10, "model", false);
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.out, Some(10), &cpu).unwrap_err().to_string();
+    let err = load_run_model(&config.output.out, Some(10), &cpu).unwrap_err().to_string();
     assert!(err.contains("corrupt"), "{err}");
 }
 
@@ -369,22 +389,34 @@ fn a_garbage_checkpoint_is_called_corrupt_not_a_divergence() {
 fn the_depth_trained_is_the_depth_asked_for() {
     let default = model_config(&TrainConfig::default()).unwrap();
     assert_eq!(default.n_layers, 8, "the default model: tiny-8l");
-    let preset = TrainConfig { model: "9m".into(), ..TrainConfig::default() };
+    let preset =
+        TrainConfig { model: ModelSettings { preset: "9m".into(), ..Default::default() }, ..TrainConfig::default() };
     assert_eq!(model_config(&preset).unwrap().n_layers, 4);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("my.json");
     let mut custom = layernorm_scaling::LlamaConfig::tiny();
     custom.n_layers = 16;
     std::fs::write(&json, serde_json::to_string(&custom).unwrap()).unwrap();
-    let file = TrainConfig { model: json.display().to_string(), ..TrainConfig::default() };
+    let file = TrainConfig {
+        model: ModelSettings { preset: json.display().to_string(), ..Default::default() },
+        ..TrainConfig::default()
+    };
     assert_eq!(model_config(&file).unwrap().n_layers, 16);
-    assert_eq!(model_config(&TrainConfig { layers: Some(3), ..file }).unwrap().n_layers, 3);
+    assert_eq!(
+        model_config(&TrainConfig { model: ModelSettings { layers: Some(3), ..file.model.clone() }, ..file })
+            .unwrap()
+            .n_layers,
+        3
+    );
     // A training config file that names a preset and no depth trains the preset's depth.
     let toml = dir.path().join("run.toml");
     std::fs::write(&toml, "model = \"130m\"\n").unwrap();
     assert_eq!(model_config(&TrainConfig::from_file(&toml).unwrap()).unwrap().n_layers, 12);
     // --layers with --init-from would be silently ignored: refused.
-    let init = TrainConfig { init_from: Some(dir.path().to_path_buf()), layers: Some(4), ..TrainConfig::default() };
+    let init = TrainConfig {
+        model: ModelSettings { init_from: Some(dir.path().to_path_buf()), layers: Some(4), ..Default::default() },
+        ..TrainConfig::default()
+    };
     assert!(model_config(&init).unwrap_err().to_string().contains("cannot change the depth"));
 }
 
@@ -393,36 +425,50 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
     let dir = tempfile::tempdir().unwrap();
     let base = quick(&dir.path().join("short"), 30, 5);
     // Only --steps: validation, checkpoint and warmup follow it.
-    let short = TrainConfig { eval_every: None, save_every: None, warmup: None, ..base.clone() };
+    let short = TrainConfig {
+        optim: OptimSettings { warmup: None, ..base.optim.clone() },
+        eval: EvalSettings { eval_every: None, ..base.eval.clone() },
+        checkpoints: CheckpointSettings { save_every: None, ..base.checkpoints.clone() },
+        ..base.clone()
+    };
     short.validate().unwrap();
-    assert_eq!((short.eval_every(), short.save_every(), short.warmup(), short.epochs()), (30, 30, 3, 1));
+    assert_eq!((short.eval_every(), short.save_every(), short.optim.warmup(), short.epochs()), (30, 30, 3, 1));
     let report = train(&short, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 30);
-    let saved = TrainConfig::from_file(short.out.join("train.json")).unwrap();
+    let saved = TrainConfig::from_file(short.output.out.join("train.json")).unwrap();
     assert_eq!(
-        (saved.eval_every, saved.save_every, saved.warmup),
+        (saved.eval.eval_every, saved.checkpoints.save_every, saved.optim.warmup),
         (Some(30), Some(30), Some(3)),
         "train.json says what ran"
     );
 
     // 25 steps validated every 10: epochs of 10, 10 and 5 steps, and the end is checkpointed.
     let ragged = TrainConfig {
-        steps: 25,
-        eval_every: Some(10),
-        save_every: None,
-        out: dir.path().join("ragged"),
+        optim: OptimSettings { steps: 25, ..base.optim.clone() },
+        eval: EvalSettings { eval_every: Some(10), ..base.eval.clone() },
+        checkpoints: CheckpointSettings { save_every: None, ..base.checkpoints.clone() },
+        output: OutputSettings { out: dir.path().join("ragged"), ..base.output.clone() },
         ..base.clone()
     };
     assert_eq!(ragged.epochs(), 3);
     let report = train(&ragged, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 25);
-    assert!(ragged.out.join("checkpoint/model-step-25.bpk").is_file(), "the end, named by its step");
+    assert!(ragged.output.out.join("checkpoint/model-step-25.bpk").is_file(), "the end, named by its step");
 
     // Only --save-every: validation divides it.
-    let save = TrainConfig { steps: 400, eval_every: None, save_every: Some(150), ..base.clone() };
+    let save = TrainConfig {
+        optim: OptimSettings { steps: 400, ..base.optim.clone() },
+        eval: EvalSettings { eval_every: None, ..base.eval.clone() },
+        checkpoints: CheckpointSettings { save_every: Some(150), ..base.checkpoints.clone() },
+        ..base.clone()
+    };
     assert_eq!(save.eval_every(), 75);
     // Values the user set can still conflict: the error names both.
-    let conflict = TrainConfig { save_every: Some(7), eval_every: Some(5), ..base };
+    let conflict = TrainConfig {
+        eval: EvalSettings { eval_every: Some(5), ..base.eval.clone() },
+        checkpoints: CheckpointSettings { save_every: Some(7), ..base.checkpoints.clone() },
+        ..base
+    };
     let err = conflict.validate().unwrap_err().to_string();
     assert!(err.contains("(7)") && err.contains("(5)"), "{err}");
 }
@@ -431,16 +477,40 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
 fn every_numeric_option_refuses_non_finite_values() {
     let base = TrainConfig::default();
     let cases: Vec<(&str, TrainConfig)> = vec![
-        ("lr", TrainConfig { lr: f64::NAN, ..base.clone() }),
-        ("lr", TrainConfig { lr: f64::INFINITY, ..base.clone() }),
-        ("min_lr_ratio", TrainConfig { min_lr_ratio: f64::NAN, ..base.clone() }),
-        ("weight_decay", TrainConfig { weight_decay: f64::INFINITY, ..base.clone() }),
-        ("beta1", TrainConfig { beta1: f64::NAN, ..base.clone() }),
-        ("eps", TrainConfig { eps: f64::NAN, ..base.clone() }),
-        ("clip_grad_norm", TrainConfig { clip_grad_norm: Some(f64::INFINITY), ..base.clone() }),
-        ("valid_fraction", TrainConfig { valid_fraction: f64::NAN, ..base.clone() }),
-        ("peak_tflops", TrainConfig { peak_tflops: Some(f64::NAN), ..base.clone() }),
-        ("min_lr_ratio", TrainConfig { min_lr_ratio: -1.0, ..base.clone() }),
+        ("lr", TrainConfig { optim: OptimSettings { lr: f64::NAN, ..base.optim.clone() }, ..base.clone() }),
+        ("lr", TrainConfig { optim: OptimSettings { lr: f64::INFINITY, ..base.optim.clone() }, ..base.clone() }),
+        (
+            "min_lr_ratio",
+            TrainConfig { optim: OptimSettings { min_lr_ratio: f64::NAN, ..base.optim.clone() }, ..base.clone() },
+        ),
+        (
+            "weight_decay",
+            TrainConfig { optim: OptimSettings { weight_decay: f64::INFINITY, ..base.optim.clone() }, ..base.clone() },
+        ),
+        ("beta1", TrainConfig { optim: OptimSettings { beta1: f64::NAN, ..base.optim.clone() }, ..base.clone() }),
+        ("eps", TrainConfig { optim: OptimSettings { eps: f64::NAN, ..base.optim.clone() }, ..base.clone() }),
+        (
+            "clip_grad_norm",
+            TrainConfig {
+                optim: OptimSettings { clip_grad_norm: Some(f64::INFINITY), ..base.optim.clone() },
+                ..base.clone()
+            },
+        ),
+        (
+            "valid_fraction",
+            TrainConfig { eval: EvalSettings { valid_fraction: f64::NAN, ..base.eval.clone() }, ..base.clone() },
+        ),
+        (
+            "peak_tflops",
+            TrainConfig {
+                output: OutputSettings { peak_tflops: Some(f64::NAN), ..base.output.clone() },
+                ..base.clone()
+            },
+        ),
+        (
+            "min_lr_ratio",
+            TrainConfig { optim: OptimSettings { min_lr_ratio: -1.0, ..base.optim.clone() }, ..base.clone() },
+        ),
     ];
     for (field, config) in cases {
         let err = config.validate().unwrap_err().to_string();
@@ -453,18 +523,26 @@ fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
     let dir = tempfile::tempdir().unwrap();
     let config = quick(&dir.path().join("run"), 10, 5);
     train(&config, Start::New, |_| {}).unwrap();
-    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
     for kind in ["model", "optim", "scheduler"] {
-        std::fs::remove_file(config.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
+        std::fs::remove_file(config.output.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
     }
-    let longer = TrainConfig { steps: 20, ..config.clone() };
+    let longer = TrainConfig { optim: OptimSettings { steps: 20, ..config.optim.clone() }, ..config.clone() };
     let err = expect_error(&longer, Start::Resume, "steps: 10 -> 20");
     assert!(err.to_string().contains("--init-from"), "{err}");
     // A model change names the fields that differ ("4 layers x d_model 64 (lns)" on both sides).
-    let scaled = TrainConfig { init: Some("scaled".parse().unwrap()), ..config.clone() };
+    let scaled = TrainConfig {
+        model: ModelSettings { init: Some("scaled".parse().unwrap()), ..config.model.clone() },
+        ..config.clone()
+    };
     expect_error(&scaled, Start::Resume, "model: init null -> \"scaled\" (as model.json records it)");
     // The learning rate may change on resume (the usual answer to a divergence).
-    let report = train(&TrainConfig { lr: 1e-3, ..config }, Start::Resume, |_| {}).unwrap();
+    let report = train(
+        &TrainConfig { optim: OptimSettings { lr: 1e-3, ..config.optim.clone() }, ..config },
+        Start::Resume,
+        |_| {},
+    )
+    .unwrap();
     assert_eq!(report.train_losses.len(), 5);
 }
 
@@ -472,7 +550,9 @@ fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
 fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let config = TrainConfig { lr: 1e30, warmup: Some(0), ..quick(&out, 12, 1) };
+    let mut config = quick(&out, 12, 1);
+    config.optim.lr = 1e30;
+    config.optim.warmup = Some(0);
     let err = expect_error(&config, Start::New, "diverged").to_string();
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
     let run = RunDir::open(&out).unwrap();
@@ -517,33 +597,49 @@ fn a_run_started_from_another_resumes_without_its_source() {
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     train(&quick(&source, 10, 5), Start::New, |_| {}).unwrap();
-    let run = TrainConfig { init_from: Some(source.clone()), ..quick(&dir.path().join("run"), 10, 5) };
+    let run = {
+        let mut config = quick(&dir.path().join("run"), 10, 5);
+        config.model.init_from = Some(source.clone());
+        config
+    };
     train(&run, Start::New, |_| {}).unwrap();
-    kill_after_checkpoint_before(&run.out, 10);
+    kill_after_checkpoint_before(&run.output.out, 10);
     let copy = dir.path().join("source-copy");
     std::fs::rename(&source, &copy).unwrap();
     let report = train(&run, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 5, "steps 6..=10 resumed from the run's own checkpoint");
 
     // Overwriting the source with a run started from it.
-    let itself = TrainConfig { init_from: Some(copy.clone()), out: copy.clone(), ..quick(&copy, 10, 5) };
+    let itself = {
+        let mut config = quick(&copy, 10, 5);
+        config.model.init_from = Some(copy.clone());
+        config.output.out = copy.clone();
+        config
+    };
     train(&itself, Start::Overwrite, |_| {}).unwrap();
     kill_after_checkpoint_before(&copy, 10);
     let report = train(&itself, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 5);
     // A resume that changes the scheme is still refused, naming it.
-    let other = TrainConfig { norm: Some("pre-ln".parse().unwrap()), ..run.clone() };
-    kill_after_checkpoint_before(&run.out, 10);
+    let other = TrainConfig {
+        model: ModelSettings { norm: Some("pre-ln".parse().unwrap()), ..run.model.clone() },
+        ..run.clone()
+    };
+    kill_after_checkpoint_before(&run.output.out, 10);
     expect_error(&other, Start::Resume, "norm_scheme");
 
     // Killed before its first checkpoint, a run started from another starts again from the
     // other's weights, not from scratch: its first loss is the uninterrupted run's.
-    let fresh = TrainConfig { init_from: Some(copy.clone()), ..quick(&dir.path().join("fresh"), 10, 5) };
+    let fresh = {
+        let mut config = quick(&dir.path().join("fresh"), 10, 5);
+        config.model.init_from = Some(copy.clone());
+        config
+    };
     let uninterrupted = train(&fresh, Start::New, |_| {}).unwrap();
     // What a kill before the first checkpoint leaves: the run's records, no weights, no steps.
-    std::fs::remove_dir_all(fresh.out.join("checkpoint")).unwrap();
+    std::fs::remove_dir_all(fresh.output.out.join("checkpoint")).unwrap();
     for file in ["model.bpk", "model.bpk.sum", "metrics.jsonl"] {
-        std::fs::remove_file(fresh.out.join(file)).unwrap();
+        std::fs::remove_file(fresh.output.out.join(file)).unwrap();
     }
     let mut events = Vec::new();
     let again = train(&fresh, Start::Resume, |event| events.push(event.to_string())).unwrap();
@@ -559,9 +655,9 @@ fn a_run_started_from_another_resumes_without_its_source() {
 fn a_checkpoint_without_its_model_file_is_not_listed_as_loadable() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    std::fs::remove_file(config.out.join("checkpoint/model-step-10.bpk")).unwrap();
+    std::fs::remove_file(config.output.out.join("checkpoint/model-step-10.bpk")).unwrap();
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.out, Some(10), &cpu).unwrap_err().to_string();
+    let err = load_run_model(&config.output.out, Some(10), &cpu).unwrap_err().to_string();
     assert!(
         err.contains("no checkpoint at step 10: the run's checkpoints are --step 5") && !err.contains("5, 10"),
         "{err}"
@@ -575,8 +671,8 @@ fn a_finished_run_with_a_damaged_model_and_no_checkpoint_says_to_train_again() {
     let dir = tempfile::tempdir().unwrap();
     let config = quick(&dir.path().join("run"), 10, 5);
     train(&config, Start::New, |_| {}).unwrap();
-    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
-    let model = config.out.join("model.bpk");
+    std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
+    let model = config.output.out.join("model.bpk");
     let mut bytes = std::fs::read(&model).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
@@ -584,7 +680,7 @@ fn a_finished_run_with_a_damaged_model_and_no_checkpoint_says_to_train_again() {
     let err = expect_error(&config, Start::Resume, "nothing can finish it").to_string();
     assert!(err.contains("--overwrite") && !err.contains("generate"), "{err}");
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.out, None, &cpu).unwrap_err().to_string();
+    let err = load_run_model(&config.output.out, None, &cpu).unwrap_err().to_string();
     assert!(err.contains("train it again") && err.contains("--overwrite") && !err.contains("--resume"), "{err}");
 }
 
@@ -670,9 +766,10 @@ fn a_batch_that_cannot_fit_in_memory_is_refused_naming_the_field() {
         return; // no way to know the machine's memory here (not Linux)
     }
     let dir = tempfile::tempdir().unwrap();
-    let config = TrainConfig { batch_size: 100_000_000, ..quick(&dir.path().join("run"), 10, 5) };
+    let mut config = quick(&dir.path().join("run"), 10, 5);
+    config.optim.batch_size = 100_000_000;
     expect_error(&config, Start::New, "`batch_size` (100000000)");
-    assert!(!config.out.exists(), "nothing written");
+    assert!(!config.output.out.exists(), "nothing written");
 }
 
 /// `<dir>/corpus.txt`, the text [`train_command`] trains on.
@@ -762,7 +859,8 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let dir = tempfile::tempdir().unwrap();
     write_corpus(dir.path());
     let corpus = dir.path().join("corpus.txt");
-    let config = TrainConfig { data: vec![corpus.clone()], ..quick(&dir.path().join("run"), 10, 5) };
+    let mut config = quick(&dir.path().join("run"), 10, 5);
+    config.data.files = vec![corpus.clone()];
     train(&config, Start::New, |_| {}).unwrap();
     let original = std::fs::read_to_string(&corpus).unwrap();
     std::fs::write(&corpus, original.replace("fox", "cat")).unwrap();
@@ -770,18 +868,22 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let err = expect_error(&config, Start::Resume, "data: the content of the data").to_string();
     assert!(err.contains("--init-from"), "{err}");
     // An unfinished one has no model for --init-from to read: that advice would be refused (it was).
-    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
     let err = expect_error(&config, Start::Resume, "data: the content of the data").to_string();
     assert!(!err.contains("with --init-from") && err.contains("once it is finished"), "{err}");
     // ... and --init-from of it says how to finish it, not which --step to load (train has none).
-    let from_unfinished = TrainConfig { init_from: Some(config.out.clone()), ..quick(&dir.path().join("next"), 10, 5) };
+    let from_unfinished = {
+        let mut base = quick(&dir.path().join("next"), 10, 5);
+        base.model.init_from = Some(config.output.out.clone());
+        base
+    };
     let err = expect_error(&from_unfinished, Start::New, "--init-from starts from a run's final model").to_string();
     assert!(err.contains("train --resume") && !err.contains("--step"), "{err}");
     std::fs::write(&corpus, &original).unwrap();
     // The same content under another spelling of its path, and the scheme named or not: the same run.
     let same = TrainConfig {
-        data: vec![dir.path().join(".").join("corpus.txt")],
-        norm: Some("lns".parse().unwrap()),
+        model: ModelSettings { norm: Some("lns".parse().unwrap()), ..config.model.clone() },
+        data: DataSettings { files: vec![dir.path().join(".").join("corpus.txt")], ..config.data.clone() },
         ..config
     };
     let report = train(&same, Start::Resume, |_| {}).unwrap();
@@ -789,20 +891,24 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
 
     // A data path not found from here (train.json records it relative to where the run was
     // trained): said so, with the fix, not a bare "no such file".
-    let moved = TrainConfig { data: vec![PathBuf::from("elsewhere/corpus.txt")], ..same.clone() };
+    let moved = TrainConfig {
+        data: DataSettings { files: vec![PathBuf::from("elsewhere/corpus.txt")], ..same.data.clone() },
+        ..same.clone()
+    };
     expect_error(&moved, Start::Resume, "a resume reads the paths the run's train.json records");
 
     // A run on the built-in corpus resumed with --data: refused before the files are tokenised.
     let builtin = quick(&dir.path().join("builtin"), 10, 5);
     train(&builtin, Start::New, |_| {}).unwrap();
-    std::fs::remove_file(builtin.out.join("model.bpk")).unwrap();
-    let cache = builtin.cache_dir.clone().unwrap();
+    std::fs::remove_file(builtin.output.out.join("model.bpk")).unwrap();
+    let cache = builtin.data.cache_dir.clone().unwrap();
     let entries = || std::fs::read_dir(&cache).unwrap().count();
     let before = entries();
-    let with_files = TrainConfig { data: vec![corpus.clone()], ..builtin.clone() };
+    let with_files =
+        TrainConfig { data: DataSettings { files: vec![corpus.clone()], ..builtin.data.clone() }, ..builtin.clone() };
     expect_error(&with_files, Start::Resume, "data: the built-in corpus of 2000 documents -> 1 file(s)");
     assert_eq!(entries(), before, "nothing was tokenised");
-    let with_valid = TrainConfig { valid_data: vec![corpus], ..builtin };
+    let with_valid = TrainConfig { eval: EvalSettings { valid_data: vec![corpus], ..builtin.eval.clone() }, ..builtin };
     expect_error(&with_valid, Start::Resume, "validation corpus: none -> --valid-data");
 }
 
@@ -811,11 +917,19 @@ fn sizes_that_cannot_work_are_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     if layernorm_scaling::memory::available_memory_bytes().is_some() {
-        let huge = TrainConfig { model: "7b".into(), ..quick(&out, 10, 5) };
+        let huge = {
+            let mut config = quick(&out, 10, 5);
+            config.model.preset = "7b".into();
+            config
+        };
         expect_error(&huge, Start::New, "the model does not fit in memory");
         assert!(!out.exists());
     }
-    let overflow = TrainConfig { grad_accum: usize::MAX, ..quick(&out, 10, 5) };
+    let overflow = {
+        let mut config = quick(&out, 10, 5);
+        config.optim.grad_accum = usize::MAX;
+        config
+    };
     expect_error(&overflow, Start::New, "`grad_accum` (18446744073709551615)");
     assert!(!out.exists());
     // A folder where a file is, and a symbolic link to nothing.
@@ -839,20 +953,26 @@ fn a_cache_dir_that_cannot_hold_the_cache_is_refused_before_tokenising() {
     let out = dir.path().join("run");
     std::fs::write(dir.path().join("afile"), "x").unwrap();
     // A file given as the folder: it said "File exists (os error 17)".
-    let file = TrainConfig { cache_dir: Some(dir.path().join("afile")), ..quick(&out, 5, 5) };
+    let file = {
+        let mut config = quick(&out, 5, 5);
+        config.data.cache_dir = Some(dir.path().join("afile"));
+        config
+    };
     expect_error(&file, Start::New, "--cache-dir: ");
     expect_error(&file, Start::New, "afile is a file, not a folder");
     // A link to nothing, or a loop of links (it said "File exists (os error 17)").
     std::os::unix::fs::symlink("nowhere", dir.path().join("dangling")).unwrap();
     std::os::unix::fs::symlink("cycle", dir.path().join("cycle")).unwrap();
     for link in ["dangling", "cycle"] {
-        let config = TrainConfig { cache_dir: Some(dir.path().join(link)), ..quick(&out, 5, 5) };
+        let mut config = quick(&out, 5, 5);
+        config.data.cache_dir = Some(dir.path().join(link));
         expect_error(&config, Start::New, "is a symbolic link that leads to no folder");
     }
     // The run directory itself, or a folder in it: it tokenised there, then refused the directory
     // for holding the cache's files.
     for cache in [out.clone(), out.join("cache"), dir.path().join(".").join("run")] {
-        let config = TrainConfig { cache_dir: Some(cache.clone()), ..quick(&out, 5, 5) };
+        let mut config = quick(&out, 5, 5);
+        config.data.cache_dir = Some(cache.clone());
         expect_error(&config, Start::New, "is the run directory");
         assert!(!out.exists(), "{}: nothing is written", cache.display());
     }
@@ -863,7 +983,9 @@ fn the_token_cache_is_never_written_into_the_run_directory() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("empty");
     std::fs::create_dir(&out).unwrap();
-    let config = TrainConfig { cache_dir: None, out: out.join("."), ..quick(&out, 5, 5) };
+    let mut config = quick(&out, 5, 5);
+    config.data.cache_dir = None;
+    config.output.out = out.join(".");
     train(&config, Start::New, |_| {}).unwrap();
     assert!(!out.join(".token-cache").exists());
     assert!(dir.path().join(".token-cache").is_dir());
@@ -873,9 +995,9 @@ fn the_token_cache_is_never_written_into_the_run_directory() {
 fn checkpoints_named_by_epoch_are_renamed_by_step_when_the_run_is_resumed() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
+    std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
     // As version 0.1 named them: `<kind>-<epoch>.bpk`, epochs of 5 steps.
-    let checkpoints = config.out.join("checkpoint");
+    let checkpoints = config.output.out.join("checkpoint");
     let steps = layernorm_scaling::run::checkpoint_steps(&checkpoints);
     assert!(steps.contains(&10), "{steps:?}");
     for &step in &steps {
@@ -888,8 +1010,8 @@ fn checkpoints_named_by_epoch_are_renamed_by_step_when_the_run_is_resumed() {
     }
     // Read where they are, by their step, before any rename.
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let before = common::ParamValues::flat_of(&load_run_model(&config.out, Some(10), &cpu).unwrap().0);
-    let err = load_run_model(&config.out, Some(7), &cpu).unwrap_err().to_string();
+    let before = common::ParamValues::flat_of(&load_run_model(&config.output.out, Some(10), &cpu).unwrap().0);
+    let err = load_run_model(&config.output.out, Some(7), &cpu).unwrap_err().to_string();
     assert!(err.contains("--step 5, 10"), "{err}");
 
     let mut events = Vec::new();
@@ -897,7 +1019,7 @@ fn checkpoints_named_by_epoch_are_renamed_by_step_when_the_run_is_resumed() {
     assert_eq!(events, [TrainEvent::WritingFinalModel { step: 10 }], "resumed from the renamed checkpoint");
     assert_eq!(layernorm_scaling::run::checkpoint_steps(&checkpoints), steps);
     assert!(layernorm_scaling::run::epoch_named_checkpoints(&checkpoints).is_empty());
-    let (after, _) = load_run_model(&config.out, Some(10), &cpu).unwrap();
+    let (after, _) = load_run_model(&config.output.out, Some(10), &cpu).unwrap();
     assert!(before == common::ParamValues::flat_of(&after));
 }
 

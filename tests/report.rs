@@ -196,7 +196,12 @@ fn a_comparison_overlays_the_runs_and_tabulates_them() {
 }
 
 fn tracked_run(out: &Path) -> TrainConfig {
-    TrainConfig { track_every: Some(2), warmup: Some(1), ..quick(out, 6, 3) }
+    {
+        let mut config = quick(out, 6, 3);
+        config.output.track_every = Some(2);
+        config.optim.warmup = Some(1);
+        config
+    }
 }
 
 #[test]
@@ -252,8 +257,27 @@ fn training_records_variance_and_per_layer_gradient_norms() {
 fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("pre-ln"), dir.path().join("lns"));
-    train(&TrainConfig { norm: Some("pre-ln".parse().unwrap()), ..tracked_run(&a) }, Start::New, |_| {}).unwrap();
-    train(&TrainConfig { steps: 3, track_every: None, ..tracked_run(&b) }, Start::New, |_| {}).unwrap();
+    train(
+        &{
+            let mut config = tracked_run(&a);
+            config.model.norm = Some("pre-ln".parse().unwrap());
+            config
+        },
+        Start::New,
+        |_| {},
+    )
+    .unwrap();
+    train(
+        &{
+            let mut config = tracked_run(&b);
+            config.optim.steps = 3;
+            config.output.track_every = None;
+            config
+        },
+        Start::New,
+        |_| {},
+    )
+    .unwrap();
     let analyze = example("analyze");
     let common = ["--seq-len", "32", "--batch-size", "4", "--batches", "1", "--device", "flex"];
 

@@ -268,10 +268,10 @@ fn a_training_config_of_another_name_is_read_by_its_content() {
     let toml = dir.path().join("run.cfg");
     std::fs::write(&toml, "steps = 7\ntext_field = \"content\"\n").unwrap();
     let config = TrainConfig::from_file(&toml).unwrap();
-    assert_eq!((config.steps, config.text_field.as_str()), (7, "content"));
+    assert_eq!((config.optim.steps, config.data.text_field.as_str()), (7, "content"));
     let json = dir.path().join("run.conf");
     std::fs::write(&json, "{\"steps\": 9}").unwrap();
-    assert_eq!(TrainConfig::from_file(&json).unwrap().steps, 9);
+    assert_eq!(TrainConfig::from_file(&json).unwrap().optim.steps, 9);
     // Neither: the error says what each attempt found.
     std::fs::write(&toml, "steps = 7\nsteps: 8\n").unwrap();
     let err = TrainConfig::from_file(&toml).unwrap_err().to_string();

@@ -13,21 +13,22 @@ use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::PREVIOUS_RUN;
 use layernorm_scaling::train::{train, RunDir, Start, TrainConfig};
+use layernorm_scaling::train::{ModelSettings, OptimSettings};
 
 /// Resumes `config`'s run, which must be refused with an error holding each of `parts`, and
 /// leave every file of the run as it was.
 fn refused_untouched(config: &TrainConfig, parts: &[&str]) {
-    let before = snapshot(&config.out);
+    let before = snapshot(&config.output.out);
     let err = train(config, Start::Resume, |_| {}).unwrap_err().to_string();
     assert!(parts.iter().all(|part| err.contains(part)), "{err} should mention {parts:?}");
-    assert_eq!(snapshot(&config.out), before, "nothing written");
+    assert_eq!(snapshot(&config.output.out), before, "nothing written");
 }
 
 /// A finished 10-step run in `<dir>/run` with a report of its own in `analysis/`.
 /// A finished run, as [`common::finished_run`], with its analysis report written.
 fn finished_run(dir: &Path) -> TrainConfig {
     let config = common::finished_run(dir);
-    write_report(&config.out);
+    write_report(&config.output.out);
     config
 }
 
@@ -43,15 +44,15 @@ fn write_report(out: &Path) {
 fn a_finished_run_stays_finished_without_its_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let lower_lr = TrainConfig { lr: 0.01, ..config.clone() };
+    let lower_lr = TrainConfig { optim: OptimSettings { lr: 0.01, ..config.optim.clone() }, ..config.clone() };
     // Checkpoints whose sums are all damaged, then no checkpoints at all (deleted to free the disk).
-    for sum in std::fs::read_dir(config.out.join("checkpoint")).unwrap().flatten() {
+    for sum in std::fs::read_dir(config.output.out.join("checkpoint")).unwrap().flatten() {
         if sum.file_name().to_string_lossy().ends_with(".sum") {
             std::fs::write(sum.path(), "crc32 00000000 bytes 1\n").unwrap();
         }
     }
     refused_untouched(&lower_lr, &["the run is finished (10 steps)", "--init-from"]);
-    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
+    std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
     refused_untouched(&lower_lr, &["the run is finished (10 steps)"]);
 }
 
@@ -59,14 +60,14 @@ fn a_finished_run_stays_finished_without_its_checkpoints() {
 fn a_set_aside_that_fails_half_way_puts_the_run_back() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let before = snapshot(&config.out);
-    let run = RunDir::open(&config.out).unwrap();
+    let before = snapshot(&config.output.out);
+    let run = RunDir::open(&config.output.out).unwrap();
     // `model.bpk` cannot be moved: something is in its way in `.previous-run/`.
-    std::fs::create_dir_all(config.out.join(PREVIOUS_RUN).join("model.bpk/in-the-way")).unwrap();
+    std::fs::create_dir_all(config.output.out.join(PREVIOUS_RUN).join("model.bpk/in-the-way")).unwrap();
     run.set_aside().unwrap_err();
     drop(run);
-    assert_eq!(snapshot(&config.out), before, "the run is whole, in its directory");
-    assert!(!config.out.join(PREVIOUS_RUN).exists());
+    assert_eq!(snapshot(&config.output.out), before, "the run is whole, in its directory");
+    assert!(!config.output.out.join(PREVIOUS_RUN).exists());
 }
 
 /// The train example as [`quick`] configures it (validated and saved every 5 steps; 10 steps
@@ -215,12 +216,15 @@ fn an_overwrite_killed_before_its_first_checkpoint_is_named_by_the_programs_that
 fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let old = weights(&config.out);
-    let longer = TrainConfig { init_from: Some(config.out.clone()), ..config.clone() };
+    let old = weights(&config.output.out);
+    let longer = TrainConfig {
+        model: ModelSettings { init_from: Some(config.output.out.clone()), ..config.model.clone() },
+        ..config.clone()
+    };
     let report = train(&longer, Start::Overwrite, |_| {}).unwrap();
     assert_eq!(report.steps_trained, 10);
-    assert!(weights(&config.out) != old, "trained on from the old weights, in place");
-    assert!(!config.out.join(PREVIOUS_RUN).exists() && !config.out.join("analysis").exists());
+    assert!(weights(&config.output.out) != old, "trained on from the old weights, in place");
+    assert!(!config.output.out.join(PREVIOUS_RUN).exists() && !config.output.out.join("analysis").exists());
 
     let sweep = dir.path().join("sweep");
     std::fs::create_dir(&sweep).unwrap();
@@ -228,8 +232,12 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     // A sweep's runs are two levels down (`<scheme>/seed-<n>`): the error names one of them.
     let run_inside = sweep.join("lns").join("seed-1");
     std::fs::create_dir_all(&run_inside).unwrap();
-    std::fs::copy(config.out.join("model.json"), run_inside.join("model.json")).unwrap();
-    let from_sweep = TrainConfig { init_from: Some(sweep.clone()), ..quick(&dir.path().join("new"), 10, 5) };
+    std::fs::copy(config.output.out.join("model.json"), run_inside.join("model.json")).unwrap();
+    let from_sweep = {
+        let mut config = quick(&dir.path().join("new"), 10, 5);
+        config.model.init_from = Some(sweep.clone());
+        config
+    };
     let err = train(&from_sweep, Start::New, |_| {}).unwrap_err().to_string();
     assert!(err.contains("holds runs: give one of them") && err.contains(&run_inside.display().to_string()), "{err}");
     assert!(!dir.path().join("new").exists());
@@ -263,12 +271,15 @@ fn a_replacement_killed_after_its_first_checkpoint_keeps_the_old_run_until_it_go
 fn a_final_model_that_fails_its_checksum_is_never_trained_over_from_step_0() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    std::fs::remove_dir_all(config.out.join("checkpoint")).unwrap();
-    std::fs::write(config.out.join("model.bpk.sum"), "crc32 00000000 bytes 1\n").unwrap();
-    refused_untouched(&TrainConfig { lr: 0.01, ..config.clone() }, &["does not verify", "--overwrite"]);
+    std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
+    std::fs::write(config.output.out.join("model.bpk.sum"), "crc32 00000000 bytes 1\n").unwrap();
+    refused_untouched(
+        &TrainConfig { optim: OptimSettings { lr: 0.01, ..config.optim.clone() }, ..config.clone() },
+        &["does not verify", "--overwrite"],
+    );
     // The final model and its checksum deleted: the metrics still say the run reached its end.
-    std::fs::remove_file(config.out.join("model.bpk")).unwrap();
-    std::fs::remove_file(config.out.join("model.bpk.sum")).unwrap();
+    std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
+    std::fs::remove_file(config.output.out.join("model.bpk.sum")).unwrap();
     refused_untouched(&config, &["resuming would train it again from step 0"]);
 }
 
@@ -277,8 +288,22 @@ fn sizes_that_would_overflow_or_exhaust_memory_are_refused_before_the_directory_
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     for (config, expected) in [
-        (TrainConfig { eval_batches: usize::MAX, ..quick(&out, 10, 5) }, "eval_batches"),
-        (TrainConfig { builtin_docs: usize::MAX, ..quick(&out, 10, 5) }, "builtin_docs"),
+        (
+            {
+                let mut config = quick(&out, 10, 5);
+                config.eval.eval_batches = usize::MAX;
+                config
+            },
+            "eval_batches",
+        ),
+        (
+            {
+                let mut config = quick(&out, 10, 5);
+                config.data.builtin_docs = usize::MAX;
+                config
+            },
+            "builtin_docs",
+        ),
     ] {
         let err = train(&config, Start::New, |_| {}).unwrap_err().to_string();
         assert!(err.contains(expected), "{err}");

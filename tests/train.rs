@@ -16,6 +16,9 @@ use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
 use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::{load_run_model, run_of_config_file, TRAIN_CONFIG};
 use layernorm_scaling::train::{train, validation_data, Start, TrainConfig, TrainEvent};
+use layernorm_scaling::train::{
+    CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings,
+};
 use layernorm_scaling::{Error, NormScheme};
 
 fn step_of(event: &TrainEvent) -> usize {
@@ -34,7 +37,8 @@ fn the_loss_falls_on_the_builtin_corpus() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut events = Vec::new();
-    let config = TrainConfig { log_every: 10, ..quick(&dir.path().join("run"), 40, 20) };
+    let mut config = quick(&dir.path().join("run"), 40, 20);
+    config.output.log_every = 10;
     let report = train(&config, Start::New, |event| events.push(event)).unwrap();
     let losses = &report.train_losses;
     assert_eq!(losses.len(), 40);
@@ -49,7 +53,7 @@ fn the_loss_falls_on_the_builtin_corpus() {
     // Before the first step: what the run reads of the training split (here less than one pass).
     let budget = events.iter().find_map(|e| if let TrainEvent::Data(b) = e { Some(*b) } else { None });
     let budget = budget.expect("the data budget");
-    assert_eq!((budget.read, budget.seq_len), (40 * config.batch_size as u64, config.seq_len), "{budget:?}");
+    assert_eq!((budget.read, budget.seq_len), (40 * config.optim.batch_size as u64, config.data.seq_len), "{budget:?}");
     assert!(budget.sequences > budget.read && budget.repeat_warning().is_none(), "{budget:?}");
     // Progress goes to burn-train's dashboard when standard output is a terminal.
     if !std::io::stdout().is_terminal() {
@@ -92,7 +96,8 @@ fn the_loss_falls_on_tiny_shakespeare() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let config = TrainConfig { data: vec![shakespeare], ..quick(&dir.path().join("run"), 40, 20) };
+    let mut config = quick(&dir.path().join("run"), 40, 20);
+    config.data.files = vec![shakespeare];
     let report = train(&config, Start::New, |_| {}).unwrap();
     let losses = &report.train_losses;
     let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
@@ -135,9 +140,11 @@ fn resumes_bit_identically(sequences: SequenceMode) {
 fn resumes_bit_identically_with(sequences: SequenceMode, grad_accum: usize) {
     let dir = tempfile::tempdir().unwrap();
     let (whole, resumed) = (dir.path().join("whole"), dir.path().join("resumed"));
-    let mut config = TrainConfig { sequences, grad_accum, ..quick(&whole, 20, 10) };
-    config.clip_grad_norm = Some(1.0);
-    config.track_every = Some(3);
+    let mut config = quick(&whole, 20, 10);
+    config.data.sequences = sequences;
+    config.optim.grad_accum = grad_accum;
+    config.optim.clip_grad_norm = Some(1.0);
+    config.output.track_every = Some(3);
     train(&config, Start::New, |_| {}).unwrap();
 
     // The same run, killed after step 10 (its logs may run past its last checkpoint).
@@ -150,7 +157,7 @@ fn resumes_bit_identically_with(sequences: SequenceMode, grad_accum: usize) {
             std::fs::copy(whole.join("checkpoint").join(&name), resumed.join("checkpoint").join(&name)).unwrap();
         }
     }
-    config.out = resumed.clone();
+    config.output.out = resumed.clone();
     let report = train(&config, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 10 * grad_accum, "only steps 11..=20 ran");
 
@@ -192,31 +199,46 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let base = quick(&dir.path().join("run"), 20, 10);
 
-    let missing = TrainConfig { data: vec![dir.path().join("nope.txt")], ..base.clone() };
+    let missing = TrainConfig {
+        data: DataSettings { files: vec![dir.path().join("nope.txt")], ..base.data.clone() },
+        ..base.clone()
+    };
     expect_error(&missing, Start::New, "no such file or folder");
     let empty_file = dir.path().join("empty.txt");
     std::fs::write(&empty_file, "\n\n").unwrap();
-    expect_error(&TrainConfig { data: vec![empty_file], ..base.clone() }, Start::New, "no text");
+    expect_error(
+        &TrainConfig { data: DataSettings { files: vec![empty_file], ..base.data.clone() }, ..base.clone() },
+        Start::New,
+        "no text",
+    );
 
-    let long = TrainConfig { seq_len: 512, ..base.clone() };
+    let long = TrainConfig { data: DataSettings { seq_len: 512, ..base.data.clone() }, ..base.clone() };
     expect_error(&long, Start::New, "max_seq_len");
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
-    let unwritable = TrainConfig { out: file.join("run"), ..base.clone() };
+    let unwritable =
+        TrainConfig { output: OutputSettings { out: file.join("run"), ..base.output.clone() }, ..base.clone() };
     expect_error(&unwritable, Start::New, "is a file, not a folder");
-    expect_error(&TrainConfig { tokenizer: "missing.json".into(), ..base.clone() }, Start::New, "no such file");
+    expect_error(
+        &TrainConfig { data: DataSettings { tokenizer: "missing.json".into(), ..base.data.clone() }, ..base.clone() },
+        Start::New,
+        "no such file",
+    );
     // A scheme is checked where it is read: a config file names the field and the value.
     let bad_scheme = dir.path().join("bad-scheme.toml");
     std::fs::write(&bad_scheme, "norm = \"mix-ln:2\"\n").unwrap();
     let err = TrainConfig::from_file(&bad_scheme).unwrap_err().to_string();
     assert!(err.contains("post_ln_fraction") && err.contains("bad-scheme.toml"), "{err}");
     expect_error(
-        &TrainConfig { save_every: Some(15), ..base.clone() },
+        &TrainConfig {
+            checkpoints: CheckpointSettings { save_every: Some(15), ..base.checkpoints.clone() },
+            ..base.clone()
+        },
         Start::New,
         "must be a multiple of `eval_every` (10)",
     );
     expect_error(
-        &TrainConfig { warmup: Some(50), ..base.clone() },
+        &TrainConfig { optim: OptimSettings { warmup: Some(50), ..base.optim.clone() }, ..base.clone() },
         Start::New,
         "`warmup` (50) is longer than the run's `steps` (20)",
     );
@@ -229,21 +251,33 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let elsewhere = tempfile::tempdir().unwrap();
     let copy = elsewhere.path().join("run");
     std::fs::create_dir(&copy).unwrap();
-    std::fs::copy(base.out.join("train.json"), copy.join("train.json")).unwrap();
-    expect_error(&TrainConfig { out: copy, cache_dir: None, ..base.clone() }, Start::New, "already holds a run");
+    std::fs::copy(base.output.out.join("train.json"), copy.join("train.json")).unwrap();
+    expect_error(
+        &TrainConfig {
+            data: DataSettings { cache_dir: None, ..base.data.clone() },
+            output: OutputSettings { out: copy, ..base.output.clone() },
+            ..base.clone()
+        },
+        Start::New,
+        "already holds a run",
+    );
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1, "only the run's folder is there");
     // A resume that would change what is trained: refused before the data is tokenised.
     let fresh_cache = elsewhere.path().join("cache");
-    let changed = TrainConfig { layers: Some(2), seq_len: 32, cache_dir: Some(fresh_cache.clone()), ..base.clone() };
+    let changed = TrainConfig {
+        model: ModelSettings { layers: Some(2), ..base.model.clone() },
+        data: DataSettings { seq_len: 32, cache_dir: Some(fresh_cache.clone()), ..base.data.clone() },
+        ..base.clone()
+    };
     let err = expect_error(&changed, Start::Resume, "model: n_layers 4 -> 2").to_string();
     assert!(err.contains("seq_len: 64 -> 32") && !err.contains("cache_dir"), "{err}");
     assert!(!fresh_cache.exists(), "no data was tokenised for a refused resume");
     expect_error(&base, Start::Resume, "the run is finished (20 steps)");
     // --overwrite replaces the run, and leaves files that are not the run's alone.
-    std::fs::write(base.out.join("notes.txt"), "mine").unwrap();
+    std::fs::write(base.output.out.join("notes.txt"), "mine").unwrap();
     let again = train(&base, Start::Overwrite, |_| {}).unwrap();
     assert_eq!(again.train_losses.len(), 20);
-    assert!(base.out.join("notes.txt").is_file());
+    assert!(base.output.out.join("notes.txt").is_file());
 }
 
 #[test]
@@ -261,7 +295,8 @@ fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
         "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "t0"}
     });
     std::fs::write(&json, tokenizer.to_string()).unwrap();
-    let config = TrainConfig { tokenizer: json.display().to_string(), ..quick(&dir.path().join("run"), 20, 10) };
+    let mut config = quick(&dir.path().join("run"), 20, 10);
+    config.data.tokenizer = json.display().to_string();
     expect_error(&config, Start::New, "the tokenizer has 301 tokens but the model's vocabulary is 256");
 }
 
@@ -270,7 +305,9 @@ fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let config = TrainConfig { lr: 1e30, warmup: Some(0), ..quick(&out, 6, 1) };
+    let mut config = quick(&out, 6, 1);
+    config.optim.lr = 1e30;
+    config.optim.warmup = Some(0);
     let err = expect_error(&config, Start::New, "diverged");
     assert!(matches!(err, Error::Diverged(_)));
     assert!(!out.join("model.bpk").exists(), "no final model from a diverged run");
@@ -311,7 +348,8 @@ fn every_training_config_file_parses_and_validates() {
 fn training_runs_on_the_chosen_device() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let config = TrainConfig { device: "ndarray".into(), ..quick(&dir.path().join("run"), 10, 10) };
+    let mut config = quick(&dir.path().join("run"), 10, 10);
+    config.device = "ndarray".into();
     let report = train(&config, Start::New, |_| {}).unwrap();
     let device = report.model.embed_tokens.weight.device();
     assert_eq!(device, layernorm_scaling::parse_device("ndarray").unwrap());
@@ -324,8 +362,17 @@ fn training_runs_on_the_chosen_device() {
 fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let one = TrainConfig { batch_size: 8, ..quick(&dir.path().join("one"), 10, 10) };
-    let two = TrainConfig { device: "flex,flex".into(), batch_size: 4, ..quick(&dir.path().join("two"), 10, 10) };
+    let one = {
+        let mut config = quick(&dir.path().join("one"), 10, 10);
+        config.optim.batch_size = 8;
+        config
+    };
+    let two = {
+        let mut config = quick(&dir.path().join("two"), 10, 10);
+        config.device = "flex,flex".into();
+        config.optim.batch_size = 4;
+        config
+    };
     let (one, two) = (train(&one, Start::New, |_| {}).unwrap(), train(&two, Start::New, |_| {}).unwrap());
     assert_eq!((one.train_losses.len(), two.train_losses.len()), (10, 20), "one loss per device and step");
     // Every step, the mean of the two devices' losses is the single device's loss (the same
@@ -364,13 +411,14 @@ fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_the
     let loaded = layernorm_scaling::data::Tokenizer::from_file(&json).unwrap();
     assert_eq!((loaded.base_vocab_size(), loaded.vocab_size()), (250, 260));
 
-    let config = TrainConfig { tokenizer: json.display().to_string(), ..quick(&dir.path().join("run"), 6, 3) };
+    let mut config = quick(&dir.path().join("run"), 6, 3);
+    config.data.tokenizer = json.display().to_string();
     train(&config, Start::New, |_| {}).expect("the sentinels above the model's 256 ids are never produced");
 
     let corpus = dir.path().join("corpus.txt");
     let paragraph = "t1 t2 t3 t4 t5 t6 t7 t8 t9 t10 t11 t12 t13 t14 t15 t16 t17 t18 t19 t20\n\n";
     std::fs::write(&corpus, format!("{}t5 <extra_id_9> t6\n", paragraph.repeat(200))).unwrap();
-    let config = TrainConfig { data: vec![corpus], ..TrainConfig { out: dir.path().join("run2"), ..config } };
+    (config.data.files, config.output.out) = (vec![corpus], dir.path().join("run2"));
     expect_error(
         &config,
         Start::New,
@@ -383,7 +431,8 @@ fn a_run_that_repeats_its_data_is_warned_before_the_first_step() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut events = Vec::new();
-    let config = TrainConfig { builtin_docs: 60, ..quick(&dir.path().join("run"), 20, 20) };
+    let mut config = quick(&dir.path().join("run"), 20, 20);
+    config.data.builtin_docs = 60;
     train(&config, Start::New, |event| events.push(event)).unwrap();
     let budget = events.iter().find_map(|e| if let TrainEvent::Data(b) = e { Some(*b) } else { None }).unwrap();
     assert!(budget.read > budget.sequences, "{budget:?}");
@@ -407,12 +456,10 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
     let (train_file, valid_file) = (dir.path().join("train.txt"), dir.path().join("valid.txt"));
     write_text_corpus(&train_file, 0, 600);
     write_text_corpus(&valid_file, 600, 100);
-    let config = TrainConfig {
-        data: vec![train_file.clone()],
-        valid_data: vec![valid_file.clone()],
-        valid_tokens: Some(1000),
-        ..quick(&dir.path().join("run"), 6, 6)
-    };
+    let mut config = quick(&dir.path().join("run"), 6, 6);
+    config.data.files = vec![train_file.clone()];
+    config.eval.valid_data = vec![valid_file.clone()];
+    config.eval.valid_tokens = Some(1000);
     let mut events = Vec::new();
     let report = train(&config, Start::New, |e| events.push(e)).unwrap();
 
@@ -431,41 +478,67 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
         let data = validation_data(config).unwrap();
         (0..data.len()).map(|i| data.window(i)).collect::<Vec<_>>()
     };
-    let other = TrainConfig { seed: 5, batch_size: 3, norm: Some(NormScheme::PreLn), ..config.clone() };
+    let other = TrainConfig {
+        model: ModelSettings { norm: Some(NormScheme::PreLn), ..config.model.clone() },
+        optim: OptimSettings { batch_size: 3, ..config.optim.clone() },
+        seed: 5,
+        ..config.clone()
+    };
     assert_eq!(windows(&config), windows(&other));
 
     // train.json records the budget, and reads back as the same settings.
     let recorded = TrainConfig::from_file(dir.path().join("run/train.json")).unwrap();
     assert_eq!(recorded.data_budget, Some(budget));
-    assert_eq!(recorded.valid_data, vec![valid_file.clone()]);
+    assert_eq!(recorded.eval.valid_data, vec![valid_file.clone()]);
 
     // Bad validation data: clear errors before the run directory is made.
     let refused = |changed: TrainConfig, expected: &str| {
         let out = dir.path().join("refused");
-        let err = train(&TrainConfig { out: out.clone(), ..changed }, Start::New, |_| {}).unwrap_err().to_string();
+        let err = train(
+            &TrainConfig { output: OutputSettings { out: out.clone(), ..changed.output.clone() }, ..changed },
+            Start::New,
+            |_| {},
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains(expected), "`{err}` should say `{expected}`");
         assert!(!out.exists(), "nothing is written for `{err}`");
     };
     let overlap = "the validation corpus overlaps the training one";
-    refused(TrainConfig { valid_data: vec![train_file.clone()], ..config.clone() }, overlap);
-    refused(TrainConfig { valid_data: vec![dir.path().to_path_buf()], ..config.clone() }, overlap);
+    refused(
+        TrainConfig {
+            eval: EvalSettings { valid_data: vec![train_file.clone()], ..config.eval.clone() },
+            ..config.clone()
+        },
+        overlap,
+    );
+    refused(
+        TrainConfig {
+            eval: EvalSettings { valid_data: vec![dir.path().to_path_buf()], ..config.eval.clone() },
+            ..config.clone()
+        },
+        overlap,
+    );
     let copy = dir.path().join("copy.txt");
     std::fs::copy(&train_file, &copy).unwrap();
-    refused(TrainConfig { valid_data: vec![copy], ..config.clone() }, "by content (a copy)");
+    refused(
+        TrainConfig { eval: EvalSettings { valid_data: vec![copy], ..config.eval.clone() }, ..config.clone() },
+        "by content (a copy)",
+    );
     let empty = dir.path().join("empty.txt");
     std::fs::write(&empty, "\n\n").unwrap();
     refused(
-        TrainConfig { valid_data: vec![empty], ..config.clone() },
+        TrainConfig { eval: EvalSettings { valid_data: vec![empty], ..config.eval.clone() }, ..config.clone() },
         "the validation corpus (--valid-data): the corpus has no text",
     );
     let short = dir.path().join("short.txt");
     std::fs::write(&short, "too short").unwrap();
     refused(
-        TrainConfig { valid_data: vec![short], ..config.clone() },
+        TrainConfig { eval: EvalSettings { valid_data: vec![short], ..config.eval.clone() }, ..config.clone() },
         "the validation corpus (--valid-data) has 10 tokens, fewer than one sequence of 64 + 1",
     );
     refused(
-        TrainConfig { valid_tokens: Some(10_000_000), ..config.clone() },
+        TrainConfig { eval: EvalSettings { valid_tokens: Some(10_000_000), ..config.eval.clone() }, ..config.clone() },
         "--valid-tokens 10000000 is more than the validation documents hold",
     );
 }
@@ -482,14 +555,12 @@ fn the_validation_loss_is_over_the_chosen_tokens_whatever_the_batch_size() {
     write_text_corpus(&train_file, 0, 600);
     write_text_corpus(&valid_file, 600, 100);
     for sequences in [SequenceMode::Pack, SequenceMode::Truncate] {
-        let config = TrainConfig {
-            data: vec![train_file.clone()],
-            valid_data: vec![valid_file.clone()],
-            valid_tokens: Some(1000),
-            sequences,
-            batch_size: 5,
-            ..quick(&dir.path().join(format!("{sequences:?}")), 6, 6)
-        };
+        let mut config = quick(&dir.path().join(format!("{sequences:?}")), 6, 6);
+        config.data.files = vec![train_file.clone()];
+        config.eval.valid_data = vec![valid_file.clone()];
+        config.eval.valid_tokens = Some(1000);
+        config.data.sequences = sequences;
+        config.optim.batch_size = 5;
         let report = train(&config, Start::New, |_| {}).unwrap();
         let valid = validation_data(&config).unwrap();
         // Sequence by sequence, each weighted by its targets: the definition.
@@ -509,7 +580,7 @@ fn the_validation_loss_is_over_the_chosen_tokens_whatever_the_batch_size() {
             assert!((loss - expected).abs() < 1e-5, "{sequences:?}, batch {batch}: {loss} against {expected}");
         }
         assert!((report.valid_loss - expected).abs() < 1e-5, "{sequences:?}: {} against {expected}", report.valid_loss);
-        let rows = read_metrics(&config.out).unwrap();
+        let rows = read_metrics(&config.output.out).unwrap();
         let logged = |metric: &str| {
             rows.iter().rev().find(|r| r.split == "valid" && r.metric == metric && r.is_final).unwrap().value
         };
@@ -523,8 +594,9 @@ fn the_validation_loss_is_over_the_chosen_tokens_whatever_the_batch_size() {
 fn truncated_documents_train_and_the_budget_counts_their_real_tokens() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let config =
-        TrainConfig { sequences: SequenceMode::Truncate, warmup: Some(1), ..quick(&dir.path().join("run"), 4, 4) };
+    let mut config = quick(&dir.path().join("run"), 4, 4);
+    config.data.sequences = SequenceMode::Truncate;
+    config.optim.warmup = Some(1);
     let mut events = Vec::new();
     let report = train(&config, Start::New, |e| events.push(e)).unwrap();
     assert!(report.valid_loss.is_finite());
@@ -542,19 +614,22 @@ fn truncated_documents_train_and_the_budget_counts_their_real_tokens() {
 fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let recorded = TrainConfig::recorded_in(&config.out).unwrap().expect("a finished run records its settings");
-    assert_eq!((recorded.steps, recorded.seed, recorded.lr), (config.steps, config.seed, config.lr));
-    assert_eq!(recorded.data_seed, Some(config.data_seed()));
+    let recorded = TrainConfig::recorded_in(&config.output.out).unwrap().expect("a finished run records its settings");
+    assert_eq!(
+        (recorded.optim.steps, recorded.seed, recorded.optim.lr),
+        (config.optim.steps, config.seed, config.optim.lr)
+    );
+    assert_eq!(recorded.data.data_seed, Some(config.data.data_seed()));
     assert!(TrainConfig::recorded_in(dir.path()).unwrap().is_none(), "a directory without a run records nothing");
-    assert_eq!(run_of_config_file(&config.out.join(TRAIN_CONFIG)), Some(config.out.clone()));
+    assert_eq!(run_of_config_file(&config.output.out.join(TRAIN_CONFIG)), Some(config.output.out.clone()));
     // A train.json with nothing of a run beside it is a config file, not a run's.
     let lone = dir.path().join(TRAIN_CONFIG);
-    std::fs::copy(config.out.join(TRAIN_CONFIG), &lone).unwrap();
+    std::fs::copy(config.output.out.join(TRAIN_CONFIG), &lone).unwrap();
     assert_eq!(run_of_config_file(&lone), None);
     // A run that lost its model.json is still that run (its resume then names the damage), never
     // the run its recorded `out` names.
-    std::fs::remove_file(config.out.join("model.json")).unwrap();
-    assert_eq!(run_of_config_file(&config.out.join(TRAIN_CONFIG)), Some(config.out.clone()));
+    std::fs::remove_file(config.output.out.join("model.json")).unwrap();
+    assert_eq!(run_of_config_file(&config.output.out.join(TRAIN_CONFIG)), Some(config.output.out.clone()));
     // A directory where the settings should be is an error, not "nothing recorded".
     let odd = dir.path().join("odd");
     std::fs::create_dir_all(odd.join(TRAIN_CONFIG)).unwrap();
@@ -568,6 +643,6 @@ fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
         assert!(TrainConfig::recorded_in(&dangling).is_err());
     }
     // A copy of a run's train.json with its checksum is a config file too.
-    std::fs::copy(config.out.join("train.json.sum"), dir.path().join("train.json.sum")).unwrap();
+    std::fs::copy(config.output.out.join("train.json.sum"), dir.path().join("train.json.sum")).unwrap();
     assert_eq!(run_of_config_file(&lone), None);
 }

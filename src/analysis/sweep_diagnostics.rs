@@ -5,7 +5,7 @@ use super::comparison::ComparedRun;
 use super::report::{analyze, AnalysisOptions};
 use crate::data::SequenceMode;
 use crate::run::load_run_model;
-use crate::train::{group_name, validation_data, PairOutcome, Sweep, SweepRecord, TrainConfig};
+use crate::train::{group_name, validation_data, PairOutcome, Sweep, SweepRecord};
 use crate::{parse_devices, Error};
 
 /// What [`sweep_diagnostics`] reports as it goes.
@@ -50,7 +50,11 @@ pub fn sweep_diagnostics(
                     continue;
                 }
             };
-            let data = validation_data(&TrainConfig { sequences: SequenceMode::Pack, ..sweep.pair_config(&pair) })?;
+            let data = validation_data(&{
+                let mut config = sweep.pair_config(&pair);
+                config.data.sequences = SequenceMode::Pack;
+                config
+            })?;
             let report = analyze(&model, &data, &options, &mut |_, _| {})?;
             let title = format!("{key} ({})", pair.dir.display());
             compared.push(ComparedRun { label: group.clone(), title, report });

@@ -150,12 +150,12 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
                     // A finished pair's history ends at its last step: one that ends before was cut.
                     let last = rows.iter().filter(|r| r.is_train_loss()).map(|r| r.step).max().unwrap_or(0);
                     let finished = matches!(record.outcomes.get(&pair.key()), Some(PairOutcome::Finished { .. }));
-                    if finished && last < record.config.steps {
+                    if finished && last < record.config.optim.steps {
                         warnings.push(format!(
                             "the loss curve of {} stops at step {last} of {}: {} was cut short since the pair \
                              finished",
                             pair.key(),
-                            record.config.steps,
+                            record.config.optim.steps,
                             pair.dir.join(METRICS_FILE).display()
                         ));
                     }
@@ -183,16 +183,16 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
 fn tokens_per_step(record: &SweepRecord) -> (f64, bool) {
     let config = &record.config;
     let budget = record.outcomes.keys().find_map(|key| {
-        let recorded = crate::train::TrainConfig::from_file(config.out.join(key).join(crate::run::TRAIN_CONFIG));
+        let recorded = crate::train::TrainConfig::from_file(config.output.out.join(key).join(crate::run::TRAIN_CONFIG));
         recorded.ok()?.data_budget.filter(|budget| budget.sequences > 0 && budget.read > 0)
     });
     match budget {
         Some(budget) => {
-            let sequences_per_step = budget.read as f64 / config.steps.max(1) as f64;
+            let sequences_per_step = budget.read as f64 / config.optim.steps.max(1) as f64;
             let targets_per_sequence = budget.tokens as f64 / budget.sequences as f64;
             (sequences_per_step * targets_per_sequence, budget.sequences_mode == crate::data::SequenceMode::Truncate)
         }
-        None => ((config.batch_size * config.grad_accum * config.seq_len) as f64, false),
+        None => ((config.optim.batch_size * config.optim.grad_accum * config.data.seq_len) as f64, false),
     }
 }
 
@@ -262,7 +262,7 @@ pub fn write_sweep_report(
              that finished; the best of the schemes with no diverged seed in bold{}), {} steps of {}.\n\n",
             axes.into_iter().flatten().collect::<Vec<_>>().join(" x "),
             if record.depths.is_empty() { "" } else { ", at each depth" },
-            config.steps,
+            config.optim.steps,
             if padded {
                 format!("{tokens_per_step:.0} real target tokens on average (padding not counted)")
             } else {

@@ -113,13 +113,13 @@ pub fn benchmark_step(
     let started = Instant::now();
     let device = device.autodiff();
     let settings = StepSettings {
-        clip_grad_norm: config.clip_grad_norm,
+        clip_grad_norm: config.optim.clip_grad_norm,
         loss_scale: LossScale::for_precision(config.training_precision()),
         ..StepSettings::default()
     };
     let mut model = Some(TrainingModel::new(model_config.init(&device)?, settings));
     let mut optim = optimizer(config, &model_config, model.as_ref().expect("the model is set"));
-    let (batch, seq) = (config.batch_size, config.seq_len);
+    let (batch, seq) = (config.optim.batch_size, config.data.seq_len);
     // Token ids drawn on the host: a float draw cast to int rounds up to `vocab` in bf16.
     let vocab = model_config.vocab_size as u64;
     let ids: Vec<i64> = (0..batch * (seq + 1)).map(|i| (splitmix64(config.seed ^ i as u64) % vocab) as i64).collect();
@@ -143,7 +143,7 @@ pub fn benchmark_step(
         let current = model.take().expect("the model is put back after every step");
         let output = current.step(batch_of(&tokens));
         let optimiser_start = Instant::now();
-        let next = current.optimize(&mut optim, config.lr.into(), output.grads);
+        let next = current.optimize(&mut optim, config.optim.lr.into(), output.grads);
         device.sync().map_err(|e| Error::Training(format!("the device failed: {e:?}")))?;
         model = Some(next);
         first_step_seconds.get_or_insert(started.elapsed().as_secs_f64());
@@ -174,7 +174,7 @@ pub fn benchmark_step(
     let tokens_per_second = (batch * seq) as f64 / (step_ms / 1e3);
     let tflops = flops_per_token(&model_config, seq) * tokens_per_second / 1e12;
     let gpu = on_gpu.then(|| crate::device::gpu_name(&config.device)).flatten();
-    let peak_tflops = config.peak_tflops.or_else(|| gpu.as_deref().and_then(crate::device::known_peak_tflops));
+    let peak_tflops = config.output.peak_tflops.or_else(|| gpu.as_deref().and_then(crate::device::known_peak_tflops));
     Ok(StepBenchmark {
         framework: "layernorm-scaling".into(),
         device: config.device.clone(),

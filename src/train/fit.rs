@@ -2,6 +2,7 @@
 //! metrics, checkpointers and renderer, and runs it. burn-train calls a validation interval an
 //! "epoch"; here an epoch is `eval_every` steps, and checkpoints are taken at their ends.
 
+use super::settings::ModelSettings;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
@@ -59,9 +60,13 @@ pub(super) fn fit(
 ) -> Result<Fitted, Error> {
     let start_step = existing.last().copied().unwrap_or(0);
     // Each optimiser step sums the gradients of `grad_accum` micro-batches on every device.
-    let micro_batches = config.grad_accum * prepared.devices.len();
-    let budget = DataBudget::new(&prepared.train, config.steps, micro_batches, config.batch_size);
-    let recorded = TrainConfig { data_budget: Some(budget), init_from: prepared.init_dir.clone(), ..config.clone() };
+    let micro_batches = config.optim.grad_accum * prepared.devices.len();
+    let budget = DataBudget::new(&prepared.train, config.optim.steps, micro_batches, config.optim.batch_size);
+    let recorded = TrainConfig {
+        model: ModelSettings { init_from: prepared.init_dir.clone(), ..config.model.clone() },
+        data_budget: Some(budget),
+        ..config.clone()
+    };
     record_run(&recorded, dir.path(), prepared)?;
     monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
@@ -91,7 +96,7 @@ pub(super) fn fit(
     monitor.stop_on_divergence(training.interrupter());
     let settings = StepSettings {
         micro_batches,
-        clip_grad_norm: config.clip_grad_norm,
+        clip_grad_norm: config.optim.clip_grad_norm,
         loss_scale: LossScale::for_precision(config.training_precision()),
         monitor: monitor.clone(),
         tracker: tracker(config, prepared, dir.path(), start_step, monitor)?,
@@ -99,7 +104,7 @@ pub(super) fn fit(
     };
     let model = TrainingModel::new(initial_model(prepared, &devices[0])?, settings);
     let optim = optimizer(config, &prepared.model, &model);
-    let learner = Learner::new(model, optim, config.schedule().init()?);
+    let learner = Learner::new(model, optim, config.optim.schedule().init()?);
 
     let started = Instant::now();
     let result = training.launch(learner);
@@ -107,8 +112,8 @@ pub(super) fn fit(
     // Every save is done (burn-train's checkpointer threads have ended): the last deletions.
     keeper.prune();
     let model = outcome(config, dir, result, monitor)?;
-    let steps_trained = config.steps - start_step;
-    let tokens = steps_trained * micro_batches * config.batch_size * config.seq_len;
+    let steps_trained = config.optim.steps - start_step;
+    let tokens = steps_trained * micro_batches * config.optim.batch_size * config.data.seq_len;
     Ok(Fitted { model, steps_trained, tokens, seconds })
 }
 
@@ -120,7 +125,7 @@ fn started(config: &TrainConfig, prepared: &Prepared, out: &Path) -> TrainEvent 
         d_model: model.d_model,
         parameters: model.num_params(),
         scheme: model.norm_scheme.to_string(),
-        steps: config.steps,
+        steps: config.optim.steps,
         // `auto` names what it picked.
         device: if config.device == "auto" {
             format!("auto ({:?})", prepared.devices[0])
@@ -146,21 +151,21 @@ fn supervised_training(
     let steps = config.epoch_steps();
     let start_epoch = steps.epoch(existing.last().copied().unwrap_or(0));
     let out = dir.path();
-    let micro_batches = config.grad_accum * devices.len();
+    let micro_batches = config.optim.grad_accum * devices.len();
     let steps_per_epoch = config.eval_every();
     let train_loader = Arc::new(StepLoader::new(
         prepared.train.clone(),
-        config.batch_size,
+        config.optim.batch_size,
         steps_per_epoch * micro_batches,
-        config.steps * micro_batches,
+        config.optim.steps * micro_batches,
         config.seed,
         start_epoch,
         devices[0].clone(),
     ));
     // Validation runs on the main device with the global batch (batch_size per device), on a
     // fixed subset: the first `eval_batches` global batches, or the `valid_tokens` subset.
-    let global_batch = config.batch_size * devices.len();
-    let valid_windows = config.eval_sequences(global_batch, prepared.valid.len());
+    let global_batch = config.optim.batch_size * devices.len();
+    let valid_windows = config.eval.eval_sequences(global_batch, prepared.valid.len());
     let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
     let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 
@@ -184,7 +189,7 @@ fn supervised_training(
         .with_metric_logger(logger)
         .metrics((StepMetric::loss(), StepMetric::perplexity()))
         .metric_train_numeric(StepMetric::learning_rate(
-            config.schedule().init()?,
+            config.optim.schedule().init()?,
             existing.last().copied().unwrap_or(0),
             micro_batches,
         ))
@@ -197,27 +202,27 @@ fn supervised_training(
         )
         .with_checkpointing_strategy(RunCheckpointing::new(
             config.save_every() / steps_per_epoch,
-            config.keep_checkpoints,
+            config.checkpoints.keep_checkpoints,
             &existing,
             steps,
             keeper.clone(),
             loss_metric.name(),
             monitor.clone(),
         ));
-    if let Some(peak) = config.peak_tflops {
+    if let Some(peak) = config.output.peak_tflops {
         training =
-            training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.seq_len), peak));
+            training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.data.seq_len), peak));
     }
-    if config.grad_accum > 1 {
-        training = training.grads_accumulation(config.grad_accum);
+    if config.optim.grad_accum > 1 {
+        training = training.grads_accumulation(config.optim.grad_accum);
     }
     if !std::io::stdout().is_terminal() {
         training = training.renderer(Box::new(PlainRenderer::new(
             monitor.events(),
-            config.steps,
+            config.optim.steps,
             steps_per_epoch,
             micro_batches,
-            config.log_every,
+            config.output.log_every,
         )));
     }
     if start_epoch > 0 {
@@ -280,10 +285,10 @@ fn tracker(
     start_step: usize,
     monitor: &RunMonitor,
 ) -> Result<Option<Arc<Tracker>>, Error> {
-    let Some(every) = config.track_every else {
+    let Some(every) = config.output.track_every else {
         return Ok(None);
     };
-    let n = prepared.valid.len().min(config.batch_size).min(8);
+    let n = prepared.valid.len().min(config.optim.batch_size).min(8);
     let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
     let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step, monitor.events())
         .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?;
@@ -306,7 +311,7 @@ fn diverged(config: &TrainConfig, dir: &RunDir, reason: String, before_any_updat
              learning rate well below {:e} (--resume --lr ...) or with --clip-grad-norm 1",
             step,
             dir.checkpoint_dir().display(),
-            config.lr
+            config.optim.lr
         ),
         None if before_any_update => "no checkpoint was written".into(),
         None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),

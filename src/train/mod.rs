@@ -22,6 +22,7 @@ mod resume;
 mod run_dir;
 mod schedule;
 mod setting_kind;
+mod settings;
 mod step;
 mod strategy;
 mod sweep;
@@ -31,7 +32,7 @@ mod training;
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use budget::DataBudget;
 pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
-pub use config::{OptimizerKind, TrainConfig, DEFAULT_DATA_SEED};
+pub use config::TrainConfig;
 pub use events::{Events, TrainEvent};
 pub use export::write_metrics_csv;
 pub use kernel_profile::{
@@ -49,6 +50,10 @@ pub use renderer::PlainRenderer;
 pub use resume::Start;
 pub use run_dir::RunDir;
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
+pub use settings::{
+    CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OptimizerKind, OutputSettings,
+    DEFAULT_DATA_SEED, MAX_BUILTIN_DOCS,
+};
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
 #[cfg(feature = "analysis")]
 pub(crate) use sweep::distinct;

@@ -7,16 +7,17 @@ use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
 use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
 use burn::tensor::Tensor;
 
-use super::config::{OptimizerKind, TrainConfig};
+use super::config::TrainConfig;
+use super::settings::OptimizerKind;
 use crate::LlamaConfig;
 
 /// The optimiser `config` asks for, for `module` (the module the optimiser steps: its parameter
 /// paths decide the groups), a model of `model`'s config: its scheme may scale Adam's epsilon
 /// (CompleteP: `eps L_base / L`, on every parameter as the authors' code does).
 pub fn optimizer<M: Module>(config: &TrainConfig, model: &LlamaConfig, module: &M) -> ModuleOptimizer {
-    let eps = config.eps * model.norm_scheme.adam_eps_factor(model.n_layers);
-    let (beta1, beta2, eps) = (config.beta1 as f32, config.beta2 as f32, eps as f32);
-    match config.optimizer {
+    let eps = config.optim.eps * model.norm_scheme.adam_eps_factor(model.n_layers);
+    let (beta1, beta2, eps) = (config.optim.beta1 as f32, config.optim.beta2 as f32, eps as f32);
+    match config.optim.optimizer {
         OptimizerKind::Adam => AdamConfig::new().with_beta_1(beta1).with_beta_2(beta2).with_epsilon(eps).init(),
         OptimizerKind::Adamw => {
             let adamw = |decay: f64| {
@@ -27,7 +28,7 @@ pub fn optimizer<M: Module>(config: &TrainConfig, model: &LlamaConfig, module: &
                     .with_weight_decay(decay as f32)
             };
             let no_decay = ParamGroup::from_paths(no_decay_paths(module));
-            adamw(config.weight_decay).init().with_group(no_decay, adamw(0.0).build(), None)
+            adamw(config.optim.weight_decay).init().with_group(no_decay, adamw(0.0).build(), None)
         }
     }
 }

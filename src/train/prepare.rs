@@ -28,8 +28,8 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
 /// `norm`, when set): its weights are in its checkpoints, so the source is never read. It may be
 /// gone since, or be the run itself (`--init-from X --out X --overwrite`).
 pub(super) fn start_model_config(config: &TrainConfig, resumed: bool) -> Result<LlamaConfig, Error> {
-    let recorded = (resumed && config.init_from.is_some())
-        .then(|| std::fs::read_to_string(config.out.join(crate::run::MODEL_INFO)).ok())
+    let recorded = (resumed && config.model.init_from.is_some())
+        .then(|| std::fs::read_to_string(config.output.out.join(crate::run::MODEL_INFO)).ok())
         .flatten()
         .and_then(|text| serde_json::from_str::<RunModelInfo>(&text).ok());
     model_config_from(config, recorded.map(|info| info.model))
@@ -37,16 +37,16 @@ pub(super) fn start_model_config(config: &TrainConfig, resumed: bool) -> Result<
 
 /// [`model_config`], with the shape of `init_from` given as `source` (read from it when `None`).
 fn model_config_from(config: &TrainConfig, source_shape: Option<LlamaConfig>) -> Result<LlamaConfig, Error> {
-    let path = Path::new(&config.model);
-    let mut model = if let Some(source) = &config.init_from {
-        if let Some(layers) = config.layers {
+    let path = Path::new(&config.model.preset);
+    let mut model = if let Some(source) = &config.model.init_from {
+        if let Some(layers) = config.model.layers {
             return Err(ConfigError::Conflict(format!(
                 "`layers` ({layers}) cannot change the depth of the model of `init_from` ({}); leave --layers unset",
                 source.display()
             ))
             .into());
         }
-        if let Some(init) = config.init {
+        if let Some(init) = config.model.init {
             return Err(ConfigError::Conflict(format!(
                 "`init` ({init}) cannot apply to the weights of `init_from` ({}), which are loaded, not drawn; \
                  leave --init unset",
@@ -58,22 +58,22 @@ fn model_config_from(config: &TrainConfig, source_shape: Option<LlamaConfig>) ->
             Some(shape) => shape,
             None => read_model_dir_config(source)?,
         };
-        match &config.norm {
+        match &config.model.norm {
             Some(norm) => crate::model::retrofit_config(&loaded, norm.clone()),
             None => loaded,
         }
-    } else if config.model.ends_with(".json") || (path.exists() && !path.is_dir()) {
+    } else if config.model.preset.ends_with(".json") || (path.exists() && !path.is_dir()) {
         LlamaConfig::from_file(path)?
     } else {
-        LlamaConfig::preset(&config.model)?
+        LlamaConfig::preset(&config.model.preset)?
     };
-    if let Some(layers) = config.layers {
+    if let Some(layers) = config.model.layers {
         model.n_layers = layers;
     }
-    if let Some(norm) = &config.norm {
+    if let Some(norm) = &config.model.norm {
         model.norm_scheme = norm.clone();
     }
-    if let Some(init) = config.init {
+    if let Some(init) = config.model.init {
         // `normal` is what an unset init means: recorded as unset (unless it replaces a model
         // file's own init), so a run with `--init normal` is the run without it.
         let normal = init == crate::norm::InitScheme::Normal;
@@ -123,14 +123,14 @@ pub(crate) fn check_step_memory(
     // The weights, their gradients and Adam's two moments: the model is named first, since no
     // batch size can make a model that does not fit.
     model.check_fits(16, available)?;
-    let batch = config.batch_size.max(config.batch_size * devices.len());
-    let needed = step_bytes_lower_bound(model, batch, config.seq_len);
+    let batch = config.optim.batch_size.max(config.optim.batch_size * devices.len());
+    let needed = step_bytes_lower_bound(model, batch, config.data.seq_len);
     if needed > available as f64 {
         return Err(ConfigError::Conflict(format!(
             "`batch_size` ({}) x `seq_len` ({}) needs at least {} for one training step's activations, but the \
              machine has {} available; lower --batch-size and raise --grad-accum to keep the tokens per step",
-            config.batch_size,
-            config.seq_len,
+            config.optim.batch_size,
+            config.data.seq_len,
             format_bytes(needed.min(u64::MAX as f64) as u64),
             format_bytes(available)
         )));
@@ -143,7 +143,7 @@ impl Prepared {
     pub fn model_info(&self, config: &TrainConfig, steps: usize) -> RunModelInfo {
         RunModelInfo {
             model: self.model.clone(),
-            tokenizer: config.tokenizer.clone(),
+            tokenizer: config.data.tokenizer.clone(),
             steps,
             data: Some(self.data.clone()),
             tokenizer_identity: Some(self.tokenizer.identity()),
@@ -153,10 +153,10 @@ impl Prepared {
 
 /// An error unless the run's sequences fit the model's positions (`seq_len <= max_seq_len`).
 pub fn check_seq_len(config: &TrainConfig, model: &LlamaConfig) -> Result<(), Error> {
-    if config.seq_len > model.max_seq_len {
+    if config.data.seq_len > model.max_seq_len {
         return Err(ConfigError::Conflict(format!(
             "`seq_len` ({}) is longer than the model's `max_seq_len` ({}); lower --seq-len",
-            config.seq_len, model.max_seq_len
+            config.data.seq_len, model.max_seq_len
         ))
         .into());
     }
@@ -169,14 +169,14 @@ pub fn check_seq_len(config: &TrainConfig, model: &LlamaConfig) -> Result<(), Er
 pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> Result<Prepared, Error> {
     config.validate()?;
     let model = start_model_config(config, resumed)?;
-    let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
+    let tokenizer = Tokenizer::from_spec(&config.data.tokenizer)?;
     if let Err(error) = tokenizer.check_fits(model.vocab_size) {
         // The model of `init_from` has its vocabulary: its own tokenizer is the fix, not the model.
-        return Err(match &config.init_from {
+        return Err(match &config.model.init_from {
             Some(source) => ConfigError::Conflict(format!(
                 "the tokenizer `{}` has {} tokens but the model of --init-from ({}) has a vocabulary of {}; give \
                  that model's tokenizer with --tokenizer{}",
-                config.tokenizer,
+                config.data.tokenizer,
                 tokenizer.base_vocab_size(),
                 source.display(),
                 model.vocab_size,
@@ -203,7 +203,7 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
     }
     // A model of the Hugging Face cache by name: its snapshot folder, which train.json records.
     // A resumed run's weights come from its checkpoints: its source, as recorded, is not read.
-    let init_dir = match &config.init_from {
+    let init_dir = match &config.model.init_from {
         Some(source) if resumed => Some(source.clone()),
         source => source.as_deref().map(resolve_dir).transpose()?,
     };
@@ -231,7 +231,7 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
 /// `valid_data`, limited to `valid_tokens`), for measuring its model afterwards. The caches'
 /// warnings are not repeated: the run gave them.
 pub fn validation_data(config: &TrainConfig) -> Result<SequenceDataset, Error> {
-    let tokenizer = Tokenizer::from_spec(&config.tokenizer)?;
+    let tokenizer = Tokenizer::from_spec(&config.data.tokenizer)?;
     Ok(datasets(config, &tokenizer, model_config(config)?.vocab_size, &mut |_| {})?.valid)
 }
 
@@ -253,17 +253,17 @@ fn datasets(
     vocab_size: usize,
     progress: &mut dyn FnMut(TokenizeProgress),
 ) -> Result<RunData, Error> {
-    let source = if config.data.is_empty() {
-        CorpusSource::Builtin { n_docs: config.builtin_docs, seed: config.data_seed() }
+    let source = if config.data.files.is_empty() {
+        CorpusSource::Builtin { n_docs: config.data.builtin_docs, seed: config.data.data_seed() }
     } else {
-        CorpusSource::Files { paths: config.data.clone(), text_field: config.text_field.clone() }
+        CorpusSource::Files { paths: config.data.files.clone(), text_field: config.data.text_field.clone() }
     };
-    if !config.valid_data.is_empty() {
-        check_disjoint(&config.data, &config.valid_data)?;
+    if !config.eval.valid_data.is_empty() {
+        check_disjoint(&config.data.files, &config.eval.valid_data)?;
     }
-    let out = &config.out;
+    let out = &config.output.out;
     // Beside the run directory (never inside it: `--out .` must stay a run of ours only).
-    let cache_root = match &config.cache_dir {
+    let cache_root = match &config.data.cache_dir {
         Some(dir) => dir.clone(),
         None => {
             let absolute = out.canonicalize().or_else(|_| std::path::absolute(out)).unwrap_or_else(|_| out.clone());
@@ -278,24 +278,30 @@ fn datasets(
     let cache = tokenize(&source)?;
     let mut warnings = cache.warnings().to_vec();
     let mut fingerprint = cache.content_fingerprint();
-    let (train, valid) = if config.valid_data.is_empty() {
-        train_valid_datasets(cache, config.seq_len, config.valid_fraction, config.data_seed(), config.sequences)?
+    let (train, valid) = if config.eval.valid_data.is_empty() {
+        train_valid_datasets(
+            cache,
+            config.data.seq_len,
+            config.eval.valid_fraction,
+            config.data.data_seed(),
+            config.data.sequences,
+        )?
     } else {
         let valid_source =
-            CorpusSource::Files { paths: config.valid_data.clone(), text_field: config.text_field.clone() };
+            CorpusSource::Files { paths: config.eval.valid_data.clone(), text_field: config.data.text_field.clone() };
         let valid_cache = tokenize(&valid_source).map_err(|e| e.about("the validation corpus (--valid-data)"))?;
         warnings.extend(valid_cache.warnings().iter().map(|w| format!("validation data: {w}")));
         fingerprint = format!("{fingerprint}+valid={}", valid_cache.content_fingerprint());
         let every_document = |cache: Arc<TokenCache>| {
             let docs: Vec<usize> = (0..cache.n_docs()).collect();
-            SequenceDataset::with_mode(cache, &docs, config.seq_len, config.sequences)
+            SequenceDataset::with_mode(cache, &docs, config.data.seq_len, config.data.sequences)
         };
         let (train, valid) = (every_document(cache), every_document(valid_cache));
         check_not_empty(&train, "the training corpus (--data)")?;
         check_not_empty(&valid, "the validation corpus (--valid-data)")?;
         (train, valid)
     };
-    let valid = match config.valid_tokens {
+    let valid = match config.eval.valid_tokens {
         Some(tokens) => valid.holding_targets(tokens)?,
         None => valid,
     };

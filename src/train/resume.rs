@@ -95,7 +95,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
         // The run's train.json records its data paths as given, relative to the folder its
         // training ran in: from another folder they are not found, and the corpus error alone
         // does not say where the path came from.
-        if let Some(missing) = config.data.iter().chain(&config.valid_data).find(|path| !path.exists()) {
+        if let Some(missing) = config.data.files.iter().chain(&config.eval.valid_data).find(|path| !path.exists()) {
             let here = std::env::current_dir().map(|dir| format!(" ({})", dir.display())).unwrap_or_default();
             return Err(Error::RunDir {
                 path: out.to_path_buf(),
@@ -126,7 +126,7 @@ pub(super) fn starting_point(
     start: Start,
     events: &Events,
 ) -> Result<StartingPoint, Error> {
-    let run_dir_error = |message: String| Error::RunDir { path: config.out.clone(), message };
+    let run_dir_error = |message: String| Error::RunDir { path: config.output.out.clone(), message };
     let (existing, finish_at) = match start {
         Start::New if dir.holds_run() => return Err(run_dir_error(ALREADY_HOLDS_A_RUN.into())),
         Start::New | Start::Overwrite => (Vec::new(), None),
@@ -147,7 +147,7 @@ pub(super) fn starting_point(
                      replacing is restored; this command's settings were read before that. Resume the \
                      restored run with `train --resume --out {}` (it reads the restored train.json now), or \
                      start the replacement again with --overwrite",
-                    config.out.display()
+                    config.output.out.display()
                 )),
                 None => run_dir_error(message),
             })?;
@@ -163,15 +163,15 @@ pub(super) fn starting_point(
                 check_bf16_restore().map_err(run_dir_error)?;
             }
             match kept.last() {
-                Some(&step) if step > config.steps => {
+                Some(&step) if step > config.optim.steps => {
                     return Err(run_dir_error(format!(
                         "its newest checkpoint is at step {step}, past the run's {} steps (was train.json's \
                          `steps` lowered by hand?): its final model would be step {step}'s labelled as step {}. \
                          Set `steps` back to {step} or more in train.json, or train into a new --out",
-                        config.steps, config.steps
+                        config.optim.steps, config.optim.steps
                     )))
                 }
-                Some(&step) if step == config.steps => (kept, Some(step)),
+                Some(&step) if step == config.optim.steps => (kept, Some(step)),
                 Some(_) => (kept, None),
                 None if reached_the_end(dir, config) => {
                     return Err(run_dir_error(
@@ -183,7 +183,7 @@ pub(super) fn starting_point(
                     ))
                 }
                 None => {
-                    events.send(TrainEvent::Restarted { init_from: config.init_from.clone() });
+                    events.send(TrainEvent::Restarted { init_from: config.model.init_from.clone() });
                     (kept, None)
                 }
             }
@@ -296,23 +296,23 @@ fn setting_refusals(
 /// tokenizer against a `tokenizer.json`.
 fn corpus_kind_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
     let corpus = |c: &TrainConfig| {
-        if c.data.is_empty() {
-            format!("the built-in corpus of {} documents", c.builtin_docs)
+        if c.data.files.is_empty() {
+            format!("the built-in corpus of {} documents", c.data.builtin_docs)
         } else {
-            format!("{} file(s) or folder(s) given with --data", c.data.len())
+            format!("{} file(s) or folder(s) given with --data", c.data.files.len())
         }
     };
     let mut changes = Vec::new();
-    let builtin = |c: &TrainConfig| c.data.is_empty();
-    if builtin(saved) != builtin(now) || (builtin(saved) && saved.builtin_docs != now.builtin_docs) {
+    let builtin = |c: &TrainConfig| c.data.files.is_empty();
+    if builtin(saved) != builtin(now) || (builtin(saved) && saved.data.builtin_docs != now.data.builtin_docs) {
         changes.push(format!("data: {} -> {}", corpus(saved), corpus(now)));
     }
-    if saved.valid_data.is_empty() != now.valid_data.is_empty() {
-        let valid = |c: &TrainConfig| if c.valid_data.is_empty() { "none" } else { "--valid-data" };
+    if saved.eval.valid_data.is_empty() != now.eval.valid_data.is_empty() {
+        let valid = |c: &TrainConfig| if c.eval.valid_data.is_empty() { "none" } else { "--valid-data" };
         changes.push(format!("validation corpus: {} -> {}", valid(saved), valid(now)));
     }
-    if (saved.tokenizer == "byte") != (now.tokenizer == "byte") {
-        changes.push(format!("tokenizer: {} -> {}", saved.tokenizer, now.tokenizer));
+    if (saved.data.tokenizer == "byte") != (now.data.tokenizer == "byte") {
+        changes.push(format!("tokenizer: {} -> {}", saved.data.tokenizer, now.data.tokenizer));
     }
     changes
 }
@@ -412,30 +412,37 @@ fn reached_the_end(dir: &RunDir, config: &TrainConfig) -> bool {
     let path = dir.path();
     path.join(MODEL).exists()
         || crate::io::sum_path(&path.join(MODEL)).exists()
-        || read_metrics(path).is_ok_and(|rows| rows.iter().any(|r| r.is_train_loss() && r.step >= config.steps))
+        || read_metrics(path).is_ok_and(|rows| rows.iter().any(|r| r.is_train_loss() && r.step >= config.optim.steps))
 }
 
 /// The error of resuming a finished run (its final model verifies).
 fn finished(config: &TrainConfig) -> Error {
     Error::RunDir {
-        path: config.out.clone(),
+        path: config.output.out.clone(),
         message: format!(
             "the run is finished ({} steps); to train longer, start a new run from it with --init-from {} --out NEW_DIR",
-            config.steps,
-            config.out.display()
+            config.optim.steps,
+            config.output.out.display()
         ),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::settings::{DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings};
     use super::*;
 
     #[test]
     fn an_unset_init_is_the_normal_one() {
         let unset = TrainConfig::default();
-        let normal = TrainConfig { init: Some(crate::norm::InitScheme::Normal), ..TrainConfig::default() };
-        let scaled = TrainConfig { init: Some(crate::norm::InitScheme::Scaled), ..TrainConfig::default() };
+        let normal = TrainConfig {
+            model: ModelSettings { init: Some(crate::norm::InitScheme::Normal), ..Default::default() },
+            ..TrainConfig::default()
+        };
+        let scaled = TrainConfig {
+            model: ModelSettings { init: Some(crate::norm::InitScheme::Scaled), ..Default::default() },
+            ..TrainConfig::default()
+        };
         assert!(setting_changes(&unset, &normal).is_empty());
         assert!(setting_changes(&normal, &unset).is_empty());
         assert_eq!(setting_changes(&unset, &scaled).len(), 1);
@@ -448,8 +455,11 @@ mod tests {
     #[test]
     fn settings_read_back_from_train_json_are_unchanged() {
         // Values that serde_json without `float_roundtrip` reads back one ulp off.
-        let config =
-            TrainConfig { lr: 0.00020412414523193154, valid_fraction: 0.09090909090909091, ..Default::default() };
+        let config = TrainConfig {
+            optim: OptimSettings { lr: 0.00020412414523193154, ..Default::default() },
+            eval: EvalSettings { valid_fraction: 0.09090909090909091, ..Default::default() },
+            ..Default::default()
+        };
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(TRAIN_CONFIG);
         std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
@@ -459,8 +469,16 @@ mod tests {
 
     #[test]
     fn a_resume_may_change_how_a_run_goes_but_not_what_it_trains() {
-        let saved = TrainConfig { steps: 100, ..Default::default() };
-        let now = TrainConfig { lr: saved.lr / 2.0, log_every: 7, batch_size: saved.batch_size * 2, ..saved.clone() };
+        let saved = TrainConfig { optim: OptimSettings { steps: 100, ..Default::default() }, ..Default::default() };
+        let now = TrainConfig {
+            optim: OptimSettings {
+                lr: saved.optim.lr / 2.0,
+                batch_size: saved.optim.batch_size * 2,
+                ..saved.optim.clone()
+            },
+            output: OutputSettings { log_every: 7, ..saved.output.clone() },
+            ..saved.clone()
+        };
         let (allowed, refused) = resume_changes(&saved, &now);
         let fields =
             |changes: &[String]| changes.iter().map(|c| c.split(':').next().unwrap().to_string()).collect::<Vec<_>>();
@@ -468,7 +486,11 @@ mod tests {
         assert_eq!(fields(&refused), ["batch_size"]);
         // The model and data settings are compared by what they make (model.json, the data's
         // fingerprint), not as written: a preset spelt another way is no change here.
-        let renamed = TrainConfig { model: "its-own-file.json".into(), tokenizer: "other".into(), ..saved.clone() };
+        let renamed = TrainConfig {
+            model: ModelSettings { preset: "its-own-file.json".into(), ..saved.model.clone() },
+            data: DataSettings { tokenizer: "other".into(), ..saved.data.clone() },
+            ..saved.clone()
+        };
         assert_eq!(resume_changes(&saved, &renamed), (Vec::new(), Vec::new()));
     }
 }

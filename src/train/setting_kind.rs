@@ -70,6 +70,11 @@ const KINDS: [(&str, SettingKind); 42] = [
     ("data_budget", Uncompared),
 ];
 
+/// The name of every setting, as files and `train.json` write it.
+pub(crate) fn setting_names() -> impl Iterator<Item = &'static str> {
+    KINDS.iter().map(|(name, _)| *name)
+}
+
 impl SettingKind {
     /// The kind of the setting named `field` (as `train.json` names it). A name that is no field
     /// counts as [`Trained`](Self::Trained): nothing unknown slips past a check.

@@ -8,6 +8,7 @@
 //! diverged one recorded as such while the sweep goes on. `sweep.json` in `<out>` records the
 //! settings and every pair's outcome; it is rewritten (atomically) after each pair.
 
+use super::settings::{DataSettings, ModelSettings, OutputSettings};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -179,7 +180,7 @@ impl SweepRecord {
     }
 }
 
-/// A sweep to run: the shared settings (`config.out` is the sweep's directory), schemes and
+/// A sweep to run: the shared settings (`config.output.out` is the sweep's directory), schemes and
 /// seeds, and optionally inits and depths.
 #[derive(Clone, Debug, Default)]
 pub struct Sweep {
@@ -256,7 +257,7 @@ impl Sweep {
                 for &init in &inits {
                     for &seed in &self.seeds {
                         let mut pair = SweepPair { scheme: scheme.clone(), init, layers, seed, dir: PathBuf::new() };
-                        pair.dir = self.config.out.join(pair.group()).join(format!("seed-{seed}"));
+                        pair.dir = self.config.output.out.join(pair.group()).join(format!("seed-{seed}"));
                         pairs.push(pair);
                     }
                 }
@@ -274,14 +275,18 @@ impl Sweep {
     /// The training settings of `pair`. Every pair shares one token cache, `<out>/.token-cache`,
     /// unless `cache_dir` is set.
     pub fn pair_config(&self, pair: &SweepPair) -> TrainConfig {
-        let cache_dir = self.config.cache_dir.clone().or_else(|| Some(self.config.out.join(".token-cache")));
+        let cache_dir =
+            self.config.data.cache_dir.clone().or_else(|| Some(self.config.output.out.join(".token-cache")));
         TrainConfig {
-            norm: Some(pair.scheme.clone()),
-            init: pair.init.or(self.config.init),
-            layers: pair.layers.or(self.config.layers),
+            model: ModelSettings {
+                norm: Some(pair.scheme.clone()),
+                init: pair.init.or(self.config.model.init),
+                layers: pair.layers.or(self.config.model.layers),
+                ..self.config.model.clone()
+            },
+            data: DataSettings { cache_dir, ..self.config.data.clone() },
+            output: OutputSettings { out: pair.dir.clone(), ..self.config.output.clone() },
             seed: pair.seed,
-            out: pair.dir.clone(),
-            cache_dir,
             ..self.config.clone()
         }
     }
@@ -297,7 +302,7 @@ impl Sweep {
     /// [`check`](Self::check), and the data's content fingerprint: a sweep under way refuses data
     /// whose content changed (a file rewritten in place under the same name).
     fn checked(&self) -> Result<(BTreeMap<String, PairOutcome>, Option<String>), Error> {
-        if let Some(norm) = &self.config.norm {
+        if let Some(norm) = &self.config.model.norm {
             return Err(ConfigError::Conflict(format!(
                 "--norm {norm} does not apply to a sweep: list the schemes with --schemes (a config file's `norm` is \
                  replaced by them)"
@@ -311,15 +316,16 @@ impl Sweep {
             model_config(&config)?;
         }
         crate::parse_devices(&self.config.device)?;
-        let tokenizer = Tokenizer::from_spec(&self.config.tokenizer)?;
-        let data = match &self.config.data[..] {
+        let tokenizer = Tokenizer::from_spec(&self.config.data.tokenizer)?;
+        let data = match &self.config.data.files[..] {
             [] => None,
             paths => {
-                let source = CorpusSource::Files { paths: paths.to_vec(), text_field: self.config.text_field.clone() };
+                let source =
+                    CorpusSource::Files { paths: paths.to_vec(), text_field: self.config.data.text_field.clone() };
                 Some(corpus_fingerprint(&source, &tokenizer)?)
             }
         };
-        let out = &self.config.out;
+        let out = &self.config.output.out;
         let record_path = out.join(SWEEP_FILE);
         if record_path.exists() {
             let unreadable = |e: String| {
@@ -390,7 +396,7 @@ impl Sweep {
     /// than a divergence (bad data, a full disk, an interruption) stops the sweep; what was
     /// finished stays recorded, and running the sweep again goes on from there.
     pub fn run(&self, mut progress: impl FnMut(SweepEvent) + Send) -> Result<SweepRecord, Error> {
-        let out = &self.config.out;
+        let out = &self.config.output.out;
         self.check()?;
         std::fs::create_dir_all(out).map_err(|e| Error::file(out, e))?;
         // One sweep at a time in a directory; the outcomes are read again under the lock.
@@ -485,7 +491,7 @@ impl Sweep {
         if !self.inits.is_empty() {
             // The model file's own init (a `model` JSON with `init`), unless the config sets one.
             let model_init = || model_config(&self.config).ok().and_then(|model| model.init);
-            let set = match self.config.init {
+            let set = match self.config.model.init {
                 Some(init) => Some(("the config's", init)),
                 None => model_init().map(|init| ("the model file's", init)),
             };
@@ -507,12 +513,12 @@ impl Sweep {
             return Ok(());
         }
         let depths = listed(self.depths.iter().map(|d| d.to_string()).collect());
-        if let Some(layers) = self.config.layers {
+        if let Some(layers) = self.config.model.layers {
             return Err(ConfigError::Conflict(format!(
                 "the config's `layers = {layers}` and the depth axis --layers {depths} both set the depth; give one"
             )));
         }
-        if let Some(source) = &self.config.init_from {
+        if let Some(source) = &self.config.model.init_from {
             return Err(ConfigError::Conflict(format!(
                 "a depth axis (--layers {depths}) cannot apply to `init_from` ({}): its model's depth is fixed; drop \
                  --layers or --init-from",
@@ -523,7 +529,7 @@ impl Sweep {
     }
 
     fn write_record(&self, record: &SweepRecord) -> Result<(), Error> {
-        let path = self.config.out.join(SWEEP_FILE);
+        let path = self.config.output.out.join(SWEEP_FILE);
         let json =
             serde_json::to_string_pretty(record).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))?;
         write_atomically(&path, json.as_bytes()).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))
@@ -532,35 +538,36 @@ impl Sweep {
 
 /// The settings every pair shares, for comparing a sweep with the one in its directory.
 fn shared(config: &TrainConfig) -> TrainConfig {
-    TrainConfig { norm: None, seed: 0, ..config.clone() }
+    TrainConfig { model: ModelSettings { norm: None, ..config.model.clone() }, seed: 0, ..config.clone() }
 }
 
-/// The final validation loss of the finished run in `config.out`, measured as training measures
+/// The final validation loss of the finished run in `config.output.out`, measured as training measures
 /// it, and the run's verdict on it (judged with the training losses of its log).
 fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) -> Result<(f64, Option<String>), Error> {
     let devices = crate::parse_devices(&config.device)?;
-    let (model, _) = load_run_model(&config.out, None, &devices[0])?;
+    let (model, _) = load_run_model(&config.output.out, None, &devices[0])?;
     let half = config.training_precision().half_compute();
     let valid_loss = crate::fused::with_half_compute(half, || {
         validation_loss(config, &model, &validation_data(config)?, devices.len())
     })?;
     let monitor = RunMonitor::default();
-    match read_metrics(&config.out) {
+    match read_metrics(&config.output.out) {
         Ok(rows) => monitor.read_log(&rows),
         Err(e) => report(TrainEvent::Warning(format!(
             "{}: cannot check the training loss for divergence ({e}); the outcome rests on the final validation \
              loss alone",
-            config.out.display()
+            config.output.out.display()
         ))),
     }
     if let Some(caution) = monitor.caution(valid_loss) {
-        report(TrainEvent::Warning(format!("{}: {caution}", config.out.display())));
+        report(TrainEvent::Warning(format!("{}: {caution}", config.output.out.display())));
     }
     Ok((valid_loss, monitor.verdict(valid_loss)))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::settings::{EvalSettings, OptimSettings};
     use super::*;
     use crate::measure::tests::random_floats;
 
@@ -569,10 +576,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Values that serde_json without `float_roundtrip` reads back one ulp off.
         let config = TrainConfig {
-            lr: 0.00020412414523193154,
-            valid_fraction: 0.09090909090909091,
+            optim: OptimSettings { lr: 0.00020412414523193154, ..Default::default() },
+            eval: EvalSettings { valid_fraction: 0.09090909090909091, ..Default::default() },
+            output: OutputSettings { out: dir.path().to_path_buf(), ..Default::default() },
             device: "flex".into(),
-            out: dir.path().to_path_buf(),
             ..TrainConfig::default()
         };
         let losses = random_floats(400);

@@ -46,7 +46,7 @@ pub struct TrainReport {
     pub out: PathBuf,
 }
 
-/// Trains as `config` says, starting as `start` says in the run directory `config.out`, and hands
+/// Trains as `config` says, starting as `start` says in the run directory `config.output.out`, and hands
 /// each [`TrainEvent`] (progress, notes, warnings) to `on_event` as the run goes: the library
 /// prints nothing. The training runs on the calling thread; `on_event` is called on a thread of
 /// its own, in the order the events were sent, and every event is handed over before this returns.
@@ -57,7 +57,9 @@ pub struct TrainReport {
 /// ```no_run
 /// use layernorm_scaling::train::{train, Start, TrainConfig};
 ///
-/// let config = TrainConfig { steps: 100, out: "runs/quick".into(), ..TrainConfig::default() };
+/// let mut config = TrainConfig::default();
+/// config.optim.steps = 100;
+/// config.output.out = "runs/quick".into();
 /// let report = train(&config, Start::New, |event| eprintln!("{event}"))?;
 /// println!("validation loss {:.4}", report.valid_loss);
 /// # Ok::<(), layernorm_scaling::Error>(())
@@ -101,18 +103,18 @@ fn forward(received: Receiver<TrainEvent>, finished: &AtomicBool, mut on_event: 
 
 /// [`train`], sending its events to `events`.
 fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainReport, Error> {
-    RunDir::check(&config.out)?;
-    if let Some(cache_dir) = &config.cache_dir {
-        RunDir::check_cache_dir(&config.out, cache_dir)?;
+    RunDir::check(&config.output.out)?;
+    if let Some(cache_dir) = &config.data.cache_dir {
+        RunDir::check_cache_dir(&config.output.out, cache_dir)?;
     }
-    check_start(&config.out, config, start)?;
+    check_start(&config.output.out, config, start)?;
     // A resume goes on from a checkpoint, which holds the weights; one killed before its first
     // checkpoint starts again from step 0, from `init_from`'s weights (it trained from scratch).
     let from_checkpoint = start == Start::Resume
-        && !super::checkpoint::checkpoint_status(&config.out.join(crate::run::CHECKPOINTS)).0.is_empty();
+        && !super::checkpoint::checkpoint_status(&config.output.out.join(crate::run::CHECKPOINTS)).0.is_empty();
     let mut prepared = prepare(config, from_checkpoint, events)?;
     let config = config.resolved();
-    let dir = RunDir::open(&config.out)?;
+    let dir = RunDir::open(&config.output.out)?;
     if let Some(note) = dir.restored_note() {
         events.send(note);
     }
@@ -171,9 +173,10 @@ fn finish_fitted(
     let Fitted { model, steps_trained, tokens, seconds } = fitted;
     let report = finish(config, prepared, model, monitor, steps_trained, tokens, seconds)?;
     match monitor.log_failure() {
-        Some(message) => {
-            Err(Error::RunDir { path: config.out.clone(), message: format!("the model is saved, but {message}") })
-        }
+        Some(message) => Err(Error::RunDir {
+            path: config.output.out.clone(),
+            message: format!("the model is saved, but {message}"),
+        }),
         None => Ok(report),
     }
 }
@@ -187,8 +190,8 @@ pub(crate) fn validation_loss(
     n_devices: usize,
 ) -> Result<f64, Error> {
     use burn::data::dataset::Dataset;
-    let batch = config.batch_size * n_devices;
-    let batches = config.eval_sequences(batch, valid.len()).div_ceil(batch);
+    let batch = config.optim.batch_size * n_devices;
+    let batches = config.eval.eval_sequences(batch, valid.len()).div_ceil(batch);
     crate::measure::mean_loss(model, valid, batch, batches, &[])
 }
 
@@ -203,7 +206,7 @@ fn finish(
     tokens: usize,
     seconds: f64,
 ) -> Result<TrainReport, Error> {
-    save_run_model(&config.out, &model, &prepared.model_info(config, config.steps))?;
+    save_run_model(&config.output.out, &model, &prepared.model_info(config, config.optim.steps))?;
     let valid_loss = validation_loss(config, &model, &prepared.valid, prepared.devices.len())?;
     if let Some(caution) = monitor.caution(valid_loss) {
         monitor.warn(caution);
@@ -218,6 +221,6 @@ fn finish(
         steps_trained,
         tokens_per_second: if seconds > 0.0 { tokens as f64 / seconds } else { 0.0 },
         seconds,
-        out: config.out.clone(),
+        out: config.output.out.clone(),
     })
 }

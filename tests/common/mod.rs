@@ -4,6 +4,9 @@
 use burn::module::{ModuleVisitor, Param};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use layernorm_scaling::parse_device;
+use layernorm_scaling::train::{
+    CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings,
+};
 
 /// The CPU device every test uses unless it compares backends.
 pub fn cpu() -> Device {
@@ -103,21 +106,18 @@ impl ModuleVisitor for ParamValues {
 /// A quick training run of the tiny model on the built-in corpus (flex, 8 x 64 tokens a step).
 pub fn quick(out: &std::path::Path, steps: usize, eval_every: usize) -> layernorm_scaling::train::TrainConfig {
     layernorm_scaling::train::TrainConfig {
-        model: "tiny".into(),
-        layers: None,
+        model: ModelSettings { preset: "tiny".into(), layers: None, ..Default::default() },
+        data: DataSettings {
+            builtin_docs: 2000,
+            seq_len: 64,
+            cache_dir: Some(out.parent().unwrap().join("cache")),
+            ..Default::default()
+        },
+        optim: OptimSettings { batch_size: 8, steps, warmup: Some(5), lr: 3e-3, ..Default::default() },
+        eval: EvalSettings { eval_every: Some(eval_every), eval_batches: 4, ..Default::default() },
+        checkpoints: CheckpointSettings { save_every: Some(eval_every), ..Default::default() },
+        output: OutputSettings { samples: 0, out: out.to_path_buf(), ..Default::default() },
         device: "flex".into(),
-        builtin_docs: 2000,
-        seq_len: 64,
-        batch_size: 8,
-        steps,
-        warmup: Some(5),
-        lr: 3e-3,
-        eval_every: Some(eval_every),
-        save_every: Some(eval_every),
-        eval_batches: 4,
-        samples: 0,
-        out: out.to_path_buf(),
-        cache_dir: Some(out.parent().unwrap().join("cache")),
         ..Default::default()
     }
 }
