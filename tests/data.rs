@@ -1,6 +1,7 @@
 //! Data: tokenizers, corpus readers, the token cache, packing, the split, the built-in corpus.
 
 mod common;
+use common::edited;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -518,10 +519,7 @@ fn the_text_field_is_chosen_and_a_missing_one_is_named_with_the_keys_present() {
     let mut config = TrainConfig::default();
     config.update_from_arg_matches(&matches).unwrap();
     assert_eq!(config.data.text_field, "body");
-    let empty = TrainConfig {
-        data: DataSettings { text_field: String::new(), ..Default::default() },
-        ..TrainConfig::default()
-    };
+    let empty = edited(&TrainConfig::default(), |c| c.data.text_field = String::new());
     assert!(empty.validate().unwrap_err().to_string().contains("`text_field` is empty"));
 }
 

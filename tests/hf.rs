@@ -2,6 +2,7 @@
 //! the export round trip, and a clear error for each bad input.
 
 mod common;
+use common::edited;
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +11,6 @@ use burn::tensor::{Int, Tensor, TensorData};
 use common::{cpu, example, hf_fixture as fixture, quick, ParamValues};
 use layernorm_scaling::hf::{export_hf, load_hf_model, read_hf_config, write_safetensors, Checkpoint};
 use layernorm_scaling::model::{retrofit, RopeScaling};
-use layernorm_scaling::train::DataSettings;
 use layernorm_scaling::{Llama, NormScheme};
 
 const FIXTURES: [&str; 5] = ["llama_mha_untied", "llama_gqa_tied", "llama3_rope_scaling", "qwen2_bias", "mistral"];
@@ -350,7 +350,7 @@ fn the_hf_command_prints_logits_retrofits_and_exports() {
 #[test]
 fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
     use layernorm_scaling::run::load_run_model;
-    use layernorm_scaling::train::{train, Start, TrainConfig};
+    use layernorm_scaling::train::{train, Start};
     let tmp = tempfile::tempdir().unwrap();
     let source = fixture("llama_mha_untied");
     let tokenizer = source.join("tokenizer.json");
@@ -364,7 +364,7 @@ fn a_retrofitted_checkpoint_trains_with_the_pipeline_and_exports() {
     config.optim.warmup = Some(1);
     // Without its tokenizer the byte tokenizer (256 tokens) does not fit the 128-token vocabulary:
     // the fix named is the model's tokenizer, not another model config.
-    let byte = TrainConfig { data: DataSettings { tokenizer: "byte".into(), ..config.data.clone() }, ..config.clone() };
+    let byte = edited(&config, |c| c.data.tokenizer = "byte".into());
     let err = train(&byte, Start::New, |_| {}).unwrap_err().to_string();
     assert!(err.contains("--tokenizer") && err.contains("tokenizer.json") && !err.contains("model config"), "{err}");
     let report = train(&config, Start::New, |_| {}).unwrap();

@@ -2,9 +2,9 @@
 //! own init, measured on the weights it builds.
 
 mod common;
+use common::edited;
 
 use common::{assert_std, cpu};
-use layernorm_scaling::train::ModelSettings;
 use layernorm_scaling::train::{model_config, TrainConfig};
 use layernorm_scaling::{InitScheme, LlamaConfig, NormKind, NormScheme};
 
@@ -99,21 +99,15 @@ fn a_scheme_with_its_own_init_refuses_another_and_says_why() {
 
 #[test]
 fn a_training_config_sets_the_init_and_refuses_it_with_init_from() {
-    let train = TrainConfig {
-        model: ModelSettings { init: Some(InitScheme::Scaled), norm: Some(NormScheme::PreLn), ..Default::default() },
-        ..TrainConfig::default()
-    };
+    let train = edited(&TrainConfig::default(), |c| {
+        c.model.init = Some(InitScheme::Scaled);
+        c.model.norm = Some(NormScheme::PreLn);
+    });
     assert_eq!(model_config(&train).unwrap().init_scheme(), InitScheme::Scaled);
-    let bad = TrainConfig {
-        model: ModelSettings { norm: Some(NormScheme::DeepNorm), ..train.model.clone() },
-        ..train.clone()
-    };
+    let bad = edited(&train, |c| c.model.norm = Some(NormScheme::DeepNorm));
     assert!(model_config(&bad).unwrap_err().to_string().contains("sets its own init"));
     let dir = tempfile::tempdir().unwrap();
-    let from = TrainConfig {
-        model: ModelSettings { init_from: Some(dir.path().to_path_buf()), ..train.model.clone() },
-        ..train
-    };
+    let from = edited(&train, |c| c.model.init_from = Some(dir.path().to_path_buf()));
     let err = model_config(&from).unwrap_err().to_string();
     assert!(err.contains("`init` (scaled)") && err.contains("leave --init unset"), "{err}");
 }
@@ -134,24 +128,16 @@ fn a_model_drawn_with_scaled_init_moves_to_a_scheme_that_sets_its_own() {
     let info = serde_json::json!({"model": drawn, "tokenizer": "byte", "steps": 0});
     std::fs::write(dir.path().join("model.json"), info.to_string()).unwrap();
     for scheme in [NormScheme::DeepNorm, NormScheme::ScaledInit, "completep".parse().unwrap()] {
-        let train = TrainConfig {
-            model: ModelSettings {
-                init_from: Some(dir.path().to_path_buf()),
-                norm: Some(scheme.clone()),
-                ..Default::default()
-            },
-            ..TrainConfig::default()
-        };
+        let train = edited(&TrainConfig::default(), |c| {
+            c.model.init_from = Some(dir.path().to_path_buf());
+            c.model.norm = Some(scheme.clone());
+        });
         let model = model_config(&train).unwrap();
         assert_eq!((model.init_scheme(), model.norm_scheme), (InitScheme::Normal, scheme));
     }
-    let kept = TrainConfig {
-        model: ModelSettings {
-            init_from: Some(dir.path().to_path_buf()),
-            norm: Some(NormScheme::PreLn),
-            ..Default::default()
-        },
-        ..TrainConfig::default()
-    };
+    let kept = edited(&TrainConfig::default(), |c| {
+        c.model.init_from = Some(dir.path().to_path_buf());
+        c.model.norm = Some(NormScheme::PreLn);
+    });
     assert_eq!(model_config(&kept).unwrap().init_scheme(), InitScheme::Scaled, "a scheme that takes it keeps it");
 }

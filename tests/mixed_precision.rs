@@ -7,6 +7,7 @@
 //! generator after seeding it, and a test drawing beside it would change them.
 
 mod common;
+use common::edited;
 
 use std::sync::Arc;
 
@@ -18,7 +19,6 @@ use common::{all_backends, cpu, one_at_a_time, quick, randn, random_tokens, valu
 use layernorm_scaling::data::LmBatch;
 use layernorm_scaling::fused::{self, with_half_compute};
 use layernorm_scaling::train::{optimizer, train, LossScale, Start, StepSettings, TrainConfig, TrainingModel};
-use layernorm_scaling::train::{ModelSettings, OptimSettings};
 use layernorm_scaling::{LlamaConfig, Precision};
 
 const HALVES: [FloatDType; 2] = [FloatDType::BF16, FloatDType::F16];
@@ -183,12 +183,11 @@ fn six_steps(precision: Precision) -> Vec<f32> {
     let device = cpu().autodiff();
     let tokens = random_tokens(8, 33, 256, 3, &device);
     let batch = LmBatch::new(tokens.clone().narrow(1, 0, 32), tokens.narrow(1, 1, 32));
-    let config = TrainConfig {
-        model: ModelSettings { preset: "tiny".into(), ..Default::default() },
-        optim: OptimSettings { lr: 3e-3, ..Default::default() },
-        precision: Some(precision),
-        ..TrainConfig::default()
-    };
+    let config = edited(&TrainConfig::default(), |c| {
+        c.model.preset = "tiny".into();
+        c.optim.lr = 3e-3;
+        c.precision = Some(precision);
+    });
     let settings = StepSettings { loss_scale: LossScale::for_precision(precision), ..StepSettings::default() };
     let mut model = TrainingModel::new(tiny(&device), settings);
     let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model);
@@ -223,11 +222,10 @@ fn an_f16_overflow_skips_the_step_and_halves_the_scale_then_steps_apply() {
     let device = cpu().autodiff();
     let tokens = random_tokens(4, 17, 256, 4, &device);
     let batch = LmBatch::new(tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16));
-    let config = TrainConfig {
-        model: ModelSettings { preset: "tiny".into(), ..Default::default() },
-        precision: Some(Precision::F16Mixed),
-        ..TrainConfig::default()
-    };
+    let config = edited(&TrainConfig::default(), |c| {
+        c.model.preset = "tiny".into();
+        c.precision = Some(Precision::F16Mixed);
+    });
     // 2^100: the scaled loss is finite in f32, its gradients overflow f16 (largest 65504).
     let loss_scale = Arc::new(LossScale::new(2f64.powi(100)));
     let settings = StepSettings { loss_scale: Some(loss_scale.clone()), ..StepSettings::default() };
@@ -279,15 +277,24 @@ fn a_run_in_each_mixed_precision_ends_near_the_f32_runs_validation_loss() {
     }
     assert_eq!(fused::half_compute(), None, "a run puts the process's half type back as it was");
     // `--bf16` and a mixed precision contradict each other.
-    let both = TrainConfig { bf16: Some(true), precision: Some(Precision::Bf16Mixed), ..TrainConfig::default() };
+    let both = edited(&TrainConfig::default(), |c| {
+        c.bf16 = Some(true);
+        c.precision = Some(Precision::Bf16Mixed);
+    });
     let err = both.validate().unwrap_err().to_string();
     assert!(err.contains("`bf16` = true") && err.contains("bf16-mixed") && err.contains("contradict"), "{err}");
     // `--bf16 false` beside `precision = "bf16"` too; `--bf16` beside `--precision bf16` agrees.
-    let undone = TrainConfig { bf16: Some(false), precision: Some(Precision::Bf16), ..TrainConfig::default() };
+    let undone = edited(&TrainConfig::default(), |c| {
+        c.bf16 = Some(false);
+        c.precision = Some(Precision::Bf16);
+    });
     assert!(undone.validate().is_err());
-    let agreed = TrainConfig { bf16: Some(true), precision: Some(Precision::Bf16), ..TrainConfig::default() };
+    let agreed = edited(&TrainConfig::default(), |c| {
+        c.bf16 = Some(true);
+        c.precision = Some(Precision::Bf16);
+    });
     assert_eq!((agreed.validate().is_ok(), agreed.training_precision()), (true, Precision::Bf16));
-    let old = TrainConfig { bf16: Some(true), ..TrainConfig::default() };
+    let old = edited(&TrainConfig::default(), |c| c.bf16 = Some(true));
     assert_eq!(old.resolved().precision, Some(Precision::Bf16), "a config file of before `precision`");
     assert_eq!(TrainConfig::default().resolved().precision, None, "f32 is left unwritten in train.json");
 }

@@ -1,6 +1,7 @@
 //! The learning-rate schedule and global-norm gradient clipping, against hand computations.
 
 mod common;
+use common::edited;
 
 use burn::lr_scheduler::LrScheduler;
 use burn::module::{Module, ModuleVisitor, Param};
@@ -8,7 +9,6 @@ use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
 use common::{cpu, random_tokens, values};
 use layernorm_scaling::model::cross_entropy;
-use layernorm_scaling::train::OptimSettings;
 use layernorm_scaling::train::{clip_grad_norm, global_grad_norm, WarmupCosineConfig};
 use layernorm_scaling::LlamaConfig;
 
@@ -90,8 +90,7 @@ fn adamw_decays_the_matrices_and_nothing_that_scales_gates_or_embeds_under_every
     use layernorm_scaling::train::{optimizer, StepSettings, TrainConfig, TrainingModel};
 
     let device = cpu().autodiff();
-    let config =
-        TrainConfig { optim: OptimSettings { weight_decay: 0.5, ..Default::default() }, ..TrainConfig::default() };
+    let config = edited(&TrainConfig::default(), |c| c.optim.weight_decay = 0.5);
     // What the names said before the groups came from shapes and types.
     let named_no_decay = |path: &str| {
         ["norm", "embed_tokens", "attn_gate", "ffn_gate", "gpas_gate"].iter().any(|name| path.contains(name))

@@ -8,14 +8,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{example, expect_error, finished_run, quick, snapshot, weights};
+use common::{edited, example, expect_error, finished_run, quick, snapshot, weights};
 use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
-use layernorm_scaling::train::{
-    CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings,
-};
 use layernorm_scaling::Error;
 
 #[test]
@@ -24,15 +21,9 @@ fn overwrite_checks_everything_before_touching_the_old_run() {
     let config = finished_run(dir.path());
     let before = snapshot(&config.output.out);
     for bad in [
-        TrainConfig {
-            data: DataSettings { files: vec![dir.path().join("typo.txt")], ..config.data.clone() },
-            ..config.clone()
-        },
-        TrainConfig { device: "flexx".into(), ..config.clone() },
-        TrainConfig {
-            data: DataSettings { tokenizer: "missing.json".into(), ..config.data.clone() },
-            ..config.clone()
-        },
+        edited(&config, |c| c.data.files = vec![dir.path().join("typo.txt")]),
+        edited(&config, |c| c.device = "flexx".into()),
+        edited(&config, |c| c.data.tokenizer = "missing.json".into()),
     ] {
         train(&bad, Start::Overwrite, |_| {}).unwrap_err();
         assert_eq!(snapshot(&config.output.out), before, "the finished run is intact");
@@ -45,8 +36,10 @@ fn an_overwrite_that_fails_before_its_first_checkpoint_puts_the_old_run_back() {
     let config = finished_run(dir.path());
     let before = snapshot(&config.output.out);
     // Diverges at once: no checkpoint is ever written.
-    let diverging =
-        TrainConfig { optim: OptimSettings { lr: 1e30, warmup: Some(0), ..config.optim.clone() }, ..config.clone() };
+    let diverging = edited(&config, |c| {
+        c.optim.lr = 1e30;
+        c.optim.warmup = Some(0);
+    });
     let err = expect_error(&diverging, Start::Overwrite, "no checkpoint was written");
     assert!(matches!(err, Error::Diverged(_)));
     assert_eq!(snapshot(&config.output.out), before, "the old run is back, byte for byte");
@@ -70,7 +63,7 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     // A resume after such a crash of a finished run says there is nothing to resume.
     let run = RunDir::open(&config.output.out).unwrap();
     run.set_aside().unwrap();
-    let replacement = TrainConfig { seed: 5, ..config.clone() };
+    let replacement = edited(&config, |c| c.seed = 5);
     std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&replacement.resolved()).unwrap())
         .unwrap();
     drop(run);
@@ -81,7 +74,7 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
     let run = RunDir::open(&config.output.out).unwrap();
     run.set_aside().unwrap();
-    let other = TrainConfig { seed: 5, ..config.clone() };
+    let other = edited(&config, |c| c.seed = 5);
     std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
     drop(run);
     let err = expect_error(&other, Start::Resume, "the unfinished run it was replacing is restored").to_string();
@@ -343,10 +336,10 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     // as step 5's final model.
     let train_json = config.output.out.join("train.json");
     let original = std::fs::read_to_string(&train_json).unwrap();
-    let mut edited: serde_json::Value = serde_json::from_str(&original).unwrap();
-    edited["steps"] = 5.into();
-    std::fs::write(&train_json, edited.to_string()).unwrap();
-    let lowered = TrainConfig { optim: OptimSettings { steps: 5, ..config.optim.clone() }, ..config.clone() };
+    let mut by_hand: serde_json::Value = serde_json::from_str(&original).unwrap();
+    by_hand["steps"] = 5.into();
+    std::fs::write(&train_json, by_hand.to_string()).unwrap();
+    let lowered = edited(&config, |c| c.optim.steps = 5);
     // The edit itself is seen (train.json.sum); without the sum (a run of an earlier version),
     // the checkpoint past `steps` is.
     expect_error(&lowered, Start::Resume, "differs from the one the run wrote (edited by hand?)");
@@ -368,9 +361,9 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     // model.json edited by hand: named as such, not listed as a change the resume asked for.
     let model_json = config.output.out.join("model.json");
     let text = std::fs::read_to_string(&model_json).unwrap();
-    let edited = text.replace("\"rope_theta\": 10000.0", "\"rope_theta\": 10.0");
-    assert_ne!(edited, text);
-    std::fs::write(&model_json, edited).unwrap();
+    let by_hand = text.replace("\"rope_theta\": 10000.0", "\"rope_theta\": 10.0");
+    assert_ne!(by_hand, text);
+    std::fs::write(&model_json, by_hand).unwrap();
     let err = expect_error(&config, Start::Resume, "model.json differs from the one the run wrote").to_string();
     assert!(!err.contains("--init-from"), "{err}");
 }
@@ -389,34 +382,25 @@ fn a_garbage_checkpoint_is_called_corrupt_not_a_divergence() {
 fn the_depth_trained_is_the_depth_asked_for() {
     let default = model_config(&TrainConfig::default()).unwrap();
     assert_eq!(default.n_layers, 8, "the default model: tiny-8l");
-    let preset =
-        TrainConfig { model: ModelSettings { preset: "9m".into(), ..Default::default() }, ..TrainConfig::default() };
+    let preset = edited(&TrainConfig::default(), |c| c.model.preset = "9m".into());
     assert_eq!(model_config(&preset).unwrap().n_layers, 4);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("my.json");
     let mut custom = layernorm_scaling::LlamaConfig::tiny();
     custom.n_layers = 16;
     std::fs::write(&json, serde_json::to_string(&custom).unwrap()).unwrap();
-    let file = TrainConfig {
-        model: ModelSettings { preset: json.display().to_string(), ..Default::default() },
-        ..TrainConfig::default()
-    };
+    let file = edited(&TrainConfig::default(), |c| c.model.preset = json.display().to_string());
     assert_eq!(model_config(&file).unwrap().n_layers, 16);
-    assert_eq!(
-        model_config(&TrainConfig { model: ModelSettings { layers: Some(3), ..file.model.clone() }, ..file })
-            .unwrap()
-            .n_layers,
-        3
-    );
+    assert_eq!(model_config(&edited(&file, |c| c.model.layers = Some(3))).unwrap().n_layers, 3);
     // A training config file that names a preset and no depth trains the preset's depth.
     let toml = dir.path().join("run.toml");
     std::fs::write(&toml, "model = \"130m\"\n").unwrap();
     assert_eq!(model_config(&TrainConfig::from_file(&toml).unwrap()).unwrap().n_layers, 12);
     // --layers with --init-from would be silently ignored: refused.
-    let init = TrainConfig {
-        model: ModelSettings { init_from: Some(dir.path().to_path_buf()), layers: Some(4), ..Default::default() },
-        ..TrainConfig::default()
-    };
+    let init = edited(&TrainConfig::default(), |c| {
+        c.model.init_from = Some(dir.path().to_path_buf());
+        c.model.layers = Some(4);
+    });
     assert!(model_config(&init).unwrap_err().to_string().contains("cannot change the depth"));
 }
 
@@ -425,12 +409,11 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
     let dir = tempfile::tempdir().unwrap();
     let base = quick(&dir.path().join("short"), 30, 5);
     // Only --steps: validation, checkpoint and warmup follow it.
-    let short = TrainConfig {
-        optim: OptimSettings { warmup: None, ..base.optim.clone() },
-        eval: EvalSettings { eval_every: None, ..base.eval.clone() },
-        checkpoints: CheckpointSettings { save_every: None, ..base.checkpoints.clone() },
-        ..base.clone()
-    };
+    let short = edited(&base, |c| {
+        c.optim.warmup = None;
+        c.eval.eval_every = None;
+        c.checkpoints.save_every = None;
+    });
     short.validate().unwrap();
     assert_eq!((short.eval_every(), short.save_every(), short.optim.warmup(), short.epochs()), (30, 30, 3, 1));
     let report = train(&short, Start::New, |_| {}).unwrap();
@@ -443,32 +426,29 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
     );
 
     // 25 steps validated every 10: epochs of 10, 10 and 5 steps, and the end is checkpointed.
-    let ragged = TrainConfig {
-        optim: OptimSettings { steps: 25, ..base.optim.clone() },
-        eval: EvalSettings { eval_every: Some(10), ..base.eval.clone() },
-        checkpoints: CheckpointSettings { save_every: None, ..base.checkpoints.clone() },
-        output: OutputSettings { out: dir.path().join("ragged"), ..base.output.clone() },
-        ..base.clone()
-    };
+    let ragged = edited(&base, |c| {
+        c.optim.steps = 25;
+        c.eval.eval_every = Some(10);
+        c.checkpoints.save_every = None;
+        c.output.out = dir.path().join("ragged");
+    });
     assert_eq!(ragged.epochs(), 3);
     let report = train(&ragged, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 25);
     assert!(ragged.output.out.join("checkpoint/model-step-25.bpk").is_file(), "the end, named by its step");
 
     // Only --save-every: validation divides it.
-    let save = TrainConfig {
-        optim: OptimSettings { steps: 400, ..base.optim.clone() },
-        eval: EvalSettings { eval_every: None, ..base.eval.clone() },
-        checkpoints: CheckpointSettings { save_every: Some(150), ..base.checkpoints.clone() },
-        ..base.clone()
-    };
+    let save = edited(&base, |c| {
+        c.optim.steps = 400;
+        c.eval.eval_every = None;
+        c.checkpoints.save_every = Some(150);
+    });
     assert_eq!(save.eval_every(), 75);
     // Values the user set can still conflict: the error names both.
-    let conflict = TrainConfig {
-        eval: EvalSettings { eval_every: Some(5), ..base.eval.clone() },
-        checkpoints: CheckpointSettings { save_every: Some(7), ..base.checkpoints.clone() },
-        ..base
-    };
+    let conflict = edited(&base, |c| {
+        c.eval.eval_every = Some(5);
+        c.checkpoints.save_every = Some(7);
+    });
     let err = conflict.validate().unwrap_err().to_string();
     assert!(err.contains("(7)") && err.contains("(5)"), "{err}");
 }
@@ -477,40 +457,16 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
 fn every_numeric_option_refuses_non_finite_values() {
     let base = TrainConfig::default();
     let cases: Vec<(&str, TrainConfig)> = vec![
-        ("lr", TrainConfig { optim: OptimSettings { lr: f64::NAN, ..base.optim.clone() }, ..base.clone() }),
-        ("lr", TrainConfig { optim: OptimSettings { lr: f64::INFINITY, ..base.optim.clone() }, ..base.clone() }),
-        (
-            "min_lr_ratio",
-            TrainConfig { optim: OptimSettings { min_lr_ratio: f64::NAN, ..base.optim.clone() }, ..base.clone() },
-        ),
-        (
-            "weight_decay",
-            TrainConfig { optim: OptimSettings { weight_decay: f64::INFINITY, ..base.optim.clone() }, ..base.clone() },
-        ),
-        ("beta1", TrainConfig { optim: OptimSettings { beta1: f64::NAN, ..base.optim.clone() }, ..base.clone() }),
-        ("eps", TrainConfig { optim: OptimSettings { eps: f64::NAN, ..base.optim.clone() }, ..base.clone() }),
-        (
-            "clip_grad_norm",
-            TrainConfig {
-                optim: OptimSettings { clip_grad_norm: Some(f64::INFINITY), ..base.optim.clone() },
-                ..base.clone()
-            },
-        ),
-        (
-            "valid_fraction",
-            TrainConfig { eval: EvalSettings { valid_fraction: f64::NAN, ..base.eval.clone() }, ..base.clone() },
-        ),
-        (
-            "peak_tflops",
-            TrainConfig {
-                output: OutputSettings { peak_tflops: Some(f64::NAN), ..base.output.clone() },
-                ..base.clone()
-            },
-        ),
-        (
-            "min_lr_ratio",
-            TrainConfig { optim: OptimSettings { min_lr_ratio: -1.0, ..base.optim.clone() }, ..base.clone() },
-        ),
+        ("lr", edited(&base, |c| c.optim.lr = f64::NAN)),
+        ("lr", edited(&base, |c| c.optim.lr = f64::INFINITY)),
+        ("min_lr_ratio", edited(&base, |c| c.optim.min_lr_ratio = f64::NAN)),
+        ("weight_decay", edited(&base, |c| c.optim.weight_decay = f64::INFINITY)),
+        ("beta1", edited(&base, |c| c.optim.beta1 = f64::NAN)),
+        ("eps", edited(&base, |c| c.optim.eps = f64::NAN)),
+        ("clip_grad_norm", edited(&base, |c| c.optim.clip_grad_norm = Some(f64::INFINITY))),
+        ("valid_fraction", edited(&base, |c| c.eval.valid_fraction = f64::NAN)),
+        ("peak_tflops", edited(&base, |c| c.output.peak_tflops = Some(f64::NAN))),
+        ("min_lr_ratio", edited(&base, |c| c.optim.min_lr_ratio = -1.0)),
     ];
     for (field, config) in cases {
         let err = config.validate().unwrap_err().to_string();
@@ -527,22 +483,14 @@ fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
     for kind in ["model", "optim", "scheduler"] {
         std::fs::remove_file(config.output.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
     }
-    let longer = TrainConfig { optim: OptimSettings { steps: 20, ..config.optim.clone() }, ..config.clone() };
+    let longer = edited(&config, |c| c.optim.steps = 20);
     let err = expect_error(&longer, Start::Resume, "steps: 10 -> 20");
     assert!(err.to_string().contains("--init-from"), "{err}");
     // A model change names the fields that differ ("4 layers x d_model 64 (lns)" on both sides).
-    let scaled = TrainConfig {
-        model: ModelSettings { init: Some("scaled".parse().unwrap()), ..config.model.clone() },
-        ..config.clone()
-    };
+    let scaled = edited(&config, |c| c.model.init = Some("scaled".parse().unwrap()));
     expect_error(&scaled, Start::Resume, "model: init null -> \"scaled\" (as model.json records it)");
     // The learning rate may change on resume (the usual answer to a divergence).
-    let report = train(
-        &TrainConfig { optim: OptimSettings { lr: 1e-3, ..config.optim.clone() }, ..config },
-        Start::Resume,
-        |_| {},
-    )
-    .unwrap();
+    let report = train(&edited(&config, |c| c.optim.lr = 1e-3), Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 5);
 }
 
@@ -621,10 +569,7 @@ fn a_run_started_from_another_resumes_without_its_source() {
     let report = train(&itself, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 5);
     // A resume that changes the scheme is still refused, naming it.
-    let other = TrainConfig {
-        model: ModelSettings { norm: Some("pre-ln".parse().unwrap()), ..run.model.clone() },
-        ..run.clone()
-    };
+    let other = edited(&run, |c| c.model.norm = Some("pre-ln".parse().unwrap()));
     kill_after_checkpoint_before(&run.output.out, 10);
     expect_error(&other, Start::Resume, "norm_scheme");
 
@@ -881,20 +826,16 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     assert!(err.contains("train --resume") && !err.contains("--step"), "{err}");
     std::fs::write(&corpus, &original).unwrap();
     // The same content under another spelling of its path, and the scheme named or not: the same run.
-    let same = TrainConfig {
-        model: ModelSettings { norm: Some("lns".parse().unwrap()), ..config.model.clone() },
-        data: DataSettings { files: vec![dir.path().join(".").join("corpus.txt")], ..config.data.clone() },
-        ..config
-    };
+    let same = edited(&config, |c| {
+        c.model.norm = Some("lns".parse().unwrap());
+        c.data.files = vec![dir.path().join(".").join("corpus.txt")];
+    });
     let report = train(&same, Start::Resume, |_| {}).unwrap();
     assert_eq!(report.steps_trained, 0, "every step was checkpointed: only the final model is written");
 
     // A data path not found from here (train.json records it relative to where the run was
     // trained): said so, with the fix, not a bare "no such file".
-    let moved = TrainConfig {
-        data: DataSettings { files: vec![PathBuf::from("elsewhere/corpus.txt")], ..same.data.clone() },
-        ..same.clone()
-    };
+    let moved = edited(&same, |c| c.data.files = vec![PathBuf::from("elsewhere/corpus.txt")]);
     expect_error(&moved, Start::Resume, "a resume reads the paths the run's train.json records");
 
     // A run on the built-in corpus resumed with --data: refused before the files are tokenised.
@@ -904,11 +845,10 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let cache = builtin.data.cache_dir.clone().unwrap();
     let entries = || std::fs::read_dir(&cache).unwrap().count();
     let before = entries();
-    let with_files =
-        TrainConfig { data: DataSettings { files: vec![corpus.clone()], ..builtin.data.clone() }, ..builtin.clone() };
+    let with_files = edited(&builtin, |c| c.data.files = vec![corpus.clone()]);
     expect_error(&with_files, Start::Resume, "data: the built-in corpus of 2000 documents -> 1 file(s)");
     assert_eq!(entries(), before, "nothing was tokenised");
-    let with_valid = TrainConfig { eval: EvalSettings { valid_data: vec![corpus], ..builtin.eval.clone() }, ..builtin };
+    let with_valid = edited(&builtin, |c| c.eval.valid_data = vec![corpus]);
     expect_error(&with_valid, Start::Resume, "validation corpus: none -> --valid-data");
 }
 

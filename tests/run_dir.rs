@@ -4,6 +4,7 @@
 //! named crash points (`LAYERNORM_SCALING_CRASH_AT`), where the program aborts as under `kill -9`.
 
 mod common;
+use common::edited;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -13,7 +14,6 @@ use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::PREVIOUS_RUN;
 use layernorm_scaling::train::{train, RunDir, Start, TrainConfig};
-use layernorm_scaling::train::{ModelSettings, OptimSettings};
 
 /// Resumes `config`'s run, which must be refused with an error holding each of `parts`, and
 /// leave every file of the run as it was.
@@ -44,7 +44,7 @@ fn write_report(out: &Path) {
 fn a_finished_run_stays_finished_without_its_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let lower_lr = TrainConfig { optim: OptimSettings { lr: 0.01, ..config.optim.clone() }, ..config.clone() };
+    let lower_lr = edited(&config, |c| c.optim.lr = 0.01);
     // Checkpoints whose sums are all damaged, then no checkpoints at all (deleted to free the disk).
     for sum in std::fs::read_dir(config.output.out.join("checkpoint")).unwrap().flatten() {
         if sum.file_name().to_string_lossy().ends_with(".sum") {
@@ -217,10 +217,7 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
     let old = weights(&config.output.out);
-    let longer = TrainConfig {
-        model: ModelSettings { init_from: Some(config.output.out.clone()), ..config.model.clone() },
-        ..config.clone()
-    };
+    let longer = edited(&config, |c| c.model.init_from = Some(config.output.out.clone()));
     let report = train(&longer, Start::Overwrite, |_| {}).unwrap();
     assert_eq!(report.steps_trained, 10);
     assert!(weights(&config.output.out) != old, "trained on from the old weights, in place");
@@ -273,10 +270,7 @@ fn a_final_model_that_fails_its_checksum_is_never_trained_over_from_step_0() {
     let config = finished_run(dir.path());
     std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
     std::fs::write(config.output.out.join("model.bpk.sum"), "crc32 00000000 bytes 1\n").unwrap();
-    refused_untouched(
-        &TrainConfig { optim: OptimSettings { lr: 0.01, ..config.optim.clone() }, ..config.clone() },
-        &["does not verify", "--overwrite"],
-    );
+    refused_untouched(&edited(&config, |c| c.optim.lr = 0.01), &["does not verify", "--overwrite"]);
     // The final model and its checksum deleted: the metrics still say the run reached its end.
     std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
     std::fs::remove_file(config.output.out.join("model.bpk.sum")).unwrap();

@@ -3,6 +3,7 @@
 //! drawing beside them would change.
 
 mod common;
+use common::edited;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -16,9 +17,6 @@ use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
 use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::{load_run_model, run_of_config_file, TRAIN_CONFIG};
 use layernorm_scaling::train::{train, validation_data, Start, TrainConfig, TrainEvent};
-use layernorm_scaling::train::{
-    CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings,
-};
 use layernorm_scaling::{Error, NormScheme};
 
 fn step_of(event: &TrainEvent) -> usize {
@@ -199,46 +197,31 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let base = quick(&dir.path().join("run"), 20, 10);
 
-    let missing = TrainConfig {
-        data: DataSettings { files: vec![dir.path().join("nope.txt")], ..base.data.clone() },
-        ..base.clone()
-    };
+    let missing = edited(&base, |c| c.data.files = vec![dir.path().join("nope.txt")]);
     expect_error(&missing, Start::New, "no such file or folder");
     let empty_file = dir.path().join("empty.txt");
     std::fs::write(&empty_file, "\n\n").unwrap();
-    expect_error(
-        &TrainConfig { data: DataSettings { files: vec![empty_file], ..base.data.clone() }, ..base.clone() },
-        Start::New,
-        "no text",
-    );
+    expect_error(&edited(&base, |c| c.data.files = vec![empty_file]), Start::New, "no text");
 
-    let long = TrainConfig { data: DataSettings { seq_len: 512, ..base.data.clone() }, ..base.clone() };
+    let long = edited(&base, |c| c.data.seq_len = 512);
     expect_error(&long, Start::New, "max_seq_len");
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
-    let unwritable =
-        TrainConfig { output: OutputSettings { out: file.join("run"), ..base.output.clone() }, ..base.clone() };
+    let unwritable = edited(&base, |c| c.output.out = file.join("run"));
     expect_error(&unwritable, Start::New, "is a file, not a folder");
-    expect_error(
-        &TrainConfig { data: DataSettings { tokenizer: "missing.json".into(), ..base.data.clone() }, ..base.clone() },
-        Start::New,
-        "no such file",
-    );
+    expect_error(&edited(&base, |c| c.data.tokenizer = "missing.json".into()), Start::New, "no such file");
     // A scheme is checked where it is read: a config file names the field and the value.
     let bad_scheme = dir.path().join("bad-scheme.toml");
     std::fs::write(&bad_scheme, "norm = \"mix-ln:2\"\n").unwrap();
     let err = TrainConfig::from_file(&bad_scheme).unwrap_err().to_string();
     assert!(err.contains("post_ln_fraction") && err.contains("bad-scheme.toml"), "{err}");
     expect_error(
-        &TrainConfig {
-            checkpoints: CheckpointSettings { save_every: Some(15), ..base.checkpoints.clone() },
-            ..base.clone()
-        },
+        &edited(&base, |c| c.checkpoints.save_every = Some(15)),
         Start::New,
         "must be a multiple of `eval_every` (10)",
     );
     expect_error(
-        &TrainConfig { optim: OptimSettings { warmup: Some(50), ..base.optim.clone() }, ..base.clone() },
+        &edited(&base, |c| c.optim.warmup = Some(50)),
         Start::New,
         "`warmup` (50) is longer than the run's `steps` (20)",
     );
@@ -253,22 +236,21 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     std::fs::create_dir(&copy).unwrap();
     std::fs::copy(base.output.out.join("train.json"), copy.join("train.json")).unwrap();
     expect_error(
-        &TrainConfig {
-            data: DataSettings { cache_dir: None, ..base.data.clone() },
-            output: OutputSettings { out: copy, ..base.output.clone() },
-            ..base.clone()
-        },
+        &edited(&base, |c| {
+            c.data.cache_dir = None;
+            c.output.out = copy;
+        }),
         Start::New,
         "already holds a run",
     );
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1, "only the run's folder is there");
     // A resume that would change what is trained: refused before the data is tokenised.
     let fresh_cache = elsewhere.path().join("cache");
-    let changed = TrainConfig {
-        model: ModelSettings { layers: Some(2), ..base.model.clone() },
-        data: DataSettings { seq_len: 32, cache_dir: Some(fresh_cache.clone()), ..base.data.clone() },
-        ..base.clone()
-    };
+    let changed = edited(&base, |c| {
+        c.model.layers = Some(2);
+        c.data.seq_len = 32;
+        c.data.cache_dir = Some(fresh_cache.clone());
+    });
     let err = expect_error(&changed, Start::Resume, "model: n_layers 4 -> 2").to_string();
     assert!(err.contains("seq_len: 64 -> 32") && !err.contains("cache_dir"), "{err}");
     assert!(!fresh_cache.exists(), "no data was tokenised for a refused resume");
@@ -478,12 +460,11 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
         let data = validation_data(config).unwrap();
         (0..data.len()).map(|i| data.window(i)).collect::<Vec<_>>()
     };
-    let other = TrainConfig {
-        model: ModelSettings { norm: Some(NormScheme::PreLn), ..config.model.clone() },
-        optim: OptimSettings { batch_size: 3, ..config.optim.clone() },
-        seed: 5,
-        ..config.clone()
-    };
+    let other = edited(&config, |c| {
+        c.model.norm = Some(NormScheme::PreLn);
+        c.optim.batch_size = 3;
+        c.seed = 5;
+    });
     assert_eq!(windows(&config), windows(&other));
 
     // train.json records the budget, and reads back as the same settings.
@@ -494,51 +475,30 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
     // Bad validation data: clear errors before the run directory is made.
     let refused = |changed: TrainConfig, expected: &str| {
         let out = dir.path().join("refused");
-        let err = train(
-            &TrainConfig { output: OutputSettings { out: out.clone(), ..changed.output.clone() }, ..changed },
-            Start::New,
-            |_| {},
-        )
-        .unwrap_err()
-        .to_string();
+        let err = train(&edited(&changed, |c| c.output.out = out.clone()), Start::New, |_| {}).unwrap_err().to_string();
         assert!(err.contains(expected), "`{err}` should say `{expected}`");
         assert!(!out.exists(), "nothing is written for `{err}`");
     };
     let overlap = "the validation corpus overlaps the training one";
-    refused(
-        TrainConfig {
-            eval: EvalSettings { valid_data: vec![train_file.clone()], ..config.eval.clone() },
-            ..config.clone()
-        },
-        overlap,
-    );
-    refused(
-        TrainConfig {
-            eval: EvalSettings { valid_data: vec![dir.path().to_path_buf()], ..config.eval.clone() },
-            ..config.clone()
-        },
-        overlap,
-    );
+    refused(edited(&config, |c| c.eval.valid_data = vec![train_file.clone()]), overlap);
+    refused(edited(&config, |c| c.eval.valid_data = vec![dir.path().to_path_buf()]), overlap);
     let copy = dir.path().join("copy.txt");
     std::fs::copy(&train_file, &copy).unwrap();
-    refused(
-        TrainConfig { eval: EvalSettings { valid_data: vec![copy], ..config.eval.clone() }, ..config.clone() },
-        "by content (a copy)",
-    );
+    refused(edited(&config, |c| c.eval.valid_data = vec![copy]), "by content (a copy)");
     let empty = dir.path().join("empty.txt");
     std::fs::write(&empty, "\n\n").unwrap();
     refused(
-        TrainConfig { eval: EvalSettings { valid_data: vec![empty], ..config.eval.clone() }, ..config.clone() },
+        edited(&config, |c| c.eval.valid_data = vec![empty]),
         "the validation corpus (--valid-data): the corpus has no text",
     );
     let short = dir.path().join("short.txt");
     std::fs::write(&short, "too short").unwrap();
     refused(
-        TrainConfig { eval: EvalSettings { valid_data: vec![short], ..config.eval.clone() }, ..config.clone() },
+        edited(&config, |c| c.eval.valid_data = vec![short]),
         "the validation corpus (--valid-data) has 10 tokens, fewer than one sequence of 64 + 1",
     );
     refused(
-        TrainConfig { eval: EvalSettings { valid_tokens: Some(10_000_000), ..config.eval.clone() }, ..config.clone() },
+        edited(&config, |c| c.eval.valid_tokens = Some(10_000_000)),
         "--valid-tokens 10000000 is more than the validation documents hold",
     );
 }

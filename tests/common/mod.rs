@@ -122,6 +122,16 @@ pub fn quick(out: &std::path::Path, steps: usize, eval_every: usize) -> layernor
     }
 }
 
+/// A copy of `config` with `edit` applied: one setting changed (`edited(&base, |c| c.optim.lr = 1.0)`).
+pub fn edited(
+    config: &layernorm_scaling::train::TrainConfig,
+    edit: impl FnOnce(&mut layernorm_scaling::train::TrainConfig),
+) -> layernorm_scaling::train::TrainConfig {
+    let mut edited = config.clone();
+    edit(&mut edited);
+    edited
+}
+
 /// Asserts that `path` is a PNG of a drawn figure: it decodes, and neither is it one flat colour
 /// nor nearly all background.
 pub fn assert_png_not_blank(path: &std::path::Path) {
