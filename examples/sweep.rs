@@ -20,8 +20,7 @@ use layernorm_scaling::analysis::{
 };
 use layernorm_scaling::cli::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds};
 use layernorm_scaling::io::check_replaceable_dir;
-use layernorm_scaling::train::OutputSettings;
-use layernorm_scaling::train::{model_config, PairAction, PairOutcome, Sweep, SweepEvent, TrainConfig};
+use layernorm_scaling::train::{model_config, OutputSettings, PairAction, PairOutcome, Sweep, SweepEvent, TrainConfig};
 use layernorm_scaling::{cli, console, errln, out, outln, ConfigError, Error, InitScheme};
 
 /// The options of the sweep itself; the training settings are `train`'s.

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::figures::write_comparison_figures;
 use super::Report;
+use crate::run::COMPARISON;
 
 /// One run of a comparison.
 #[derive(Clone, Debug, PartialEq)]
@@ -124,7 +125,7 @@ pub fn unique_labels(labels: &[String]) -> Vec<String> {
 /// Writes a comparison directory, whole or not at all: each run's full report in a sub-directory
 /// named by its label, the overlaid figures, `comparison.md`, `comparison.csv` and `comparison.json`.
 pub fn write_comparison(runs: &[ComparedRun], dir: &Path) -> std::io::Result<()> {
-    crate::io::write_dir_atomically(dir, "comparison.json", |tmp| {
+    crate::io::write_dir_atomically(dir, COMPARISON, |tmp| {
         for run in runs {
             let sub = tmp.join(&run.label);
             if let Some(parent) = sub.parent() {
@@ -137,7 +138,7 @@ pub fn write_comparison(runs: &[ComparedRun], dir: &Path) -> std::io::Result<()>
         let figures = write_comparison_figures(&pairs, tmp)?;
         let summaries: Vec<RunSummary> = runs.iter().map(|r| RunSummary::of(&r.label, &r.report)).collect();
         let json = serde_json::to_string_pretty(&summaries).map_err(std::io::Error::other)?;
-        std::fs::write(tmp.join("comparison.json"), json)?;
+        std::fs::write(tmp.join(COMPARISON), json)?;
         let mut csv = String::from("run,layer,block_output_variance,identity_ratio,pruning_drop\n");
         for run in runs {
             for l in 1..=run.report.n_layers {

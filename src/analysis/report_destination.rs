@@ -20,9 +20,9 @@ pub struct ReportModel<'a> {
 /// The file that marks a report directory: `report.json` for one model, `comparison.json` for several.
 fn report_marker(n_models: usize) -> &'static str {
     if n_models == 1 {
-        "report.json"
+        crate::run::REPORT
     } else {
-        "comparison.json"
+        crate::run::COMPARISON
     }
 }
 

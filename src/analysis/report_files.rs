@@ -5,19 +5,20 @@ use std::path::Path;
 
 use super::figures::write_report_figures;
 use super::report::Report;
+use crate::run::REPORT;
 
 impl Report {
     /// Writes the report into `dir`, which appears whole or not at all: `report.json`,
     /// `layers.csv`, `angular_distance.csv`, `summary.md`, the PNG figures, and `tracking.csv`
     /// when the report holds training records.
     pub fn write(&self, dir: &Path, title: &str) -> std::io::Result<()> {
-        crate::io::write_dir_atomically(dir, "report.json", |tmp| self.write_into(tmp, title).map(drop))
+        crate::io::write_dir_atomically(dir, REPORT, |tmp| self.write_into(tmp, title).map(drop))
     }
 
     /// Writes the report's files into the existing directory `dir`; returns the figures' names.
     pub fn write_into(&self, dir: &Path, title: &str) -> std::io::Result<Vec<String>> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(dir.join("report.json"), json)?;
+        std::fs::write(dir.join(REPORT), json)?;
         std::fs::write(dir.join("layers.csv"), self.layers_csv())?;
         let mut angular = String::from("layer,n,distance,normalized\n");
         for (l, (row, normalized)) in self.angular_distance.iter().zip(&self.angular_distance_normalized).enumerate() {

@@ -67,6 +67,11 @@ pub const METRICS_CSV: &str = "metrics.csv";
 pub const TRACKING: &str = "tracking.jsonl";
 /// The analyze example's report on the run's model.
 pub const ANALYSIS: &str = "analysis";
+/// The file that marks a report on one model (in a run's `analysis/`, or a folder of its own):
+/// `report.json`. A folder holding it may be replaced by a new report.
+pub const REPORT: &str = "report.json";
+/// The file that marks a comparison of several models' reports: `comparison.json`.
+pub const COMPARISON: &str = "comparison.json";
 
 /// What a run writes into its directory, and nothing else: `(name, is a directory)`.
 /// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`;

@@ -2,7 +2,6 @@
 //! metrics, checkpointers and renderer, and runs it. burn-train calls a validation interval an
 //! "epoch"; here an epoch is `eval_every` steps, and checkpoints are taken at their ends.
 
-use super::settings::ModelSettings;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
@@ -31,6 +30,7 @@ use super::optimizer::optimizer;
 use super::prepare::Prepared;
 use super::renderer::PlainRenderer;
 use super::run_dir::RunDir;
+use super::settings::ModelSettings;
 use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
 use super::tracking::Tracker;

@@ -299,7 +299,7 @@ pub(crate) fn foreign_files_in_run_folders(dir: &Path) -> Vec<String> {
         .map(|name| format!("{CHECKPOINTS}/{name}"))
         .collect();
     let analysis = dir.join(crate::run::ANALYSIS);
-    if let Err(e) = crate::io::check_replaceable_dir(&analysis, "report.json") {
+    if let Err(e) = crate::io::check_replaceable_dir(&analysis, crate::run::REPORT) {
         foreign.push(format!("{}/ ({e})", crate::run::ANALYSIS));
     }
     foreign.sort();

@@ -8,7 +8,6 @@
 //! diverged one recorded as such while the sweep goes on. `sweep.json` in `<out>` records the
 //! settings and every pair's outcome; it is rewritten (atomically) after each pair.
 
-use super::settings::{DataSettings, ModelSettings, OutputSettings};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -22,6 +21,7 @@ use super::resume::setting_changes;
 use super::resume::Start;
 use super::run_dir::take_lock;
 use super::setting_kind::SettingKind;
+use super::settings::{DataSettings, ModelSettings, OutputSettings};
 use super::training::{train, validation_loss};
 use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};

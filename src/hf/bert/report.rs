@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::config::BertConfig;
 use super::pseudo_perplexity::LayerRemoval;
 use crate::analysis::{ComparedRun, LineChart};
+use crate::run::{COMPARISON, REPORT};
 
 /// What the report says of the metric, wherever it is shown.
 const METRIC: &str = "masked-token pseudo-perplexity (Salazar et al. 2020): each token but [CLS] and [SEP] masked \
@@ -49,14 +50,14 @@ impl EncoderReport {
 
     /// Writes the report into `dir`, which appears whole or not at all.
     pub fn write(&self, dir: &Path, title: &str) -> std::io::Result<()> {
-        crate::io::write_dir_atomically(dir, "report.json", |tmp| self.write_into(tmp, title).map(drop))
+        crate::io::write_dir_atomically(dir, REPORT, |tmp| self.write_into(tmp, title).map(drop))
     }
 
     /// Writes `report.json`, `layers.csv`, `pseudo_perplexity_drop.png` and `summary.md` into the
     /// existing directory `dir`; returns the figures' names.
     pub fn write_into(&self, dir: &Path, title: &str) -> std::io::Result<Vec<String>> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(dir.join("report.json"), json)?;
+        std::fs::write(dir.join(REPORT), json)?;
         let removal = &self.layer_removal;
         let mut csv = String::from("layer,pseudo_perplexity_without,pseudo_perplexity_drop\n");
         for ((layer, without), drop) in
@@ -145,7 +146,7 @@ pub fn write_removal_comparison(
     encoders: &[ComparedEncoder],
     dir: &Path,
 ) -> std::io::Result<()> {
-    crate::io::write_dir_atomically(dir, "comparison.json", |tmp| {
+    crate::io::write_dir_atomically(dir, COMPARISON, |tmp| {
         let sub_dir = |label: &str| {
             let sub = tmp.join(label);
             std::fs::create_dir_all(&sub).map(|()| sub)
@@ -215,7 +216,7 @@ pub fn write_removal_comparison(
         }
         md.push_str(&format!("\n## Figures\n\n![{figure}]({figure})\n"));
         let json = serde_json::to_string_pretty(&summaries).map_err(std::io::Error::other)?;
-        std::fs::write(tmp.join("comparison.json"), json)?;
+        std::fs::write(tmp.join(COMPARISON), json)?;
         std::fs::write(tmp.join("comparison.md"), md)
     })
 }
