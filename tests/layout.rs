@@ -26,6 +26,8 @@ struct Tree {
     /// The names a glob `use` (`use crate::fused::*`) brings into a module: what the globbed
     /// module's own `use`s bind, and the items it defines.
     globbed: BTreeMap<(Module, String), Vec<String>>,
+    /// The file that defines each `#[macro_export]` macro (called anywhere by its name alone).
+    exported_macros: BTreeMap<String, Module>,
 }
 
 /// Every `.rs` file under `dir`, as `(module, source)`.
@@ -91,7 +93,17 @@ impl Tree {
                 (module, file)
             })
             .collect();
-        let mut tree = Tree { files, bindings: BTreeMap::new(), globbed: BTreeMap::new() };
+        let exported_macros = files
+            .iter()
+            .flat_map(|(module, file)| file.items.iter().map(move |item| (module, item)))
+            .filter_map(|(module, item)| match item {
+                syn::Item::Macro(item) if item.attrs.iter().any(|attr| attr.path().is_ident("macro_export")) => {
+                    Some((item.ident.as_ref()?.to_string(), module.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut tree = Tree { files, bindings: BTreeMap::new(), globbed: BTreeMap::new(), exported_macros };
         let mut bindings = BTreeMap::new();
         let mut globs = Vec::new();
         for (module, file) in &tree.files {
@@ -197,11 +209,13 @@ impl Tree {
                     other => paths.visit_item(other),
                 }
             }
+            let macros = paths.2.iter().filter_map(|name| self.exported_macros.get(name).cloned());
             let depends: BTreeSet<Module> = paths
                 .0
                 .iter()
                 .filter_map(|path| self.absolute(module, path))
                 .filter_map(|path| self.defining_module(&path))
+                .chain(macros)
                 // A module's own `mod.rs` is the scope its files share (they see its private
                 // items): a file using what an enclosing `mod.rs` defines is not counted.
                 .filter(|to| !module.starts_with(to))
@@ -242,9 +256,10 @@ fn item_test_only(item: &syn::Item) -> bool {
 
 /// Every path written in code (`crate::a::b`, `super::c`, `Self::d`), nested `use`s and the
 /// arguments of macros written like calls (`format!("{}", crate::a::f())`) included; paths
-/// inside inline modules as seen from the file's own module.
+/// inside inline modules as seen from the file's own module (`.1`: how many deep); and the
+/// macros called by their name alone (`.2`: `errln!`, which `#[macro_export]` puts at the root).
 #[derive(Default)]
-struct PathsOf(Vec<Vec<String>>, usize);
+struct PathsOf(Vec<Vec<String>>, usize, Vec<String>);
 
 impl PathsOf {
     /// Records `path` as written `self.1` inline modules deep.
@@ -297,6 +312,9 @@ impl<'ast> Visit<'ast> for PathsOf {
 
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         use syn::punctuated::Punctuated;
+        if let Some(name) = mac.path.get_ident() {
+            self.2.push(name.to_string());
+        }
         syn::visit::visit_macro(self, mac);
         let arguments = mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated);
         for argument in arguments.iter().flatten() {
@@ -426,6 +444,11 @@ fn the_reader_follows_bound_heads_macros_and_inline_modules() {
         "mod inner { pub fn f() { super::super::b::g() } }",
     ] {
         let graph = graph(&[lib, ("a", a), ("b", "pub fn g() {}")]);
+        assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
+    }
+    // An exported macro called by its name alone, in code or in an item position.
+    for a in ["pub fn f() { say!(\"x\") }", "say!(\"x\");"] {
+        let graph = graph(&[lib, ("a", a), ("b", "#[macro_export]\nmacro_rules! say { ($e:expr) => { $e } }")]);
         assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
     }
     // A name a glob brings in, through the globbed module's re-export, to the file defining it.
