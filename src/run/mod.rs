@@ -29,7 +29,7 @@ pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, save_run_model, RunModelInfo,
     CHECKPOINT_KINDS,
 };
-pub use state::{holds_a_run, is_finished, is_replacing, RunProgress, RunState};
+pub use state::{has_settings, holds_a_run, is_finished, is_replacing, RunProgress, RunState};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,
 // and checkpoints that version 0.1 named by epoch) speaks of them.
 #[cfg(feature = "cli")]

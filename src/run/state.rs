@@ -1,7 +1,8 @@
 //! What a run directory holds, as training, resume, sweeps and loaders ask it: new, started,
 //! finished, or being replaced ([`RunState`]). The rules live here; the rest of the crate asks
-//! them rather than looking for files by name. The three questions are also answered one at a
-//! time, for callers that need only one (checking the final model reads it whole).
+//! them rather than looking for files by name. Each question is also answered alone, for callers
+//! that need no more: whether a run is finished reads its final model whole (for its checksum),
+//! the others only look for files.
 
 use std::path::Path;
 
@@ -42,7 +43,7 @@ impl RunState {
         } else {
             RunProgress::New
         };
-        RunState { progress, has_settings: dir.join(TRAIN_CONFIG).is_file(), replacing: is_replacing(dir) }
+        RunState { progress, has_settings: has_settings(dir), replacing: is_replacing(dir) }
     }
 
     /// Whether the directory holds a run, whole or in part.
@@ -60,6 +61,11 @@ impl RunState {
 /// without reading any of it.
 pub fn holds_a_run(dir: &Path) -> bool {
     [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists())
+}
+
+/// Whether the run's settings (`train.json`) are in `dir`: what a resume reads.
+pub fn has_settings(dir: &Path) -> bool {
+    dir.join(TRAIN_CONFIG).is_file()
 }
 
 /// Whether the run in `dir` is finished: its final model verifies against its checksum (read

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
-use super::setting_kind::setting_names;
 use super::settings::{CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings};
 use crate::run::EpochSteps;
 use crate::{ConfigError, Error, Precision};
@@ -92,40 +91,6 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
-    /// Reads a TOML (`.toml`) or JSON (`.json`) file; a file of another name is read as whichever
-    /// of the two its content is (the error names both attempts). Missing fields take their
-    /// defaults, unknown ones are errors.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Error> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-        let toml = || {
-            let table: toml::Table = toml::from_str(&text).map_err(|e| e.to_string())?;
-            check_names(table.keys(), &text)?;
-            toml::from_str(&text).map_err(|e| e.to_string())
-        };
-        let json = || {
-            let map: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_str(&text).map_err(|e| crate::config_error::json_error_in(&text, &e))?;
-            check_names(map.keys(), &text)?;
-            serde_json::from_str(&text).map_err(|e| crate::config_error::json_error_in(&text, &e))
-        };
-        let extension = path.extension().map(|ext| ext.to_string_lossy().to_lowercase());
-        let parsed = match extension.as_deref() {
-            Some("toml") => toml(),
-            Some("json") => json(),
-            _ => toml().or_else(|as_toml| {
-                json().map_err(|as_json| {
-                    format!(
-                        "neither TOML nor JSON (read as TOML: {}; read as JSON: {as_json}); fix it, and name it \
-                         .toml or .json",
-                        as_toml.trim_end()
-                    )
-                })
-            }),
-        };
-        parsed.map_err(|message| Error::file(path, ConfigError::Invalid { what: "training config", message }))
-    }
-
     /// The training precision: `precision`, else whole-device bf16 where `bf16` is true, else f32.
     /// ([`validate`](Self::validate) refuses the two when they disagree.)
     pub fn training_precision(&self) -> Precision {
@@ -260,24 +225,6 @@ impl TrainConfig {
     pub fn epochs(&self) -> usize {
         self.optim.steps.div_ceil(self.eval_every())
     }
-}
-
-/// An error naming the first of `names` (a config file's keys, read from `text`) that is no
-/// setting, with its line and the known ones: serde cannot point at it through the groups.
-fn check_names<'a>(mut names: impl Iterator<Item = &'a String>, text: &str) -> Result<(), String> {
-    let Some(unknown) = names.find(|name| !setting_names().any(|known| known == name.as_str())) else {
-        return Ok(());
-    };
-    let line = text.lines().position(|line| {
-        let line = line.trim_start().trim_start_matches(['{', ',', ' ']);
-        let key = line.trim_start_matches(['"', '\'']);
-        key.starts_with(unknown.as_str())
-            && key[unknown.len()..].trim_start_matches(['"', '\'']).trim_start().starts_with(['=', ':'])
-    });
-    let at = line.map(|index| format!(" at line {}", index + 1)).unwrap_or_default();
-    let known: Vec<String> =
-        setting_names().filter(|&name| name != "data_budget").map(|name| format!("`{name}`")).collect();
-    Err(format!("unknown field `{unknown}`{at}, expected one of {}", known.join(", ")))
 }
 
 /// An error naming the first path that is not UTF-8.

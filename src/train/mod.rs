@@ -6,6 +6,7 @@ mod budget;
 mod checkpoint;
 mod clip;
 mod config;
+mod config_file;
 mod events;
 mod export;
 mod fit;

@@ -14,8 +14,8 @@ use super::setting_kind::SettingKind;
 use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
 use crate::run::{
-    is_finished, is_replacing, load_run_model, RunModelInfo, RunState, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN,
-    TRAIN_CONFIG,
+    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, RunModelInfo, LOCK_FILE, MODEL, MODEL_INFO,
+    PREVIOUS_RUN, TRAIN_CONFIG,
 };
 use crate::{Error, LlamaConfig};
 
@@ -51,10 +51,12 @@ const ALREADY_HOLDS_A_RUN: &str =
 /// set the run's train.json aside: it is put back under the lock, so a directory holding
 /// `.previous-run/` may be resumed.
 pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Result<(), Error> {
-    let state = RunState::of(out);
+    // Cheap questions only: whether the run is finished (its final model read whole) is asked
+    // under the lock, and only of a resume.
+    let replacing = is_replacing(out);
     // A new run into a run's directory: refused before the data is tokenised into the cache beside
     // it (the same check runs again under the lock).
-    if start == Start::New && state.holds_a_run() {
+    if start == Start::New && holds_a_run(out) {
         // While a training holds it, `--resume` would be refused too: say that first.
         let message = super::run_dir::lock_held_elsewhere(&out.join(LOCK_FILE));
         return Err(Error::RunDir { path: out.to_path_buf(), message: message.unwrap_or(ALREADY_HOLDS_A_RUN.into()) });
@@ -71,7 +73,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
             });
         }
     }
-    if start == Start::Resume && !state.has_settings && !state.replacing {
+    if start == Start::Resume && !has_settings(out) && !replacing {
         return Err(Error::RunDir {
             path: out.to_path_buf(),
             message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
@@ -109,7 +111,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
         }
         // The settings are compared before the data is tokenised (and again under the lock),
         // but while an interrupted --overwrite has the run's files set aside.
-        if !state.replacing {
+        if !replacing {
             check_resume_settings(out, config)?;
         }
     }
@@ -341,7 +343,7 @@ fn refuse(out: &Path, refused: &[String]) -> Result<(), String> {
     }
     let advice = if is_replacing(out) {
         format!(
-            "this run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
+            "This run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
              --resume` finishes it",
             out.join(PREVIOUS_RUN).display(),
             out.display()
