@@ -7,12 +7,16 @@
 //! | `train.json` | every setting of the training, resolved ([`TRAIN_CONFIG`]) |
 //! | `model.json` | the model's config, tokenizer and data ([`MODEL_INFO`], a [`RunModelInfo`]) |
 //! | `model.bpk`, `model.bpk.sum` | the final model and its checksum ([`MODEL`]) |
-//! | `checkpoint/` | `model-N.bpk`, `optim-N.bpk`, `scheduler-N.bpk` at checkpoint `N` ([`CHECKPOINTS`]) |
+//! | `checkpoint/` | `model-step-N.bpk`, `optim-step-N.bpk`, `scheduler-step-N.bpk` at step `N` ([`CHECKPOINTS`]) |
 //! | `metrics.jsonl`, `metrics.csv` | the metrics of every logged step and validation ([`METRICS`]) |
 //! | `tracking.jsonl` | the layer-wise variance and gradient norms over training ([`TRACKING`]) |
+//! | `analysis/` | the analyze example's report on the run's model ([`ANALYSIS`], marked by [`REPORT`]) |
+//! | `.lock` | held by the training that uses the directory ([`LOCK_FILE`]) |
+//! | `.previous-run/` | the run an `--overwrite` replaces, until the new one has a checkpoint ([`PREVIOUS_RUN`]) |
 //!
-//! What a directory holds (new, started, finished, being replaced) is [`RunState`]'s to say; the
-//! training's own life in the directory (its lock, `--overwrite`) is `train::RunDir`'s.
+//! Whether a directory holds a run, and whether it is finished or being replaced, is asked of
+//! [`RunState`] and its functions; the training's own life in the directory (its lock,
+//! `--overwrite`) is `train::RunDir`'s.
 
 mod identity;
 mod model_dir;
@@ -26,8 +30,8 @@ pub use model_dir::{
     is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
 };
 pub use run_model::{
-    checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, save_run_model, RunModelInfo,
-    CHECKPOINT_KINDS,
+    checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, record_start, save_run_model,
+    RunModelInfo, CHECKPOINT_KINDS,
 };
 pub use state::{has_settings, holds_a_run, is_finished, is_replacing, RunProgress, RunState};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,

@@ -173,6 +173,24 @@ pub struct RunModelInfo {
     pub tokenizer_identity: Option<String>,
 }
 
+/// Writes what a run records at its start, each file atomically with its checksum (`.sum`):
+/// `model.json` (`info`: the model, before its weights, so that the checkpoints of an interrupted
+/// run can be loaded), then `train.json` (`settings`: every setting, resolved, and the data
+/// budget). The checksums tell what the run wrote from an edit by hand since: a resume refuses an
+/// edited `train.json`, every loader an edited `model.json`. A directory holding only
+/// `model.json` is a start cut short, which a new run may use.
+pub fn record_start(dir: &Path, info: &RunModelInfo, settings: &impl Serialize) -> Result<(), Error> {
+    let write = |name: &str, json: serde_json::Result<String>| {
+        let written = json
+            .map_err(std::io::Error::other)
+            .and_then(|json| crate::io::write_atomically_with_sum(&dir.join(name), json.as_bytes()));
+        written.map_err(|e| Error::RunDir { path: dir.to_path_buf(), message: format!("cannot write {name}: {e}") })
+    };
+    write(MODEL_INFO, serde_json::to_string_pretty(info))?;
+    crate::io::crash_point("record:model.json");
+    write(TRAIN_CONFIG, serde_json::to_string_pretty(settings))
+}
+
 /// Writes `<dir>/model.json` then `<dir>/model.bpk` (each with its checksum, `.sum`), each
 /// atomically. The model and its checksum come last, as they mark the run finished: a kill
 /// before them leaves a run that a resume finishes, never a finished one described by the

@@ -37,7 +37,7 @@ use super::tracking::Tracker;
 use crate::data::LmBatcher;
 use crate::measure::read_metrics;
 use crate::model::Llama;
-use crate::run::{METRICS, MODEL_INFO, TRACKING, TRAIN_CONFIG};
+use crate::run::{METRICS, TRACKING};
 use crate::Error;
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).
@@ -67,7 +67,7 @@ pub(super) fn fit(
         data_budget: Some(budget),
         ..config.clone()
     };
-    record_run(&recorded, dir.path(), prepared)?;
+    crate::run::record_start(dir.path(), &prepared.model_info(&recorded, 0), &recorded)?;
     monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     monitor.report(TrainEvent::Data(budget));
@@ -257,24 +257,6 @@ fn outcome(
         return Err(Error::Training(format!("interrupted: {interruption:?}")));
     }
     Ok(result.model.into_model().valid())
-}
-
-/// Writes `model.json` (the model, before its weights, so that the checkpoints of an interrupted
-/// run can be loaded) and `train.json` (every setting, resolved, and the data budget).
-fn record_run(config: &TrainConfig, out: &Path, prepared: &Prepared) -> Result<(), Error> {
-    let info = prepared.model_info(config, 0);
-    // With their checksums: what the run wrote is told from an edit by hand since (a resume
-    // refuses an edited train.json, every loader an edited model.json).
-    let write = |name: &str, json: serde_json::Result<String>| {
-        let written = json
-            .map_err(std::io::Error::other)
-            .and_then(|json| crate::io::write_atomically_with_sum(&out.join(name), json.as_bytes()));
-        written.map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {name}: {e}") })
-    };
-    // `model.json` first: a directory holding only it is a start cut short, which a new run may use.
-    write(MODEL_INFO, serde_json::to_string_pretty(&info))?;
-    crate::io::crash_point("record:model.json");
-    write(TRAIN_CONFIG, serde_json::to_string_pretty(config))
 }
 
 /// The `track_every` recorder, probing with the first validation sequences (the same at every record).
