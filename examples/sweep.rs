@@ -15,8 +15,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::{
-    paired_differences, paired_markdown, sweep_diagnostics, sweep_loss_curves, write_sweep_report, DiagnosticsProgress,
-    EFFECTIVE_DEPTH_THRESHOLD,
+    paired_differences, paired_markdown, sweep_diagnostics, sweep_loss_curves, sweep_report_dir, write_sweep_report,
+    DiagnosticsProgress, EFFECTIVE_DEPTH_THRESHOLD, SWEEP_RESULTS,
 };
 use layernorm_scaling::cli::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds};
 use layernorm_scaling::io::check_replaceable_dir;
@@ -116,8 +116,8 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         outln!("note: every run uses the init `{init}` (of the config or the model file); the report names the schemes alone");
     }
     // The report replaces an earlier one at the end: anything else in its folder is found now.
-    let report_dir = sweep.config.output.out.join("report");
-    check_replaceable_dir(&report_dir, "results.json").map_err(|e| Error::file(&report_dir, e))?;
+    let report_dir = sweep_report_dir(&sweep.config.output.out);
+    check_replaceable_dir(&report_dir, SWEEP_RESULTS).map_err(|e| Error::file(&report_dir, e))?;
     // `run` checks every pair's settings and the directory before the first step.
     let record = sweep.run(|event| match event {
         SweepEvent::Starting { pair, index, total, action, eta_seconds } => {

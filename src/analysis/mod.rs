@@ -53,4 +53,6 @@ pub use scheme_result::{sweep_results, SchemeResult};
 #[cfg(feature = "train")]
 pub use sweep_diagnostics::{sweep_diagnostics, DiagnosticsProgress};
 #[cfg(feature = "train")]
-pub use sweep_report::{results_markdown, sweep_loss_curves, write_sweep_report, LossCurves};
+pub use sweep_report::{
+    results_markdown, sweep_loss_curves, sweep_report_dir, write_sweep_report, LossCurves, SWEEP_RESULTS,
+};

@@ -36,7 +36,7 @@ pub fn report_dir(out: Option<&Path>, models: &[ReportModel]) -> Result<PathBuf,
     }
     let out = match (out, models) {
         (Some(out), _) => out.to_path_buf(),
-        (None, [model]) if model.is_run && !crate::run::is_hf_dir(model.dir) => model.dir.join("analysis"),
+        (None, [model]) if model.is_run && !crate::run::is_hf_dir(model.dir) => model.dir.join(crate::run::ANALYSIS),
         (None, [_]) => {
             return Err(ConfigError::Conflict(
                 "analysing a Hugging Face directory needs --out DIR (the model directory is left untouched)".into(),

@@ -4,7 +4,7 @@
 //! overlaid, and the diagnostics comparison of every scheme's final model.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::comparison::{write_comparison, ComparedRun};
 use super::depth_report::{depth_csv, depth_markdown, depth_points, write_depth_figures};
@@ -13,6 +13,14 @@ use super::plot::LineChart;
 use super::scheme_result::{sweep_results, SchemeResult};
 use crate::measure::{read_metrics, MetricRow, METRICS_FILE};
 use crate::train::{group_name, PairOutcome, Sweep, SweepRecord};
+
+/// The file that marks a sweep's report folder (a new report replaces the folder that holds it).
+pub const SWEEP_RESULTS: &str = "results.json";
+
+/// The folder of the report of the sweep in `sweep_dir`.
+pub fn sweep_report_dir(sweep_dir: &Path) -> PathBuf {
+    sweep_dir.join("report")
+}
 
 /// `1 scheme`, `2 schemes`.
 fn count(n: usize, noun: &str) -> String {
@@ -240,7 +248,7 @@ pub fn write_sweep_report(
     let depth = depth_points(&results, diagnostics, removal_threshold);
     let config = &record.config;
     let (tokens_per_step, padded) = tokens_per_step(record);
-    crate::io::write_dir_atomically(dir, "results.json", |tmp| {
+    crate::io::write_dir_atomically(dir, SWEEP_RESULTS, |tmp| {
         let figures = write_curves(curves, (tokens_per_step, padded), tmp)?;
         let json = serde_json::json!({
             "results": results,
@@ -249,7 +257,7 @@ pub fn write_sweep_report(
             "removal_threshold": removal_threshold,
             "outcomes": record.outcomes
         });
-        std::fs::write(tmp.join("results.json"), serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?)?;
+        std::fs::write(tmp.join(SWEEP_RESULTS), serde_json::to_string_pretty(&json).map_err(std::io::Error::other)?)?;
         std::fs::write(tmp.join("results.csv"), results_csv(&results))?;
         let axes = [
             (!record.depths.is_empty()).then(|| count(record.depths.len(), "depth")),
