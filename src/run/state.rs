@@ -1,8 +1,9 @@
-//! What a run directory holds, as training, resume, sweeps and loaders ask it: new, started,
-//! finished, or being replaced ([`RunState`]). The rules live here; the rest of the crate asks
-//! them rather than looking for files by name. Each question is also answered alone, for callers
-//! that need no more: whether a run is finished reads its final model whole (for its checksum),
-//! the others only look for files.
+//! What a run directory holds: new, started, finished, or being replaced ([`RunState`]). The
+//! start and resume rules, sweeps and `--overwrite` ask these questions here. Each is also
+//! answered alone, for callers that need no more: whether a run is finished reads its final
+//! model whole (for its checksum), the others only look for files. Checks that need more than
+//! the answer (which of a run's files are missing or damaged, what else a folder holds) read the
+//! files themselves (`train::RunDir`, the loaders in `run_model.rs`).
 
 use std::path::Path;
 
@@ -44,11 +45,6 @@ impl RunState {
             RunProgress::New
         };
         RunState { progress, has_settings: has_settings(dir), replacing: is_replacing(dir) }
-    }
-
-    /// Whether the directory holds a run, whole or in part.
-    pub fn holds_a_run(&self) -> bool {
-        self.progress != RunProgress::New
     }
 
     /// Whether the run's final model verifies.

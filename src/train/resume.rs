@@ -52,7 +52,7 @@ const ALREADY_HOLDS_A_RUN: &str =
 /// `.previous-run/` may be resumed.
 pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Result<(), Error> {
     // Cheap questions only: whether the run is finished (its final model read whole) is asked
-    // under the lock, and only of a resume.
+    // under the lock, or to word the refusal of a resume.
     let replacing = is_replacing(out);
     // A new run into a run's directory: refused before the data is tokenised into the cache beside
     // it (the same check runs again under the lock).

@@ -87,8 +87,8 @@ impl SettingKind {
         matches!(self, Steering | Running | Uncompared)
     }
 
-    /// Whether the runs of one sweep may differ in the setting, or a sweep be continued with
-    /// another value of it.
+    /// Whether a sweep under way may be continued with another value of the setting, and a pair's
+    /// run trained again by hand with one still count as the pair's.
     pub(crate) fn sweep_may_change(self) -> bool {
         matches!(self, Running | Uncompared)
     }

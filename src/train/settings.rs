@@ -30,8 +30,8 @@ pub enum OptimizerKind {
 /// The data seed of a run that sets none ([`DataSettings::data_seed`]): the same for every `seed`.
 pub const DEFAULT_DATA_SEED: u64 = 1;
 
-/// The model trained: its preset or file, and what overrides it. A group of [`TrainConfig`](super::TrainConfig)'s settings (flat in its files
-/// and command line).
+/// The model trained: its preset or file, and what overrides it. One of [`TrainConfig`](super::TrainConfig)'s groups
+/// (flat in config files and on the command line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 #[command(next_help_heading = "Model")]
@@ -44,7 +44,7 @@ pub struct ModelSettings {
     #[arg(long)]
     pub layers: Option<usize>,
     /// Normalisation scheme, overriding the model's: one of [`scheme_names`](crate::norm::scheme_names)
-    /// (the norm kind, rms-norm, layer-norm or dyt, is the model's `norm_kind`).
+    /// (the norm kind, rms-norm, layer-norm, dyt, derf or bhyt, is the model's `norm_kind`).
     #[arg(long, help = norm_help(), long_help = norm_help())]
     #[serde(with = "crate::norm::scheme_as_string")]
     pub norm: Option<NormScheme>,
@@ -67,8 +67,8 @@ impl Default for ModelSettings {
     }
 }
 
-/// The training data and how it becomes sequences. A group of [`TrainConfig`](super::TrainConfig)'s settings (flat in its files
-/// and command line).
+/// The training data and how it becomes sequences. One of [`TrainConfig`](super::TrainConfig)'s groups
+/// (flat in config files and on the command line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 #[command(next_help_heading = "Data")]
@@ -121,8 +121,8 @@ impl Default for DataSettings {
     }
 }
 
-/// The optimiser, its batch and its learning-rate schedule. A group of [`TrainConfig`](super::TrainConfig)'s settings (flat in its files
-/// and command line).
+/// The optimiser, its batch and its learning-rate schedule. One of [`TrainConfig`](super::TrainConfig)'s groups
+/// (flat in config files and on the command line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 #[command(next_help_heading = "Optimiser and schedule")]
@@ -184,13 +184,13 @@ impl Default for OptimSettings {
     }
 }
 
-/// How often the run validates, and on what. A group of [`TrainConfig`](super::TrainConfig)'s settings (flat in its files
-/// and command line).
+/// How often the run validates, and on what. One of [`TrainConfig`](super::TrainConfig)'s groups
+/// (flat in config files and on the command line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 #[command(next_help_heading = "Evaluation")]
 pub struct EvalSettings {
-    /// Validate every this many steps (one "epoch"; the last one may be shorter). Unset: every
+    /// Validate every this many steps (the last interval may be shorter). Unset: every
     /// 100 steps, or at the end of a shorter run (a divisor of `save_every` when that is set).
     #[arg(long)]
     pub eval_every: Option<usize>,
@@ -217,8 +217,8 @@ impl Default for EvalSettings {
     }
 }
 
-/// When the run saves, and what it keeps. A group of [`TrainConfig`](super::TrainConfig)'s settings (flat in its files
-/// and command line).
+/// When the run saves, and what it keeps. One of [`TrainConfig`](super::TrainConfig)'s groups
+/// (flat in config files and on the command line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 #[command(next_help_heading = "Checkpoints")]
@@ -238,8 +238,8 @@ impl Default for CheckpointSettings {
     }
 }
 
-/// Where the run writes, and what it reports. A group of [`TrainConfig`](super::TrainConfig)'s settings (flat in its files
-/// and command line).
+/// Where the run writes, and what it reports. One of [`TrainConfig`](super::TrainConfig)'s groups
+/// (flat in config files and on the command line).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(default)]
 #[command(next_help_heading = "Output")]
@@ -248,7 +248,7 @@ pub struct OutputSettings {
     #[arg(long, required = false)]
     pub out: PathBuf,
     /// Samples generated at the end (at most 3: one per built-in prompt).
-    #[arg(long, required = false, value_parser = crate::cli::size(0..=3))]
+    #[arg(long, required = false, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=3))]
     pub samples: usize,
     /// Print a log line every this many steps (plain output).
     #[arg(long, required = false)]
@@ -267,6 +267,7 @@ impl Default for OutputSettings {
         Self { out: PathBuf::from("runs/default"), samples: 3, log_every: 20, track_every: None, peak_tflops: None }
     }
 }
+
 /// An error naming `field` when a count that must be positive is 0.
 fn nonzero(fields: &[(&'static str, Option<usize>)]) -> Result<(), ConfigError> {
     match fields.iter().find(|(_, value)| *value == Some(0)) {
