@@ -110,7 +110,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
             });
         }
         // The settings are compared before the data is tokenised (and again under the lock),
-        // but while an interrupted --overwrite has the run's files set aside.
+        // but not while an interrupted --overwrite has the run's files set aside.
         if !replacing {
             check_resume_settings(out, config)?;
         }

@@ -341,11 +341,7 @@ impl Sweep {
             let text = std::fs::read_to_string(&record_path).map_err(|e| unreadable(e.to_string()))?;
             let record: SweepRecord =
                 serde_json::from_str(&text).map_err(|e| unreadable(format!("not a sweep record: {e}")))?;
-            let changed: Vec<String> = setting_changes(&shared(&record.config), &shared(&self.config))
-                .into_iter()
-                .filter(|(field, _)| !SettingKind::of(field).sweep_may_change())
-                .map(|(_, change)| change)
-                .collect();
+            let changed = sweep_changes(&shared(&record.config), &shared(&self.config));
             let recorded = Sweep { config: self.config.clone(), ..record.sweep() };
             let started =
                 !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| pair.dir.join(TRAIN_CONFIG).exists());
@@ -465,11 +461,7 @@ impl Sweep {
     /// would be reported for a model that is not the pair's.
     fn check_unchanged(&self, pair: &SweepPair) -> Result<(), Error> {
         let Ok(saved) = TrainConfig::from_run_file(pair.dir.join(TRAIN_CONFIG)) else { return Ok(()) };
-        let changed: Vec<String> = setting_changes(&saved, &self.pair_config(pair))
-            .iter()
-            .filter(|(field, _)| !SettingKind::of(field).sweep_may_change())
-            .map(|(_, text)| text.clone())
-            .collect();
+        let changed = sweep_changes(&saved, &self.pair_config(pair));
         if changed.is_empty() {
             return Ok(());
         }
@@ -534,6 +526,16 @@ impl Sweep {
             serde_json::to_string_pretty(record).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))?;
         write_atomically(&path, json.as_bytes()).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))
     }
+}
+
+/// The settings of `now` that differ from `saved` and that a sweep under way may not change, as
+/// `field: saved -> now`.
+fn sweep_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
+    setting_changes(saved, now)
+        .into_iter()
+        .filter(|(field, _)| !SettingKind::of(field).sweep_may_change())
+        .map(|(_, change)| change)
+        .collect()
 }
 
 /// The settings every pair shares, for comparing a sweep with the one in its directory.
