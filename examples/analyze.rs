@@ -22,16 +22,15 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use layernorm_scaling::analysis::{
     analyze, choice_report, longest_choice_tokens, read_choice_file, report_dir, report_labels, write_comparison,
-    AnalysisOptions, ChoiceFormat, ChoiceItem, ComparedRun, Report, ReportModel,
+    write_removal_comparison, AnalysisOptions, ChoiceFormat, ChoiceItem, ComparedEncoder, ComparedRun, EncoderReport,
+    Report, ReportModel,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, DataError, SequenceDataset, TokenCache, Tokenizer};
 use layernorm_scaling::hf::{
-    bert_layer_removal, encoder_sequences, is_bert_dir, load_bert_model, write_removal_comparison, BertConfig,
-    BertForMaskedLm, BertTokens, ComparedEncoder, EncoderReport,
+    bert_layer_removal, encoder_sequences, is_bert_dir, load_bert_model, BertConfig, BertForMaskedLm, BertTokens,
 };
-use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
-use layernorm_scaling::run::{load_model_dir, require_hf_dir, RunIdentity};
+use layernorm_scaling::run::{load_model_dir, read_tracking, require_hf_dir, RunIdentity, TrackRecord, TRACKING};
 use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.
@@ -156,7 +155,7 @@ fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<
         .check_seq_len(args.seq_len, &format!("--seq-len {}", args.seq_len))
         .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
     loaded.model.check_layers(&options.layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
-    let tracking = if dir.join(TRACKING_FILE).is_file() { Some(read_tracking(dir)?) } else { None };
+    let tracking = if dir.join(TRACKING).is_file() { Some(read_tracking(dir)?) } else { None };
     let tracking = tracking.filter(|records| !records.is_empty());
     let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
     Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, config: loaded.config, tokenizer, title, tracking })

@@ -204,6 +204,17 @@ pub fn fault_injected(point: &str) -> bool {
 /// edited since, is kept.
 pub const CONTENTS_FILE: &str = ".contents";
 
+/// The file that makes a folder a run directory: every setting of its training
+/// ([`crate::run::TRAIN_CONFIG`]). Named in this leaf module so that what lists folders of input
+/// (a corpus) can tell this crate's output apart without depending on the run directory's module.
+pub const RUN_SETTINGS_FILE: &str = "train.json";
+
+/// Whether `dir` is output of this crate: a run directory ([`RUN_SETTINGS_FILE`]) or a folder
+/// [`write_dir_atomically`] wrote ([`CONTENTS_FILE`]).
+pub fn is_output_folder(dir: &Path) -> bool {
+    dir.join(RUN_SETTINGS_FILE).is_file() || dir.join(CONTENTS_FILE).is_file()
+}
+
 /// The [`CONTENTS_FILE`] line of each of `paths` (relative to `dir`).
 fn contents_lines(dir: &Path, paths: &[String]) -> std::io::Result<Vec<String>> {
     paths

@@ -99,6 +99,8 @@ pub mod fused;
 #[cfg(feature = "hf")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hf")))]
 pub mod hf;
+#[cfg(feature = "hf")]
+mod hf_error;
 #[doc(hidden)] // plumbing shared with the examples and tests: exit codes, atomic writes, crash points
 pub mod io;
 pub mod measure;

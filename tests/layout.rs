@@ -1,6 +1,6 @@
 //! The source tree's layout rules, read from `src/` with a Rust parser (`syn`): no import circles
-//! between its files, and no production code outside `src/fused` using the test oracle
-//! (`fused::reference`).
+//! between its files, nor between its top-level modules (`run`, `data`, `hf`, ...), and no
+//! production code outside `src/fused` using the test oracle (`fused::reference`).
 //!
 //! A file depends on another when it names an item defined there: in a `use` declaration or in a
 //! path written in its code (`crate::io::write_atomically(..)`), followed through the re-exports
@@ -382,6 +382,29 @@ fn no_file_of_the_library_depends_on_itself_through_others() {
     assert!(
         found.is_empty(),
         "dependency circles (move what both sides need into a leaf module):\n{}",
+        found.join("\n")
+    );
+}
+
+/// `graph` seen from the top: each file stands for the top-level module it belongs to (`train`
+/// for `train/resume.rs`; a file at the crate root for itself), and what a module's files use of
+/// each other drops out.
+fn top_level(graph: &BTreeMap<Module, BTreeSet<Module>>) -> BTreeMap<Module, BTreeSet<Module>> {
+    let top = |module: &Module| module.iter().take(1).cloned().collect::<Module>();
+    let mut modules: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (from, to) in graph {
+        let depends = modules.entry(top(from)).or_default();
+        depends.extend(to.iter().map(top).filter(|to| *to != top(from)));
+    }
+    modules
+}
+
+#[test]
+fn no_module_of_the_library_depends_on_itself_through_others() {
+    let found = circles(&top_level(&crate_tree().dependencies()));
+    assert!(
+        found.is_empty(),
+        "dependency circles between modules (a module's shared names belong in the lower one):\n{}",
         found.join("\n")
     );
 }

@@ -10,8 +10,8 @@ use std::process::Command;
 
 use common::{edited, example, expect_error, finished_run, quick, snapshot, weights};
 use layernorm_scaling::io::FAIL_AT;
-use layernorm_scaling::measure::read_metrics;
 use layernorm_scaling::run::load_run_model;
+use layernorm_scaling::run::read_metrics;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{ConfigError, Error};
 

@@ -12,8 +12,7 @@ use layernorm_scaling::analysis::{
     LineChart, Report,
 };
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, Tokenizer};
-use layernorm_scaling::measure::read_metrics;
-use layernorm_scaling::measure::read_tracking;
+use layernorm_scaling::run::{read_metrics, read_tracking};
 use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::{ConfigError, LlamaConfig};
 

@@ -12,9 +12,9 @@ use burn::tensor::{Tensor, TensorData};
 use common::{cpu, example, hf_fixture as fixture};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, Tokenizer};
 use layernorm_scaling::hf::{load_hf_model, write_safetensors, Checkpoint, HfError};
-use layernorm_scaling::measure::{read_tracking, TrackRecord, TRACKING_FILE};
 use layernorm_scaling::memory::{available_memory_bytes, format_bytes, mem_available, uses_host_memory};
 use layernorm_scaling::model::first_non_finite_parameter;
+use layernorm_scaling::run::{read_tracking, TrackRecord, TRACKING};
 use layernorm_scaling::train::Tracker;
 use layernorm_scaling::{ConfigError, LlamaConfig};
 
@@ -169,7 +169,7 @@ fn record(step: usize) -> TrackRecord {
 #[test]
 fn resuming_keeps_every_valid_tracking_record_around_a_corrupt_line() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(TRACKING_FILE);
+    let path = dir.path().join(TRACKING);
     let line = |step| serde_json::to_string(&record(step)).unwrap();
     let mut bytes = format!("{}\n{}\n{{\"step\": 2, \"block_out\n{}\n", line(0), line(1), line(3)).into_bytes();
     bytes.extend_from_slice(b"\xff\xfe not utf-8\n");

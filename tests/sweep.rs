@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::example;
 use layernorm_scaling::cli::{parse_schemes, parse_seeds};
-use layernorm_scaling::measure::read_metrics;
+use layernorm_scaling::run::read_metrics;
 use layernorm_scaling::train::SweepRecord;
 
 fn sweep_command(out: &Path, extra: &[&str]) -> Command {
@@ -386,7 +386,7 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
 
 #[test]
 fn a_run_whose_training_loss_is_not_finite_is_diverged_even_with_finite_weights() {
-    use layernorm_scaling::measure::{first_non_finite_loss, MetricRow};
+    use layernorm_scaling::run::{first_non_finite_loss, MetricRow};
     let row = |step: usize, value: f64| MetricRow {
         split: "train".into(),
         epoch: 1,

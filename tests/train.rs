@@ -13,9 +13,10 @@ use burn::data::dataset::Dataset;
 use burn::module::Module;
 use common::{cpu, expect_error, finished_run, one_at_a_time, quick, ParamValues};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceMode, Tokenizer};
-use layernorm_scaling::measure::{mean_loss, read_metrics, read_tracking};
+use layernorm_scaling::measure::mean_loss;
 use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::{load_run_model, run_of_config_file, TRAIN_CONFIG};
+use layernorm_scaling::run::{read_metrics, read_tracking};
 use layernorm_scaling::train::{train, validation_data, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{Error, NormScheme};
 

@@ -5,7 +5,8 @@ use std::path::Path;
 use super::angular::normalize_per_n;
 use super::plot::{Heatmap, LineChart};
 use super::Report;
-use crate::measure::{TrackRecord, FP16_MAX};
+use crate::measure::FP16_MAX;
+use crate::run::TrackRecord;
 
 /// `(1, v_1), (2, v_2), ...`: one value per layer, layer 1 first.
 fn per_layer(values: &[f64]) -> Vec<(f64, f64)> {

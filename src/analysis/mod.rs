@@ -9,6 +9,8 @@ mod choice_rows;
 mod comparison;
 #[cfg(feature = "train")]
 mod depth_report;
+#[cfg(feature = "hf")]
+mod encoder_report;
 mod figures;
 mod identity;
 mod logit_lens;
@@ -34,6 +36,8 @@ pub use choice_layouts::{hellaswag_preprocess, piqa_labels_path, read_choice_fil
 pub use comparison::{path_labels, unique_labels, write_comparison, ComparedRun, RunSummary};
 #[cfg(feature = "train")]
 pub use depth_report::{depth_csv, depth_markdown, depth_points, write_depth_figures, DepthPoint};
+#[cfg(feature = "hf")]
+pub use encoder_report::{write_removal_comparison, ComparedEncoder, EncoderReport};
 pub use figures::{
     angular_heatmap, variance_chart, write_comparison_figures, write_report_figures, write_tracking_figures,
 };

@@ -7,8 +7,9 @@ use super::pruning::layers_or_all;
 use super::trace_statistics::TraceStatistics;
 use super::{logit_lens, normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
 use crate::data::{SequenceDataset, Tokenizer};
-use crate::measure::{evaluation_batches, max_abs_activations, TrackRecord};
+use crate::measure::{evaluation_batches, max_abs_activations};
 use crate::model::{check_distinct_layers, first_non_finite_parameter, Llama};
+use crate::run::TrackRecord;
 use crate::{ConfigError, Error};
 
 /// The default threshold of [`Report::effective_depth`]: a layer counts when removing it alone

@@ -11,7 +11,7 @@ use super::depth_report::{depth_csv, depth_markdown, depth_points, write_depth_f
 use super::paired::{paired_differences, paired_markdown, PairedDifference};
 use super::plot::LineChart;
 use super::scheme_result::{sweep_results, SchemeResult};
-use crate::measure::{read_metrics, MetricRow, METRICS_FILE};
+use crate::run::{read_metrics, MetricRow, METRICS};
 use crate::train::{group_name, PairOutcome, Sweep, SweepRecord};
 
 /// The file that marks a sweep's report folder (a new report replaces the folder that holds it).
@@ -164,7 +164,7 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
                              finished",
                             pair.key(),
                             record.config.optim.steps,
-                            pair.dir.join(METRICS_FILE).display()
+                            pair.dir.join(METRICS).display()
                         ));
                     }
                     runs.push(rows)
@@ -172,7 +172,7 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
                 Ok(_) => warnings.push(format!(
                     "the loss curves leave out {}: {} holds no training loss",
                     pair.key(),
-                    pair.dir.join(METRICS_FILE).display()
+                    pair.dir.join(METRICS).display()
                 )),
                 Err(e) => warnings.push(format!("the loss curves leave out {}: {e}", pair.key())),
             }

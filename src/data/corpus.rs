@@ -136,7 +136,8 @@ impl Walk {
                 continue;
             }
             let meta = std::fs::metadata(&path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
-            if meta.is_dir() && is_output_of_this_crate(&path) {
+            // A run trained into a folder of its own corpus must not become corpus of the next run.
+            if meta.is_dir() && crate::io::is_output_folder(&path) {
                 self.listing.skipped.push(format!(
                     "{}: skipped, a run directory or report of this crate (it holds train.json or .contents), not \
                      corpus",
@@ -168,12 +169,6 @@ fn file_identity(path: &Path) -> std::io::Result<String> {
     }
     #[cfg(not(unix))]
     Ok(std::fs::canonicalize(path)?.display().to_string())
-}
-
-/// Whether `dir` is a run directory (`train.json`) or an output folder (`.contents`) of this
-/// crate: a run trained into a folder of its own corpus must not become corpus of the next run.
-fn is_output_of_this_crate(dir: &Path) -> bool {
-    dir.join(crate::run::TRAIN_CONFIG).is_file() || dir.join(crate::io::CONTENTS_FILE).is_file()
 }
 
 /// Refuses what is not a regular file: a corpus is read more than once (checksummed for the token

@@ -11,23 +11,20 @@
 mod bert;
 mod cache;
 mod config;
-mod error;
 mod export;
 mod layout;
 mod load;
 mod weights;
 
+pub use crate::hf_error::HfError;
 pub use bert::{
     bert_layer_removal, is_bert_dir, load_bert_model, pseudo_log_likelihood, pseudo_perplexity, BertActivation,
     BertConfig, BertEmbeddings, BertForMaskedLm, BertLayer, LayerRemoval, MaskedLmHead,
 };
 #[cfg(feature = "data")]
 pub use bert::{encoder_sequences, BertTokens};
-#[cfg(feature = "analysis")]
-pub use bert::{write_removal_comparison, ComparedEncoder, EncoderReport};
 pub use cache::{hub_cache, repo_name, resolve_model_dir, resolve_model_dir_in};
 pub use config::{hf_config_json, llama_checkpoint_problem, parse_hf_config, read_hf_config, SCHEME_KEY};
-pub use error::HfError;
 pub use export::{export_hf, export_hf_from};
 /// hf-hub's cache handle, for [`resolve_model_dir_in`].
 pub use hf_hub::Cache as HubCache;

@@ -1,5 +1,6 @@
 //! A run directory on disk, the one owner of its format: the names of its files, the model it
-//! holds ([`RunModelInfo`], [`save_run_model`], [`load_run_model`]) and its checkpoints; and
+//! holds ([`RunModelInfo`], [`save_run_model`], [`load_run_model`]), its checkpoints, the records
+//! of its metrics ([`MetricRow`], [`read_metrics`]) and tracking ([`TrackRecord`]); and
 //! loading a model from a directory of either kind, a run or Hugging Face's ([`load_model_dir`]).
 //!
 //! | entry | what |
@@ -19,11 +20,16 @@
 //! `--overwrite`) is `train::RunDir`'s.
 
 mod identity;
+mod metrics_file;
 mod model_dir;
 mod run_model;
 mod state;
+mod tracking_file;
 
 pub use identity::RunIdentity;
+#[cfg(feature = "train")]
+pub(crate) use metrics_file::parse_metric_lines;
+pub use metrics_file::{first_non_finite_loss, read_metrics, MetricRow};
 #[cfg(feature = "data")]
 pub use model_dir::check_tokenizer_identity;
 pub use model_dir::{
@@ -34,6 +40,9 @@ pub use run_model::{
     RunModelInfo, CHECKPOINT_KINDS,
 };
 pub use state::{has_settings, holds_a_run, is_finished, is_replacing, RunProgress, RunState};
+#[cfg(feature = "train")]
+pub(crate) use tracking_file::read_tracking_lines;
+pub use tracking_file::{read_tracking, TrackRecord};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,
 // and checkpoints that version 0.1 named by epoch) speaks of them.
 #[cfg(feature = "cli")]
@@ -56,7 +65,7 @@ pub fn run_of_config_file(path: &std::path::Path) -> Option<std::path::PathBuf> 
 }
 
 /// Every setting of the training, resolved: `train.json`.
-pub const TRAIN_CONFIG: &str = "train.json";
+pub const TRAIN_CONFIG: &str = crate::io::RUN_SETTINGS_FILE;
 /// The model's description ([`RunModelInfo`]): `model.json`.
 pub const MODEL_INFO: &str = "model.json";
 /// The final model (with its checksum beside it): `model.bpk`.
@@ -108,3 +117,92 @@ pub const PREVIOUS_RUN: &str = ".previous-run";
 /// `.previous-run/` renamed on its way out: a crash while deleting it never leaves part of the
 /// replaced run where it could be taken for the whole.
 pub(crate) const DISCARDED_RUN: &str = ".previous-run.discarded";
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// `n` varied floats: random bit patterns (finite), f32 values widened to f64 (as the losses
+    /// are), losses in `[0, 12)` and learning-rate-like powers of ten. Without serde_json's
+    /// `float_roundtrip` about one in ten of them reads back one ulp off.
+    pub(crate) fn random_floats(n: usize) -> Vec<f64> {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            // SplitMix64.
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let z = (state ^ (state >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let unit = |bits: u64| (bits >> 11) as f64 / (1u64 << 53) as f64;
+        (0..n)
+            .map(|i| {
+                let bits = next();
+                let value = match i % 4 {
+                    0 => f64::from_bits(bits),
+                    1 => f32::from_bits(bits as u32) as f64,
+                    2 => unit(bits) * 12.0,
+                    _ => 10f64.powf(-8.0 * unit(bits)),
+                };
+                if value.is_finite() {
+                    value
+                } else {
+                    unit(bits)
+                }
+            })
+            .collect()
+    }
+
+    fn bits(values: &[f64]) -> Vec<u64> {
+        values.iter().map(|v| v.to_bits()).collect()
+    }
+
+    #[test]
+    fn metric_and_tracking_records_read_back_bit_identical() {
+        let values = random_floats(4000);
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<MetricRow> = values
+            .iter()
+            .enumerate()
+            .map(|(i, &value)| MetricRow {
+                split: "train".into(),
+                epoch: 1,
+                batch: i + 1,
+                step: i + 1,
+                metric: "Loss".into(),
+                value,
+                count: Some(64),
+                is_final: false,
+            })
+            .collect();
+        let text: String = rows.iter().map(|row| serde_json::to_string(row).unwrap() + "\n").collect();
+        std::fs::write(dir.path().join(METRICS), text).unwrap();
+        let read: Vec<f64> = read_metrics(dir.path()).unwrap().iter().map(|row| row.value).collect();
+        assert_eq!(bits(&read), bits(&values));
+
+        let records: Vec<TrackRecord> = values
+            .chunks(8)
+            .enumerate()
+            .map(|(step, v)| TrackRecord {
+                step,
+                block_output_variance: v[..3].to_vec(),
+                after_attention_variance: v[3..5].to_vec(),
+                grad_norm: v[5..7].to_vec(),
+                max_abs_activation: v[4..7].to_vec(),
+            })
+            .collect();
+        let text: String = records.iter().map(|r| serde_json::to_string(r).unwrap() + "\n").collect();
+        std::fs::write(dir.path().join(TRACKING), text).unwrap();
+        let read = read_tracking(dir.path()).unwrap();
+        let flat = |records: &[TrackRecord]| -> Vec<u64> {
+            records
+                .iter()
+                .flat_map(|r| {
+                    [&r.block_output_variance, &r.after_attention_variance, &r.grad_norm, &r.max_abs_activation]
+                })
+                .flat_map(|v| bits(v))
+                .collect()
+        };
+        assert_eq!(flat(&read), flat(&records));
+    }
+}

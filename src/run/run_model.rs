@@ -373,7 +373,7 @@ fn how_to_finish(dir: &Path, has_checkpoints: bool) -> String {
     if let Some(pid) = training_holding(dir) {
         return format!("the training is still running (PID {pid}); wait for it to end");
     }
-    let rows = crate::measure::read_metrics(dir).unwrap_or_default();
+    let rows = super::read_metrics(dir).unwrap_or_default();
     let diverged = rows.iter().find(|row| {
         let watched = ["Loss", "Gradient norm"].contains(&row.metric.as_str());
         row.split == "train" && row.is_batch_value() && watched && !row.value.is_finite()

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::measure::MetricRow;
+use crate::run::MetricRow;
 
 /// Writes `<dir>/metrics.csv` (atomically) from `rows`: one line per batch value (the epochs'
 /// final values and the batches that report nothing are left out).

@@ -35,9 +35,8 @@ use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
 use super::tracking::Tracker;
 use crate::data::LmBatcher;
-use crate::measure::read_metrics;
 use crate::model::Llama;
-use crate::run::{METRICS, TRACKING};
+use crate::run::{read_metrics, METRICS, TRACKING};
 use crate::Error;
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).

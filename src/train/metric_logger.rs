@@ -18,7 +18,7 @@ use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
 
 use super::monitor::RunMonitor;
 use crate::io::write_atomically;
-use crate::measure::{parse_metric_lines, MetricRow, METRICS_FILE};
+use crate::run::{parse_metric_lines, MetricRow, METRICS};
 
 /// Appends a run's metric values to `<run>/metrics.jsonl`.
 pub struct RunMetricLogger {
@@ -45,7 +45,7 @@ impl RunMetricLogger {
         (steps_per_epoch, micro_batches): (usize, usize),
         monitor: Arc<RunMonitor>,
     ) -> std::io::Result<Self> {
-        let path = dir.join(METRICS_FILE);
+        let path = dir.join(METRICS);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use burn::train::Interrupter;
 
 use super::events::{Events, TrainEvent};
-use crate::measure::MetricRow;
+use crate::run::MetricRow;
 
 /// What a run's parts report to, shared by all of them (burn-train calls them from its threads).
 #[derive(Default)]

@@ -11,11 +11,10 @@ use super::events::{Events, TrainEvent};
 use super::prepare::{start_model_config, Prepared};
 use super::run_dir::RunDir;
 use super::setting_kind::SettingKind;
-use crate::measure::read_metrics;
 use crate::model::first_non_finite_parameter;
 use crate::run::{
-    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, RunModelInfo, LOCK_FILE, MODEL, MODEL_INFO,
-    PREVIOUS_RUN, TRAIN_CONFIG,
+    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, RunModelInfo, LOCK_FILE, MODEL,
+    MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
 };
 use crate::{Error, LlamaConfig};
 

@@ -26,10 +26,8 @@ use super::training::{train, validation_loss};
 use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::io::write_atomically;
-use crate::measure::read_metrics;
 use crate::norm::{InitScheme, NormScheme};
-use crate::run::load_run_model;
-use crate::run::{RunState, LOCK_FILE, TRAIN_CONFIG};
+use crate::run::{load_run_model, read_metrics, RunState, LOCK_FILE, TRAIN_CONFIG};
 use crate::{ConfigError, Error};
 
 /// The file that marks a directory as a sweep and records its pairs.
@@ -571,7 +569,7 @@ fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) ->
 mod tests {
     use super::super::settings::{EvalSettings, OptimSettings};
     use super::*;
-    use crate::measure::tests::random_floats;
+    use crate::run::tests::random_floats;
 
     #[test]
     fn a_sweep_record_reads_back_bit_identical_and_unchanged() {

@@ -13,8 +13,9 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 use super::clip::global_grad_norm;
 use super::events::Events;
-use crate::measure::{layer_variances, max_abs_activations, read_tracking_lines, TrackRecord, TRACKING_FILE};
+use crate::measure::{layer_variances, max_abs_activations};
 use crate::model::Llama;
+use crate::run::{read_tracking_lines, TrackRecord, TRACKING};
 
 /// Records a [`TrackRecord`] every `every` optimiser steps, on a fixed probe batch.
 #[derive(Debug)]
@@ -43,7 +44,7 @@ impl Tracker {
         start_step: usize,
         events: Events,
     ) -> std::io::Result<Self> {
-        let path = dir.join(TRACKING_FILE);
+        let path = dir.join(TRACKING);
         let kept = if start_step == 0 || !path.exists() {
             Vec::new()
         } else {

@@ -147,7 +147,7 @@ fn finish_from_checkpoint(
     monitor: &RunMonitor,
 ) -> Result<TrainReport, Error> {
     monitor.report(TrainEvent::WritingFinalModel { step });
-    match crate::measure::read_metrics(dir.path()) {
+    match crate::run::read_metrics(dir.path()) {
         Ok(rows) => {
             monitor.read_log(&rows);
             // A run killed while writing metrics.csv (after its last step) has none yet.

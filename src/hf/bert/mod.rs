@@ -11,8 +11,6 @@ mod config;
 mod load;
 mod model;
 mod pseudo_perplexity;
-#[cfg(feature = "analysis")]
-mod report;
 #[cfg(feature = "data")]
 mod sequences;
 
@@ -21,7 +19,5 @@ pub use config::{is_bert_dir, BertActivation, BertConfig};
 pub use load::load_bert_model;
 pub use model::{BertEmbeddings, BertForMaskedLm, BertLayer, MaskedLmHead};
 pub use pseudo_perplexity::{bert_layer_removal, pseudo_log_likelihood, pseudo_perplexity, LayerRemoval};
-#[cfg(feature = "analysis")]
-pub use report::{write_removal_comparison, ComparedEncoder, EncoderReport};
 #[cfg(feature = "data")]
 pub use sequences::{encoder_sequences, BertTokens};

@@ -13,7 +13,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use serde::Serialize;
 
 use super::model::BertForMaskedLm;
-use crate::{ConfigError, Error};
+use crate::ConfigError;
 
 /// Tokens per forward pass: the masked copies of the sequences are batched up to this many.
 const TOKENS_PER_PASS: usize = 4096;
@@ -33,7 +33,7 @@ pub fn pseudo_perplexity(
     sequences: &[Vec<u32>],
     mask_token: u32,
     skip: &[usize],
-) -> Result<f64, Error> {
+) -> Result<f64, ConfigError> {
     let (log_likelihood, tokens) = pseudo_log_likelihood(model, sequences, mask_token, skip)?;
     Ok((-log_likelihood / tokens as f64).exp())
 }
@@ -45,7 +45,7 @@ pub fn pseudo_log_likelihood(
     sequences: &[Vec<u32>],
     mask_token: u32,
     skip: &[usize],
-) -> Result<(f64, usize), Error> {
+) -> Result<(f64, usize), ConfigError> {
     check_sequences(model, sequences, mask_token)?;
     model.check_layers(skip)?;
     let device = model.embeddings.word_embeddings.weight.device();
@@ -140,7 +140,7 @@ pub fn bert_layer_removal(
     mask_token: u32,
     layers: &[usize],
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<LayerRemoval, Error> {
+) -> Result<LayerRemoval, ConfigError> {
     model.check_layers(layers)?;
     let layers: Vec<usize> = if layers.is_empty() { (1..=model.n_layers()).collect() } else { layers.to_vec() };
     let (log_likelihood, scored_tokens) = pseudo_log_likelihood(model, sequences, mask_token, &[])?;

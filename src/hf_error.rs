@@ -1,4 +1,6 @@
-//! Why a Hugging Face model directory cannot be loaded or written.
+//! Why a Hugging Face model directory cannot be loaded or written. A leaf of its own beside
+//! `config_error.rs`, outside `hf/`, so that the crate's [`Error`](crate::Error), which wraps it,
+//! does not depend on the interop module, which uses the model, which returns `Error`.
 
 use crate::ConfigError;
 

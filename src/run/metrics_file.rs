@@ -7,9 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
-/// The file a run's metrics are appended to, in its run directory.
-pub const METRICS_FILE: &str = crate::run::METRICS;
-
 /// One logged value of one metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricRow {
@@ -65,7 +62,7 @@ fn null_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64,
 /// while it wrote: it has no line end) is skipped; any other line that is not a record, a whole
 /// last line among them, is an error naming it.
 pub fn read_metrics(dir: &Path) -> Result<Vec<MetricRow>, Error> {
-    let path = dir.join(METRICS_FILE);
+    let path = dir.join(super::METRICS);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::file(&path, format!("cannot read it: {e}")))?;
     let (rows, cut) = parse_metric_lines(&text);
     match cut {

@@ -6,9 +6,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::config::BertConfig;
-use super::pseudo_perplexity::LayerRemoval;
-use crate::analysis::{ComparedRun, LineChart};
+use super::{ComparedRun, LineChart};
+use crate::hf::{BertConfig, LayerRemoval};
 use crate::run::{COMPARISON, REPORT};
 
 /// What the report says of the metric, wherever it is shown.

@@ -7,9 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
-/// The file a run's records are appended to.
-pub const TRACKING_FILE: &str = crate::run::TRACKING;
-
 /// What is recorded at one step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrackRecord {
@@ -41,7 +38,7 @@ pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, Error> {
 /// `tracking.jsonl` itself, given the file or its run directory.
 fn tracking_path(path: &Path) -> PathBuf {
     if path.is_dir() {
-        path.join(TRACKING_FILE)
+        path.join(super::TRACKING)
     } else {
         path.to_path_buf()
     }
