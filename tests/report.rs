@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use common::{assert_png_not_blank, cpu, example, quick};
+use common::{assert_png_not_blank, cpu, example, one_at_a_time, quick};
 use layernorm_scaling::analysis::{
     analyze, angular_heatmap, normalize_per_n, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap,
     LineChart, Report,
@@ -50,6 +50,7 @@ fn mean_x_of_colour(path: &Path, rgb: [u8; 3]) -> f64 {
 
 #[test]
 fn a_report_is_written_whole_with_every_figure() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = builtin_data(dir.path(), 200, 32);
     let model = LlamaConfig::tiny().init(&cpu()).unwrap();
@@ -120,6 +121,7 @@ fn a_report_is_written_whole_with_every_figure() {
 
 #[test]
 fn charts_and_heatmaps_are_valid_non_blank_pngs() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let line = LineChart::new("title", "x", "y")
         .with_series("a", vec![(0.0, 1.0), (1.0, 10.0), (2.0, 100.0)])
@@ -162,6 +164,7 @@ fn charts_and_heatmaps_are_valid_non_blank_pngs() {
 
 #[test]
 fn a_comparison_overlays_the_runs_and_tabulates_them() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let data = builtin_data(dir.path(), 200, 32);
     let options = AnalysisOptions { batch_size: 4, batches: 1, ..AnalysisOptions::default() };
@@ -205,6 +208,7 @@ fn tracked_run(out: &Path) -> TrainConfig {
 
 #[test]
 fn training_records_variance_and_per_layer_gradient_norms() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     train(&tracked_run(&out), Start::New, |_| {}).unwrap();
@@ -254,6 +258,7 @@ fn training_records_variance_and_per_layer_gradient_norms() {
 
 #[test]
 fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("pre-ln"), dir.path().join("lns"));
     train(
@@ -445,6 +450,7 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
 
 #[test]
 fn the_angular_heatmap_of_a_trained_model_shows_the_blocks_structure() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let trained = train(&quick(&out, 40, 20), Start::New, |_| {}).unwrap();
