@@ -1,5 +1,6 @@
 //! The records of `metrics.jsonl`: every value a run's metrics log (loss, perplexity, learning
-//! rate, tokens/s, gradient norm), one JSON line each, and their reader.
+//! rate, tokens/s, gradient norm), one JSON line each; their reader, and `metrics.csv`, the same
+//! values as a table for spreadsheets.
 
 use std::path::Path;
 
@@ -84,4 +85,14 @@ pub(crate) fn parse_metric_lines(text: &str) -> (Vec<MetricRow>, Option<(usize, 
         }
     }
     (rows, None)
+}
+
+/// Writes `<dir>/metrics.csv` (atomically) from `rows`: one line per batch value (the epochs'
+/// final values and the batches that report nothing are left out).
+pub fn write_metrics_csv(dir: &Path, rows: &[MetricRow]) -> std::io::Result<()> {
+    let mut csv = String::from("split,epoch,batch,step,metric,value\n");
+    for row in rows.iter().filter(|row| row.is_batch_value()) {
+        csv.push_str(&format!("{},{},{},{},{},{}\n", row.split, row.epoch, row.batch, row.step, row.metric, row.value));
+    }
+    crate::io::write_atomically(&dir.join(super::METRICS_CSV), csv.as_bytes())
 }

@@ -1,6 +1,7 @@
 //! A run directory on disk, the one owner of its format: the names of its files, the model it
 //! holds ([`RunModelInfo`], [`save_run_model`], [`load_run_model`]), its checkpoints, the records
-//! of its metrics ([`MetricRow`], [`read_metrics`]) and tracking ([`TrackRecord`]); and
+//! of its metrics ([`MetricRow`], [`read_metrics`], [`write_metrics_csv`]) and tracking
+//! ([`TrackRecord`]) and the logs they are appended to (`RecordLog`); and
 //! loading a model from a directory of either kind, a run or Hugging Face's ([`load_model_dir`]).
 //!
 //! | entry | what |
@@ -22,6 +23,8 @@
 mod identity;
 mod metrics_file;
 mod model_dir;
+#[cfg(feature = "train")]
+mod record_log;
 mod run_model;
 mod state;
 mod tracking_file;
@@ -29,12 +32,14 @@ mod tracking_file;
 pub use identity::RunIdentity;
 #[cfg(feature = "train")]
 pub(crate) use metrics_file::parse_metric_lines;
-pub use metrics_file::{first_non_finite_loss, read_metrics, MetricRow};
+pub use metrics_file::{first_non_finite_loss, read_metrics, write_metrics_csv, MetricRow};
 #[cfg(feature = "data")]
 pub use model_dir::check_tokenizer_identity;
 pub use model_dir::{
     is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
 };
+#[cfg(feature = "train")]
+pub(crate) use record_log::RecordLog;
 pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, record_start, save_run_model,
     RunModelInfo, CHECKPOINT_KINDS,

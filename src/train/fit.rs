@@ -20,7 +20,6 @@ use super::budget::DataBudget;
 use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
 use super::config::TrainConfig;
 use super::events::TrainEvent;
-use super::export::write_metrics_csv;
 use super::loader::StepLoader;
 use super::loss_scale::LossScale;
 use super::metric_logger::RunMetricLogger;
@@ -36,7 +35,7 @@ use super::strategy::RunCheckpointing;
 use super::tracking::Tracker;
 use crate::data::LmBatcher;
 use crate::model::Llama;
-use crate::run::{read_metrics, METRICS, TRACKING};
+use crate::run::{read_metrics, write_metrics_csv, METRICS, TRACKING};
 use crate::Error;
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).

@@ -7,9 +7,7 @@
 //! reported once, and the run goes on.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use burn::train::logger::MetricLogger;
@@ -18,12 +16,12 @@ use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
 
 use super::monitor::RunMonitor;
 use crate::io::write_atomically;
-use crate::run::{parse_metric_lines, MetricRow, METRICS};
+use crate::run::{parse_metric_lines, MetricRow, RecordLog, METRICS};
 
 /// Appends a run's metric values to `<run>/metrics.jsonl`.
 pub struct RunMetricLogger {
-    path: PathBuf,
-    file: Option<File>,
+    /// `metrics.jsonl`, until a write fails.
+    log: Option<RecordLog>,
     names: HashMap<MetricId, String>,
     /// The entries of each `(split, metric, epoch)`, in order, as burn-train reads them back.
     entries: HashMap<(String, String, usize), Vec<NumericEntry>>,
@@ -81,11 +79,8 @@ impl RunMetricLogger {
                 last_logged + 1
             ));
         }
-        write_atomically(&path, lines(&kept).as_bytes())?;
-        let file = OpenOptions::new().append(true).open(&path)?;
         let mut logger = Self {
-            path,
-            file: Some(file),
+            log: Some(RecordLog::restart(&path, &kept)?),
             names: HashMap::new(),
             entries: HashMap::new(),
             steps_per_epoch,
@@ -129,19 +124,14 @@ impl RunMetricLogger {
 
     /// Appends `rows` to the file; after a failure, reports it once and writes no more.
     fn append(&mut self, rows: &[MetricRow]) {
-        let Some(file) = self.file.as_mut() else { return };
-        if let Err(e) = file.write_all(lines(rows).as_bytes()) {
+        let Some(log) = self.log.as_mut() else { return };
+        if let Err(e) = log.append(rows) {
             let message =
-                format!("cannot write {}: {e}; the metrics after this point are not logged", self.path.display());
+                format!("cannot write {}: {e}; the metrics after this point are not logged", log.path().display());
             self.monitor.log_failed(message);
-            self.file = None;
+            self.log = None;
         }
     }
-}
-
-/// `rows` as JSON lines.
-fn lines(rows: &[MetricRow]) -> String {
-    rows.iter().map(|row| serde_json::to_string(row).expect("a metric row serialises") + "\n").collect()
 }
 
 impl MetricLogger for RunMetricLogger {
@@ -176,9 +166,9 @@ impl MetricLogger for RunMetricLogger {
     }
 
     fn log_epoch_summary(&mut self, _summary: EpochSummary) {
-        if let Some(file) = self.file.as_mut() {
+        if let Some(log) = &self.log {
             // Durable at every validation: what a crash loses is at most the epoch in progress.
-            let _ = file.sync_data();
+            let _ = log.sync();
         }
     }
 }

@@ -8,7 +8,6 @@ mod clip;
 mod config;
 mod config_file;
 mod events;
-mod export;
 mod fit;
 mod kernel_profile;
 mod loader;
@@ -35,7 +34,6 @@ pub use budget::DataBudget;
 pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
 pub use config::TrainConfig;
 pub use events::{Events, TrainEvent};
-pub use export::write_metrics_csv;
 pub use kernel_profile::{
     kernel_times, kernels_since, log_position, profiling_log, runs_cubecl_kernels, KernelTime, PROFILE_LOG,
     PROFILE_OPTION,

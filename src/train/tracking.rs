@@ -2,8 +2,7 @@
 //! recorded during training (the paper's figure 6, Mix-LN's gradient figure, Peri-LN's activation
 //! margin), one JSON line per record in `<run>/tracking.jsonl`.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -15,17 +14,17 @@ use super::clip::global_grad_norm;
 use super::events::Events;
 use crate::measure::{layer_variances, max_abs_activations};
 use crate::model::Llama;
-use crate::run::{read_tracking_lines, TrackRecord, TRACKING};
+use crate::run::{read_tracking_lines, RecordLog, TrackRecord, TRACKING};
 
 /// Records a [`TrackRecord`] every `every` optimiser steps, on a fixed probe batch.
 #[derive(Debug)]
 pub struct Tracker {
     every: usize,
     probe: TensorData,
-    path: PathBuf,
+    /// `tracking.jsonl`, and whether a failed write was reported.
+    log: Mutex<(RecordLog, bool)>,
     /// Optimiser steps taken so far (including those of the run being resumed).
     steps: AtomicUsize,
-    warned: Mutex<bool>,
     /// Where bad lines and a failed write are reported.
     events: Events,
 }
@@ -60,14 +59,8 @@ impl Tracker {
             }
             records.into_iter().filter(|r| r.step < start_step).collect()
         };
-        let mut text = String::new();
-        for record in &kept {
-            text.push_str(&serde_json::to_string(record).map_err(std::io::Error::other)?);
-            text.push('\n');
-        }
-        crate::io::write_atomically(&path, text.as_bytes())?;
-        let steps = AtomicUsize::new(start_step);
-        Ok(Self { every: every.max(1), probe, path, steps, warned: Mutex::new(false), events })
+        let log = Mutex::new((RecordLog::restart(&path, &kept)?, false));
+        Ok(Self { every: every.max(1), probe, log, steps: AtomicUsize::new(start_step), events })
     }
 
     /// Called with each optimiser step's gradients before they are applied: records when due.
@@ -77,14 +70,12 @@ impl Tracker {
             return;
         }
         let record = record(step, model, grads, self.probe.clone());
-        let written = serde_json::to_string(&record).map_err(std::io::Error::other).and_then(|line| {
-            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
-            file.write_all(format!("{line}\n").as_bytes())
-        });
-        if let Err(error) = written {
-            let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let (file, warned) = &mut *log;
+        // A failed write is reported once; later records are still tried (a disk may be freed).
+        if let Err(error) = file.append(&[record]) {
             if !*warned {
-                self.events.warn(format!("cannot write {}: {error}", self.path.display()));
+                self.events.warn(format!("cannot write {}: {error}", file.path().display()));
                 *warned = true;
             }
         }

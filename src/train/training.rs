@@ -151,7 +151,7 @@ fn finish_from_checkpoint(
         Ok(rows) => {
             monitor.read_log(&rows);
             // A run killed while writing metrics.csv (after its last step) has none yet.
-            super::write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
+            crate::run::write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
                 path: dir.path().to_path_buf(),
                 message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
             })?;
