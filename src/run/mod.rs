@@ -44,7 +44,7 @@ pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, record_start, save_run_model,
     RunModelInfo, CHECKPOINT_KINDS,
 };
-pub use state::{has_settings, holds_a_run, is_finished, is_replacing, RunProgress, RunState};
+pub use state::{has_settings, holds_a_run, is_finished, is_replacing, run_of_config_file, RunProgress, RunState};
 #[cfg(feature = "train")]
 pub(crate) use tracking_file::read_tracking_lines;
 pub use tracking_file::{read_tracking, TrackRecord};
@@ -56,18 +56,6 @@ pub(crate) use run_model::step_of_epoch;
 pub(crate) use run_model::EpochSteps;
 #[cfg(feature = "train")]
 pub(crate) use run_model::{is_checkpoint_file_name, missing_final_model, name_checkpoints_by_step};
-
-/// The run directory whose settings file `path` is (`RUN/train.json`, with the run's
-/// `model.json`, final model or checkpoints beside it), or `None` for any other file (a copy of a
-/// run's `train.json` elsewhere, with its checksum or not, is a config file like any other). A run's
-/// `train.json` records `out` relative to where the run started: resuming from it elsewhere goes
-/// by this instead, so that a damaged run is named as such rather than another run resumed.
-pub fn run_of_config_file(path: &std::path::Path) -> Option<std::path::PathBuf> {
-    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let is_run_file = path.file_name().is_some_and(|name| name == TRAIN_CONFIG)
-        && [MODEL_INFO, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists());
-    is_run_file.then(|| dir.to_path_buf())
-}
 
 /// Every setting of the training, resolved: `train.json`.
 pub const TRAIN_CONFIG: &str = crate::io::RUN_SETTINGS_FILE;

@@ -5,9 +5,9 @@
 //! the answer (which of a run's files are missing or damaged, what else a folder holds) read the
 //! files themselves (`train::RunDir`, the loaders in `run_model.rs`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::{CHECKPOINTS, MODEL, PREVIOUS_RUN, TRAIN_CONFIG};
+use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 
 /// How far the run in a directory got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +59,21 @@ pub fn holds_a_run(dir: &Path) -> bool {
     [TRAIN_CONFIG, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists())
 }
 
+/// The run directory whose settings file `path` is (`RUN/train.json`, with the run's
+/// `model.json`, final model or checkpoints beside it), or `None` for any other file (a copy of a
+/// run's `train.json` elsewhere, with its checksum or not, is a config file like any other). A run's
+/// `train.json` records `out` relative to where the run started: resuming from it elsewhere goes
+/// by this instead, so that a damaged run is named as such rather than another run resumed.
+///
+/// Unlike [`holds_a_run`], `train.json` itself is no evidence here (it is the file asked about),
+/// and `model.json`, a run's first write, is: a start killed before its first checkpoint is a run.
+pub fn run_of_config_file(path: &Path) -> Option<PathBuf> {
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let is_run_file = path.file_name().is_some_and(|name| name == TRAIN_CONFIG)
+        && [MODEL_INFO, MODEL, CHECKPOINTS].iter().any(|name| dir.join(name).exists());
+    is_run_file.then(|| dir.to_path_buf())
+}
+
 /// Whether the run's settings (`train.json`) are in `dir`: what a resume reads.
 pub fn has_settings(dir: &Path) -> bool {
     dir.join(TRAIN_CONFIG).is_file()
@@ -105,5 +120,21 @@ mod tests {
         // Finished and replacing at once: killed after the new run's end, before the old was deleted.
         std::fs::create_dir(dir.path().join(PREVIOUS_RUN)).unwrap();
         assert_eq!(state(), RunState { progress: RunProgress::Finished, has_settings: true, replacing: true });
+    }
+
+    #[test]
+    fn a_settings_file_is_a_runs_only_beside_what_a_run_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = dir.path().join(TRAIN_CONFIG);
+        std::fs::write(&settings, "{}").unwrap();
+        // A copy of a run's settings, or a config file of that name, is no run.
+        assert_eq!(run_of_config_file(&settings), None);
+        std::fs::write(dir.path().join(MODEL_INFO), "{}").unwrap();
+        assert_eq!(run_of_config_file(&settings), Some(dir.path().to_path_buf()));
+        // Another name beside a run's files is a config file like any other.
+        assert_eq!(run_of_config_file(&dir.path().join("config.json")), None);
+        std::fs::remove_file(dir.path().join(MODEL_INFO)).unwrap();
+        std::fs::create_dir(dir.path().join(CHECKPOINTS)).unwrap();
+        assert_eq!(run_of_config_file(&settings), Some(dir.path().to_path_buf()));
     }
 }
