@@ -415,7 +415,7 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
         c.checkpoints.save_every = None;
     });
     short.validate().unwrap();
-    assert_eq!((short.eval_every(), short.save_every(), short.optim.warmup(), short.epochs()), (30, 30, 3, 1));
+    assert_eq!((short.eval_every(), short.save_every(), short.optim.warmup(), short.validations()), (30, 30, 3, 1));
     let report = train(&short, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 30);
     let saved = TrainConfig::from_file(short.output.out.join("train.json")).unwrap();
@@ -425,14 +425,14 @@ fn short_runs_adapt_the_intervals_and_long_ones_end_with_a_short_interval() {
         "train.json says what ran"
     );
 
-    // 25 steps validated every 10: epochs of 10, 10 and 5 steps, and the end is checkpointed.
+    // 25 steps validated every 10: intervals of 10, 10 and 5 steps, and the end is checkpointed.
     let ragged = edited(&base, |c| {
         c.optim.steps = 25;
         c.eval.eval_every = Some(10);
         c.checkpoints.save_every = None;
         c.output.out = dir.path().join("ragged");
     });
-    assert_eq!(ragged.epochs(), 3);
+    assert_eq!(ragged.validations(), 3);
     let report = train(&ragged, Start::New, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 25);
     assert!(ragged.output.out.join("checkpoint/model-step-25.bpk").is_file(), "the end, named by its step");

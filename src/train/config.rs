@@ -220,10 +220,10 @@ impl TrainConfig {
         EpochSteps { steps_per_epoch: self.eval_every(), steps: self.optim.steps }
     }
 
-    /// The number of validation/checkpoint intervals ("epochs") of the run; the last one is
-    /// shorter when `eval_every` does not divide `steps`.
-    pub fn epochs(&self) -> usize {
-        self.optim.steps.div_ceil(self.eval_every())
+    /// How many times the run validates: every `eval_every` steps, and at its end when
+    /// `eval_every` does not divide `steps` (the last interval is then shorter).
+    pub fn validations(&self) -> usize {
+        self.epoch_steps().epochs()
     }
 }
 
@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn the_last_interval_is_short_when_eval_every_does_not_divide_steps() {
         let config = with(250, Some(100), None);
-        assert_eq!(config.epochs(), 3);
+        assert_eq!(config.validations(), 3);
         assert_eq!((1..=3).map(|e| config.epoch_steps().step(e)).collect::<Vec<_>>(), vec![100, 200, 250]);
         assert_eq!(with(400, None, None).optim.warmup(), 40);
         assert_eq!(with(100, None, None).optim.warmup(), 10);

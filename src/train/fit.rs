@@ -172,7 +172,7 @@ fn supervised_training(
     let loss_metric = StepMetric::loss();
     let checkpoint_dir = dir.checkpoint_dir();
     let mut training = SupervisedTraining::new(out, train_loader, valid_loader)
-        .num_epochs(config.epochs())
+        .num_epochs(config.epoch_steps().epochs())
         // burn-train would otherwise train on `Device::default()`, not the chosen device.
         .with_training_strategy(
             if devices.len() == 1 {
