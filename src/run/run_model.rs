@@ -180,15 +180,17 @@ pub struct RunModelInfo {
 /// edited `train.json`, every loader an edited `model.json`. A directory holding only
 /// `model.json` is a start cut short, which a new run may use.
 pub fn record_start(dir: &Path, info: &RunModelInfo, settings: &impl Serialize) -> Result<(), Error> {
-    let write = |name: &str, json: serde_json::Result<String>| {
-        let written = json
-            .map_err(std::io::Error::other)
-            .and_then(|json| crate::io::write_atomically_with_sum(&dir.join(name), json.as_bytes()));
-        written.map_err(|e| Error::RunDir { path: dir.to_path_buf(), message: format!("cannot write {name}: {e}") })
-    };
-    write(MODEL_INFO, serde_json::to_string_pretty(info))?;
+    let error = |name: &str, e| Error::RunDir { path: dir.to_path_buf(), message: format!("cannot write {name}: {e}") };
+    write_json_with_sum(&dir.join(MODEL_INFO), info).map_err(|e| error(MODEL_INFO, e))?;
     crate::io::crash_point("record:model.json");
-    write(TRAIN_CONFIG, serde_json::to_string_pretty(settings))
+    write_json_with_sum(&dir.join(TRAIN_CONFIG), settings).map_err(|e| error(TRAIN_CONFIG, e))
+}
+
+/// Writes `value` as pretty JSON to `path` with its checksum beside it, atomically: how a run
+/// writes its `model.json` and `train.json`.
+fn write_json_with_sum(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    let json = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    crate::io::write_atomically_with_sum(path, json.as_bytes())
 }
 
 /// Writes `<dir>/model.json` then `<dir>/model.bpk` (each with its checksum, `.sum`), each
@@ -199,8 +201,7 @@ pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo)
     let dir = dir.as_ref();
     let path = dir.join(MODEL);
     let error = |e: String| Error::file(&path, format!("cannot write it: {e}"));
-    let json = serde_json::to_string_pretty(info).map_err(|e| error(e.to_string()))?;
-    crate::io::write_atomically_with_sum(&dir.join(MODEL_INFO), json.as_bytes()).map_err(|e| error(e.to_string()))?;
+    write_json_with_sum(&dir.join(MODEL_INFO), info).map_err(|e| error(e.to_string()))?;
     crate::io::crash_point("final-model:after-model-json");
     // burn-pack writes through a scratch file, synced and renamed into place; the sum follows.
     model.clone().save_file(&path).map_err(|e| error(e.to_string()))?;
