@@ -44,7 +44,9 @@ pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, record_start, save_run_model,
     RunModelInfo, CHECKPOINT_KINDS,
 };
-pub use state::{has_settings, holds_a_run, is_finished, is_replacing, run_of_config_file, RunProgress, RunState};
+pub use state::{
+    has_settings, holds_a_run, is_finished, is_replacing, run_of_config_file, training_in, RunProgress, RunState,
+};
 #[cfg(feature = "train")]
 pub(crate) use tracking_file::read_tracking_lines;
 pub use tracking_file::{read_tracking, TrackRecord};

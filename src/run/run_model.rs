@@ -290,7 +290,7 @@ pub fn load_run_model(
     };
     // The training holding this run, looked up once, where a checkpoint has no checksum yet.
     let verified = crate::io::verify_sum(&path);
-    let holder = matches!(verified, Err(SumError::NoSum)).then(|| training_holding(dir)).flatten();
+    let holder = matches!(verified, Err(SumError::NoSum)).then(|| super::training_in(dir)).flatten();
     match (verified, step) {
         (Ok(()), _) => {}
         (Err(SumError::Missing), None) => {
@@ -355,7 +355,7 @@ pub fn load_run_model(
 /// The error of a model file that was there when the listing was made and gone when it was read:
 /// a training into `dir` (pruning its checkpoints, or an `--overwrite` setting the run aside).
 fn removed_while_read(dir: &Path) -> String {
-    let who = match training_holding(dir) {
+    let who = match super::training_in(dir) {
         Some(pid) => format!("the training running in {} (PID {pid})", dir.display()),
         None => format!("a training into {}", dir.display()),
     };
@@ -371,7 +371,7 @@ fn removed_while_read(dir: &Path) -> String {
 /// last step (its final model was damaged since: nothing can finish it), or one stopped early.
 fn how_to_finish(dir: &Path, has_checkpoints: bool) -> String {
     let shown = dir.display();
-    if let Some(pid) = training_holding(dir) {
+    if let Some(pid) = super::training_in(dir) {
         return format!("the training is still running (PID {pid}); wait for it to end");
     }
     let rows = super::read_metrics(dir).unwrap_or_default();
@@ -413,18 +413,6 @@ fn how_to_finish(dir: &Path, has_checkpoints: bool) -> String {
         }
     }
     format!("finish the run with `train --resume --out {shown}` (same settings)")
-}
-
-/// The PID of the training that holds the lock of the run in `dir`, if one does.
-fn training_holding(dir: &Path) -> Option<String> {
-    let file = std::fs::File::open(dir.join(super::LOCK_FILE)).ok()?;
-    match file.try_lock_shared() {
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let pid = std::fs::read_to_string(dir.join(super::LOCK_FILE)).unwrap_or_default();
-            Some(if pid.trim().is_empty() { "unknown".into() } else { pid.trim().to_string() })
-        }
-        _ => None,
-    }
 }
 
 /// The first run (a folder with `model.json`) inside `dir`, one or two levels down, by name: a
@@ -470,7 +458,7 @@ fn unfinished_start(dir: &Path) -> Option<String> {
         return None;
     }
     let (aside, d) = (dir.join(PREVIOUS_RUN), dir.display());
-    if let Some(pid) = training_holding(dir).filter(|_| aside.is_dir()) {
+    if let Some(pid) = super::training_in(dir).filter(|_| aside.is_dir()) {
         return Some(format!(
             "missing: an --overwrite is replacing this run now (PID {pid}); the run it replaces is in {}. Wait \
              for it to end, or read the old run from there",

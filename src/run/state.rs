@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use super::{CHECKPOINTS, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 
 /// How far the run in a directory got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +74,20 @@ pub fn run_of_config_file(path: &Path) -> Option<PathBuf> {
     is_run_file.then(|| dir.to_path_buf())
 }
 
+/// The PID of the training that holds the lock of the run in `dir` now (`unknown` when it wrote
+/// none), or `None` when no training holds it. Only looks: it neither takes the lock (a shared
+/// probe, which only a training's exclusive lock blocks) nor makes the file.
+pub fn training_in(dir: &Path) -> Option<String> {
+    let file = std::fs::File::open(dir.join(LOCK_FILE)).ok()?;
+    match file.try_lock_shared() {
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(dir.join(LOCK_FILE)).unwrap_or_default();
+            Some(if pid.trim().is_empty() { "unknown".into() } else { pid.trim().to_string() })
+        }
+        _ => None,
+    }
+}
+
 /// Whether the run's settings (`train.json`) are in `dir`: what a resume reads.
 pub fn has_settings(dir: &Path) -> bool {
     dir.join(TRAIN_CONFIG).is_file()
@@ -136,5 +150,26 @@ mod tests {
         std::fs::remove_file(dir.path().join(MODEL_INFO)).unwrap();
         std::fs::create_dir(dir.path().join(CHECKPOINTS)).unwrap();
         assert_eq!(run_of_config_file(&settings), Some(dir.path().to_path_buf()));
+    }
+
+    #[test]
+    fn a_training_in_a_directory_is_seen_by_its_lock_without_taking_it() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(training_in(dir.path()), None, "no lock file");
+        let lock = dir.path().join(LOCK_FILE);
+        std::fs::write(&lock, "4242\n").unwrap();
+        assert_eq!(training_in(dir.path()), None, "a lock file no one holds");
+        // Another looker's probe (a shared lock) is no training.
+        let looker = std::fs::File::open(&lock).unwrap();
+        looker.lock_shared().unwrap();
+        assert_eq!(training_in(dir.path()), None);
+        looker.unlock().unwrap();
+        let held = std::fs::OpenOptions::new().read(true).write(true).open(&lock).unwrap();
+        held.lock().unwrap();
+        assert_eq!(training_in(dir.path()).as_deref(), Some("4242"));
+        std::fs::write(&lock, "").unwrap();
+        assert_eq!(training_in(dir.path()).as_deref(), Some("unknown"));
+        held.unlock().unwrap();
+        assert_eq!(training_in(dir.path()), None);
     }
 }

@@ -13,7 +13,7 @@ use super::run_dir::RunDir;
 use super::setting_kind::SettingKind;
 use crate::model::first_non_finite_parameter;
 use crate::run::{
-    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, RunModelInfo, LOCK_FILE, MODEL,
+    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, RunModelInfo, MODEL,
     MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
 };
 use crate::{Error, LlamaConfig};
@@ -57,7 +57,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
     // it (the same check runs again under the lock).
     if start == Start::New && holds_a_run(out) {
         // While a training holds it, `--resume` would be refused too: say that first.
-        let message = super::run_dir::lock_held_elsewhere(&out.join(LOCK_FILE));
+        let message = crate::run::training_in(out).map(|pid| super::run_dir::busy(&pid));
         return Err(Error::RunDir { path: out.to_path_buf(), message: message.unwrap_or(ALREADY_HOLDS_A_RUN.into()) });
     }
     if start == Start::Overwrite {

@@ -378,29 +378,15 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Takes the advisory lock on `path` (created if missing) and writes this process's PID into it.
-/// The message of [`take_lock`] when another process holds the lock at `path`, without taking it
-/// (nor making the file); `None` when no one holds it.
-pub(crate) fn lock_held_elsewhere(path: &Path) -> Option<String> {
-    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path).ok()?;
-    match file.try_lock() {
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let mut holder = String::new();
-            let _ = file.read_to_string(&mut holder);
-            Some(busy(holder.trim()))
-        }
-        _ => None,
-    }
-}
-
 /// What a run directory whose lock `holder` (a PID, or nothing) holds is told.
-fn busy(holder: &str) -> String {
+pub(crate) fn busy(holder: &str) -> String {
     format!(
         "another training (PID {}) is using it; wait for it to finish, or choose another --out",
         if holder.is_empty() { "unknown" } else { holder }
     )
 }
 
+/// Takes the advisory lock on `path` (created if missing) and writes this process's PID into it.
 pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
