@@ -448,7 +448,7 @@ fn the_scheme_table_drives_parsing_display_and_the_docs() {
             assert_eq!(name.parse::<NormScheme>().unwrap(), scheme, "{name}");
             assert_eq!(name.to_uppercase().replace('-', "_").parse::<NormScheme>().unwrap(), scheme, "{name}");
         }
-        match info.argument {
+        match info.argument() {
             SchemeArgument::None => {
                 let err = format!("{}:1", info.name).parse::<NormScheme>().unwrap_err();
                 assert!(matches!(err, ConfigError::Unknown { what: "normalisation scheme", .. }), "{err}");

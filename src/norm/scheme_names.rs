@@ -28,19 +28,7 @@ pub enum SchemeArgument {
     },
 }
 
-impl SchemeArgument {
-    /// The value a scheme takes when its string gives none.
-    fn default_value(self) -> ArgumentValue {
-        match self {
-            SchemeArgument::None => ArgumentValue::None,
-            SchemeArgument::Position => ArgumentValue::Position(LnsPosition::AfterNorm),
-            SchemeArgument::Base => ArgumentValue::Base(GpasBase::PreLn),
-            SchemeArgument::Number { default, .. } => ArgumentValue::Number(default),
-        }
-    }
-}
-
-/// The argument of one scheme value.
+/// The argument of one scheme value, as [`Display`](fmt::Display) writes it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum ArgumentValue {
     None,
@@ -49,12 +37,39 @@ enum ArgumentValue {
     Number(f64),
 }
 
-impl ArgumentValue {
-    /// A number argument (the table gives one to every scheme that takes a number).
-    fn number(self) -> f64 {
+/// How a row of the table makes its scheme: the argument a string may give after the colon,
+/// typed, and what the scheme is without one.
+#[derive(Clone, Copy, Debug)]
+enum Build {
+    /// A scheme that takes no argument.
+    Plain(fn() -> NormScheme),
+    /// From an [`LnsPosition`] (`after-norm` without one).
+    Position(fn(LnsPosition) -> NormScheme),
+    /// From a [`GpasBase`] (`pre-ln` without one).
+    Base(fn(GpasBase) -> NormScheme),
+    /// From a number, `default` without one; `name` is the number's in the help text.
+    Number { name: &'static str, default: f64, build: fn(f64) -> NormScheme },
+}
+
+impl Build {
+    /// The scheme when the string gives no argument.
+    fn default_scheme(self) -> NormScheme {
         match self {
-            ArgumentValue::Number(x) => x,
-            _ => f64::NAN,
+            Build::Plain(build) => build(),
+            Build::Position(build) => build(LnsPosition::AfterNorm),
+            Build::Base(build) => build(GpasBase::PreLn),
+            Build::Number { default, build, .. } => build(default),
+        }
+    }
+
+    /// The scheme of `argument` (what follows the colon), or `None` when this row takes no such
+    /// argument.
+    fn with(self, argument: &str) -> Option<NormScheme> {
+        match self {
+            Build::Plain(_) => None,
+            Build::Position(build) => LnsPosition::from_name(argument).map(build),
+            Build::Base(build) => GpasBase::from_name(argument).map(build),
+            Build::Number { build, .. } => argument.parse().ok().map(build),
         }
     }
 }
@@ -67,16 +82,26 @@ pub struct SchemeInfo {
     pub name: &'static str,
     /// Other names [`FromStr`] accepts (`pre`, `preln`).
     pub aliases: &'static [&'static str],
-    /// What may follow the name after a colon.
-    pub argument: SchemeArgument,
     /// The scheme's name in prose (`Pre-LN`).
     pub title: &'static str,
     /// Its block, as a formula.
     pub block: &'static str,
     /// Its init, where it differs from `N(0, sigma)` everywhere (`plain`).
     pub init: &'static str,
-    /// The scheme of an argument of this row's kind, its default filled in.
-    build: fn(ArgumentValue) -> NormScheme,
+    /// How the scheme is made from the argument after the colon, or without one.
+    build: Build,
+}
+
+impl SchemeInfo {
+    /// What may follow the name after a colon.
+    pub fn argument(&self) -> SchemeArgument {
+        match self.build {
+            Build::Plain(_) => SchemeArgument::None,
+            Build::Position(_) => SchemeArgument::Position,
+            Build::Base(_) => SchemeArgument::Base,
+            Build::Number { name, default, .. } => SchemeArgument::Number { name, default },
+        }
+    }
 }
 
 /// Every scheme, in the order the lists, the help text and the docs show them.
@@ -84,134 +109,122 @@ pub const SCHEMES: [SchemeInfo; 14] = [
     SchemeInfo {
         name: "pre-ln",
         aliases: &["pre", "preln"],
-        argument: SchemeArgument::None,
         title: "Pre-LN",
         block: "`x + F(N(x))`",
         init: "all `N(0, sigma)`",
-        build: |_| NormScheme::PreLn,
+        build: Build::Plain(|| NormScheme::PreLn),
     },
     SchemeInfo {
         name: "lns",
         aliases: &["layernorm-scaling"],
-        argument: SchemeArgument::Position,
         title: "LayerNorm Scaling",
         block: "see the positions",
         init: "plain",
-        build: |argument| match argument {
-            ArgumentValue::Position(position) => NormScheme::Lns { position },
-            _ => NormScheme::default(),
-        },
+        build: Build::Position(|position| NormScheme::Lns { position }),
     },
     SchemeInfo {
         name: "post-ln",
         aliases: &["post", "postln"],
-        argument: SchemeArgument::None,
         title: "Post-LN",
         block: "`N(x + F(x))`",
         init: "plain",
-        build: |_| NormScheme::PostLn,
+        build: Build::Plain(|| NormScheme::PostLn),
     },
     SchemeInfo {
         name: "deepnorm",
         aliases: &["deep-norm"],
-        argument: SchemeArgument::None,
         title: "DeepNorm",
         block: "`N(alpha x + F(x))`, `alpha = (2L)^(1/4)`",
         init: "v, o, FFN: `sigma (8L)^(-1/4)`",
-        build: |_| NormScheme::DeepNorm,
+        build: Build::Plain(|| NormScheme::DeepNorm),
     },
     SchemeInfo {
         name: "mix-ln",
         aliases: &["mixln"],
-        argument: SchemeArgument::Number { name: "FRACTION", default: POST_LN_FRACTION },
         title: "Mix-LN",
         block: "Post-LN for the first `round(FRACTION L)` layers, then Pre-LN",
         init: "plain",
-        build: |argument| NormScheme::MixLn { post_ln_fraction: argument.number() },
+        build: Build::Number {
+            name: "FRACTION",
+            default: POST_LN_FRACTION,
+            build: |post_ln_fraction| NormScheme::MixLn { post_ln_fraction },
+        },
     },
     SchemeInfo {
         name: "scaled-init",
         aliases: &[],
-        argument: SchemeArgument::None,
         title: "Scaled Init",
         block: "Pre-LN",
         init: "o, down: `sigma / sqrt(2L)`",
-        build: |_| NormScheme::ScaledInit,
+        build: Build::Plain(|| NormScheme::ScaledInit),
     },
     SchemeInfo {
         name: "depth-scaled-init",
         aliases: &[],
-        argument: SchemeArgument::None,
         title: "Depth-Scaled Init",
         block: "Pre-LN",
         init: "o, down: `sigma / sqrt(2l)`",
-        build: |_| NormScheme::DepthScaledInit,
+        build: Build::Plain(|| NormScheme::DepthScaledInit),
     },
     SchemeInfo {
         name: "layer-scale",
         aliases: &["layerscale"],
-        argument: SchemeArgument::Number { name: "INIT", default: LAYER_SCALE_INIT },
         title: "LayerScale",
         block: "`x + diag(lambda) F(N(x))`, `lambda` learnable per channel, starting at INIT",
         init: "plain",
-        build: |argument| NormScheme::LayerScale { init: argument.number() },
+        build: Build::Number { name: "INIT", default: LAYER_SCALE_INIT, build: |init| NormScheme::LayerScale { init } },
     },
     SchemeInfo {
         name: "skip-init",
         aliases: &["skipinit"],
-        argument: SchemeArgument::Number { name: "INIT", default: SKIP_INIT },
         title: "SkipInit",
         block: "`x + a F(N(x))`, scalar `a` learnable, starting at INIT",
         init: "plain",
-        build: |argument| NormScheme::SkipInit { init: argument.number() },
+        build: Build::Number { name: "INIT", default: SKIP_INIT, build: |init| NormScheme::SkipInit { init } },
     },
     SchemeInfo {
         name: "sandwich-ln",
         aliases: &["sandwich"],
-        argument: SchemeArgument::None,
         title: "Sandwich-LN",
         block: "`x + N2(F(N1(x)))`; block 1 takes the raw embedding",
         init: "plain",
-        build: |_| NormScheme::SandwichLn,
+        build: Build::Plain(|| NormScheme::SandwichLn),
     },
     SchemeInfo {
         name: "peri-ln",
         aliases: &["periln", "peri"],
-        argument: SchemeArgument::None,
         title: "Peri-LN",
         block: "`x + N2(F(N1(x)))`; block 1 takes `Ne(embedding)`",
         init: "plain",
-        build: |_| NormScheme::PeriLn,
+        build: Build::Plain(|| NormScheme::PeriLn),
     },
     SchemeInfo {
         name: "reordered-norm",
         aliases: &["reordered", "olmo2"],
-        argument: SchemeArgument::None,
         title: "Reordered norm (OLMo 2)",
         block: "`x + N(F(x))`: a norm on each sub-layer's output, none on its input",
         init: "plain",
-        build: |_| NormScheme::ReorderedNorm,
+        build: Build::Plain(|| NormScheme::ReorderedNorm),
     },
     SchemeInfo {
         name: "completep",
         aliases: &["complete-p"],
-        argument: SchemeArgument::Number { name: "L_BASE", default: BASE_DEPTH },
         title: "CompleteP (depth, alpha = 1)",
         block: "`x + (L_BASE / L) F(N(x))`; Adam's eps times `L_BASE / L`",
         init: "all `N(0, sigma)` at every depth",
-        build: |argument| NormScheme::CompleteP { base_depth: argument.number() },
+        build: Build::Number {
+            name: "L_BASE",
+            default: BASE_DEPTH,
+            build: |base_depth| NormScheme::CompleteP { base_depth },
+        },
     },
     SchemeInfo {
         name: "gpas",
         aliases: &[],
-        argument: SchemeArgument::Base,
         title: "GPAS",
         block: "after each residual add `y - SiLU(g) sg(y)`, scalar `g` per layer learnable from 0",
         init: "plain",
-        build: |argument| match argument {
-            ArgumentValue::Base(base) => NormScheme::Gpas { base },
-            _ => NormScheme::Gpas { base: GpasBase::PreLn },
-        },
+        build: Build::Base(|base| NormScheme::Gpas { base }),
     },
 ];
 
@@ -251,7 +264,7 @@ impl NormScheme {
     /// One scheme per row of [`SCHEMES`], with its default argument (LNS after the norm): what a
     /// sweep over `all` trains.
     pub fn defaults() -> Vec<NormScheme> {
-        SCHEMES.iter().map(|info| (info.build)(info.argument.default_value())).collect()
+        SCHEMES.iter().map(|info| info.build.default_scheme()).collect()
     }
 
     /// [`defaults`](Self::defaults) and LNS at each of its other positions: every distinct block
@@ -281,7 +294,7 @@ impl NormScheme {
 /// mix-ln[:FRACTION], ...`.
 pub fn scheme_names() -> String {
     let positions = LnsPosition::ALL.iter().map(|row| row.1).collect::<Vec<_>>().join("|");
-    let shown = |info: &SchemeInfo| match info.argument {
+    let shown = |info: &SchemeInfo| match info.argument() {
         SchemeArgument::None => info.name.to_string(),
         SchemeArgument::Position => format!("{}[:{positions}]", info.name),
         SchemeArgument::Base => format!("{}[:{}]", info.name, GpasBase::ALL.map(|row| row.1).join("|")),
@@ -297,7 +310,7 @@ pub fn schemes_markdown() -> String {
         // The aliases go with the scheme's first row (its default form).
         let aliases: Vec<String> = info.aliases.iter().map(|alias| format!("`{alias}`")).collect();
         let also = if aliases.is_empty() { String::new() } else { format!(" (also {})", aliases.join(", ")) };
-        match info.argument {
+        match info.argument() {
             SchemeArgument::Position => {
                 for (i, (_, name, title, block)) in LnsPosition::ALL.iter().enumerate() {
                     let string = if i == 0 && aliases.is_empty() {
@@ -366,16 +379,10 @@ impl FromStr for NormScheme {
             None => (lower.as_str(), None),
         };
         let info = SCHEMES.iter().find(|info| info.name == name || info.aliases.contains(&name)).ok_or_else(unknown)?;
-        let value = match (info.argument, argument) {
-            (kind, None) => kind.default_value(),
-            (SchemeArgument::None, Some(_)) => return Err(unknown()),
-            (SchemeArgument::Position, Some(a)) => {
-                ArgumentValue::Position(LnsPosition::from_name(a).ok_or_else(unknown)?)
-            }
-            (SchemeArgument::Base, Some(a)) => ArgumentValue::Base(GpasBase::from_name(a).ok_or_else(unknown)?),
-            (SchemeArgument::Number { .. }, Some(a)) => ArgumentValue::Number(a.parse().map_err(|_| unknown())?),
+        let scheme = match argument {
+            None => info.build.default_scheme(),
+            Some(argument) => info.build.with(argument).ok_or_else(unknown)?,
         };
-        let scheme = (info.build)(value);
         scheme.validate()?;
         Ok(scheme)
     }
