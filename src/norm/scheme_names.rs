@@ -93,6 +93,30 @@ pub struct SchemeInfo {
 }
 
 impl SchemeInfo {
+    /// What may follow the name after a colon, in words, for an error.
+    fn what_it_takes(&self) -> String {
+        let name = self.name;
+        match self.argument() {
+            SchemeArgument::None => format!("{name} takes no argument; write `{name}`"),
+            SchemeArgument::Position => format!(
+                "{name} takes where LNS applies its factor after the colon: one of {}",
+                LnsPosition::ALL.iter().map(|row| row.1).collect::<Vec<_>>().join(", ")
+            ),
+            SchemeArgument::Base => {
+                format!(
+                    "{name} takes the blocks it acts on after the colon: one of {}",
+                    GpasBase::ALL.map(|row| row.1).join(", ")
+                )
+            }
+            SchemeArgument::Number { name: number, default } => {
+                format!(
+                    "{name} takes a number after the colon ({number}; `{name}` alone is `{name}:{}`)",
+                    short_number(default)
+                )
+            }
+        }
+    }
+
     /// What may follow the name after a colon.
     pub fn argument(&self) -> SchemeArgument {
         match self.build {
@@ -381,7 +405,11 @@ impl FromStr for NormScheme {
         let info = SCHEMES.iter().find(|info| info.name == name || info.aliases.contains(&name)).ok_or_else(unknown)?;
         let scheme = match argument {
             None => info.build.default_scheme(),
-            Some(argument) => info.build.with(argument).ok_or_else(unknown)?,
+            // A known name with an argument it does not take: say what it takes.
+            Some(argument) => info.build.with(argument).ok_or_else(|| ConfigError::Invalid {
+                what: "normalisation scheme",
+                message: format!("`{}`: {}", text.trim(), info.what_it_takes()),
+            })?,
         };
         scheme.validate()?;
         Ok(scheme)
