@@ -395,7 +395,17 @@ pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
         .truncate(false)
         .open(path)
         .map_err(|e| format!("cannot create its lock file: {e}"))?;
-    if let Err(e) = file.try_lock() {
+    // A reader's probe ([`crate::run::training_in`]) holds a shared lock for a moment: a lock
+    // still held after a few tries is a training's.
+    let mut taken = file.try_lock();
+    for _ in 0..10 {
+        if !matches!(taken, Err(std::fs::TryLockError::WouldBlock)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        taken = file.try_lock();
+    }
+    if let Err(e) = taken {
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);
         let holder = holder.trim();
@@ -449,5 +459,31 @@ impl RunDir {
                 self.path.join(PREVIOUS_RUN).display()
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_readers_moment_on_the_lock_does_not_turn_a_training_away_but_a_training_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        std::fs::write(&path, "4242\n").unwrap();
+        // A reader's probe (a shared lock) held for 30 ms.
+        let probe = File::open(&path).unwrap();
+        probe.lock_shared().unwrap();
+        let released = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            probe.unlock().unwrap();
+        });
+        let lock = take_lock(&path).unwrap();
+        released.join().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), std::process::id().to_string());
+        // A training's lock is still held after the tries: the second is turned away, naming it.
+        let second = take_lock(&path).unwrap_err();
+        assert!(second.contains(&format!("PID {}", std::process::id())), "{second}");
+        drop(lock);
     }
 }
