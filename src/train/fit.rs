@@ -239,10 +239,12 @@ fn outcome(
     monitor: &RunMonitor,
 ) -> Result<Llama, Error> {
     let rows = read_metrics(dir.path())?;
-    write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
+    // Written whatever the outcome (a diverged run's table is worth reading), but a failure of the
+    // training itself (a checkpoint a full disk refused) is the error to report first.
+    let csv = write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
         path: dir.path().to_path_buf(),
         message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
-    })?;
+    });
     // Every loss the log holds is judged, should one have reached the file but not the monitor.
     monitor.read_log(&rows);
     if let Some(reason) = monitor.divergence() {
@@ -254,6 +256,7 @@ fn outcome(
     if let Some(interruption) = result.interrupted {
         return Err(Error::Training(format!("interrupted: {interruption:?}")));
     }
+    csv?;
     Ok(result.model.into_model().valid())
 }
 
