@@ -30,7 +30,9 @@ use layernorm_scaling::hf::{
     bert_layer_removal, encoder_sequences, is_bert_dir, load_bert_model, BertConfig, BertForMaskedLm, BertTokens,
 };
 use layernorm_scaling::model::{first_non_finite_parameter, Llama};
-use layernorm_scaling::run::{load_model_dir, read_tracking, require_hf_dir, RunIdentity, TrackRecord, TRACKING};
+use layernorm_scaling::run::{
+    load_model_dir, read_tracking_skipping_damage, require_hf_dir, RunIdentity, TrackRecord, TRACKING,
+};
 use layernorm_scaling::{cli, errln, out, outln, parse_device, ConfigError, Error, LlamaConfig};
 
 /// Analyse run directories of the train example.
@@ -155,7 +157,23 @@ fn load(dir: &Path, hf: bool, args: &Args, options: &AnalysisOptions) -> Result<
         .check_seq_len(args.seq_len, &format!("--seq-len {}", args.seq_len))
         .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
     loaded.model.check_layers(&options.layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
-    let tracking = if dir.join(TRACKING).is_file() { Some(read_tracking(dir)?) } else { None };
+    // A damaged line (a write cut short by a full disk) costs its record, not the run's report.
+    let tracking = match dir.join(TRACKING).is_file() {
+        true => {
+            let (records, damaged) = read_tracking_skipping_damage(dir)?;
+            if let Some((line, what)) = damaged.first() {
+                errln!(
+                    "warning: {}: {} damaged line(s) left out (line {line}: {what}); the tracked curves show the \
+                     other {} records",
+                    dir.join(TRACKING).display(),
+                    damaged.len(),
+                    records.len()
+                );
+            }
+            Some(records)
+        }
+        false => None,
+    };
     let tracking = tracking.filter(|records| !records.is_empty());
     let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
     Ok(LoadedRun { dir: dir.to_path_buf(), model: loaded.model, config: loaded.config, tokenizer, title, tracking })

@@ -431,6 +431,20 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     );
     assert!(!tracked.join("analysis").exists());
 
+    // A line damaged mid-file (a write cut short by a full disk) costs its record, not the report.
+    let damaged = dir.path().join("damaged-tracking");
+    std::fs::create_dir(&damaged).unwrap();
+    for file in ["model.json", "model.bpk", "model.bpk.sum"] {
+        std::fs::copy(a.join(file), damaged.join(file)).unwrap();
+    }
+    let whole = std::fs::read_to_string(a.join("tracking.jsonl")).unwrap();
+    let (first, rest) = whole.split_once('\n').unwrap();
+    std::fs::write(damaged.join("tracking.jsonl"), format!("{first}\n{{\"step\": 1, \"block_out\n{rest}")).unwrap();
+    let output = Command::new(&analyze).arg("--run").arg(&damaged).args(common).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success() && stderr.contains("1 damaged line(s) left out (line 2"), "{stderr}");
+    assert!(damaged.join("analysis/report.json").is_file());
+
     // A checkpoint that does not match its config.
     let mismatched = dir.path().join("mismatched");
     std::fs::create_dir(&mismatched).unwrap();

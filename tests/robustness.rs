@@ -14,7 +14,7 @@ use layernorm_scaling::data::{tokenize_corpus, CorpusSource, Tokenizer};
 use layernorm_scaling::hf::{load_hf_model, write_safetensors, Checkpoint, HfError};
 use layernorm_scaling::memory::{available_memory_bytes, format_bytes, mem_available, uses_host_memory};
 use layernorm_scaling::model::first_non_finite_parameter;
-use layernorm_scaling::run::{read_tracking, TrackRecord, TRACKING};
+use layernorm_scaling::run::{read_tracking, read_tracking_skipping_damage, TrackRecord, TRACKING};
 use layernorm_scaling::train::Tracker;
 use layernorm_scaling::{ConfigError, LlamaConfig};
 
@@ -175,7 +175,10 @@ fn resuming_keeps_every_valid_tracking_record_around_a_corrupt_line() {
     bytes.extend_from_slice(b"\xff\xfe not utf-8\n");
     bytes.extend_from_slice(format!("{}\n{}\n", line(4), line(7)).as_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    // `read_tracking` (analyze) stays strict and names the first bad line.
+    // `read_tracking` stays strict and names the first bad line; analyze's reader leaves the bad
+    // lines out, and says which.
+    let (read, damaged) = read_tracking_skipping_damage(dir.path()).unwrap();
+    assert_eq!((read.len(), damaged.iter().map(|(line, _)| *line).collect::<Vec<_>>()), (5, vec![3, 5]));
     let err = read_tracking(dir.path()).unwrap_err().to_string();
     assert!(err.contains("tracking.jsonl: line 3"), "{err}");
 

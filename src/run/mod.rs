@@ -49,7 +49,7 @@ pub use state::{
 };
 #[cfg(feature = "train")]
 pub(crate) use tracking_file::read_tracking_lines;
-pub use tracking_file::{read_tracking, TrackRecord};
+pub use tracking_file::{read_tracking, read_tracking_skipping_damage, BadLine, TrackRecord};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,
 // and checkpoints that version 0.1 named by epoch) speaks of them.
 #[cfg(feature = "cli")]

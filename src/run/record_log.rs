@@ -7,11 +7,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-/// A log of records open for appending.
+/// A log of records open for appending. A write that fails part-way (a full disk) is cut back
+/// to the last whole record before the next one is written, so records never run together.
 #[derive(Debug)]
 pub struct RecordLog {
     path: PathBuf,
     file: File,
+    /// The file's length after the last whole record.
+    whole: u64,
+    /// Whether a write failed since: the file may end in part of a record.
+    torn: bool,
 }
 
 impl RecordLog {
@@ -20,12 +25,28 @@ impl RecordLog {
     pub fn restart<T: Serialize>(path: &Path, kept: &[T]) -> std::io::Result<Self> {
         crate::io::write_atomically(path, json_lines(kept)?.as_bytes())?;
         let file = OpenOptions::new().append(true).open(path)?;
-        Ok(Self { path: path.to_path_buf(), file })
+        let whole = file.metadata()?.len();
+        Ok(Self { path: path.to_path_buf(), file, whole, torn: false })
     }
 
-    /// Appends `records`, one line each, in one write.
+    /// Appends `records`, one line each, in one write. After a failed write the file is first cut
+    /// back to its last whole record (an error, and nothing written, when that fails too).
     pub fn append<T: Serialize>(&mut self, records: &[T]) -> std::io::Result<()> {
-        self.file.write_all(json_lines(records)?.as_bytes())
+        let text = json_lines(records)?;
+        if self.torn {
+            self.file.set_len(self.whole)?;
+            self.torn = false;
+        }
+        match self.file.write_all(text.as_bytes()) {
+            Ok(()) => {
+                self.whole += text.len() as u64;
+                Ok(())
+            }
+            Err(error) => {
+                self.torn = true;
+                Err(error)
+            }
+        }
     }
 
     /// Makes what was appended durable (a crash after this loses none of it).
@@ -65,5 +86,17 @@ mod tests {
         let empty: [u8; 0] = [];
         RecordLog::restart(&path, &empty).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+    }
+
+    #[test]
+    fn a_record_after_a_failed_write_starts_where_the_last_whole_one_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut log = RecordLog::restart(&path, &[serde_json::json!({"a": 1})]).unwrap();
+        // What a write cut short by a full disk leaves: part of a record, and the error.
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"a\": 2, \"b").unwrap();
+        log.torn = true;
+        log.append(&[serde_json::json!({"a": 3})]).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":3}\n");
     }
 }

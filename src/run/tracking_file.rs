@@ -35,6 +35,19 @@ pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, Error> {
     }
 }
 
+/// Reads `tracking.jsonl` (a path to the file or to its run directory) as a report does: a
+/// damaged line (a write cut short by a full disk) costs its record, and is returned beside the
+/// valid ones for a warning; a file with no valid record is an error naming its first bad line.
+pub fn read_tracking_skipping_damage(path: &Path) -> Result<(Vec<TrackRecord>, Vec<BadLine>), Error> {
+    let (records, bad) = read_tracking_lines(path)?;
+    match bad.first() {
+        Some((line, what)) if records.is_empty() => {
+            Err(Error::file(tracking_path(path), format!("line {line}: {what}")))
+        }
+        _ => Ok((records, bad)),
+    }
+}
+
 /// `tracking.jsonl` itself, given the file or its run directory.
 fn tracking_path(path: &Path) -> PathBuf {
     if path.is_dir() {
@@ -45,7 +58,7 @@ fn tracking_path(path: &Path) -> PathBuf {
 }
 
 /// A line of `tracking.jsonl` that is not a record: its 1-based number and what is wrong.
-pub(crate) type BadLine = (usize, String);
+pub type BadLine = (usize, String);
 
 /// The valid records of `tracking.jsonl`, and the 1-based number and error of each bad line
 /// (not JSON, not a record, or not as many layers as the first record); an error only when the
