@@ -7,21 +7,31 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
-/// What is recorded at one step.
+/// What is recorded at one step. A value that is not finite (a run blowing up) is written as
+/// `null`, JSON having no other way, and reads back as NaN.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrackRecord {
     /// Optimiser updates applied before this record (0: the initial weights).
     pub step: usize,
     /// Variance of the embedding output and of each block's output on the probe batch (`n_layers + 1`).
+    #[serde(deserialize_with = "nulls_as_nan")]
     pub block_output_variance: Vec<f64>,
     /// Variance after each block's attention sub-layer (`n_layers`).
+    #[serde(deserialize_with = "nulls_as_nan")]
     pub after_attention_variance: Vec<f64>,
     /// L2 norm of the gradients of each block's parameters for the next update (`n_layers`).
+    #[serde(deserialize_with = "nulls_as_nan")]
     pub grad_norm: Vec<f64>,
     /// The largest absolute value of the embedding output and of each block's output on the
     /// probe batch (`n_layers + 1`; empty in records written before it was kept).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "nulls_as_nan")]
     pub max_abs_activation: Vec<f64>,
+}
+
+/// Numbers, each `null` (how JSON writes NaN and infinities) read as NaN.
+fn nulls_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<f64>, D::Error> {
+    let values = Vec::<Option<f64>>::deserialize(deserializer)?;
+    Ok(values.into_iter().map(|value| value.unwrap_or(f64::NAN)).collect())
 }
 
 /// Reads `tracking.jsonl` (a path to the file or to its run directory). Every record must have
@@ -106,5 +116,31 @@ fn check_record(record: &TrackRecord, first: Option<&TrackRecord>) -> Result<(),
     match first.map(|first| first.grad_norm.len()) {
         Some(expected) if expected != layers => Err(format!("{layers} layers where the first record has {expected}")),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_of_a_run_blowing_up_reads_back_with_nan_where_it_was_not_finite() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = TrackRecord {
+            step: 40,
+            block_output_variance: vec![1.0, f64::INFINITY, f64::NAN],
+            after_attention_variance: vec![2.0, f64::INFINITY],
+            grad_norm: vec![f64::NEG_INFINITY, 3.0],
+            max_abs_activation: vec![1.0, 2.0, f64::INFINITY],
+        };
+        let line = serde_json::to_string(&record).unwrap();
+        assert!(line.contains("null"), "{line}");
+        std::fs::write(dir.path().join(super::super::TRACKING), format!("{line}\n")).unwrap();
+        let read = read_tracking(dir.path()).unwrap();
+        let finite = |values: &[f64]| values.iter().map(|v| v.is_finite()).collect::<Vec<_>>();
+        assert_eq!(finite(&read[0].block_output_variance), [true, false, false]);
+        assert_eq!((read[0].block_output_variance[0], read[0].grad_norm[1]), (1.0, 3.0));
+        assert_eq!(finite(&read[0].grad_norm), [false, true]);
+        assert_eq!(finite(&read[0].max_abs_activation), [true, true, false]);
     }
 }
