@@ -396,9 +396,9 @@ pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
         .open(path)
         .map_err(|e| format!("cannot create its lock file: {e}"))?;
     // A reader's probe ([`crate::run::training_in`]) holds a shared lock for a moment: a lock
-    // still held after a few tries is a training's.
+    // still held after 200 ms of tries is a training's, or a reader's that is told apart below.
     let mut taken = file.try_lock();
-    for _ in 0..10 {
+    for _ in 0..20 {
         if !matches!(taken, Err(std::fs::TryLockError::WouldBlock)) {
             break;
         }
@@ -409,7 +409,12 @@ pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
         let mut holder = String::new();
         let _ = file.read_to_string(&mut holder);
         let holder = holder.trim();
+        // A training holds the lock alone: where a shared lock can still be had, readers hold it.
+        let readers_only = File::open(path).is_ok_and(|probe| probe.try_lock_shared().is_ok());
         return Err(match e {
+            std::fs::TryLockError::WouldBlock if readers_only => {
+                "a reader (analyze or generate) holds its lock; try again in a moment".to_string()
+            }
             std::fs::TryLockError::WouldBlock => busy(holder),
             std::fs::TryLockError::Error(e) => format!("cannot lock it: {e}"),
         });
@@ -471,11 +476,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LOCK_FILE);
         std::fs::write(&path, "4242\n").unwrap();
-        // A reader's probe (a shared lock) held for 30 ms.
+        // A reader's probe (a shared lock) held for 10 ms.
         let probe = File::open(&path).unwrap();
         probe.lock_shared().unwrap();
         let released = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(30));
+            std::thread::sleep(std::time::Duration::from_millis(10));
             probe.unlock().unwrap();
         });
         let lock = take_lock(&path).unwrap();
@@ -485,5 +490,10 @@ mod tests {
         let second = take_lock(&path).unwrap_err();
         assert!(second.contains(&format!("PID {}", std::process::id())), "{second}");
         drop(lock);
+        // A reader holding on for longer is named as such, not as the last training.
+        let reader = File::open(&path).unwrap();
+        reader.lock_shared().unwrap();
+        let refused = take_lock(&path).unwrap_err();
+        assert!(refused.starts_with("a reader (analyze or generate) holds its lock"), "{refused}");
     }
 }
