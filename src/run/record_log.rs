@@ -2,13 +2,15 @@
 //! whole when a training starts (keeping what a resumed checkpoint covers), then appended to.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-/// A log of records open for appending. A write that fails part-way (a full disk) is cut back
-/// to the last whole record before the next one is written, so records never run together.
+/// A log of records open for appending. Each write starts where the last whole record ends, so
+/// a write that failed part-way (a full disk) is overwritten by the next, then cut back: records
+/// never run together. (The file is opened for writing, not appending, which on Windows could
+/// not be cut.)
 #[derive(Debug)]
 pub struct RecordLog {
     path: PathBuf,
@@ -24,29 +26,26 @@ impl RecordLog {
     /// file or the new one), and opens it for appending.
     pub fn restart<T: Serialize>(path: &Path, kept: &[T]) -> std::io::Result<Self> {
         crate::io::write_atomically(path, json_lines(kept)?.as_bytes())?;
-        let file = OpenOptions::new().append(true).open(path)?;
+        let file = OpenOptions::new().write(true).open(path)?;
         let whole = file.metadata()?.len();
         Ok(Self { path: path.to_path_buf(), file, whole, torn: false })
     }
 
-    /// Appends `records`, one line each, in one write. After a failed write the file is first cut
-    /// back to its last whole record (an error, and nothing written, when that fails too).
+    /// Appends `records`, one line each, in one write, after the last whole record. After a
+    /// failed write, what it left past that point is cut off.
     pub fn append<T: Serialize>(&mut self, records: &[T]) -> std::io::Result<()> {
         let text = json_lines(records)?;
+        let written = self.file.seek(SeekFrom::Start(self.whole)).and_then(|_| self.file.write_all(text.as_bytes()));
+        if let Err(error) = written {
+            self.torn = true;
+            return Err(error);
+        }
+        self.whole += text.len() as u64;
         if self.torn {
             self.file.set_len(self.whole)?;
             self.torn = false;
         }
-        match self.file.write_all(text.as_bytes()) {
-            Ok(()) => {
-                self.whole += text.len() as u64;
-                Ok(())
-            }
-            Err(error) => {
-                self.torn = true;
-                Err(error)
-            }
-        }
+        Ok(())
     }
 
     /// Makes what was appended durable (a crash after this loses none of it).
@@ -57,6 +56,16 @@ impl RecordLog {
     /// The file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for RecordLog {
+    /// A log whose last write failed part-way ends at its last whole record, as far as the disk
+    /// lets it.
+    fn drop(&mut self) {
+        if self.torn {
+            let _ = self.file.set_len(self.whole);
+        }
     }
 }
 
@@ -97,6 +106,11 @@ mod tests {
         std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"a\": 2, \"b").unwrap();
         log.torn = true;
         log.append(&[serde_json::json!({"a": 3})]).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":3}\n");
+        // Torn again, and closed: the log ends at its last whole record.
+        std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"{\"a\"").unwrap();
+        log.torn = true;
+        drop(log);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"a\":3}\n");
     }
 }
