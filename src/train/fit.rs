@@ -231,22 +231,28 @@ fn supervised_training(
 
 /// What a finished fit gives: the trained model, once `metrics.csv` is written from the log and
 /// the monitor has judged every loss in it; an error for a divergence, a training error or an
-/// interruption.
+/// interruption, in that order, and only then for a log that cannot be read or a table that
+/// cannot be written.
 fn outcome(
     config: &TrainConfig,
     dir: &RunDir,
     result: LearningResult<TrainingModel>,
     monitor: &RunMonitor,
 ) -> Result<Llama, Error> {
-    let rows = read_metrics(dir.path())?;
-    // Written whatever the outcome (a diverged run's table is worth reading), but a failure of the
-    // training itself (a checkpoint a full disk refused) is the error to report first.
-    let csv = write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
-        path: dir.path().to_path_buf(),
-        message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
+    // The log is read and the table written whatever the outcome (a diverged run's table is worth
+    // reading), but a failure of the training itself (a checkpoint a full disk refused) is the
+    // error to report first, and a failure to read or write them last.
+    let rows = read_metrics(dir.path());
+    let csv = rows.as_ref().map_or(Ok(()), |rows| {
+        write_metrics_csv(dir.path(), rows).map_err(|e| Error::RunDir {
+            path: dir.path().to_path_buf(),
+            message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
+        })
     });
     // Every loss the log holds is judged, should one have reached the file but not the monitor.
-    monitor.read_log(&rows);
+    if let Ok(rows) = &rows {
+        monitor.read_log(rows);
+    }
     if let Some(reason) = monitor.divergence() {
         return Err(diverged(config, dir, reason, monitor.diverged_before_any_update()));
     }
@@ -256,6 +262,7 @@ fn outcome(
     if let Some(interruption) = result.interrupted {
         return Err(Error::Training(format!("interrupted: {interruption:?}")));
     }
+    rows?;
     csv?;
     Ok(result.model.into_model().valid())
 }
