@@ -253,7 +253,7 @@ pub const SCHEMES: [SchemeInfo; 14] = [
 ];
 
 impl NormScheme {
-    /// This scheme's row of [`SCHEMES`]. The one match over variants outside [`plan`](Self::plan).
+    /// This scheme's row of [`SCHEMES`], found by its name.
     pub fn info(&self) -> &'static SchemeInfo {
         let name = match self {
             NormScheme::PreLn => "pre-ln",
