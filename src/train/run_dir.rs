@@ -3,7 +3,7 @@
 //! finished run without losing it when the new one fails.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
 use super::checkpoint::checkpoint_status;
@@ -40,7 +40,7 @@ impl RunDir {
         let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
         Self::check(path)?;
         std::fs::create_dir_all(path).map_err(|e| error(format!("cannot create it: {e}")))?;
-        let lock = take_lock(&path.join(LOCK_FILE)).map_err(error)?;
+        let lock = take_lock(path).map_err(error)?;
         let mut dir = Self { path: path.to_path_buf(), _lock: lock, restored: false };
         dir.remove_temporary_files();
         dir.restored = dir
@@ -386,14 +386,16 @@ pub(crate) fn busy(holder: &str) -> String {
     )
 }
 
-/// Takes the advisory lock on `path` (created if missing) and writes this process's PID into it.
-pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
+/// Takes the advisory lock of the directory `dir` (its `.lock`, created if missing) and writes
+/// this process's PID into it.
+pub(crate) fn take_lock(dir: &Path) -> Result<File, String> {
+    let path = dir.join(LOCK_FILE);
     let mut file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(path)
+        .open(&path)
         .map_err(|e| format!("cannot create its lock file: {e}"))?;
     // A reader's probe ([`crate::run::training_in`]) holds a shared lock for a moment: a lock
     // still held after 200 ms of tries is a training's, or a reader's that is told apart below.
@@ -406,16 +408,13 @@ pub(crate) fn take_lock(path: &Path) -> Result<File, String> {
         taken = file.try_lock();
     }
     if let Err(e) = taken {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
-        let holder = holder.trim();
-        // A training holds the lock alone: where a shared lock can still be had, readers hold it.
-        let readers_only = File::open(path).is_ok_and(|probe| probe.try_lock_shared().is_ok());
         return Err(match e {
-            std::fs::TryLockError::WouldBlock if readers_only => {
-                "a reader (analyze or generate) holds its lock; try again in a moment".to_string()
-            }
-            std::fs::TryLockError::WouldBlock => busy(holder),
+            // The same probe readers use: a training holds the lock alone, so where none is
+            // found, readers hold it.
+            std::fs::TryLockError::WouldBlock => match crate::run::training_in(dir) {
+                Some(holder) => busy(&holder),
+                None => "a reader (analyze or generate) holds its lock; try again in a moment".to_string(),
+            },
             std::fs::TryLockError::Error(e) => format!("cannot lock it: {e}"),
         });
     }
@@ -483,17 +482,17 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
             probe.unlock().unwrap();
         });
-        let lock = take_lock(&path).unwrap();
+        let lock = take_lock(dir.path()).unwrap();
         released.join().unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), std::process::id().to_string());
         // A training's lock is still held after the tries: the second is turned away, naming it.
-        let second = take_lock(&path).unwrap_err();
+        let second = take_lock(dir.path()).unwrap_err();
         assert!(second.contains(&format!("PID {}", std::process::id())), "{second}");
         drop(lock);
         // A reader holding on for longer is named as such, not as the last training.
         let reader = File::open(&path).unwrap();
         reader.lock_shared().unwrap();
-        let refused = take_lock(&path).unwrap_err();
+        let refused = take_lock(dir.path()).unwrap_err();
         assert!(refused.starts_with("a reader (analyze or generate) holds its lock"), "{refused}");
     }
 }

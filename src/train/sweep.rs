@@ -394,7 +394,7 @@ impl Sweep {
         self.check()?;
         std::fs::create_dir_all(out).map_err(|e| Error::file(out, e))?;
         // One sweep at a time in a directory; the outcomes are read again under the lock.
-        let _lock = take_lock(&out.join(LOCK_FILE)).map_err(|e| Error::file(out, e))?;
+        let _lock = take_lock(out).map_err(|e| Error::file(out, e))?;
         let (outcomes, data) = self.checked()?;
         let mut record = SweepRecord {
             config: self.config.clone(),
