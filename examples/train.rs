@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::train::{train, Start, TrainConfig};
-use layernorm_scaling::{cli, console, outln, ConfigError, Error};
+use layernorm_scaling::{cli, console, outln, Error};
 
 /// The options of this command itself; every other option (the training settings) is a field of
 /// `TrainConfig` (`--steps`, `--norm`, ...) and overrides that field of `--config` (or of the
@@ -41,51 +41,12 @@ fn main() -> ExitCode {
 
 fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
     let args = Args::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
-    let given = |base: TrainConfig| cli::overridden(base, matches).unwrap_or_else(|e| e.exit());
-    let base = match &args.config {
-        Some(path) => TrainConfig::from_file(path)?,
-        None => TrainConfig::default(),
-    };
-    let mut config = given(base);
-    // `--config RUN/train.json --resume` resumes RUN wherever it is run from: the `out` it records
-    // is relative to where the run started.
-    let out_given = matches.value_source("out") == Some(clap::parser::ValueSource::CommandLine);
-    if let Some(run) = args
-        .config
-        .as_deref()
-        .filter(|_| args.resume && !out_given)
-        .and_then(layernorm_scaling::run::run_of_config_file)
-    {
-        if config.data.files.iter().any(|path| path.is_relative()) {
-            layernorm_scaling::errln!(
-                "note: resuming {}; the relative --data paths its train.json records are read from this folder, \
-                 not from the one the training ran in",
-                run.display()
-            );
-        }
-        config.output.out = run;
-    }
-    // `--resume` alone continues the run with its own settings; options given change them.
-    if args.resume && args.config.is_none() {
-        if let Some(recorded) = TrainConfig::recorded_in(&config.output.out)? {
-            config = given(recorded);
-        }
-    }
-    // The model of `--init-from` has its own shape: a `--model` beside it would be ignored.
-    if config.model.init_from.is_some() && matches.value_source("model") == Some(clap::parser::ValueSource::CommandLine)
-    {
-        return Err(ConfigError::Conflict(
-            "--model cannot apply beside --init-from, whose model is loaded with its own shape; leave --model unset \
-             (--norm retrofits another scheme onto it)"
-                .into(),
-        )
-        .into());
-    }
     let start = match (args.resume, args.overwrite) {
         (true, _) => Start::Resume,
         (_, true) => Start::Overwrite,
         _ => Start::New,
     };
+    let config = cli::train_settings(matches, args.config.as_deref(), start)?;
     let report = train(&config, start, |event| console::print_event(&event, event.is_notice()))?;
     let (parameters, scheme) = (report.model_config.num_params(), &report.model_config.norm_scheme);
     if report.steps_trained == 0 {
