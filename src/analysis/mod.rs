@@ -2,6 +2,8 @@
 //! layers, how close each block is to the identity, and the performance drop of layer pruning,
 //! with PNG figures, single-run reports and multi-run comparisons.
 
+mod analysed_model;
+mod analysis_request;
 mod angular;
 mod block_influence;
 mod choice_layouts;
@@ -18,6 +20,7 @@ mod multiple_choice;
 #[cfg(feature = "train")]
 mod paired;
 mod plot;
+mod prepared_analysis;
 mod pruning;
 mod report;
 mod report_destination;
@@ -30,6 +33,7 @@ mod sweep_diagnostics;
 mod sweep_report;
 mod trace_statistics;
 
+pub use analysis_request::{AnalysisRequest, ModelSource};
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use block_influence::block_influence;
 pub use choice_layouts::{hellaswag_preprocess, piqa_labels_path, read_choice_file, read_choice_items, ChoiceFormat};
@@ -49,6 +53,7 @@ pub use multiple_choice::{
 #[cfg(feature = "train")]
 pub use paired::{paired_differences, paired_markdown, t_quantile_975, PairedDifference};
 pub use plot::{Heatmap, LineChart, Series};
+pub use prepared_analysis::PreparedAnalysis;
 pub use pruning::{layers_or_all, pruning_drops};
 pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report, EFFECTIVE_DEPTH_THRESHOLD};
 pub use report_destination::{report_dir, report_labels, ReportModel};

@@ -1,0 +1,215 @@
+//! The models of an analysis, loaded and checked against its settings before any evaluation: a
+//! decoder (a run directory, or a Hugging Face LLaMA-style directory) with what its training
+//! tracked, or a BERT-style encoder; and the evaluation text each reads.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{AnalysisRequest, Report};
+use crate::data::{tokenize_corpus, CorpusSource, SequenceDataset, TokenCache, Tokenizer};
+use crate::model::Llama;
+use crate::run::{load_model_dir, read_tracking_skipping_damage, TrackRecord, TRACKING};
+use crate::{errln, ConfigError, Error, LlamaConfig};
+
+/// The documents of the built-in corpus an analysis reads when no `--data` is given: fresh ones
+/// (another seed than training's).
+const BUILTIN_EVALUATION: CorpusSource = CorpusSource::Builtin { n_docs: 2000, seed: 0xa11a };
+
+/// A problem with the request, told as a conflict between its settings.
+pub(super) fn usage(message: String) -> Error {
+    ConfigError::Conflict(message).into()
+}
+
+/// A decoder to analyse, loaded and checked.
+pub(super) struct AnalysedRun {
+    pub(super) dir: PathBuf,
+    pub(super) model: Llama,
+    pub(super) tokenizer: Tokenizer,
+    /// The model's config.
+    pub(super) config: LlamaConfig,
+    pub(super) title: String,
+    /// What training recorded with `--track-every` (`tracking.jsonl`), if anything.
+    tracking: Option<Vec<TrackRecord>>,
+}
+
+impl AnalysedRun {
+    /// Loads the run directory (or, `hf`, the Hugging Face decoder directory) `dir` at the
+    /// request's checkpoint and checks the request's sequence length and layers against it. A
+    /// diverged or damaged model is refused by `load_model_dir`.
+    pub(super) fn load(dir: &Path, hf: bool, request: &AnalysisRequest) -> Result<Self, Error> {
+        if hf {
+            crate::run::require_hf_dir(dir)?;
+        }
+        let device = crate::parse_device(&request.device)?;
+        let step = crate::cli::checkpoint_step(dir, request.step, request.epoch)?;
+        let loaded = load_model_dir(dir, step, &device)?;
+        let tokenizer = loaded.tokenizer(request.tokenizer.as_deref())?;
+        let config = &loaded.config;
+        config
+            .check_seq_len(request.seq_len, &format!("--seq-len {}", request.seq_len))
+            .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
+        let layers = &request.options.layers;
+        loaded.model.check_layers(layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
+        let tracking = Self::tracking(dir)?.filter(|records| !records.is_empty());
+        let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
+        Ok(Self { dir: dir.to_path_buf(), model: loaded.model, config: loaded.config, tokenizer, title, tracking })
+    }
+
+    /// The run's `tracking.jsonl`, if it has one. A damaged line (a write cut short by a full disk)
+    /// costs its record, with a warning, not the run's report.
+    fn tracking(dir: &Path) -> Result<Option<Vec<TrackRecord>>, Error> {
+        if !dir.join(TRACKING).is_file() {
+            return Ok(None);
+        }
+        let (records, damaged) = read_tracking_skipping_damage(dir)?;
+        if let Some((line, what)) = damaged.first() {
+            errln!(
+                "warning: {}: {} damaged line(s) left out (line {line}: {what}); the tracked curves show the other {} \
+                 records",
+                dir.join(TRACKING).display(),
+                damaged.len(),
+                records.len()
+            );
+        }
+        Ok(Some(records))
+    }
+
+    /// The report on this model: its diagnostics on the request's evaluation text, its
+    /// multiple-choice scores on `choices`, and what its training tracked.
+    pub(super) fn report(
+        &self,
+        request: &AnalysisRequest,
+        choices: Option<&[super::ChoiceItem]>,
+        progress: &mut dyn FnMut(&'static str) -> Box<dyn FnMut(usize, usize)>,
+    ) -> Result<Report, Error> {
+        let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size)?;
+        let docs: Vec<usize> = (0..cache.n_docs()).collect();
+        let data = SequenceDataset::new(cache, &docs, request.seq_len);
+        errln!("{}", self.title);
+        let mut report = super::analyze(&self.model, &data, &request.options, &mut progress("perplexity"))?;
+        if let Some(items) = choices {
+            let layers = &request.options.layers;
+            let mut bar = progress("multiple choice");
+            report.multiple_choice = Some(super::choice_report(&self.model, &self.tokenizer, items, layers, &mut bar)?);
+        }
+        report.tracking = self.tracking.clone();
+        Ok(report)
+    }
+}
+
+/// The request's evaluation text (`data`, or fresh built-in documents) tokenised by `tokenizer`
+/// and checked against a model vocabulary of `vocab_size`.
+fn evaluation_tokens(
+    request: &AnalysisRequest,
+    tokenizer: &Tokenizer,
+    vocab_size: usize,
+) -> Result<Arc<TokenCache>, Error> {
+    let source = if request.data.is_empty() {
+        BUILTIN_EVALUATION
+    } else {
+        CorpusSource::Files { paths: request.data.clone(), text_field: request.text_field.clone() }
+    };
+    let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
+    let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
+    for warning in cache.warnings() {
+        errln!("warning: {warning}");
+    }
+    cache.check_vocabulary(tokenizer, vocab_size)?;
+    Ok(cache)
+}
+
+#[cfg(feature = "hf")]
+pub(super) use encoder::AnalysedEncoder;
+
+#[cfg(feature = "hf")]
+mod encoder {
+    use std::path::{Path, PathBuf};
+
+    use super::{evaluation_tokens, usage};
+    use crate::analysis::{AnalysisRequest, EncoderReport};
+    use crate::data::Tokenizer;
+    use crate::hf::{bert_layer_removal, encoder_sequences, load_bert_model, BertConfig, BertForMaskedLm, BertTokens};
+    use crate::model::first_non_finite_parameter;
+    use crate::{errln, Error};
+
+    /// The sequences an encoder scores when the request gives no number.
+    pub(in crate::analysis) const DEFAULT_ENCODER_SEQUENCES: usize = 8;
+
+    /// A BERT-style encoder to analyse, loaded and checked.
+    pub(in crate::analysis) struct AnalysedEncoder {
+        dir: PathBuf,
+        model: BertForMaskedLm,
+        config: BertConfig,
+        tokenizer: Tokenizer,
+        tokens: BertTokens,
+        pub(in crate::analysis) title: String,
+    }
+
+    impl AnalysedEncoder {
+        /// Loads the BERT-style encoder of the Hugging Face directory `dir` and checks the request
+        /// against it.
+        pub(in crate::analysis) fn load(dir: &Path, request: &AnalysisRequest) -> Result<Self, Error> {
+            if request.step.is_some() || request.epoch.is_some() {
+                return Err(usage(format!(
+                    "--step picks a checkpoint of a run; {} is a Hugging Face encoder, which has only its weights",
+                    dir.display()
+                )));
+            }
+            let device = crate::parse_device(&request.device)?;
+            let (model, config) = load_bert_model(dir, &device).map_err(|e| Error::file(dir, e))?;
+            if let Some(parameter) = first_non_finite_parameter(&model) {
+                let advice = format!("the weights of {} are damaged; download the model again", dir.display());
+                return Err(Error::NonFinite { parameter, advice });
+            }
+            let tokenizer_path = request.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
+            if !tokenizer_path.is_file() {
+                return Err(Error::file(
+                    &tokenizer_path,
+                    format!(
+                        "no such file: the encoder {} needs its tokenizer.json; give it with --tokenizer",
+                        dir.display()
+                    ),
+                ));
+            }
+            let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+            let tokens = BertTokens::of(&tokenizer).map_err(|e| Error::file(&tokenizer_path, e))?;
+            if request.seq_len < 3 || request.seq_len > model.max_positions() {
+                return Err(usage(format!(
+                    "--seq-len {}: the encoder {} takes sequences of 3 to {} tokens ([CLS] and [SEP] included)",
+                    request.seq_len,
+                    dir.display(),
+                    model.max_positions()
+                )));
+            }
+            let layers = &request.options.layers;
+            model.check_layers(layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
+            let title =
+                format!("Layer removal of {} (Post-LN encoder, {} layers)", dir.display(), config.num_hidden_layers);
+            Ok(Self { dir: dir.to_path_buf(), model, config, tokenizer, tokens, title })
+        }
+
+        /// The pseudo-perplexity of the encoder on the request's evaluation text with each layer
+        /// removed.
+        pub(in crate::analysis) fn report(
+            &self,
+            request: &AnalysisRequest,
+            progress: &mut dyn FnMut(&'static str) -> Box<dyn FnMut(usize, usize)>,
+        ) -> Result<EncoderReport, Error> {
+            let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size)?;
+            let wanted = request.sequences.unwrap_or(DEFAULT_ENCODER_SEQUENCES);
+            let sequences = encoder_sequences(&cache, self.tokens, request.seq_len, wanted)?;
+            if sequences.len() < wanted {
+                errln!(
+                    "warning: the evaluation text holds {} sequences of {} tokens, fewer than {wanted}",
+                    sequences.len(),
+                    request.seq_len
+                );
+            }
+            errln!("{}", self.title);
+            let mut bar = progress("pseudo-perplexity");
+            let layers = &request.options.layers;
+            let removal = bert_layer_removal(&self.model, &sequences, self.tokens.mask, layers, &mut bar)?;
+            Ok(EncoderReport::new(&self.dir, self.config.clone(), request.seq_len, removal))
+        }
+    }
+}
