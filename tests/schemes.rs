@@ -458,6 +458,12 @@ fn the_scheme_table_drives_parsing_display_and_the_docs() {
             }
             SchemeArgument::Number { default, name } => {
                 assert_eq!(format!("{}:{default}", info.name).parse::<NormScheme>().unwrap(), scheme);
+                // Two arguments are one too many, whatever they are.
+                let err = format!("{}:{default}:1", info.name).parse::<NormScheme>().unwrap_err();
+                assert!(
+                    matches!(&err, ConfigError::Invalid { message, .. } if message.contains("one argument")),
+                    "{err}"
+                );
                 // A known scheme with a bad argument is told what it takes, not listed as unknown.
                 let err = format!("{}:x", info.name).parse::<NormScheme>().unwrap_err();
                 assert!(matches!(&err, ConfigError::Invalid { message, .. } if message.contains(name)), "{err}");

@@ -255,33 +255,29 @@ pub const SCHEMES: [SchemeInfo; 14] = [
 impl NormScheme {
     /// This scheme's row of [`SCHEMES`], found by its name.
     pub fn info(&self) -> &'static SchemeInfo {
-        let name = match self {
-            NormScheme::PreLn => "pre-ln",
-            NormScheme::Lns { .. } => "lns",
-            NormScheme::PostLn => "post-ln",
-            NormScheme::DeepNorm => "deepnorm",
-            NormScheme::MixLn { .. } => "mix-ln",
-            NormScheme::ScaledInit => "scaled-init",
-            NormScheme::DepthScaledInit => "depth-scaled-init",
-            NormScheme::LayerScale { .. } => "layer-scale",
-            NormScheme::SkipInit { .. } => "skip-init",
-            NormScheme::SandwichLn => "sandwich-ln",
-            NormScheme::PeriLn => "peri-ln",
-            NormScheme::ReorderedNorm => "reordered-norm",
-            NormScheme::CompleteP { .. } => "completep",
-            NormScheme::Gpas { .. } => "gpas",
-        };
+        let (name, _) = self.name_and_argument();
         SCHEMES.iter().find(|info| info.name == name).expect("every variant has a row in SCHEMES")
     }
 
-    fn argument(&self) -> ArgumentValue {
+    /// The name of this scheme's row and the argument it was built with: the one place that
+    /// reads a scheme back into its table's terms.
+    fn name_and_argument(&self) -> (&'static str, ArgumentValue) {
+        use ArgumentValue::{Base, Number, Position};
         match *self {
-            NormScheme::Lns { position } => ArgumentValue::Position(position),
-            NormScheme::MixLn { post_ln_fraction } => ArgumentValue::Number(post_ln_fraction),
-            NormScheme::LayerScale { init } | NormScheme::SkipInit { init } => ArgumentValue::Number(init),
-            NormScheme::CompleteP { base_depth } => ArgumentValue::Number(base_depth),
-            NormScheme::Gpas { base } => ArgumentValue::Base(base),
-            _ => ArgumentValue::None,
+            NormScheme::PreLn => ("pre-ln", ArgumentValue::None),
+            NormScheme::Lns { position } => ("lns", Position(position)),
+            NormScheme::PostLn => ("post-ln", ArgumentValue::None),
+            NormScheme::DeepNorm => ("deepnorm", ArgumentValue::None),
+            NormScheme::MixLn { post_ln_fraction } => ("mix-ln", Number(post_ln_fraction)),
+            NormScheme::ScaledInit => ("scaled-init", ArgumentValue::None),
+            NormScheme::DepthScaledInit => ("depth-scaled-init", ArgumentValue::None),
+            NormScheme::LayerScale { init } => ("layer-scale", Number(init)),
+            NormScheme::SkipInit { init } => ("skip-init", Number(init)),
+            NormScheme::SandwichLn => ("sandwich-ln", ArgumentValue::None),
+            NormScheme::PeriLn => ("peri-ln", ArgumentValue::None),
+            NormScheme::ReorderedNorm => ("reordered-norm", ArgumentValue::None),
+            NormScheme::CompleteP { base_depth } => ("completep", Number(base_depth)),
+            NormScheme::Gpas { base } => ("gpas", Base(base)),
         }
     }
 
@@ -371,8 +367,8 @@ impl fmt::Display for NormScheme {
     /// The string form that [`FromStr`] parses back: the name, and the argument unless it is LNS's
     /// default position.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.info().name;
-        match self.argument() {
+        let (name, argument) = self.name_and_argument();
+        match argument {
             ArgumentValue::None
             | ArgumentValue::Position(LnsPosition::AfterNorm)
             | ArgumentValue::Base(GpasBase::PreLn) => write!(f, "{name}"),
@@ -408,7 +404,10 @@ impl FromStr for NormScheme {
             // A known name with an argument it does not take: say what it takes.
             Some(argument) => info.build.with(argument).ok_or_else(|| ConfigError::Invalid {
                 what: "normalisation scheme",
-                message: format!("`{}`: {}", text.trim(), info.what_it_takes()),
+                message: match argument.contains(':') {
+                    true => format!("`{}`: a scheme takes one argument; {}", text.trim(), info.what_it_takes()),
+                    false => format!("`{}`: {}", text.trim(), info.what_it_takes()),
+                },
             })?,
         };
         scheme.validate()?;
