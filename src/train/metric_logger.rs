@@ -15,7 +15,6 @@ use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
 use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
 
 use super::monitor::RunMonitor;
-use crate::io::write_atomically;
 use crate::run::{parse_metric_lines, MetricRow, RecordLog, METRICS};
 
 /// Appends a run's metric values to `<run>/metrics.jsonl`.
@@ -56,13 +55,12 @@ impl RunMetricLogger {
         // lines after it: the file as it was is kept beside it first.
         if let Some((line, why)) = damaged {
             let cut_short_end = line == text.lines().count() && !text.ends_with('\n');
-            let kept_as = path.with_extension("jsonl.damaged");
-            if !cut_short_end {
-                write_atomically(&kept_as, text.as_bytes())?;
-            }
             let kept_note = match cut_short_end {
                 true => String::new(),
-                false => format!(" (the file as it was is kept as {})", kept_as.display()),
+                false => {
+                    let kept_as = RecordLog::keep_damaged(&path, &text)?;
+                    format!(" (the file as it was is kept as {})", kept_as.display())
+                }
             };
             monitor.warn(format!(
                 "{}: line {line} is damaged ({why}); the history from there on is dropped{kept_note}",
