@@ -50,23 +50,34 @@ impl AnalysedRun {
             .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
         let layers = &request.options.layers;
         loaded.model.check_layers(layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
-        let tracking = Self::tracking(dir)?.filter(|records| !records.is_empty());
+        let tracking = Self::tracking(dir, config.n_layers)?.filter(|records| !records.is_empty());
         let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
         Ok(Self { dir: dir.to_path_buf(), model: loaded.model, config: loaded.config, tokenizer, title, tracking })
     }
 
-    /// The run's `tracking.jsonl`, if it has one. A damaged line (a write cut short by a full disk)
-    /// costs its record, with a warning, not the run's report.
-    fn tracking(dir: &Path) -> Result<Option<Vec<TrackRecord>>, Error> {
-        if !dir.join(TRACKING).is_file() {
+    /// The run's `tracking.jsonl`, if it has one: the records of a model of `n_layers`. A damaged
+    /// line (a write cut short by a full disk) costs its record, with a warning, not the run's
+    /// report; records of another depth are left out, with a warning.
+    fn tracking(dir: &Path, n_layers: usize) -> Result<Option<Vec<TrackRecord>>, Error> {
+        let path = dir.join(TRACKING);
+        if !path.is_file() {
             return Ok(None);
         }
         let (records, damaged) = read_tracking_skipping_damage(dir)?;
+        // The records agree with the file's first; the first must agree with the model.
+        if let Some(found) = records.first().map(|first| first.grad_norm.len()).filter(|&found| found != n_layers) {
+            errln!(
+                "warning: {}: its records are of {found} layers where the model has {n_layers} (written for another \
+                 model?); the report leaves them out",
+                path.display()
+            );
+            return Ok(None);
+        }
         if let Some((line, what)) = damaged.first() {
             errln!(
                 "warning: {}: {} damaged line(s) left out (line {line}: {what}); the tracked curves show the other {} \
                  records",
-                dir.join(TRACKING).display(),
+                path.display(),
                 damaged.len(),
                 records.len()
             );
@@ -211,5 +222,42 @@ mod encoder {
             let removal = bert_layer_removal(&self.model, &sequences, self.tokens.mask, layers, &mut bar)?;
             Ok(EncoderReport::new(&self.dir, self.config.clone(), request.seq_len, removal))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AnalysedRun;
+    use crate::analysis::prepared_analysis::tests::{request, run_dir};
+    use crate::analysis::ModelSource;
+    use crate::run::{TrackRecord, TRACKING};
+
+    fn record(step: usize, layers: usize) -> String {
+        let values = |n: usize| vec![1.0; n];
+        let record = TrackRecord {
+            step,
+            block_output_variance: values(layers + 1),
+            after_attention_variance: values(layers),
+            grad_norm: values(layers),
+            max_abs_activation: values(layers + 1),
+        };
+        serde_json::to_string(&record).unwrap() + "\n"
+    }
+
+    #[test]
+    fn tracked_records_of_another_depth_than_the_models_are_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        let run = run_dir(root.path(), "run");
+        let request = request(vec![ModelSource::Run(run.clone())]);
+        let layers = crate::LlamaConfig::tiny().n_layers;
+        let tracked = |text: String| {
+            std::fs::write(run.join(TRACKING), text).unwrap();
+            AnalysedRun::load(&run, false, &request).unwrap().tracking.map(|records| records.len())
+        };
+        assert_eq!(tracked(record(0, layers) + &record(10, layers)), Some(2));
+        // A damaged line costs its own record only.
+        let damaged = record(0, layers) + "{\"step\": 1\n" + &record(10, layers);
+        assert_eq!(tracked(damaged), Some(2));
+        assert_eq!(tracked(record(0, layers + 1) + &record(10, layers + 1)), None);
     }
 }

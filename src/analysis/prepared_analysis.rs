@@ -242,14 +242,14 @@ fn choice_items(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::analysis::AnalysisOptions;
     use crate::run::{save_run_model, RunModelInfo};
     use crate::LlamaConfig;
 
     /// A run directory in `root` holding an untrained tiny model with the byte tokenizer.
-    fn run_dir(root: &Path, name: &str) -> PathBuf {
+    pub(in crate::analysis) fn run_dir(root: &Path, name: &str) -> PathBuf {
         let dir = root.join(name);
         std::fs::create_dir(&dir).unwrap();
         let config = LlamaConfig::tiny();
@@ -265,7 +265,7 @@ mod tests {
         dir
     }
 
-    fn request(models: Vec<ModelSource>) -> AnalysisRequest {
+    pub(in crate::analysis) fn request(models: Vec<ModelSource>) -> AnalysisRequest {
         AnalysisRequest {
             models,
             labels: Vec::new(),

@@ -21,8 +21,9 @@ use crate::run::{read_tracking_lines, RecordLog, TrackRecord, TRACKING};
 pub struct Tracker {
     every: usize,
     probe: TensorData,
-    /// `tracking.jsonl`, and whether a failed write was reported.
-    log: Mutex<(RecordLog, bool)>,
+    /// `tracking.jsonl`, and the records not written since the last that was: `(the first one's
+    /// step, how many)`.
+    log: Mutex<(RecordLog, Option<(usize, usize)>)>,
     /// Optimiser steps taken so far (including those of the run being resumed).
     steps: AtomicUsize,
     /// Where bad lines and a failed write are reported.
@@ -59,7 +60,7 @@ impl Tracker {
             }
             records.into_iter().filter(|r| r.step < start_step).collect()
         };
-        let log = Mutex::new((RecordLog::restart(&path, &kept)?, false));
+        let log = Mutex::new((RecordLog::restart(&path, &kept)?, None));
         Ok(Self { every: every.max(1), probe, log, steps: AtomicUsize::new(start_step), events })
     }
 
@@ -71,14 +72,41 @@ impl Tracker {
         }
         let record = record(step, model, grads, self.probe.clone());
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
-        let (file, warned) = &mut *log;
-        // A failed write is reported once; later records are still tried (a disk may be freed).
-        if let Err(error) = file.append(&[record]) {
-            if !*warned {
-                self.events.warn(format!("cannot write {}: {error}", file.path().display()));
-                *warned = true;
-            }
+        let (file, unwritten) = &mut *log;
+        let written = file.append(&[record]);
+        if let Some(warning) = write_report(file.path(), step, written, unwritten) {
+            self.events.warn(warning);
         }
+    }
+}
+
+/// What to say of the write of step `step`'s record to `path` (`written`), given the records
+/// not written since the last that was (`unwritten`: the first one's step, how many), which it
+/// updates. A run of failed writes is reported where it starts and where it ends: later records
+/// are still tried, as a disk may be freed.
+fn write_report(
+    path: &Path,
+    step: usize,
+    written: std::io::Result<()>,
+    unwritten: &mut Option<(usize, usize)>,
+) -> Option<String> {
+    match (written, unwritten.as_mut()) {
+        (Err(error), None) => {
+            *unwritten = Some((step, 1));
+            Some(format!("cannot write {} at step {step}: {error}; the next records are tried", path.display()))
+        }
+        (Err(_), Some((_, count))) => {
+            *count += 1;
+            None
+        }
+        (Ok(()), Some(&mut (first, count))) => {
+            *unwritten = None;
+            Some(format!(
+                "{} is written again from step {step}: {count} record(s) from step {first} on are missing",
+                path.display()
+            ))
+        }
+        (Ok(()), None) => None,
     }
 }
 
@@ -95,5 +123,28 @@ pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: Tensor
         after_attention_variance: variances.after_attention,
         grad_norm,
         max_abs_activation: max_abs_activations(&trace),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::write_report;
+    use std::path::Path;
+
+    #[test]
+    fn a_run_of_failed_writes_is_reported_where_it_starts_and_where_it_ends() {
+        let path = Path::new("run/tracking.jsonl");
+        let full = || Err(std::io::Error::other("no space left on device"));
+        let mut unwritten = None;
+        assert_eq!(write_report(path, 0, Ok(()), &mut unwritten), None);
+        let first = write_report(path, 10, full(), &mut unwritten).unwrap();
+        assert!(first.contains("at step 10") && first.contains("no space left"), "{first}");
+        assert_eq!(write_report(path, 20, full(), &mut unwritten), None);
+        assert_eq!(write_report(path, 30, full(), &mut unwritten), None);
+        let end = write_report(path, 40, Ok(()), &mut unwritten).unwrap();
+        assert!(end.contains("from step 40") && end.contains("3 record(s) from step 10"), "{end}");
+        assert_eq!(write_report(path, 50, Ok(()), &mut unwritten), None);
+        // A second run of failures is reported again.
+        assert!(write_report(path, 60, full(), &mut unwritten).is_some());
     }
 }
