@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use burn::tensor::{Int, Tensor, TensorData};
-use common::{all_backends, cpu, example, hf_fixture};
+use common::{all_backends, assert_mentions, cpu, example, hf_fixture, max_diff};
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{
     bert_layer_removal, is_bert_dir, load_bert_model, load_hf_model, pseudo_perplexity, write_safetensors,
@@ -41,11 +41,6 @@ fn logits(model: &BertForMaskedLm, ids: &[u32]) -> Vec<f32> {
     let ids: Vec<i64> = ids.iter().map(|&id| id as i64).collect();
     let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids.clone(), [1, ids.len()]), &device);
     common::values(&model.forward(tokens).unwrap())
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 fn relative_diff(a: f64, b: f64) -> f64 {
@@ -182,12 +177,6 @@ fn original_names_without_the_prefix_and_unused_heads_load_the_same_model() {
 /// The error of loading `dir` as a BERT encoder.
 fn load_error(dir: &Path) -> String {
     load_bert_model(dir, &cpu()).map(drop).unwrap_err().to_string()
-}
-
-fn assert_mentions(message: &str, parts: &[&str]) {
-    for part in parts {
-        assert!(message.contains(part), "`{part}` not in: {message}");
-    }
 }
 
 #[test]

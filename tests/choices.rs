@@ -10,6 +10,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::assert_mentions;
+
 use layernorm_scaling::analysis::{
     choice_picks, hellaswag_preprocess, read_choice_file, read_choice_items, ChoiceFormat, ChoiceItem,
 };
@@ -233,12 +235,6 @@ fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
 
 fn error(path: &Path, format: Option<ChoiceFormat>) -> String {
     read_choice_file(path, format).unwrap_err().to_string()
-}
-
-fn assert_mentions(err: &str, parts: &[&str]) {
-    for part in parts {
-        assert!(err.contains(part), "`{part}` is not in: {err}");
-    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::{Int, Tensor, TensorData};
-use common::{cpu, example, hf_fixture as fixture, quick, ParamValues};
+use common::{cpu, example, hf_fixture as fixture, max_diff, quick, ParamValues};
 use layernorm_scaling::hf::{export_hf, load_hf_model, read_hf_config, write_safetensors, Checkpoint};
 use layernorm_scaling::model::{retrofit, RopeScaling};
 use layernorm_scaling::{Llama, NormScheme};
@@ -32,11 +32,6 @@ fn reference(name: &str) -> (Vec<i64>, Vec<Vec<f32>>) {
 fn logits(model: &Llama, ids: &[i64]) -> Vec<f32> {
     let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids.to_vec(), [1, ids.len()]), &cpu());
     common::values(&model.forward(tokens))
-}
-
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 #[test]

@@ -4,27 +4,18 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use burn::data::dataloader::batcher::Batcher;
 use burn::tensor::activation::log_softmax;
-use common::{assert_png_not_blank, cpu, values};
+use common::{assert_png_not_blank, builtin_data, cpu, values};
 use layernorm_scaling::analysis::{analyze, block_influence, logit_lens, AnalysisOptions};
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceDataset, Tokenizer};
+use layernorm_scaling::data::LmBatcher;
 use layernorm_scaling::measure::max_abs_activations;
 use layernorm_scaling::{LlamaConfig, NormScheme};
-
-fn builtin_data(dir: &std::path::Path) -> SequenceDataset {
-    let cache =
-        Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs: 200, seed: 2 }, &Tokenizer::Byte, dir).unwrap());
-    let docs: Vec<usize> = (0..cache.n_docs()).collect();
-    SequenceDataset::new(cache, &docs, 32)
-}
 
 #[test]
 fn the_logit_lens_of_the_last_block_is_the_models_own_loss() {
     let dir = tempfile::tempdir().unwrap();
-    let data = builtin_data(dir.path());
+    let data = builtin_data(dir.path(), 200, 32);
     let model = LlamaConfig::tiny().with_norm_scheme(NormScheme::PreLn).init(&cpu()).unwrap();
     let batch = LmBatcher.batch((0..4).map(|i| data.window(i)).collect(), &cpu());
     let trace = model.forward_trace(batch.inputs.clone());
@@ -59,7 +50,7 @@ fn the_logit_lens_of_the_last_block_is_the_models_own_loss() {
 #[test]
 fn block_influence_and_the_largest_activation_match_a_hand_computation() {
     let dir = tempfile::tempdir().unwrap();
-    let data = builtin_data(dir.path());
+    let data = builtin_data(dir.path(), 200, 32);
     let model = LlamaConfig::tiny().init(&cpu()).unwrap();
     let batch = LmBatcher.batch((0..2).map(|i| data.window(i)).collect(), &cpu());
     let trace = model.forward_trace(batch.inputs);
@@ -87,7 +78,7 @@ fn block_influence_and_the_largest_activation_match_a_hand_computation() {
 #[test]
 fn a_report_holds_the_lens_diagnostics_with_their_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let data = builtin_data(dir.path());
+    let data = builtin_data(dir.path(), 200, 32);
     let model = LlamaConfig::tiny().init(&cpu()).unwrap();
     let options = AnalysisOptions { batch_size: 4, batches: 2, ..AnalysisOptions::default() };
     let report = analyze(&model, &data, &options, &mut |_, _| {}).unwrap();

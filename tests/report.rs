@@ -4,23 +4,15 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 
-use common::{assert_png_not_blank, cpu, example, one_at_a_time, quick};
+use common::{assert_png_not_blank, builtin_data, cpu, example, one_at_a_time, quick};
 use layernorm_scaling::analysis::{
     analyze, angular_heatmap, normalize_per_n, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap,
     LineChart, Report,
 };
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, Tokenizer};
 use layernorm_scaling::run::{read_metrics, read_tracking};
 use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::{ConfigError, LlamaConfig};
-
-fn builtin_data(dir: &Path, n_docs: usize, seq_len: usize) -> SequenceDataset {
-    let cache = Arc::new(tokenize_corpus(&CorpusSource::Builtin { n_docs, seed: 2 }, &Tokenizer::Byte, dir).unwrap());
-    let docs: Vec<usize> = (0..cache.n_docs()).collect();
-    SequenceDataset::new(cache, &docs, seq_len)
-}
 
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> =

@@ -55,6 +55,29 @@ pub fn values<const D: usize>(t: &Tensor<D>) -> Vec<f32> {
     t.to_data().convert::<f32>().try_to_vec::<f32>().unwrap()
 }
 
+/// The largest absolute difference between two slices of the same length.
+pub fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+/// Asserts that `message` mentions every one of `parts`.
+pub fn assert_mentions(message: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(message.contains(part), "`{part}` is not in: {message}");
+    }
+}
+
+/// `n_docs` built-in documents (seed 2) in the byte tokenizer, cached under `dir`, as sequences
+/// of `seq_len` tokens.
+pub fn builtin_data(dir: &std::path::Path, n_docs: usize, seq_len: usize) -> layernorm_scaling::data::SequenceDataset {
+    use layernorm_scaling::data::{tokenize_corpus, CorpusSource, SequenceDataset, Tokenizer};
+    let source = CorpusSource::Builtin { n_docs, seed: 2 };
+    let cache = std::sync::Arc::new(tokenize_corpus(&source, &Tokenizer::Byte, dir).unwrap());
+    let docs: Vec<usize> = (0..cache.n_docs()).collect();
+    SequenceDataset::new(cache, &docs, seq_len)
+}
+
 /// The largest absolute difference between two tensors of the same shape.
 pub fn max_abs_diff<const D: usize>(a: &Tensor<D>, b: &Tensor<D>) -> f32 {
     assert_eq!(a.dims(), b.dims());
