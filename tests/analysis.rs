@@ -12,7 +12,7 @@ use layernorm_scaling::analysis::{
 };
 use layernorm_scaling::data::{tokenize_corpus, train_valid_datasets, CorpusSource, SequenceMode, Tokenizer};
 use layernorm_scaling::measure::{layer_variances, mean_loss, token_variance};
-use layernorm_scaling::{LlamaConfig, NormScheme};
+use layernorm_scaling::{ConfigError, Error, LlamaConfig, NormScheme};
 
 fn tensor(values: &[f32], d: usize) -> Tensor<3> {
     Tensor::from_data(TensorData::new(values.to_vec(), [1, values.len() / d, d]), &cpu())
@@ -106,8 +106,8 @@ fn pruning_an_identity_block_costs_nothing_and_other_drops_skip_exactly_that_lay
     // A chosen subset is measured in the order given; a layer the model lacks is an error.
     let (_, some) = pruning_drops(&model, &valid, 4, 3, &[4, 1], &mut |_, _| {}).unwrap();
     assert_eq!(some, vec![drops[3], drops[0]]);
-    let err = pruning_drops(&model, &valid, 4, 3, &[5], &mut |_, _| {}).unwrap_err().to_string();
-    assert!(err.contains("layer 5 does not exist") && err.contains("1..=4"), "{err}");
+    let err = pruning_drops(&model, &valid, 4, 3, &[5], &mut |_, _| {}).unwrap_err();
+    assert!(matches!(err, Error::Config(ConfigError::NoSuchLayer { layer: 5, n_layers: 4 })), "{err}");
 }
 
 #[test]

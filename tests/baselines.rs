@@ -12,7 +12,7 @@ use layernorm_scaling::model::RotaryEmbedding;
 use layernorm_scaling::norm::{
     gpas, BoundedTanhScalingConfig, DynamicErfScalingConfig, GpasBase, Norm, Placement, BHYT_KAPPA,
 };
-use layernorm_scaling::{LlamaConfig, NormKind, NormScheme};
+use layernorm_scaling::{ConfigError, LlamaConfig, NormKind, NormScheme};
 
 /// A 2-layer model of width 64 over a 256-token vocabulary.
 fn two_layers(scheme: &str) -> LlamaConfig {
@@ -214,8 +214,8 @@ fn completep_scales_adams_epsilon_and_keeps_its_init() {
     let scheme: NormScheme = "completep:4".parse().unwrap();
     assert_eq!(scheme.adam_eps_factor(16), 0.25);
     assert_eq!(NormScheme::PreLn.adam_eps_factor(16), 1.0);
-    let err = "completep:0.5".parse::<NormScheme>().unwrap_err().to_string();
-    assert!(err.contains("base_depth") && err.contains(">= 1"), "{err}");
+    let err = "completep:0.5".parse::<NormScheme>().unwrap_err();
+    assert!(matches!(err, ConfigError::OutOfRange { field: "base_depth", value: 0.5, .. }), "{err}");
     let err = two_layers("completep").with_init(Some("scaled".parse().unwrap())).validate().unwrap_err().to_string();
     assert!(err.contains("completep") && err.contains("independent of depth"), "{err}");
 }
