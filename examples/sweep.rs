@@ -18,10 +18,10 @@ use layernorm_scaling::analysis::{
     paired_differences, paired_markdown, sweep_diagnostics, sweep_loss_curves, sweep_report_dir, write_sweep_report,
     DiagnosticsProgress, EFFECTIVE_DEPTH_THRESHOLD, SWEEP_RESULTS,
 };
-use layernorm_scaling::cli::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds};
+use layernorm_scaling::cli::{parse_baseline, SweepLists};
 use layernorm_scaling::io::check_replaceable_dir;
-use layernorm_scaling::train::{model_config, OutputSettings, PairAction, PairOutcome, Sweep, SweepEvent, TrainConfig};
-use layernorm_scaling::{cli, console, errln, out, outln, ConfigError, Error, InitScheme};
+use layernorm_scaling::train::{OutputSettings, PairAction, PairOutcome, SweepEvent, TrainConfig};
+use layernorm_scaling::{cli, console, errln, out, outln, ConfigError, Error};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -77,25 +77,9 @@ fn main() -> ExitCode {
 
 fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) -> Result<(), Error> {
     let args = Args::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
-    let base = match &args.config {
-        Some(path) => {
-            let mut base = TrainConfig::from_file(path)?;
-            // A run's config (`norm = "lns"`) serves a sweep: --schemes replaces its scheme.
-            if let Some(norm) = base.model.norm.take() {
-                errln!("note: the config's `norm = \"{norm}\"` is replaced by the sweep's --schemes");
-            }
-            base
-        }
-        None => defaults,
-    };
-    let mut config = cli::overridden(base, matches).unwrap_or_else(|e| e.exit());
-    let schemes = parse_schemes(&args.schemes)?;
-    let inits = args.inits.as_deref().map(parse_inits).transpose()?.unwrap_or_default();
-    let mut depths = depths.map(parse_depths).transpose()?.unwrap_or_default();
-    if let [depth] = depths[..] {
-        config.model.layers = Some(depth);
-        depths.clear();
-    }
+    let lists =
+        SweepLists { schemes: &args.schemes, seeds: args.seeds.as_deref(), inits: args.inits.as_deref(), depths };
+    let sweep = cli::sweep_settings(matches, args.config.as_deref(), defaults, lists)?;
     if !(args.removal_threshold > 0.0 && args.removal_threshold < 1.0) {
         return Err(ConfigError::OutOfRange {
             field: "removal_threshold",
@@ -104,17 +88,7 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         }
         .into());
     }
-    let seeds = match &args.seeds {
-        Some(list) => parse_seeds(list)?,
-        None => vec![config.seed],
-    };
-    let sweep = Sweep { config, schemes, seeds, inits, depths };
     let baseline = parse_baseline(&sweep, args.baseline.as_deref())?;
-    // Without an init axis the arms are named by scheme: say so when every run has another init.
-    let shared_init = model_config(&sweep.config).ok().and_then(|model| model.init);
-    if let Some(init) = shared_init.filter(|&init| sweep.inits.is_empty() && init != InitScheme::Normal) {
-        outln!("note: every run uses the init `{init}` (of the config or the model file); the report names the schemes alone");
-    }
     // The report replaces an earlier one at the end: anything else in its folder is found now.
     let report_dir = sweep_report_dir(&sweep.config.output.out);
     check_replaceable_dir(&report_dir, SWEEP_RESULTS).map_err(|e| Error::file(&report_dir, e))?;

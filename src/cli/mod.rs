@@ -24,10 +24,14 @@
 #[cfg(feature = "train")]
 mod lists;
 #[cfg(feature = "train")]
+mod sweep_settings;
+#[cfg(feature = "train")]
 mod train_settings;
 
 #[cfg(feature = "train")]
 pub use lists::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds, table_1_schemes};
+#[cfg(feature = "train")]
+pub use sweep_settings::{sweep_settings, SweepLists};
 #[cfg(feature = "train")]
 pub use train_settings::train_settings;
 
