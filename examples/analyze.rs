@@ -19,7 +19,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
-use layernorm_scaling::analysis::{AnalysisOptions, AnalysisRequest, ChoiceFormat, ModelSource};
+use layernorm_scaling::analysis::{
+    AnalysisOptions, AnalysisRequest, ChoiceFormat, ChoiceSet, ModelSource, DEFAULT_SEQ_LEN,
+};
 use layernorm_scaling::{cli, out, outln, Error};
 
 /// Analyse run directories of the train example.
@@ -57,7 +59,7 @@ struct Args {
     #[arg(long, default_value = "text")]
     text_field: String,
     /// Tokens per sequence.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = DEFAULT_SEQ_LEN)]
     seq_len: usize,
     /// Sequences an encoder's pseudo-perplexity scores (default 8). Each scored token is a
     /// forward pass of its own: an encoder costs about sequences x seq-len x (layers + 1) passes.
@@ -95,16 +97,23 @@ fn main() -> ExitCode {
     layernorm_scaling::console::exit_code(run(request(args, options, &order)))
 }
 
-/// A bar on stderr counting evaluations.
-fn progress_bar(what: &'static str) -> impl FnMut(usize, usize) {
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} evaluations, {elapsed} (eta {eta})")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_message(what);
-    move |done, total| {
+/// Bars on stderr counting the evaluations of each stage of each model: a new bar where a stage
+/// starts.
+fn progress_bars() -> impl FnMut(&str, usize, usize) {
+    let mut current: Option<(String, ProgressBar)> = None;
+    move |stage, done, total| {
+        let starts = current.as_ref().is_none_or(|(name, bar)| name != stage || bar.is_finished());
+        if starts {
+            let bar = ProgressBar::new(0);
+            bar.set_style(
+                ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} evaluations, {elapsed} (eta {eta})")
+                    .expect("a valid template")
+                    .progress_chars("=> "),
+            );
+            bar.set_message(stage.to_string());
+            current = Some((stage.to_string(), bar));
+        }
+        let Some((_, bar)) = &current else { return };
         bar.set_length(total as u64);
         bar.set_position(done as u64);
         if done == total {
@@ -131,10 +140,11 @@ fn request(args: Args, options: AnalysisOptions, order: &[(bool, usize)]) -> Ana
         data: args.data,
         text_field: args.text_field,
         tokenizer: args.tokenizer,
+        cache_dir: None,
         seq_len: args.seq_len,
         sequences: args.sequences,
         device: args.device,
-        choices: args.choices.map(|path| (path, args.choices_format)),
+        choices: args.choices.map(|path| ChoiceSet { path, format: args.choices_format }),
         out: args.out,
         options,
     }
@@ -142,8 +152,11 @@ fn request(args: Args, options: AnalysisOptions, order: &[(bool, usize)]) -> Ana
 
 fn run(request: AnalysisRequest) -> Result<(), Error> {
     let analysis = request.prepare()?;
+    for note in analysis.notes() {
+        outln!("{note}");
+    }
     let out = analysis.out().to_path_buf();
-    let summary = analysis.run(&mut |what| Box::new(progress_bar(what)))?;
+    let summary = analysis.run(&mut progress_bars())?;
     out!("{summary}");
     outln!("\nreport written to {}", out.display());
     Ok(())

@@ -177,14 +177,14 @@ fn resuming_keeps_every_valid_tracking_record_around_a_corrupt_line() {
     std::fs::write(&path, &bytes).unwrap();
     // `read_tracking` stays strict and names the first bad line; analyze's reader leaves the bad
     // lines out, and says which.
-    let (read, damaged) = read_tracking_skipping_damage(dir.path()).unwrap();
+    let (read, damaged) = read_tracking_skipping_damage(dir.path(), 2).unwrap();
     assert_eq!((read.len(), damaged.iter().map(|(line, _)| *line).collect::<Vec<_>>()), (5, vec![3, 5]));
     let err = read_tracking(dir.path()).unwrap_err().to_string();
     assert!(err.contains("tracking.jsonl: line 3"), "{err}");
 
     // Resuming at step 5 keeps the records of steps 0, 1, 3 and 4 (not 7, of the interrupted run).
     let probe = TensorData::new(vec![0i64; 4], [1, 4]);
-    Tracker::new(dir.path(), 1, probe, 5, Default::default()).unwrap();
+    Tracker::new(dir.path(), 1, probe, 5, 2, Default::default()).unwrap();
     let kept = read_tracking(dir.path()).unwrap();
     assert_eq!(kept, vec![record(0), record(1), record(3), record(4)]);
 }

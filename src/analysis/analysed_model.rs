@@ -5,20 +5,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use burn::tensor::Device;
+
+use super::analysis_request::usage;
 use super::{AnalysisRequest, Report};
 use crate::data::{tokenize_corpus, CorpusSource, SequenceDataset, TokenCache, Tokenizer};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_tracking_skipping_damage, TrackRecord, TRACKING};
-use crate::{errln, ConfigError, Error, LlamaConfig};
+use crate::{errln, Error, LlamaConfig};
 
 /// The documents of the built-in corpus an analysis reads when no `--data` is given: fresh ones
 /// (another seed than training's).
 const BUILTIN_EVALUATION: CorpusSource = CorpusSource::Builtin { n_docs: 2000, seed: 0xa11a };
-
-/// A problem with the request, told as a conflict between its settings.
-pub(super) fn usage(message: String) -> Error {
-    ConfigError::Conflict(message).into()
-}
 
 /// A decoder to analyse, loaded and checked.
 pub(super) struct AnalysedRun {
@@ -33,16 +31,12 @@ pub(super) struct AnalysedRun {
 }
 
 impl AnalysedRun {
-    /// Loads the run directory (or, `hf`, the Hugging Face decoder directory) `dir` at the
-    /// request's checkpoint and checks the request's sequence length and layers against it. A
+    /// Loads the run directory (or Hugging Face decoder directory) `dir` at the request's
+    /// checkpoint onto `device` and checks the request's sequence length and layers against it. A
     /// diverged or damaged model is refused by `load_model_dir`.
-    pub(super) fn load(dir: &Path, hf: bool, request: &AnalysisRequest) -> Result<Self, Error> {
-        if hf {
-            crate::run::require_hf_dir(dir)?;
-        }
-        let device = crate::parse_device(&request.device)?;
+    pub(super) fn load(dir: &Path, request: &AnalysisRequest, device: &Device) -> Result<Self, Error> {
         let step = crate::cli::checkpoint_step(dir, request.step, request.epoch)?;
-        let loaded = load_model_dir(dir, step, &device)?;
+        let loaded = load_model_dir(dir, step, device)?;
         let tokenizer = loaded.tokenizer(request.tokenizer.as_deref())?;
         let config = &loaded.config;
         config
@@ -51,28 +45,22 @@ impl AnalysedRun {
         let layers = &request.options.layers;
         loaded.model.check_layers(layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
         let tracking = Self::tracking(dir, config.n_layers)?.filter(|records| !records.is_empty());
-        let title = format!("Diagnostics of {} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
+        // A checkpoint's report says which: it is written where the final model's goes.
+        let at = step.map(|step| format!(" at step {step}")).unwrap_or_default();
+        let title =
+            format!("Diagnostics of {}{at} ({} layers, {})", dir.display(), config.n_layers, config.norm_scheme);
         Ok(Self { dir: dir.to_path_buf(), model: loaded.model, config: loaded.config, tokenizer, title, tracking })
     }
 
     /// The run's `tracking.jsonl`, if it has one: the records of a model of `n_layers`. A damaged
-    /// line (a write cut short by a full disk) costs its record, with a warning, not the run's
-    /// report; records of another depth are left out, with a warning.
+    /// line (a write cut short by a full disk) or a record of another depth costs its record, with
+    /// a warning, not the run's report.
     fn tracking(dir: &Path, n_layers: usize) -> Result<Option<Vec<TrackRecord>>, Error> {
         let path = dir.join(TRACKING);
         if !path.is_file() {
             return Ok(None);
         }
-        let (records, damaged) = read_tracking_skipping_damage(dir)?;
-        // The records agree with the file's first; the first must agree with the model.
-        if let Some(found) = records.first().map(|first| first.grad_norm.len()).filter(|&found| found != n_layers) {
-            errln!(
-                "warning: {}: its records are of {found} layers where the model has {n_layers} (written for another \
-                 model?); the report leaves them out",
-                path.display()
-            );
-            return Ok(None);
-        }
+        let (records, damaged) = read_tracking_skipping_damage(dir, n_layers)?;
         if let Some((line, what)) = damaged.first() {
             errln!(
                 "warning: {}: {} damaged line(s) left out (line {line}: {what}); the tracked curves show the other {} \
@@ -91,17 +79,19 @@ impl AnalysedRun {
         &self,
         request: &AnalysisRequest,
         choices: Option<&[super::ChoiceItem]>,
-        progress: &mut dyn FnMut(&'static str) -> Box<dyn FnMut(usize, usize)>,
+        progress: &mut dyn FnMut(&str, usize, usize),
     ) -> Result<Report, Error> {
         let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size)?;
         let docs: Vec<usize> = (0..cache.n_docs()).collect();
         let data = SequenceDataset::new(cache, &docs, request.seq_len);
         errln!("{}", self.title);
-        let mut report = super::analyze(&self.model, &data, &request.options, &mut progress("perplexity"))?;
+        let mut perplexity = |done, total| progress("perplexity", done, total);
+        let mut report = super::analyze(&self.model, &data, &request.options, &mut perplexity)?;
         if let Some(items) = choices {
             let layers = &request.options.layers;
-            let mut bar = progress("multiple choice");
-            report.multiple_choice = Some(super::choice_report(&self.model, &self.tokenizer, items, layers, &mut bar)?);
+            let mut choice = |done, total| progress("multiple choice", done, total);
+            report.multiple_choice =
+                Some(super::choice_report(&self.model, &self.tokenizer, items, layers, &mut choice)?);
         }
         report.tracking = self.tracking.clone();
         Ok(report)
@@ -120,7 +110,8 @@ fn evaluation_tokens(
     } else {
         CorpusSource::Files { paths: request.data.clone(), text_field: request.text_field.clone() }
     };
-    let cache_root = std::env::temp_dir().join("layernorm-scaling-token-cache");
+    let cache_root =
+        request.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("layernorm-scaling-token-cache"));
     let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
     for warning in cache.warnings() {
         errln!("warning: {warning}");
@@ -136,15 +127,15 @@ pub(super) use encoder::AnalysedEncoder;
 mod encoder {
     use std::path::{Path, PathBuf};
 
-    use super::{evaluation_tokens, usage};
+    use burn::tensor::Device;
+
+    use super::evaluation_tokens;
+    use crate::analysis::analysis_request::{usage, DEFAULT_ENCODER_SEQUENCES};
     use crate::analysis::{AnalysisRequest, EncoderReport};
     use crate::data::Tokenizer;
     use crate::hf::{bert_layer_removal, encoder_sequences, load_bert_model, BertConfig, BertForMaskedLm, BertTokens};
     use crate::model::first_non_finite_parameter;
     use crate::{errln, Error};
-
-    /// The sequences an encoder scores when the request gives no number.
-    pub(in crate::analysis) const DEFAULT_ENCODER_SEQUENCES: usize = 8;
 
     /// A BERT-style encoder to analyse, loaded and checked.
     pub(in crate::analysis) struct AnalysedEncoder {
@@ -157,17 +148,16 @@ mod encoder {
     }
 
     impl AnalysedEncoder {
-        /// Loads the BERT-style encoder of the Hugging Face directory `dir` and checks the request
-        /// against it.
-        pub(in crate::analysis) fn load(dir: &Path, request: &AnalysisRequest) -> Result<Self, Error> {
+        /// Loads the BERT-style encoder of the Hugging Face directory `dir` onto `device` and
+        /// checks the request against it.
+        pub(in crate::analysis) fn load(dir: &Path, request: &AnalysisRequest, device: &Device) -> Result<Self, Error> {
             if request.step.is_some() || request.epoch.is_some() {
                 return Err(usage(format!(
                     "--step picks a checkpoint of a run; {} is a Hugging Face encoder, which has only its weights",
                     dir.display()
                 )));
             }
-            let device = crate::parse_device(&request.device)?;
-            let (model, config) = load_bert_model(dir, &device).map_err(|e| Error::file(dir, e))?;
+            let (model, config) = load_bert_model(dir, device).map_err(|e| Error::file(dir, e))?;
             if let Some(parameter) = first_non_finite_parameter(&model) {
                 let advice = format!("the weights of {} are damaged; download the model again", dir.display());
                 return Err(Error::NonFinite { parameter, advice });
@@ -204,7 +194,7 @@ mod encoder {
         pub(in crate::analysis) fn report(
             &self,
             request: &AnalysisRequest,
-            progress: &mut dyn FnMut(&'static str) -> Box<dyn FnMut(usize, usize)>,
+            progress: &mut dyn FnMut(&str, usize, usize),
         ) -> Result<EncoderReport, Error> {
             let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size)?;
             let wanted = request.sequences.unwrap_or(DEFAULT_ENCODER_SEQUENCES);
@@ -217,18 +207,18 @@ mod encoder {
                 );
             }
             errln!("{}", self.title);
-            let mut bar = progress("pseudo-perplexity");
+            let mut counter = |done, total| progress("pseudo-perplexity", done, total);
             let layers = &request.options.layers;
-            let removal = bert_layer_removal(&self.model, &sequences, self.tokens.mask, layers, &mut bar)?;
+            let removal = bert_layer_removal(&self.model, &sequences, self.tokens.mask, layers, &mut counter)?;
             Ok(EncoderReport::new(&self.dir, self.config.clone(), request.seq_len, removal))
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "flex"))]
 mod tests {
     use super::AnalysedRun;
-    use crate::analysis::prepared_analysis::tests::{request, run_dir};
+    use crate::analysis::test_support::{flex, request, run_dir};
     use crate::analysis::ModelSource;
     use crate::run::{TrackRecord, TRACKING};
 
@@ -245,19 +235,20 @@ mod tests {
     }
 
     #[test]
-    fn tracked_records_of_another_depth_than_the_models_are_left_out() {
+    fn tracked_records_of_another_depth_than_the_models_are_left_out_one_by_one() {
         let root = tempfile::tempdir().unwrap();
         let run = run_dir(root.path(), "run");
         let request = request(vec![ModelSource::Run(run.clone())]);
         let layers = crate::LlamaConfig::tiny().n_layers;
         let tracked = |text: String| {
             std::fs::write(run.join(TRACKING), text).unwrap();
-            AnalysedRun::load(&run, false, &request).unwrap().tracking.map(|records| records.len())
+            AnalysedRun::load(&run, &request, &flex()).unwrap().tracking.map(|records| records.len())
         };
         assert_eq!(tracked(record(0, layers) + &record(10, layers)), Some(2));
         // A damaged line costs its own record only.
         let damaged = record(0, layers) + "{\"step\": 1\n" + &record(10, layers);
         assert_eq!(tracked(damaged), Some(2));
-        assert_eq!(tracked(record(0, layers + 1) + &record(10, layers + 1)), None);
+        // A record of another depth too, even the first.
+        assert_eq!(tracked(record(0, layers + 1) + &record(10, layers) + &record(20, layers)), Some(2));
     }
 }

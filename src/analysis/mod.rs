@@ -31,9 +31,11 @@ mod scheme_result;
 mod sweep_diagnostics;
 #[cfg(feature = "train")]
 mod sweep_report;
+#[cfg(all(test, feature = "flex"))]
+mod test_support;
 mod trace_statistics;
 
-pub use analysis_request::{AnalysisRequest, ModelSource};
+pub use analysis_request::{AnalysisRequest, ChoiceSet, ModelSource, DEFAULT_ENCODER_SEQUENCES, DEFAULT_SEQ_LEN};
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use block_influence::block_influence;
 pub use choice_layouts::{hellaswag_preprocess, piqa_labels_path, read_choice_file, read_choice_items, ChoiceFormat};

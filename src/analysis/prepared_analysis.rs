@@ -1,17 +1,18 @@
-//! An analysis checked before it runs: every check of an [`AnalysisRequest`] made, and every
-//! model loaded, before the first evaluation ([`AnalysisRequest::prepare`]); then the evaluations
-//! and the report written where it goes ([`PreparedAnalysis::run`]).
+//! An analysis checked before it runs: the checks of an [`AnalysisRequest`] made, and every model
+//! loaded, before the first evaluation ([`AnalysisRequest::prepare`]); then the evaluations and
+//! the report written where it goes ([`PreparedAnalysis::run`]).
 
 use std::path::{Path, PathBuf};
 
-use super::analysed_model::{usage, AnalysedRun};
+use super::analysed_model::AnalysedRun;
+use super::analysis_request::usage;
 use super::{
-    read_choice_file, report_dir, report_labels, write_comparison, AnalysisRequest, ChoiceFormat, ChoiceItem,
-    ComparedRun, ModelSource, ReportModel,
+    read_choice_file, report_dir, report_labels, write_comparison, AnalysisRequest, ChoiceItem, ChoiceSet, ComparedRun,
+    ModelSource, ReportModel,
 };
 use crate::data::DataError;
 use crate::run::RunIdentity;
-use crate::{errln, outln, ConfigError, Error};
+use crate::{errln, ConfigError, Error};
 
 /// A model of a prepared analysis.
 enum Analysed {
@@ -20,10 +21,12 @@ enum Analysed {
     Encoder(super::analysed_model::AnalysedEncoder),
 }
 
-/// An analysis whose every input was checked and every model loaded: what is left can only fail
-/// in the evaluations or the writing.
+/// An analysis whose settings were checked and whose models were loaded: what is left to fail is
+/// reading the evaluation text (per model, in its tokenizer), the evaluations and the writing.
 pub struct PreparedAnalysis {
     request: AnalysisRequest,
+    /// Notes for the reader of the report (say, that acc_norm equals acc on a set's choices).
+    notes: Vec<String>,
     /// Each model with its label, in the request's order.
     models: Vec<(String, Analysed)>,
     /// What each model's directory held when loaded: a training that rewrites one meanwhile is
@@ -33,11 +36,28 @@ pub struct PreparedAnalysis {
     out: PathBuf,
 }
 
+impl std::fmt::Debug for PreparedAnalysis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let models: Vec<(&String, &str)> = self
+            .models
+            .iter()
+            .map(|(label, model)| match model {
+                Analysed::Decoder(run) => (label, run.title.as_str()),
+                #[cfg(feature = "hf")]
+                Analysed::Encoder(encoder) => (label, encoder.title.as_str()),
+            })
+            .collect();
+        f.debug_struct("PreparedAnalysis").field("out", &self.out).field("models", &models).finish_non_exhaustive()
+    }
+}
+
 impl AnalysisRequest {
-    /// Checks everything that can be wrong with the request and loads every model, before the
-    /// first evaluation: the settings, where the report goes and its labels, each model against
-    /// the sequence length and the layers, the multiple-choice set and whether each question fits
-    /// each model's context. Warns (stderr) where the models' perplexities cannot be compared.
+    /// Checks the request and loads every model, before the first evaluation: the settings and
+    /// the device, where the report goes and its labels, each model against the sequence length
+    /// and the layers, the multiple-choice set and whether each question fits each model's
+    /// context. The evaluation text is read later, by [`run`](PreparedAnalysis::run), in each
+    /// model's tokenizer. Warnings go to stderr as the crate's programs print them (a deprecated
+    /// `epoch`, damaged tracking records, models whose perplexities cannot be compared).
     pub fn prepare(self) -> Result<PreparedAnalysis, Error> {
         if self.seq_len == 0 || self.sequences == Some(0) {
             return Err(usage("--seq-len and --sequences must be at least 1".into()));
@@ -47,6 +67,7 @@ impl AnalysisRequest {
             ConfigError::LayerTwice { .. } => usage(format!("--layers: {e}")),
             other => other.into(),
         })?;
+        let device = crate::parse_device(&self.device)?;
         // `org/name` names a model of the local Hugging Face cache: its folder from here on.
         let dirs: Vec<(PathBuf, Kind)> = self
             .models
@@ -84,8 +105,8 @@ impl AnalysisRequest {
         for ((dir, kind), label) in dirs.iter().zip(labels) {
             let model = match kind {
                 #[cfg(feature = "hf")]
-                Kind::Encoder => Analysed::Encoder(super::analysed_model::AnalysedEncoder::load(dir, &self)?),
-                _ => Analysed::Decoder(AnalysedRun::load(dir, *kind == Kind::HfDecoder, &self)?),
+                Kind::Encoder => Analysed::Encoder(super::analysed_model::AnalysedEncoder::load(dir, &self, &device)?),
+                _ => Analysed::Decoder(AnalysedRun::load(dir, &self, &device)?),
             };
             models.push((label, model));
         }
@@ -95,11 +116,12 @@ impl AnalysisRequest {
         if self.sequences.is_some() && !has_encoder {
             return Err(usage("--sequences counts an encoder's sequences; no --hf-dir is a BERT-style encoder".into()));
         }
+        let mut notes = Vec::new();
         let choices = match &self.choices {
-            Some((path, format)) => Some(choice_items(path, *format, &decoders)?),
+            Some(set) => Some(choice_items(set, &decoders, &mut notes)?),
             None => None,
         };
-        Ok(PreparedAnalysis { request: self, models, identities, choices, out })
+        Ok(PreparedAnalysis { request: self, notes, models, identities, choices, out })
     }
 }
 
@@ -109,12 +131,18 @@ impl PreparedAnalysis {
         &self.out
     }
 
+    /// Notes for the reader of the report, found while preparing (the `analyze` example prints
+    /// them on stdout).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     /// Evaluates every model and writes the report: one model's, or a comparison of them all
     /// (with the encoders' layer removal beside the decoders' where there are both). Returns the
-    /// report's summary (Markdown). `progress(what)` gives a counter of `(done, total)`
-    /// evaluations for each evaluation of a model. Nothing is written when a model's directory
-    /// changed meanwhile.
-    pub fn run(self, progress: &mut dyn FnMut(&'static str) -> Box<dyn FnMut(usize, usize)>) -> Result<String, Error> {
+    /// report's summary (Markdown). `progress(stage, done, total)` counts the evaluations of each
+    /// stage of each model (`perplexity`, `multiple choice`, `pseudo-perplexity`); a stage starts
+    /// again for each model. Nothing is written when a model's directory changed meanwhile.
+    pub fn run(self, progress: &mut dyn FnMut(&str, usize, usize)) -> Result<String, Error> {
         let request = &self.request;
         let mut compared = Vec::new();
         #[cfg(feature = "hf")]
@@ -217,20 +245,20 @@ fn warn_of_different_tokenizers(decoders: &[(&String, &AnalysedRun)]) {
     }
 }
 
-/// The multiple-choice set in `path` (layout `format`, or the one its first row shows), each
-/// question with each choice checked to fit in every decoder's context.
+/// The items of the multiple-choice `set`, each question with each choice checked to fit in
+/// every decoder's context; a note for the reader goes to `notes`.
 fn choice_items(
-    path: &Path,
-    format: Option<ChoiceFormat>,
+    set: &ChoiceSet,
     decoders: &[(&String, &AnalysedRun)],
+    notes: &mut Vec<String>,
 ) -> Result<Vec<ChoiceItem>, Error> {
     // Named as the multiple-choice set, not as a corpus.
-    let (format, items) = read_choice_file(path, format).map_err(|e| match e {
+    let (format, items) = read_choice_file(&set.path, set.format).map_err(|e| match e {
         DataError::Corpus(message) => usage(format!("--choices: {message}")),
         other => other.into(),
     })?;
     if !format.has_acc_norm() {
-        outln!("--choices: {format}'s choices are one letter each, so acc_norm equals acc: read acc");
+        notes.push(format!("--choices: {format}'s choices are one letter each, so acc_norm equals acc: read acc"));
     }
     for (_, run) in decoders {
         let longest = super::longest_choice_tokens(&run.tokenizer, &items)?;
@@ -241,47 +269,11 @@ fn choice_items(
     Ok(items)
 }
 
-#[cfg(test)]
-pub(super) mod tests {
+#[cfg(all(test, feature = "flex"))]
+mod tests {
     use super::*;
-    use crate::analysis::AnalysisOptions;
-    use crate::run::{save_run_model, RunModelInfo};
+    use crate::analysis::test_support::{request, run_dir};
     use crate::LlamaConfig;
-
-    /// A run directory in `root` holding an untrained tiny model with the byte tokenizer.
-    pub(in crate::analysis) fn run_dir(root: &Path, name: &str) -> PathBuf {
-        let dir = root.join(name);
-        std::fs::create_dir(&dir).unwrap();
-        let config = LlamaConfig::tiny();
-        let info = RunModelInfo {
-            model: config.clone(),
-            tokenizer: "byte".into(),
-            steps: 0,
-            data: None,
-            tokenizer_identity: None,
-        };
-        let device = crate::parse_device("flex").unwrap();
-        save_run_model(&dir, &config.init(&device).unwrap(), &info).unwrap();
-        dir
-    }
-
-    pub(in crate::analysis) fn request(models: Vec<ModelSource>) -> AnalysisRequest {
-        AnalysisRequest {
-            models,
-            labels: Vec::new(),
-            step: None,
-            epoch: None,
-            data: Vec::new(),
-            text_field: "text".into(),
-            tokenizer: None,
-            seq_len: 16,
-            sequences: None,
-            device: "flex".into(),
-            choices: None,
-            out: None,
-            options: AnalysisOptions { batch_size: 2, batches: 1, layers: Vec::new(), heatmap_embedding: false },
-        }
-    }
 
     fn is_conflict(result: Result<PreparedAnalysis, Error>) -> bool {
         matches!(result, Err(Error::Config(ConfigError::Conflict(_))))
@@ -300,36 +292,39 @@ pub(super) mod tests {
     #[test]
     fn each_model_is_checked_against_the_settings_before_the_first_evaluation() {
         let root = tempfile::tempdir().unwrap();
-        let run = run_dir(root.path(), "run");
-        let models = vec![ModelSource::Run(run.clone())];
+        let models = vec![ModelSource::Run(run_dir(root.path(), "run"))];
         let mut too_deep = request(models.clone());
         too_deep.options.layers = vec![LlamaConfig::tiny().n_layers + 1];
         assert!(is_conflict(too_deep.prepare()));
         let too_long = AnalysisRequest { seq_len: LlamaConfig::tiny().max_seq_len + 1, ..request(models.clone()) };
         assert!(is_conflict(too_long.prepare()));
         // An encoder's setting with no encoder.
-        assert!(is_conflict(AnalysisRequest { sequences: Some(2), ..request(models.clone()) }.prepare()));
-        // Two models need a report directory of their own.
-        let other = run_dir(root.path(), "other");
-        assert!(is_conflict(request(vec![ModelSource::Run(run), ModelSource::Run(other)]).prepare()));
+        assert!(is_conflict(AnalysisRequest { sequences: Some(2), ..request(models) }.prepare()));
     }
 
     #[test]
     fn one_run_is_reported_in_its_analysis_folder_and_two_in_a_comparison() {
         let root = tempfile::tempdir().unwrap();
         let (run, other) = (run_dir(root.path(), "run"), run_dir(root.path(), "other"));
-        let no_progress = &mut |_: &'static str| Box::new(|_: usize, _: usize| {}) as Box<dyn FnMut(usize, usize)>;
+        let mut stages = Vec::new();
+        let mut progress = |stage: &str, done: usize, total: usize| {
+            assert!(done <= total, "{stage}: {done} of {total}");
+            if stages.last() != Some(&stage.to_string()) {
+                stages.push(stage.to_string());
+            }
+        };
 
         let analysis = request(vec![ModelSource::Run(run.clone())]).prepare().unwrap();
         assert_eq!(analysis.out(), run.join(crate::run::ANALYSIS));
-        let summary = analysis.run(no_progress).unwrap();
+        let summary = analysis.run(&mut progress).unwrap();
         assert!(run.join(crate::run::ANALYSIS).join(crate::run::REPORT).is_file());
-        assert!(!summary.is_empty());
+        assert!(summary.contains("Diagnostics of") && summary.contains(&run.display().to_string()), "{summary}");
+        assert_eq!(stages, ["perplexity"]);
 
         let out = root.path().join("comparison");
         let both = vec![ModelSource::Run(run), ModelSource::Run(other)];
         let analysis = AnalysisRequest { out: Some(out.clone()), ..request(both) }.prepare().unwrap();
-        let summary = analysis.run(no_progress).unwrap();
+        let summary = analysis.run(&mut |_, _, _| {}).unwrap();
         assert!(out.join(crate::run::COMPARISON).is_file());
         assert_eq!(summary, std::fs::read_to_string(out.join("comparison.md")).unwrap());
     }

@@ -38,18 +38,19 @@ fn nulls_as_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec
 /// the same number of layers, with `n_layers + 1` variances and `n_layers` of the rest; an error
 /// names the line that does not.
 pub fn read_tracking(path: &Path) -> Result<Vec<TrackRecord>, Error> {
-    let (records, bad) = read_tracking_lines(path)?;
+    let (records, bad) = read_tracking_lines(path, None)?;
     match bad.into_iter().next() {
         None => Ok(records),
         Some((line, what)) => Err(Error::file(tracking_path(path), format!("line {line}: {what}"))),
     }
 }
 
-/// Reads `tracking.jsonl` (a path to the file or to its run directory) as a report does: a
-/// damaged line (a write cut short by a full disk) costs its record, and is returned beside the
-/// valid ones for a warning; a file with no valid record is an error naming its first bad line.
-pub fn read_tracking_skipping_damage(path: &Path) -> Result<(Vec<TrackRecord>, Vec<BadLine>), Error> {
-    let (records, bad) = read_tracking_lines(path)?;
+/// Reads `tracking.jsonl` (a path to the file or to its run directory) as a report on a model of
+/// `n_layers` does: a damaged line (a write cut short by a full disk), or a record of another
+/// depth, costs its record, and is returned beside the valid ones for a warning; a file with no
+/// valid record is an error naming its first bad line.
+pub fn read_tracking_skipping_damage(path: &Path, n_layers: usize) -> Result<(Vec<TrackRecord>, Vec<BadLine>), Error> {
+    let (records, bad) = read_tracking_lines(path, Some(n_layers))?;
     match bad.first() {
         Some((line, what)) if records.is_empty() => {
             Err(Error::file(tracking_path(path), format!("line {line}: {what}")))
@@ -71,9 +72,12 @@ fn tracking_path(path: &Path) -> PathBuf {
 pub type BadLine = (usize, String);
 
 /// The valid records of `tracking.jsonl`, and the 1-based number and error of each bad line
-/// (not JSON, not a record, or not as many layers as the first record); an error only when the
-/// file cannot be read.
-pub(crate) fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<BadLine>), Error> {
+/// (not JSON, not a record, or of another depth than `n_layers`, or when that is not known, the
+/// first valid record's); an error only when the file cannot be read.
+pub(crate) fn read_tracking_lines(
+    path: &Path,
+    n_layers: Option<usize>,
+) -> Result<(Vec<TrackRecord>, Vec<BadLine>), Error> {
     let path = tracking_path(path);
     // Read as bytes: a corrupt line need not be UTF-8, and is then one bad line, not a bad file.
     let bytes = std::fs::read(&path).map_err(|e| Error::file(&path, format!("cannot read it: {e}")))?;
@@ -82,7 +86,10 @@ pub(crate) fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate().filter(|(_, line)| !line.trim_ascii().is_empty()) {
         let parsed = serde_json::from_slice::<TrackRecord>(line)
             .map_err(|e| format!("not a tracking record: {e}"))
-            .and_then(|record| check_record(&record, records.first()).map(|()| record));
+            .and_then(|record| {
+                let expected = n_layers.or_else(|| records.first().map(|first| first.grad_norm.len()));
+                check_record(&record, expected).map(|()| record)
+            });
         match parsed {
             Ok(record) => records.push(record),
             Err(what) => bad.push((i + 1, what)),
@@ -91,9 +98,9 @@ pub(crate) fn read_tracking_lines(path: &Path) -> Result<(Vec<TrackRecord>, Vec<
     Ok((records, bad))
 }
 
-/// An error unless `record` has `n_layers + 1` variances and `n_layers` of the rest, with as many
-/// layers as the `first` record of its file.
-fn check_record(record: &TrackRecord, first: Option<&TrackRecord>) -> Result<(), String> {
+/// An error unless `record` has `n_layers + 1` variances and `n_layers` of the rest, with the
+/// `expected` number of layers where that is known.
+fn check_record(record: &TrackRecord, expected: Option<usize>) -> Result<(), String> {
     let layers = record.grad_norm.len();
     if layers == 0
         || record.block_output_variance.len() != layers + 1
@@ -113,8 +120,8 @@ fn check_record(record: &TrackRecord, first: Option<&TrackRecord>) -> Result<(),
             record.max_abs_activation.len()
         ));
     }
-    match first.map(|first| first.grad_norm.len()) {
-        Some(expected) if expected != layers => Err(format!("{layers} layers where the first record has {expected}")),
+    match expected {
+        Some(expected) if expected != layers => Err(format!("{layers} layers where the model has {expected}")),
         _ => Ok(()),
     }
 }

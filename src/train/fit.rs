@@ -92,12 +92,13 @@ pub(super) fn fit(
         monitor.time_first_step();
     }
     monitor.stop_on_divergence(training.interrupter());
+    let tracker = tracker(config, prepared, dir.path(), start_step, monitor)?;
     let settings = StepSettings {
         micro_batches,
         clip_grad_norm: config.optim.clip_grad_norm,
         loss_scale: LossScale::for_precision(config.training_precision()),
         monitor: monitor.clone(),
-        tracker: tracker(config, prepared, dir.path(), start_step, monitor)?,
+        tracker: tracker.clone(),
         ..StepSettings::default()
     };
     let model = TrainingModel::new(initial_model(prepared, &devices[0])?, settings);
@@ -107,6 +108,9 @@ pub(super) fn fit(
     let started = Instant::now();
     let result = training.launch(learner);
     let seconds = started.elapsed().as_secs_f64();
+    if let Some(tracker) = &tracker {
+        tracker.finish();
+    }
     // Every save is done (burn-train's checkpointer threads have ended): the last deletions.
     keeper.prune();
     let model = outcome(config, dir, result, monitor)?;
@@ -280,7 +284,8 @@ fn tracker(
     };
     let n = prepared.valid.len().min(config.optim.batch_size).min(8);
     let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
-    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step, monitor.events())
+    let layers = prepared.model.n_layers;
+    let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step, layers, monitor.events())
         .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?;
     Ok(Some(Arc::new(tracker)))
 }

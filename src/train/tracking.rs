@@ -42,13 +42,14 @@ impl Tracker {
         every: usize,
         probe: TensorData,
         start_step: usize,
+        n_layers: usize,
         events: Events,
     ) -> std::io::Result<Self> {
         let path = dir.join(TRACKING);
         let kept = if start_step == 0 || !path.exists() {
             Vec::new()
         } else {
-            let (records, bad) = read_tracking_lines(&path).map_err(std::io::Error::other)?;
+            let (records, bad) = read_tracking_lines(&path, Some(n_layers)).map_err(std::io::Error::other)?;
             if let Some((_, first)) = bad.first() {
                 let lines: Vec<String> = bad.iter().map(|(line, _)| line.to_string()).collect();
                 events.warn(format!(
@@ -74,17 +75,37 @@ impl Tracker {
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let (file, unwritten) = &mut *log;
         let written = file.append(&[record]);
-        if let Some(warning) = write_report(file.path(), step, written, unwritten) {
+        if let Some(warning) = write_warning(file.path(), step, written, unwritten) {
             self.events.warn(warning);
         }
     }
+
+    /// Called once the training ended: says how many records are missing when the writes failed
+    /// to the end.
+    pub(crate) fn finish(&self) {
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let (file, unwritten) = &*log;
+        if let Some(warning) = missing_at_end(file.path(), *unwritten) {
+            self.events.warn(warning);
+        }
+    }
+}
+
+/// What to say at the end of a training whose last records were not written (`unwritten`: the
+/// first one's step, how many).
+fn missing_at_end(path: &Path, unwritten: Option<(usize, usize)>) -> Option<String> {
+    let (first, count) = unwritten?;
+    Some(format!(
+        "{}: {count} record(s) from step {first} on could not be written; it ends before them",
+        path.display()
+    ))
 }
 
 /// What to say of the write of step `step`'s record to `path` (`written`), given the records
 /// not written since the last that was (`unwritten`: the first one's step, how many), which it
 /// updates. A run of failed writes is reported where it starts and where it ends: later records
 /// are still tried, as a disk may be freed.
-fn write_report(
+fn write_warning(
     path: &Path,
     step: usize,
     written: std::io::Result<()>,
@@ -128,7 +149,7 @@ pub fn record(step: usize, model: &Llama, grads: &GradientsParams, probe: Tensor
 
 #[cfg(test)]
 mod tests {
-    use super::write_report;
+    use super::{missing_at_end, write_warning};
     use std::path::Path;
 
     #[test]
@@ -136,15 +157,19 @@ mod tests {
         let path = Path::new("run/tracking.jsonl");
         let full = || Err(std::io::Error::other("no space left on device"));
         let mut unwritten = None;
-        assert_eq!(write_report(path, 0, Ok(()), &mut unwritten), None);
-        let first = write_report(path, 10, full(), &mut unwritten).unwrap();
+        assert_eq!(write_warning(path, 0, Ok(()), &mut unwritten), None);
+        let first = write_warning(path, 10, full(), &mut unwritten).unwrap();
         assert!(first.contains("at step 10") && first.contains("no space left"), "{first}");
-        assert_eq!(write_report(path, 20, full(), &mut unwritten), None);
-        assert_eq!(write_report(path, 30, full(), &mut unwritten), None);
-        let end = write_report(path, 40, Ok(()), &mut unwritten).unwrap();
+        assert_eq!(write_warning(path, 20, full(), &mut unwritten), None);
+        assert_eq!(write_warning(path, 30, full(), &mut unwritten), None);
+        let end = write_warning(path, 40, Ok(()), &mut unwritten).unwrap();
         assert!(end.contains("from step 40") && end.contains("3 record(s) from step 10"), "{end}");
-        assert_eq!(write_report(path, 50, Ok(()), &mut unwritten), None);
-        // A second run of failures is reported again.
-        assert!(write_report(path, 60, full(), &mut unwritten).is_some());
+        assert_eq!(write_warning(path, 50, Ok(()), &mut unwritten), None);
+        // A second run of failures is reported again, and at the end when it lasts.
+        assert!(write_warning(path, 60, full(), &mut unwritten).is_some());
+        assert_eq!(write_warning(path, 70, full(), &mut unwritten), None);
+        let end = missing_at_end(path, unwritten).unwrap();
+        assert!(end.contains("2 record(s) from step 60"), "{end}");
+        assert_eq!(missing_at_end(path, None), None);
     }
 }
