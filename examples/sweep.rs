@@ -89,6 +89,9 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         .into());
     }
     let baseline = parse_baseline(&sweep, args.baseline.as_deref())?;
+    if let Some(note) = cli::shared_init_note(&sweep) {
+        outln!("{note}");
+    }
     // The report replaces an earlier one at the end: anything else in its folder is found now.
     let report_dir = sweep_report_dir(&sweep.config.output.out);
     check_replaceable_dir(&report_dir, SWEEP_RESULTS).map_err(|e| Error::file(&report_dir, e))?;

@@ -31,7 +31,7 @@ mod train_settings;
 #[cfg(feature = "train")]
 pub use lists::{parse_baseline, parse_depths, parse_inits, parse_schemes, parse_seeds, table_1_schemes};
 #[cfg(feature = "train")]
-pub use sweep_settings::{sweep_settings, SweepLists};
+pub use sweep_settings::{shared_init_note, sweep_settings, SweepLists};
 #[cfg(feature = "train")]
 pub use train_settings::train_settings;
 

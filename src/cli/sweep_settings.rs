@@ -7,7 +7,7 @@ use clap::ArgMatches;
 
 use super::{overridden, parse_depths, parse_inits, parse_schemes, parse_seeds};
 use crate::train::{model_config, Sweep, TrainConfig};
-use crate::{errln, outln, ConfigError, Error, InitScheme};
+use crate::{errln, ConfigError, Error, InitScheme};
 
 /// The sweep's own list options as given: `--schemes`, `--seeds`, `--inits` and `--layers` (a
 /// list of depths on a sweep's command line).
@@ -29,9 +29,6 @@ pub struct SweepLists<'a> {
 ///   file's `norm` is dropped (with a note), as `--schemes` gives each run its scheme;
 /// - one depth in `--layers` sets every run's depth; several make a depth axis;
 /// - without `--seeds` the sweep has one seed, the settings' own.
-///
-/// Prints a note when every run shares an init other than `normal` and the report names the
-/// schemes alone.
 pub fn sweep_settings(
     matches: &ArgMatches,
     config_file: Option<&Path>,
@@ -62,13 +59,16 @@ pub fn sweep_settings(
         Some(list) => parse_seeds(list)?,
         None => vec![config.seed],
     };
-    let sweep = Sweep { config, schemes, seeds, inits, depths };
-    // Without an init axis the arms are named by scheme: say so when every run has another init.
-    let shared_init = model_config(&sweep.config).ok().and_then(|model| model.init);
-    if let Some(init) = shared_init.filter(|&init| sweep.inits.is_empty() && init != InitScheme::Normal) {
-        outln!("note: every run uses the init `{init}` (of the config or the model file); the report names the schemes alone");
-    }
-    Ok(sweep)
+    Ok(Sweep { config, schemes, seeds, inits, depths })
+}
+
+/// A note for the reader of the sweep's report when every run shares an init other than `normal`
+/// (no init axis): the report names the arms by scheme alone.
+pub fn shared_init_note(sweep: &Sweep) -> Option<String> {
+    let init = model_config(&sweep.config).ok().and_then(|model| model.init)?;
+    (sweep.inits.is_empty() && init != InitScheme::Normal).then(|| {
+        format!("note: every run uses the init `{init}` (of the config or the model file); the report names the schemes alone")
+    })
 }
 
 #[cfg(test)]
@@ -115,6 +115,15 @@ mod tests {
         assert_eq!(sweep.config.model.norm, None);
         assert_eq!(sweep.config.optim.steps, 5);
         assert_eq!(sweep.schemes, vec![NormScheme::PreLn, "lns".parse().unwrap()]);
+    }
+
+    #[test]
+    fn a_shared_init_other_than_normal_is_noted() {
+        let scaled =
+            sweep_settings(&matches(&["--init", "scaled"]), None, TrainConfig::default(), lists("lns")).unwrap();
+        assert!(shared_init_note(&scaled).is_some_and(|note| note.contains("`scaled`")));
+        let plain = sweep_settings(&matches(&[]), None, TrainConfig::default(), lists("lns")).unwrap();
+        assert_eq!(shared_init_note(&plain), None);
     }
 
     #[test]

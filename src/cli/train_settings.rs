@@ -19,7 +19,13 @@ use crate::{ConfigError, Error};
 ///   (its `train.json`), the options given changing them;
 /// - `--config RUN/train.json --resume` without `--out` resumes `RUN` wherever it is run from (the
 ///   `out` a run records is relative to where it started);
+/// - `--init-from` on a resume that names other weights than the run started from is refused:
+///   a resume continues from its checkpoint, and the run's record would name weights it never
+///   loaded;
 /// - `--model` beside `--init-from` is refused: the loaded model keeps its own shape.
+///
+/// A command line that `matches` was not made from is an error ([`ConfigError::Invalid`]), not
+/// clap's exit.
 pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: Start) -> Result<TrainConfig, Error> {
     let given = |base: TrainConfig| {
         overridden(base, matches).map_err(|e| ConfigError::Invalid { what: "command line", message: e.to_string() })
@@ -45,18 +51,37 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
     }
     if resume && config_file.is_none() {
         if let Some(recorded) = TrainConfig::recorded_in(&config.output.out)? {
+            let started_from = recorded.model.init_from.clone();
             config = given(recorded)?;
+            if on_command_line("init_from") && config.model.init_from != started_from {
+                let started =
+                    started_from.map_or("a fresh init".into(), |dir| format!("--init-from {}", dir.display()));
+                return Err(ConfigError::Conflict(format!(
+                    "--init-from starts a new run from other weights; the run in {} started from {started} and a \
+                     resume continues from its checkpoint: leave --init-from out, or start a new run (a new --out, \
+                     or --overwrite)",
+                    config.output.out.display()
+                ))
+                .into());
+            }
         }
     }
-    if config.model.init_from.is_some() && on_command_line("model") {
+    refuse_model_beside_init_from(matches, &config)?;
+    Ok(config)
+}
+
+/// An error when the command line gives `--model` and the settings start from `--init-from`,
+/// whose model is loaded with its own shape.
+fn refuse_model_beside_init_from(matches: &ArgMatches, config: &TrainConfig) -> Result<(), ConfigError> {
+    let model_given = matches!(matches.value_source("model"), Some(ValueSource::CommandLine));
+    if config.model.init_from.is_some() && model_given {
         return Err(ConfigError::Conflict(
             "--model cannot apply beside --init-from, whose model is loaded with its own shape; leave --model unset \
              (--norm retrofits another scheme onto it)"
                 .into(),
-        )
-        .into());
+        ));
     }
-    Ok(config)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -129,5 +154,27 @@ mod tests {
         let error = train_settings(&matches(&["--init-from", "runs/x", "--model", "9m"]), None, Start::New);
         assert!(matches!(error, Err(Error::Config(ConfigError::Conflict(_)))), "{error:?}");
         assert!(train_settings(&matches(&["--init-from", "runs/x"]), None, Start::New).is_ok());
+    }
+
+    #[test]
+    fn a_resume_from_other_weights_than_the_runs_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = recorded_run(dir.path(), &TrainConfig::default());
+        let out = run.to_str().unwrap();
+        let resumed = train_settings(&matches(&["--out", out, "--init-from", "runs/x"]), None, Start::Resume);
+        assert!(matches!(resumed, Err(Error::Config(ConfigError::Conflict(_)))), "{resumed:?}");
+
+        let mut from_x = TrainConfig::default();
+        from_x.model.init_from = Some("runs/x".into());
+        let root = dir.path().join("from-x");
+        std::fs::create_dir(&root).unwrap();
+        let run = recorded_run(&root, &from_x);
+        let out = run.to_str().unwrap();
+        // The same weights again (the first command repeated with --resume), or none given: the run's.
+        let again = train_settings(&matches(&["--out", out, "--init-from", "runs/x"]), None, Start::Resume).unwrap();
+        assert_eq!(again.model.init_from, Some("runs/x".into()));
+        let recorded = train_settings(&matches(&["--out", out]), None, Start::Resume).unwrap();
+        assert_eq!(recorded.model.init_from, Some("runs/x".into()));
+        assert!(train_settings(&matches(&["--out", out, "--init-from", "runs/y"]), None, Start::Resume).is_err());
     }
 }
