@@ -76,6 +76,8 @@ fn device_strings_select_compiled_backends_or_name_the_missing_feature() {
     if !cfg!(feature = "cuda") {
         let err = parse_device("cuda:1").unwrap_err();
         assert!(matches!(&err, ConfigError::NotCompiled { feature: "cuda", .. }), "{err}");
+        // The message says how to get it.
+        assert!(err.to_string().contains("`--features cuda`"), "{err}");
     }
     if !cfg!(feature = "tch") {
         let err = parse_device("tch-cuda:0").unwrap_err().to_string();

@@ -405,7 +405,7 @@ impl FromStr for NormScheme {
             Some(argument) => info.build.with(argument).ok_or_else(|| ConfigError::Invalid {
                 what: "normalisation scheme",
                 message: match argument.contains(':') {
-                    true => format!("`{}`: a scheme takes one argument; {}", text.trim(), info.what_it_takes()),
+                    true => format!("`{}`: a scheme takes at most one argument; {}", text.trim(), info.what_it_takes()),
                     false => format!("`{}`: {}", text.trim(), info.what_it_takes()),
                 },
             })?,

@@ -11,6 +11,7 @@
 //! | `model.bpk`, `model.bpk.sum` | the final model and its checksum ([`MODEL`]) |
 //! | `checkpoint/` | `model-step-N.bpk`, `optim-step-N.bpk`, `scheduler-step-N.bpk` at step `N` ([`CHECKPOINTS`]) |
 //! | `metrics.jsonl`, `metrics.csv` | the metrics of every logged step and validation ([`METRICS`]) |
+//! | `metrics.jsonl.damaged` | `metrics.jsonl` as it was before a resume dropped a damaged part ([`METRICS_DAMAGED`]) |
 //! | `tracking.jsonl` | the layer-wise variance and gradient norms over training ([`TRACKING`]) |
 //! | `analysis/` | the analyze example's report on the run's model ([`ANALYSIS`], marked by [`REPORT`]) |
 //! | `.lock` | held by the training that uses the directory ([`LOCK_FILE`]) |
@@ -39,7 +40,7 @@ pub use model_dir::{
     is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
 };
 #[cfg(feature = "train")]
-pub(crate) use record_log::RecordLog;
+pub(crate) use record_log::{keep_damaged_metrics, RecordLog};
 pub use run_model::{
     checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, record_start, save_run_model,
     RunModelInfo, CHECKPOINT_KINDS,
@@ -73,6 +74,8 @@ pub const METRICS: &str = "metrics.jsonl";
 pub const METRICS_CSV: &str = "metrics.csv";
 /// The layer-wise variance and gradient norms over training: `tracking.jsonl`.
 pub const TRACKING: &str = "tracking.jsonl";
+/// `metrics.jsonl` as it was before a resume dropped its history from a damaged line on.
+pub const METRICS_DAMAGED: &str = "metrics.jsonl.damaged";
 /// The analyze example's report on the run's model.
 pub const ANALYSIS: &str = "analysis";
 /// The file that marks a report on one model (in a run's `analysis/`, or a folder of its own):
@@ -84,7 +87,7 @@ pub const COMPARISON: &str = "comparison.json";
 /// What a run writes into its directory, and nothing else: `(name, is a directory)`.
 /// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`;
 /// `analysis/` is the analyze example's report on the run's model (it goes with the model).
-pub const RUN_ENTRIES: [(&str, bool); 16] = [
+pub const RUN_ENTRIES: [(&str, bool); 17] = [
     (CHECKPOINTS, true),
     ("train", true),
     ("valid", true),
@@ -96,6 +99,7 @@ pub const RUN_ENTRIES: [(&str, bool); 16] = [
     ("model.bpk.sum", false),
     (METRICS_CSV, false),
     (METRICS, false),
+    (METRICS_DAMAGED, false),
     (TRACKING, false),
     (ANALYSIS, true),
     (LOCK_FILE, false),

@@ -57,16 +57,15 @@ impl RecordLog {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
 
-    /// Keeps `text`, the log at `path` as it was before a restart drops part of it (from a
-    /// damaged line on), beside it as `<name>.damaged` (atomically); returns that path.
-    pub fn keep_damaged(path: &Path, text: &str) -> std::io::Result<PathBuf> {
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(".damaged");
-        let kept_as = path.with_file_name(name);
-        crate::io::write_atomically(&kept_as, text.as_bytes())?;
-        Ok(kept_as)
-    }
+/// Keeps `text`, what `metrics.jsonl` in the run directory `dir` held before a restart drops
+/// part of it (from a damaged line on), beside it as `metrics.jsonl.damaged` (atomically);
+/// returns that path.
+pub fn keep_damaged_metrics(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
+    let kept_as = dir.join(super::METRICS_DAMAGED);
+    crate::io::write_atomically(&kept_as, text.as_bytes())?;
+    Ok(kept_as)
 }
 
 impl Drop for RecordLog {
@@ -105,8 +104,8 @@ mod tests {
         let empty: [u8; 0] = [];
         RecordLog::restart(&path, &empty).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
-        let kept_as = RecordLog::keep_damaged(&path, "{\"a\":1}\n{\"a\n").unwrap();
-        assert_eq!(kept_as, dir.path().join("log.jsonl.damaged"));
+        let kept_as = keep_damaged_metrics(dir.path(), "{\"a\":1}\n{\"a\n").unwrap();
+        assert_eq!(kept_as, dir.path().join("metrics.jsonl.damaged"));
         assert_eq!(std::fs::read_to_string(&kept_as).unwrap(), "{\"a\":1}\n{\"a\n");
     }
 

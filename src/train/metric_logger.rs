@@ -15,7 +15,7 @@ use burn::train::metric::store::{EpochSummary, MetricsUpdate, Split};
 use burn::train::metric::{MetricDefinition, MetricId, NumericEntry};
 
 use super::monitor::RunMonitor;
-use crate::run::{parse_metric_lines, MetricRow, RecordLog, METRICS};
+use crate::run::{keep_damaged_metrics, parse_metric_lines, MetricRow, RecordLog, METRICS};
 
 /// Appends a run's metric values to `<run>/metrics.jsonl`.
 pub struct RunMetricLogger {
@@ -58,7 +58,7 @@ impl RunMetricLogger {
             let kept_note = match cut_short_end {
                 true => String::new(),
                 false => {
-                    let kept_as = RecordLog::keep_damaged(&path, &text)?;
+                    let kept_as = keep_damaged_metrics(dir, &text)?;
                     format!(" (the file as it was is kept as {})", kept_as.display())
                 }
             };
