@@ -53,7 +53,8 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
         if let Some(recorded) = TrainConfig::recorded_in(&config.output.out)? {
             let started_from = recorded.model.init_from.clone();
             config = given(recorded)?;
-            if on_command_line("init_from") && config.model.init_from != started_from {
+            if on_command_line("init_from") && !same_folder(config.model.init_from.as_deref(), started_from.as_deref())
+            {
                 let started =
                     started_from.map_or("a fresh init".into(), |dir| format!("--init-from {}", dir.display()));
                 return Err(ConfigError::Conflict(format!(
@@ -68,6 +69,21 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
     }
     refuse_model_beside_init_from(matches, &config)?;
     Ok(config)
+}
+
+/// Whether `a` and `b` name the same folder, however spelt (`runs/x`, `./runs/x/`, absolute), or
+/// are both unset.
+fn same_folder(a: Option<&Path>, b: Option<&Path>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let parts = |path: &Path| -> Vec<std::ffi::OsString> {
+                let kept = path.components().filter(|part| *part != std::path::Component::CurDir);
+                kept.map(|part| part.as_os_str().to_os_string()).collect()
+            };
+            parts(a) == parts(b) || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+        }
+        (a, b) => a == b,
+    }
 }
 
 /// An error when the command line gives `--model` and the settings start from `--init-from`,
@@ -176,5 +192,11 @@ mod tests {
         let recorded = train_settings(&matches(&["--out", out]), None, Start::Resume).unwrap();
         assert_eq!(recorded.model.init_from, Some("runs/x".into()));
         assert!(train_settings(&matches(&["--out", out, "--init-from", "runs/y"]), None, Start::Resume).is_err());
+        // The same folder spelt another way is the same weights.
+        let spelt = train_settings(&matches(&["--out", out, "--init-from", "./runs/x/"]), None, Start::Resume);
+        assert!(spelt.is_ok(), "{spelt:?}");
+        let here = std::env::current_dir().unwrap();
+        assert!(same_folder(Some(&here), Some(Path::new("."))));
+        assert!(!same_folder(Some(Path::new("runs/x")), None));
     }
 }
