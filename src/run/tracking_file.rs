@@ -87,7 +87,10 @@ pub(crate) fn read_tracking_lines(
         let parsed = serde_json::from_slice::<TrackRecord>(line)
             .map_err(|e| format!("not a tracking record: {e}"))
             .and_then(|record| {
-                let expected = n_layers.or_else(|| records.first().map(|first| first.grad_norm.len()));
+                let expected = match n_layers {
+                    Some(layers) => Some((layers, "the model has")),
+                    None => records.first().map(|first| (first.grad_norm.len(), "the first record has")),
+                };
                 check_record(&record, expected).map(|()| record)
             });
         match parsed {
@@ -99,8 +102,8 @@ pub(crate) fn read_tracking_lines(
 }
 
 /// An error unless `record` has `n_layers + 1` variances and `n_layers` of the rest, with the
-/// `expected` number of layers where that is known.
-fn check_record(record: &TrackRecord, expected: Option<usize>) -> Result<(), String> {
+/// `expected` number of layers where that is known (with whose number it is, for the error).
+fn check_record(record: &TrackRecord, expected: Option<(usize, &str)>) -> Result<(), String> {
     let layers = record.grad_norm.len();
     if layers == 0
         || record.block_output_variance.len() != layers + 1
@@ -121,7 +124,7 @@ fn check_record(record: &TrackRecord, expected: Option<usize>) -> Result<(), Str
         ));
     }
     match expected {
-        Some(expected) if expected != layers => Err(format!("{layers} layers where the model has {expected}")),
+        Some((expected, whose)) if expected != layers => Err(format!("{layers} layers where {whose} {expected}")),
         _ => Ok(()),
     }
 }
