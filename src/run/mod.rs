@@ -11,7 +11,7 @@
 //! | `model.bpk`, `model.bpk.sum` | the final model and its checksum ([`MODEL`]) |
 //! | `checkpoint/` | `model-step-N.bpk`, `optim-step-N.bpk`, `scheduler-step-N.bpk` at step `N` ([`CHECKPOINTS`]) |
 //! | `metrics.jsonl`, `metrics.csv` | the metrics of every logged step and validation ([`METRICS`]) |
-//! | `metrics.jsonl.damaged` | `metrics.jsonl` as it was before a resume dropped a damaged part ([`METRICS_DAMAGED`]) |
+//! | `metrics.jsonl.damaged` | `metrics.jsonl` as it was before each resume that dropped a damaged part, oldest first ([`METRICS_DAMAGED`]) |
 //! | `tracking.jsonl` | the layer-wise variance and gradient norms over training ([`TRACKING`]) |
 //! | `analysis/` | the analyze example's report on the run's model ([`ANALYSIS`], marked by [`REPORT`]) |
 //! | `.lock` | held by the training that uses the directory ([`LOCK_FILE`]) |
@@ -74,7 +74,8 @@ pub const METRICS: &str = "metrics.jsonl";
 pub const METRICS_CSV: &str = "metrics.csv";
 /// The layer-wise variance and gradient norms over training: `tracking.jsonl`.
 pub const TRACKING: &str = "tracking.jsonl";
-/// `metrics.jsonl` as it was before a resume dropped its history from a damaged line on.
+/// `metrics.jsonl` as it was before each resume that dropped its history from a damaged line on,
+/// the copies one after another, oldest first.
 pub const METRICS_DAMAGED: &str = "metrics.jsonl.damaged";
 /// The analyze example's report on the run's model.
 pub const ANALYSIS: &str = "analysis";

@@ -61,10 +61,19 @@ impl RecordLog {
 
 /// Keeps `text`, what `metrics.jsonl` in the run directory `dir` held before a restart drops
 /// part of it (from a damaged line on), beside it as `metrics.jsonl.damaged` (atomically);
-/// returns that path.
+/// returns that path. A copy kept by an earlier restart stays: `text` goes after it.
 pub fn keep_damaged_metrics(dir: &Path, text: &str) -> std::io::Result<PathBuf> {
     let kept_as = dir.join(super::METRICS_DAMAGED);
-    crate::io::write_atomically(&kept_as, text.as_bytes())?;
+    let mut kept = match std::fs::read_to_string(&kept_as) {
+        Ok(earlier) => earlier,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    if !kept.is_empty() && !kept.ends_with('\n') {
+        kept.push('\n');
+    }
+    kept.push_str(text);
+    crate::io::write_atomically(&kept_as, kept.as_bytes())?;
     Ok(kept_as)
 }
 
@@ -107,6 +116,9 @@ mod tests {
         let kept_as = keep_damaged_metrics(dir.path(), "{\"a\":1}\n{\"a\n").unwrap();
         assert_eq!(kept_as, dir.path().join("metrics.jsonl.damaged"));
         assert_eq!(std::fs::read_to_string(&kept_as).unwrap(), "{\"a\":1}\n{\"a\n");
+        // A second damaged restart keeps the first copy, and its own after it.
+        keep_damaged_metrics(dir.path(), "{\"b\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&kept_as).unwrap(), "{\"a\":1}\n{\"a\n{\"b\n");
     }
 
     #[test]
