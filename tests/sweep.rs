@@ -217,6 +217,12 @@ fn bad_sweeps_are_refused_before_any_training() {
         (dir.path().join("q"), vec!["--schemes", "deepnorm", "--inits", "scaled"], "drop `deepnorm` from --schemes"),
         (dir.path().join("r"), vec!["--layers", "2,3", "--init-from", "/nonexistent"], "depth is fixed"),
         (dir.path().join("s"), vec!["--removal-threshold", "5"], "removal_threshold"),
+        // --seeds gives each run its seed: a --seed beside it is said to be unused.
+        (
+            dir.path().join("s2"),
+            vec!["--seed", "3", "--seeds", "5", "--removal-threshold", "5"],
+            "--seed 3 is not used",
+        ),
         (dir.path().join("t"), vec!["--schemes", "lns", "--inits", "scaled", "--baseline", "lns"], "is not one of"),
         // The baseline is one arm, named as such: a list or a set is not one.
         (

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use clap::parser::ValueSource;
 use clap::ArgMatches;
 
 use super::{overridden, parse_depths, parse_inits, parse_schemes, parse_seeds};
@@ -28,7 +29,8 @@ pub struct SweepLists<'a> {
 /// - the settings are `config_file`'s, or `defaults`, with every option given on top; a config
 ///   file's `norm` is dropped (with a note), as `--schemes` gives each run its scheme;
 /// - one depth in `--layers` sets every run's depth; several make a depth axis;
-/// - without `--seeds` the sweep has one seed, the settings' own.
+/// - without `--seeds` the sweep has one seed, the settings' own; beside it, a `--seed` is
+///   noted as unused.
 pub fn sweep_settings(
     matches: &ArgMatches,
     config_file: Option<&Path>,
@@ -56,7 +58,12 @@ pub fn sweep_settings(
         depths.clear();
     }
     let seeds = match lists.seeds {
-        Some(list) => parse_seeds(list)?,
+        Some(list) => {
+            if matches!(matches.value_source("seed"), Some(ValueSource::CommandLine)) {
+                errln!("note: --seed {} is not used: --seeds gives each run its seed", config.seed);
+            }
+            parse_seeds(list)?
+        }
         None => vec![config.seed],
     };
     Ok(Sweep { config, schemes, seeds, inits, depths })
