@@ -69,6 +69,8 @@ impl AnalysedRun {
                 damaged.len(),
                 records.len()
             );
+        } else if records.is_empty() {
+            errln!("note: {} holds no records; the report has no tracked curves", path.display());
         }
         Ok(Some(records))
     }
@@ -250,5 +252,7 @@ mod tests {
         assert_eq!(tracked(damaged), Some(2));
         // A record of another depth too, even the first.
         assert_eq!(tracked(record(0, layers + 1) + &record(10, layers) + &record(20, layers)), Some(2));
+        // An empty file (with a note) gives no tracked curves, as no file.
+        assert_eq!(tracked(String::new()), None);
     }
 }
