@@ -22,7 +22,8 @@ use crate::{ConfigError, Error};
 /// - `--init-from` on a resume that names other weights than the run started from is refused:
 ///   a resume continues from its checkpoint, and the run's record would name weights it never
 ///   loaded;
-/// - `--model` beside `--init-from` is refused: the loaded model keeps its own shape.
+/// - `--model` beside `--init-from` is refused: the loaded model keeps its own shape; a config
+///   file's `model` or `layers` beside it is noted as unused.
 ///
 /// A command line that `matches` was not made from is an error ([`ConfigError::Invalid`]), not
 /// clap's exit.
@@ -68,7 +69,31 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
         }
     }
     refuse_model_beside_init_from(matches, &config)?;
+    if let Some(note) = config_file.filter(|_| !resume).and_then(|_| unused_model_note(&config)) {
+        crate::errln!("{note}");
+    }
     Ok(config)
+}
+
+/// A note when settings that start from `--init-from` also give a model shape (a config file's
+/// `model` or `layers`): the loaded model keeps its own, so they are not used.
+fn unused_model_note(config: &TrainConfig) -> Option<String> {
+    let init_from = config.model.init_from.as_ref()?;
+    let default = crate::train::ModelSettings::default();
+    let mut unused = Vec::new();
+    if config.model.preset != default.preset {
+        unused.push(format!("`model = \"{}\"`", config.model.preset));
+    }
+    if let Some(layers) = config.model.layers {
+        unused.push(format!("`layers = {layers}`"));
+    }
+    (!unused.is_empty()).then(|| {
+        format!(
+            "note: the config's {} not used: the model comes from --init-from {} with its own shape",
+            unused.join(" and ") + if unused.len() == 1 { " is" } else { " are" },
+            init_from.display()
+        )
+    })
 }
 
 /// Whether `a` and `b` name the same folder, however spelt (`runs/x`, `./runs/x/`, absolute), or
@@ -170,6 +195,18 @@ mod tests {
         let error = train_settings(&matches(&["--init-from", "runs/x", "--model", "9m"]), None, Start::New);
         assert!(matches!(error, Err(Error::Config(ConfigError::Conflict(_)))), "{error:?}");
         assert!(train_settings(&matches(&["--init-from", "runs/x"]), None, Start::New).is_ok());
+    }
+
+    #[test]
+    fn a_config_files_model_beside_init_from_is_noted_as_unused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.toml");
+        std::fs::write(&file, "model = \"9m\"\nlayers = 4\n").unwrap();
+        let config = train_settings(&matches(&["--init-from", "runs/x"]), Some(&file), Start::New).unwrap();
+        let note = unused_model_note(&config).unwrap();
+        assert!(note.contains("`model = \"9m\"` and `layers = 4` are not used"), "{note}");
+        let config = train_settings(&matches(&[]), Some(&file), Start::New).unwrap();
+        assert_eq!(unused_model_note(&config), None);
     }
 
     #[test]
