@@ -491,6 +491,15 @@ pub fn check_replaceable_dir(dir: &Path, marker: &str) -> std::io::Result<()> {
     )))
 }
 
+/// Whether `a` and `b` name the same folder, however spelt (`runs/x`, `./runs/x/`, absolute).
+pub fn same_folder(a: &Path, b: &Path) -> bool {
+    let parts = |path: &Path| -> Vec<std::ffi::OsString> {
+        let kept = path.components().filter(|part| *part != std::path::Component::CurDir);
+        kept.map(|part| part.as_os_str().to_os_string()).collect()
+    };
+    parts(a) == parts(b) || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+}
+
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

@@ -19,11 +19,10 @@ use crate::{ConfigError, Error};
 ///   (its `train.json`), the options given changing them;
 /// - `--config RUN/train.json --resume` without `--out` resumes `RUN` wherever it is run from (the
 ///   `out` a run records is relative to where it started);
-/// - `--init-from` on a resume that names other weights than the run started from is refused:
-///   a resume continues from its checkpoint, and the run's record would name weights it never
-///   loaded;
+/// - `--init-from` on a resume may repeat the run's own (a resume that names other weights is
+///   refused by the training, as every change of what is trained);
 /// - `--model` beside `--init-from` is refused: the loaded model keeps its own shape; a config
-///   file's `model` or `layers` beside it is noted as unused.
+///   file's `model` beside it is noted as unused.
 ///
 /// A command line that `matches` was not made from is an error ([`ConfigError::Invalid`]), not
 /// clap's exit.
@@ -52,20 +51,7 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
     }
     if resume && config_file.is_none() {
         if let Some(recorded) = TrainConfig::recorded_in(&config.output.out)? {
-            let started_from = recorded.model.init_from.clone();
             config = given(recorded)?;
-            if on_command_line("init_from") && !same_folder(config.model.init_from.as_deref(), started_from.as_deref())
-            {
-                let started =
-                    started_from.map_or("a fresh init".into(), |dir| format!("--init-from {}", dir.display()));
-                return Err(ConfigError::Conflict(format!(
-                    "--init-from starts a new run from other weights; the run in {} started from {started} and a \
-                     resume continues from its checkpoint: leave --init-from out, or start a new run (a new --out, \
-                     or --overwrite)",
-                    config.output.out.display()
-                ))
-                .into());
-            }
         }
     }
     refuse_model_beside_init_from(matches, &config)?;
@@ -75,40 +61,18 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
     Ok(config)
 }
 
-/// A note when settings that start from `--init-from` also give a model shape (a config file's
-/// `model` or `layers`): the loaded model keeps its own, so they are not used.
+/// A note when settings that start from `--init-from` also name a model (a config file's
+/// `model`): the loaded model keeps its own shape, so it is not used. (`layers` beside
+/// `--init-from` is refused when the training starts.)
 fn unused_model_note(config: &TrainConfig) -> Option<String> {
     let init_from = config.model.init_from.as_ref()?;
-    let default = crate::train::ModelSettings::default();
-    let mut unused = Vec::new();
-    if config.model.preset != default.preset {
-        unused.push(format!("`model = \"{}\"`", config.model.preset));
-    }
-    if let Some(layers) = config.model.layers {
-        unused.push(format!("`layers = {layers}`"));
-    }
-    (!unused.is_empty()).then(|| {
+    (config.model.preset != crate::train::ModelSettings::default().preset).then(|| {
         format!(
-            "note: the config's {} not used: the model comes from --init-from {} with its own shape",
-            unused.join(" and ") + if unused.len() == 1 { " is" } else { " are" },
+            "note: the config's `model = \"{}\"` is not used: the model comes from --init-from {} with its own shape",
+            config.model.preset,
             init_from.display()
         )
     })
-}
-
-/// Whether `a` and `b` name the same folder, however spelt (`runs/x`, `./runs/x/`, absolute), or
-/// are both unset.
-fn same_folder(a: Option<&Path>, b: Option<&Path>) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => {
-            let parts = |path: &Path| -> Vec<std::ffi::OsString> {
-                let kept = path.components().filter(|part| *part != std::path::Component::CurDir);
-                kept.map(|part| part.as_os_str().to_os_string()).collect()
-            };
-            parts(a) == parts(b) || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
-        }
-        (a, b) => a == b,
-    }
 }
 
 /// An error when the command line gives `--model` and the settings start from `--init-from`,
@@ -201,39 +165,11 @@ mod tests {
     fn a_config_files_model_beside_init_from_is_noted_as_unused() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("run.toml");
-        std::fs::write(&file, "model = \"9m\"\nlayers = 4\n").unwrap();
+        std::fs::write(&file, "model = \"9m\"\n").unwrap();
         let config = train_settings(&matches(&["--init-from", "runs/x"]), Some(&file), Start::New).unwrap();
         let note = unused_model_note(&config).unwrap();
-        assert!(note.contains("`model = \"9m\"` and `layers = 4` are not used"), "{note}");
+        assert!(note.contains("`model = \"9m\"` is not used"), "{note}");
         let config = train_settings(&matches(&[]), Some(&file), Start::New).unwrap();
         assert_eq!(unused_model_note(&config), None);
-    }
-
-    #[test]
-    fn a_resume_from_other_weights_than_the_runs_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = recorded_run(dir.path(), &TrainConfig::default());
-        let out = run.to_str().unwrap();
-        let resumed = train_settings(&matches(&["--out", out, "--init-from", "runs/x"]), None, Start::Resume);
-        assert!(matches!(resumed, Err(Error::Config(ConfigError::Conflict(_)))), "{resumed:?}");
-
-        let mut from_x = TrainConfig::default();
-        from_x.model.init_from = Some("runs/x".into());
-        let root = dir.path().join("from-x");
-        std::fs::create_dir(&root).unwrap();
-        let run = recorded_run(&root, &from_x);
-        let out = run.to_str().unwrap();
-        // The same weights again (the first command repeated with --resume), or none given: the run's.
-        let again = train_settings(&matches(&["--out", out, "--init-from", "runs/x"]), None, Start::Resume).unwrap();
-        assert_eq!(again.model.init_from, Some("runs/x".into()));
-        let recorded = train_settings(&matches(&["--out", out]), None, Start::Resume).unwrap();
-        assert_eq!(recorded.model.init_from, Some("runs/x".into()));
-        assert!(train_settings(&matches(&["--out", out, "--init-from", "runs/y"]), None, Start::Resume).is_err());
-        // The same folder spelt another way is the same weights.
-        let spelt = train_settings(&matches(&["--out", out, "--init-from", "./runs/x/"]), None, Start::Resume);
-        assert!(spelt.is_ok(), "{spelt:?}");
-        let here = std::env::current_dir().unwrap();
-        assert!(same_folder(Some(&here), Some(Path::new("."))));
-        assert!(!same_folder(Some(Path::new("runs/x")), None));
     }
 }

@@ -2,7 +2,7 @@
 //! the resume policy: what a resumed run may change, the checkpoint it starts from, and where
 //! the training starts ([`starting_point`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
@@ -286,10 +286,30 @@ fn setting_refusals(
         refused.push(format!("model: {} (as model.json records it)", model_differences(&info.model, model)));
     }
     refused.extend(corpus_kind_changes(&saved, config));
+    let resolved = |dir: &Path| crate::run::resolve_dir(dir).unwrap_or_else(|_| dir.to_path_buf());
+    refused.extend(init_from_change(&saved, config, resolved));
     if data.is_some_and(|data| info.data.as_ref().is_some_and(|recorded| recorded != data)) {
         refused.push("data: the content of the data (--data, --valid-data, or the tokenizer) is not the run's".into());
     }
     Ok((allowed, refused))
+}
+
+/// A resume's `init_from` naming other weights than the run started from (`resolved`: a model
+/// of the Hugging Face cache by name as its snapshot folder, which the run records): a resume
+/// continues from its checkpoint, and the run's record would name weights it never loaded. Its
+/// own folder, however spelt, or none given, is no change.
+fn init_from_change(saved: &TrainConfig, now: &TrainConfig, resolved: impl Fn(&Path) -> PathBuf) -> Option<String> {
+    let given = now.model.init_from.as_deref()?;
+    let started = saved.model.init_from.as_deref();
+    if started.is_some_and(|dir| crate::io::same_folder(given, dir) || crate::io::same_folder(&resolved(given), dir)) {
+        return None;
+    }
+    let started = started.map_or("a fresh init".into(), |dir| dir.display().to_string());
+    Some(format!(
+        "init_from: {started} -> {} (a resume continues from its checkpoint: leave --init-from out, or start a new run \
+         from those weights)",
+        given.display()
+    ))
 }
 
 /// The changes of the data that show without tokenising it (compared before the data is read):
@@ -432,6 +452,26 @@ fn finished(config: &TrainConfig) -> Error {
 mod tests {
     use super::super::settings::{DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings};
     use super::*;
+
+    #[test]
+    fn a_resume_may_repeat_its_own_init_from_however_spelt_but_not_name_other_weights() {
+        let from = |dir: Option<&str>| TrainConfig {
+            model: ModelSettings { init_from: dir.map(PathBuf::from), ..Default::default() },
+            ..TrainConfig::default()
+        };
+        let snapshot = "hub/models--lns--tiny/snapshots/abc";
+        // The Hugging Face cache's name resolves to the snapshot that the run records.
+        let resolved = |dir: &Path| if dir == Path::new("lns/tiny") { PathBuf::from(snapshot) } else { dir.into() };
+        let change = |saved: Option<&str>, now: Option<&str>| init_from_change(&from(saved), &from(now), resolved);
+        assert_eq!(change(Some("runs/x"), Some("runs/x")), None);
+        assert_eq!(change(Some("runs/x"), Some("./runs/x/")), None);
+        assert_eq!(change(Some("runs/x"), None), None, "none given: the run's own");
+        assert_eq!(change(Some(snapshot), Some("lns/tiny")), None, "a cached model by name");
+        assert!(change(Some("runs/x"), Some("runs/y")).is_some_and(|c| c.starts_with("init_from: runs/x -> runs/y")));
+        assert!(change(None, Some("runs/x")).is_some_and(|c| c.starts_with("init_from: a fresh init -> runs/x")));
+        let here = std::env::current_dir().unwrap();
+        assert!(crate::io::same_folder(&here, Path::new(".")));
+    }
 
     #[test]
     fn an_unset_init_is_the_normal_one() {
