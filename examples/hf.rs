@@ -144,8 +144,9 @@ fn run(args: Args) -> Result<(), Error> {
                 &format!("a run retrofits with `train --init-from {} --norm SCHEME --out NEW_DIR`", hf_dir.display()),
             )?;
             // Its own input as output: that is replaced only when a retrofit wrote it (`.contents`).
-            let same = |a: &std::path::Path, b: &std::path::Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
-            if same(&source, &out) && !out.join(layernorm_scaling::io::CONTENTS_FILE).is_file() {
+            if layernorm_scaling::io::same_folder(&source, &out)
+                && !out.join(layernorm_scaling::io::CONTENTS_FILE).is_file()
+            {
                 return Err(ConfigError::Conflict(format!(
                     "--out {} is the model directory being read (--hf-dir): choose a new output directory",
                     out.display()

@@ -180,6 +180,12 @@ pub fn negative_numbers_attached(command: &Command, args: Vec<std::ffi::OsString
     attached
 }
 
+/// Whether the option `id` was given on the command line (not a default, nor unset).
+#[cfg(feature = "train")]
+fn on_command_line(matches: &ArgMatches, id: &str) -> bool {
+    matches!(matches.value_source(id), Some(clap::parser::ValueSource::CommandLine))
+}
+
 /// `base` with every option of `T` given on the command line applied (an option not given
 /// leaves its field as it was): `base` is the defaults, or a config file read first.
 pub fn overridden<T: FromArgMatches>(mut base: T, matches: &ArgMatches) -> Result<T, clap::Error> {

@@ -3,10 +3,9 @@
 
 use std::path::Path;
 
-use clap::parser::ValueSource;
 use clap::ArgMatches;
 
-use super::{overridden, parse_depths, parse_inits, parse_schemes, parse_seeds};
+use super::{on_command_line, overridden, parse_depths, parse_inits, parse_schemes, parse_seeds};
 use crate::train::{model_config, Sweep, TrainConfig};
 use crate::{errln, ConfigError, Error, InitScheme};
 
@@ -59,7 +58,7 @@ pub fn sweep_settings(
     }
     let seeds = match lists.seeds {
         Some(list) => {
-            if matches!(matches.value_source("seed"), Some(ValueSource::CommandLine)) {
+            if on_command_line(matches, "seed") {
                 errln!("note: --seed {} is not used: --seeds gives each run its seed", config.seed);
             }
             parse_seeds(list)?

@@ -3,10 +3,9 @@
 
 use std::path::Path;
 
-use clap::parser::ValueSource;
 use clap::ArgMatches;
 
-use super::overridden;
+use super::{on_command_line, overridden};
 use crate::train::{Start, TrainConfig};
 use crate::{ConfigError, Error};
 
@@ -30,7 +29,6 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
     let given = |base: TrainConfig| {
         overridden(base, matches).map_err(|e| ConfigError::Invalid { what: "command line", message: e.to_string() })
     };
-    let on_command_line = |id: &str| matches!(matches.value_source(id), Some(ValueSource::CommandLine));
     let resume = start == Start::Resume;
     let base = match config_file {
         Some(path) => TrainConfig::from_file(path)?,
@@ -38,7 +36,7 @@ pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: S
     };
     let mut config = given(base)?;
     if let Some(run) =
-        config_file.filter(|_| resume && !on_command_line("out")).and_then(crate::run::run_of_config_file)
+        config_file.filter(|_| resume && !on_command_line(matches, "out")).and_then(crate::run::run_of_config_file)
     {
         if config.data.files.iter().any(|path| path.is_relative()) {
             crate::errln!(
@@ -78,8 +76,7 @@ fn unused_model_note(config: &TrainConfig) -> Option<String> {
 /// An error when the command line gives `--model` and the settings start from `--init-from`,
 /// whose model is loaded with its own shape.
 fn refuse_model_beside_init_from(matches: &ArgMatches, config: &TrainConfig) -> Result<(), ConfigError> {
-    let model_given = matches!(matches.value_source("model"), Some(ValueSource::CommandLine));
-    if config.model.init_from.is_some() && model_given {
+    if config.model.init_from.is_some() && on_command_line(matches, "model") {
         return Err(ConfigError::Conflict(
             "--model cannot apply beside --init-from, whose model is loaded with its own shape; leave --model unset \
              (--norm retrofits another scheme onto it)"
