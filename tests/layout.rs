@@ -2,9 +2,11 @@
 //! between its files, nor between its top-level modules (`run`, `data`, `hf`, ...), and no
 //! production code outside `src/fused` using the test oracle (`fused::reference`).
 //!
-//! A file depends on another when it names an item defined there: in a `use` declaration or in a
-//! path written in its code (`crate::io::write_atomically(..)`), followed through the re-exports
-//! of `mod.rs` files and `lib.rs` to the file that defines the item. A module's own re-exports
+//! A file depends on another when it names an item defined there: in a `use` declaration, in a
+//! path written in its code (`crate::io::write_atomically(..)`), by calling an exported macro, or
+//! by calling a method that the other file adds to a type (`impl NormScheme { fn info }` in
+//! `norm/scheme_names.rs`; seen in the type's own file and through the type's name), followed
+//! through the re-exports of `mod.rs` files and `lib.rs` to the file that defines the item. A module's own re-exports
 //! (`pub use child::Item`) declare its interface and are not dependencies of its file, and what a
 //! file takes from the `mod.rs` of a module enclosing it (`super::helper`) is its module's shared
 //! scope, not counted; unit tests (`#[cfg(test)]`) are left out.
@@ -28,6 +30,33 @@ struct Tree {
     globbed: BTreeMap<(Module, String), Vec<String>>,
     /// The file that defines each `#[macro_export]` macro (called anywhere by its name alone).
     exported_macros: BTreeMap<String, Module>,
+}
+
+/// The methods a file adds to a type that another file defines (`impl NormScheme { fn info }` in
+/// `norm/scheme_names.rs`), as `(the type's file, method) -> the adding file`: a call of one in the
+/// type's file (`self.info()`, `Self::info()`) or through the type (`NormScheme::defaults()`)
+/// depends on the adding file, though no path names it.
+fn extension_methods(tree: &Tree) -> BTreeMap<(Module, String), Module> {
+    let mut extensions = BTreeMap::new();
+    for (module, file) in &tree.files {
+        for item in file.items.iter().filter(|item| !item_test_only(item)) {
+            let syn::Item::Impl(block) = item else { continue };
+            let syn::Type::Path(ty) = &*block.self_ty else { continue };
+            let Some(ty) = ty.path.segments.last().map(|segment| segment.ident.to_string()) else { continue };
+            let Some(home) = (block.trait_.is_none()).then(|| tree.home_of(module, &ty)).flatten() else { continue };
+            if home == *module {
+                continue;
+            }
+            for item in &block.items {
+                if let syn::ImplItem::Fn(method) = item {
+                    if !test_only(&method.attrs) {
+                        extensions.insert((home.clone(), method.sig.ident.to_string()), module.clone());
+                    }
+                }
+            }
+        }
+    }
+    extensions
 }
 
 /// Every `.rs` file under `dir`, as `(module, source)`.
@@ -143,12 +172,10 @@ impl Tree {
     /// `path` as written in `module`, from the crate root; `None` for another crate's.
     fn absolute(&self, module: &Module, path: &[String]) -> Option<Vec<String>> {
         let first = path.first()?;
-        // A path in code whose head a `use` of the module binds (`use crate::fused; fused::f()`).
-        // One word alone is a local name or the bound item itself, which its `use` already counts.
-        if path.len() > 1 {
-            if let Some(bound) = self.bindings.get(&(module.clone(), first.clone())) {
-                return Some(bound.iter().chain(&path[1..]).cloned().collect());
-            }
+        // A path in code whose head a `use` of the module binds (`use crate::fused; fused::f()`),
+        // or the bound name alone (`f()` after `pub use d::f`, a re-export the file also calls).
+        if let Some(bound) = self.bindings.get(&(module.clone(), first.clone())) {
+            return Some(bound.iter().chain(&path[1..]).cloned().collect());
         }
         // A name a glob brought in counts wherever it is used, one word or not.
         if let Some(bound) = self.globbed.get(&(module.clone(), first.clone())) {
@@ -175,6 +202,19 @@ impl Tree {
         })
     }
 
+    /// Whether `module` is a `mod.rs` (or `lib.rs`) with files below it.
+    fn has_children(&self, module: &Module) -> bool {
+        self.files.keys().any(|other| other.len() > module.len() && other.starts_with(module))
+    }
+
+    /// The file that defines the type `name` as `module` sees it (`Self` there being its own).
+    fn home_of(&self, module: &Module, name: &str) -> Option<Module> {
+        if name == "Self" || self.files.get(module).is_some_and(|file| defined_names(file).iter().any(|n| n == name)) {
+            return Some(module.clone());
+        }
+        self.bindings.get(&(module.clone(), name.to_string())).and_then(|path| self.defining_module(path))
+    }
+
     /// The file that defines what `path` (from the crate root) names, following re-exports.
     fn defining_module(&self, path: &[String]) -> Option<Module> {
         let mut path = path.to_vec();
@@ -194,28 +234,37 @@ impl Tree {
 
     /// Which files each file depends on.
     fn dependencies(&self) -> BTreeMap<Module, BTreeSet<Module>> {
+        let extensions = extension_methods(self);
         let mut graph = BTreeMap::new();
         for (module, file) in &self.files {
             let mut paths = PathsOf::default();
             for item in file.items.iter().filter(|item| !item_test_only(item)) {
                 match item {
-                    // A private `use` is a dependency; a public one declares the module's interface.
-                    syn::Item::Use(item) if matches!(item.vis, syn::Visibility::Inherited) => {
+                    // A private `use` is a dependency, as is any in a file without child modules; a
+                    // public one in a module's `mod.rs` declares the module's interface.
+                    syn::Item::Use(item)
+                        if matches!(item.vis, syn::Visibility::Inherited) || !self.has_children(module) =>
+                    {
                         let mut found = Vec::new();
                         use_paths(&item.tree, &mut Vec::new(), &mut found);
-                        paths.0.extend(found.into_iter().map(|(path, _)| path));
+                        paths.paths.extend(found.into_iter().map(|(path, _)| path));
                     }
                     syn::Item::Use(_) => {}
                     other => paths.visit_item(other),
                 }
             }
-            let macros = paths.2.iter().filter_map(|name| self.exported_macros.get(name).cloned());
+            let macros = paths.macros.iter().filter_map(|name| self.exported_macros.get(name).cloned());
+            let method_calls = paths.method_calls.iter().map(|method| (module.clone(), method.clone()));
+            let through_types =
+                paths.type_calls.iter().filter_map(|(ty, method)| Some((self.home_of(module, ty)?, method.clone())));
+            let methods = method_calls.chain(through_types).filter_map(|key| extensions.get(&key).cloned());
             let depends: BTreeSet<Module> = paths
-                .0
+                .paths
                 .iter()
                 .filter_map(|path| self.absolute(module, path))
                 .filter_map(|path| self.defining_module(&path))
                 .chain(macros)
+                .chain(methods)
                 // A module's own `mod.rs` is the scope its files share (they see its private
                 // items): a file using what an enclosing `mod.rs` defines is not counted.
                 .filter(|to| !module.starts_with(to))
@@ -254,17 +303,28 @@ fn item_test_only(item: &syn::Item) -> bool {
     }
 }
 
-/// Every path written in code (`crate::a::b`, `super::c`, `Self::d`), nested `use`s and the
-/// arguments of macros written like calls (`format!("{}", crate::a::f())`) included; paths
-/// inside inline modules as seen from the file's own module (`.1`: how many deep); and the
-/// macros called by their name alone (`.2`: `errln!`, which `#[macro_export]` puts at the root).
+/// What a file's code names of other files.
 #[derive(Default)]
-struct PathsOf(Vec<Vec<String>>, usize, Vec<String>);
+struct PathsOf {
+    /// Every path written in code (`crate::a::b`, `super::c`, `Self::d`), nested `use`s and the
+    /// arguments of macros written like calls (`format!("{}", crate::a::f())`) included; paths
+    /// inside inline modules as seen from the file's own module.
+    paths: Vec<Vec<String>>,
+    /// How many inline modules deep the visitor is.
+    depth: usize,
+    /// The macros called by their name alone or from the root (`errln!`, `crate::errln!`: where
+    /// `#[macro_export]` puts them).
+    macros: Vec<String>,
+    /// The methods called on a value (`info` in `scheme.info()`).
+    method_calls: Vec<String>,
+    /// The functions called through a type (`(NormScheme, defaults)`, `(Self, info)`).
+    type_calls: Vec<(String, String)>,
+}
 
 impl PathsOf {
-    /// Records `path` as written `self.1` inline modules deep.
+    /// Records `path` as written `self.depth` inline modules deep.
     fn push(&mut self, mut path: Vec<String>) {
-        let depth = self.1;
+        let depth = self.depth;
         let ups = path.iter().take_while(|s| *s == "super").count();
         if depth > 0 && ups > 0 {
             // `super` climbs the inline modules first: short of the file's module, the path
@@ -274,14 +334,22 @@ impl PathsOf {
                 path.insert(0, "self".into());
             }
         }
-        self.0.push(path);
+        self.paths.push(path);
     }
 }
 
 impl<'ast> Visit<'ast> for PathsOf {
     fn visit_path(&mut self, path: &'ast syn::Path) {
+        if let [ty, function] = &path.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>()[..] {
+            self.type_calls.push((ty.clone(), function.clone()));
+        }
         self.push(path.segments.iter().map(|s| s.ident.to_string()).collect());
         syn::visit::visit_path(self, path);
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        self.method_calls.push(call.method.to_string());
+        syn::visit::visit_expr_method_call(self, call);
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
@@ -292,9 +360,9 @@ impl<'ast> Visit<'ast> for PathsOf {
 
     fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
         if !test_only(&item.attrs) {
-            self.1 += 1;
+            self.depth += 1;
             syn::visit::visit_item_mod(self, item);
-            self.1 -= 1;
+            self.depth -= 1;
         }
     }
 
@@ -312,8 +380,12 @@ impl<'ast> Visit<'ast> for PathsOf {
 
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         use syn::punctuated::Punctuated;
-        if let Some(name) = mac.path.get_ident() {
-            self.2.push(name.to_string());
+        // `errln!` or `crate::errln!`: `#[macro_export]` puts a macro at the crate's root.
+        let segments: Vec<String> = mac.path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if let [name] | [_, name] = &segments[..] {
+            if segments.len() == 1 || segments[0] == "crate" {
+                self.macros.push(name.clone());
+            }
         }
         syn::visit::visit_macro(self, mac);
         let arguments = mac.parse_body_with(Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated);
@@ -409,16 +481,41 @@ fn no_module_of_the_library_depends_on_itself_through_others() {
     );
 }
 
+/// The reader sees what the real tree is known to use, one edge of each kind it follows: a `use`
+/// line, a path through a re-export, a macro by its name, a method added in another file.
+#[test]
+fn the_reader_sees_known_dependencies_of_the_real_tree() {
+    let graph = crate_tree().dependencies();
+    let module = |s: &str| s.split('/').map(String::from).collect::<Module>();
+    for (from, to) in [
+        ("norm/scheme_names", "norm/scheme"),
+        ("train/config_file", "train/config"),
+        ("train/config_file", "run"),
+        ("cli/train_settings", "console"),
+        ("cli/lists", "norm/scheme_names"),
+    ] {
+        assert!(
+            graph[&module(from)].contains(&module(to)),
+            "{from} -> {to} unseen; it sees {:?}",
+            graph[&module(from)]
+        );
+    }
+}
+
 #[test]
 fn only_the_fused_ops_use_the_reference_path() {
     let graph = crate_tree().dependencies();
     let oracle: Module = vec!["fused".into(), "reference".into()];
+    // `fused/mod.rs` dispatches to the reference when a user asks for it
+    // (`LAYERNORM_SCALING_OPS=reference`); nothing else runs it.
+    let dispatcher: Module = vec!["fused".into()];
     let users: Vec<String> = graph
         .iter()
-        .filter(|(module, depends)| depends.contains(&oracle) && module.first().is_none_or(|top| top != "fused"))
+        .filter(|(module, depends)| depends.contains(&oracle) && **module != dispatcher)
         .map(|(module, _)| name(module))
         .collect();
     assert!(users.is_empty(), "production code using the test oracle: {users:?}");
+    assert!(graph[&dispatcher].contains(&oracle), "the reader no longer sees the dispatcher's use of the oracle");
 }
 
 #[test]
@@ -441,6 +538,8 @@ fn the_reader_follows_re_exports_and_paths_in_code() {
     assert_eq!(graph[&module("a/b")], BTreeSet::from([module("c/d")]));
     assert_eq!(graph[&module("c/d")], BTreeSet::from([module("a/b")]));
     assert_eq!(graph[&module("c")], BTreeSet::new(), "a re-export is not a dependency");
+    let calling = tree(&[("", "pub mod c;"), ("c", "mod d; pub use d::g; fn f() { g() }"), ("c/d", "pub fn g() {}")]);
+    assert_eq!(calling.dependencies()[&module("c")], BTreeSet::from([module("c/d")]), "a re-export called");
     assert_eq!(circles(&graph), vec!["a/b -> c/d -> a/b"]);
     // Without the call, and with the only other use in a test module, there is none.
     let open = tree(&[
@@ -469,8 +568,9 @@ fn the_reader_follows_bound_heads_macros_and_inline_modules() {
         let graph = graph(&[lib, ("a", a), ("b", "pub fn g() {}")]);
         assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
     }
-    // An exported macro called by its name alone, in code or in an item position.
-    for a in ["pub fn f() { say!(\"x\") }", "say!(\"x\");"] {
+    // An exported macro called by its name alone or from the crate's root, in code or in an item
+    // position.
+    for a in ["pub fn f() { say!(\"x\") }", "say!(\"x\");", "pub fn f() { crate::say!(\"x\") }"] {
         let graph = graph(&[lib, ("a", a), ("b", "#[macro_export]\nmacro_rules! say { ($e:expr) => { $e } }")]);
         assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
     }
@@ -482,6 +582,20 @@ fn the_reader_follows_bound_heads_macros_and_inline_modules() {
         ("c/d", "pub fn g() {}"),
     ]);
     assert_eq!(globbed[&module("a")], BTreeSet::from([module("c"), module("c/d")]));
+    // A method that another file adds to a type, called in the type's file on a value or through
+    // `Self`, depends on that file.
+    let extended = ("b", "use crate::a::T; impl T { pub fn g(&self) {} }");
+    for a in ["pub struct T; impl T { fn f(&self) { self.g() } }", "pub struct T; impl T { fn f() { Self::g() } }"] {
+        let graph = graph(&[lib, ("a", a), extended]);
+        assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
+        assert_eq!(circles(&graph), vec!["a -> b -> a"]);
+    }
+    // Elsewhere, called through the type, it does too; a method call on an unknown value does not.
+    let files = [("", "pub mod a; pub mod b; pub mod c;"), ("a", "pub struct T;"), extended];
+    for (c, depends) in [("use crate::a::T; fn f() { T::g() }", true), ("fn f(x: u8) { x.g() }", false)] {
+        let graph = graph(&[files.as_slice(), &[("c", c)]].concat());
+        assert_eq!(graph[&module("c")].contains(&module("b")), depends, "{c}");
+    }
     // Test-only code in any form, a local variable named like a child module, and `super` that
     // stays inside the file are not dependencies.
     for a in [

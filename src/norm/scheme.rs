@@ -327,27 +327,6 @@ impl NormScheme {
         }
     }
 
-    /// An error unless `init` combines with this scheme (any init does, but with a scheme that sets
-    /// its own); it says why and what to use instead.
-    pub fn check_init(&self, init: InitScheme) -> Result<(), ConfigError> {
-        if init == InitScheme::Normal || !self.sets_init() {
-            return Ok(());
-        }
-        let instead = match self {
-            NormScheme::ScaledInit | NormScheme::DepthScaledInit => {
-                "; `scaled-init` and `depth-scaled-init` are Pre-LN with those inits: write --norm pre-ln --init ..."
-            }
-            NormScheme::CompleteP { .. } => {
-                ": its rules keep every init independent of depth, so that settings transfer across depths"
-            }
-            _ => "",
-        };
-        Err(ConfigError::Conflict(format!(
-            "the init `{init}` does not combine with the scheme `{self}`: that scheme sets its own init ({}); use --init normal with it{instead}",
-            self.info().init
-        )))
-    }
-
     /// DeepNorm's residual factor `alpha = (2L)^(1/4)`.
     pub fn deepnorm_alpha(n_layers: usize) -> f64 {
         (2.0 * n_layers as f64).powf(0.25)

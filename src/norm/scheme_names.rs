@@ -7,6 +7,7 @@
 use core::fmt;
 use core::str::FromStr;
 
+use super::init::InitScheme;
 use super::scheme::{GpasBase, LnsPosition, NormScheme, BASE_DEPTH, LAYER_SCALE_INIT, POST_LN_FRACTION, SKIP_INIT};
 use crate::ConfigError;
 
@@ -279,6 +280,28 @@ impl NormScheme {
             NormScheme::CompleteP { base_depth } => ("completep", Number(base_depth)),
             NormScheme::Gpas { base } => ("gpas", Base(base)),
         }
+    }
+
+    /// An error unless `init` combines with this scheme (any init does, but with a scheme that sets
+    /// its own); it says why, names the scheme's init from its row of [`SCHEMES`], and what to use
+    /// instead.
+    pub fn check_init(&self, init: InitScheme) -> Result<(), ConfigError> {
+        if init == InitScheme::Normal || !self.sets_init() {
+            return Ok(());
+        }
+        let instead = match self {
+            NormScheme::ScaledInit | NormScheme::DepthScaledInit => {
+                "; `scaled-init` and `depth-scaled-init` are Pre-LN with those inits: write --norm pre-ln --init ..."
+            }
+            NormScheme::CompleteP { .. } => {
+                ": its rules keep every init independent of depth, so that settings transfer across depths"
+            }
+            _ => "",
+        };
+        Err(ConfigError::Conflict(format!(
+            "the init `{init}` does not combine with the scheme `{self}`: that scheme sets its own init ({}); use --init normal with it{instead}",
+            self.info().init
+        )))
     }
 
     /// One scheme per row of [`SCHEMES`], with its default argument (LNS after the norm): what a

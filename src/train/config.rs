@@ -2,14 +2,14 @@
 //! or JSON, and the command line derived from it (each option overrides the field of the same
 //! name); what ties the groups together (intervals, precision, the tokens a run trains).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::ArgAction;
 use serde::{Deserialize, Serialize};
 
 use super::settings::{CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings};
 use crate::run::EpochSteps;
-use crate::{ConfigError, Error, Precision};
+use crate::{ConfigError, Precision};
 
 /// A training run, its settings in groups. Defaults give the crate's main command: a small LNS
 /// model on the built-in corpus, a few minutes on a 2-core CPU.
@@ -104,7 +104,7 @@ impl TrainConfig {
     /// `precision` as `train.json` records it: `bf16 = true` and `precision = "bf16"` are one
     /// setting, and f32 is left unwritten, so that an f32 run's train.json stays readable by
     /// builds from before `precision`.
-    fn recorded_precision(&self) -> Option<Precision> {
+    pub(super) fn recorded_precision(&self) -> Option<Precision> {
         Some(self.training_precision()).filter(|&precision| precision != Precision::F32)
     }
 
@@ -159,32 +159,6 @@ impl TrainConfig {
             }
         }
         Ok(())
-    }
-
-    /// A run's own `train.json`, as [`from_file`](Self::from_file) reads it, but for the data
-    /// seed: a run written before `data_seed` existed (0.1) split its data with `seed`, and
-    /// resuming it must keep that split.
-    pub fn from_run_file(path: impl AsRef<Path>) -> Result<Self, Error> {
-        let mut config = Self::from_file(path)?;
-        config.data.data_seed = config.data.data_seed.or(Some(config.seed));
-        // A run recorded before `precision` existed says `bf16 = true`: its precision, which the
-        // options given on resuming are compared with (not a `--bf16` given beside them).
-        (config.precision, config.bf16) = (config.recorded_precision(), None);
-        Ok(config)
-    }
-
-    /// The settings the run in `dir` recorded (its `train.json`, read by
-    /// [`from_run_file`](Self::from_run_file)), or `None` where it recorded none: what a resume
-    /// without a config file starts from, before the options given change it.
-    pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
-        let recorded = dir.as_ref().join(crate::run::TRAIN_CONFIG);
-        // Anything there is read: a directory or a dangling link in its place is an error, not
-        // "no settings".
-        match std::fs::symlink_metadata(&recorded) {
-            Ok(_) => Self::from_run_file(&recorded).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::file(&recorded, e)),
-        }
     }
 
     /// Steps between validations: the set value, else 100 (or the whole run when shorter), a

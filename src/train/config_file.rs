@@ -1,5 +1,6 @@
 //! [`TrainConfig::from_file`]: reading a training config file (TOML or JSON, flat:
-//! `seq_len = 256`), with errors that name the key and its line. serde reads
+//! `seq_len = 256`), with errors that name the key and its line, and a run's own `train.json`
+//! ([`TrainConfig::from_run_file`], [`TrainConfig::recorded_in`]). serde reads
 //! the settings through their groups (`flatten`), where it can no longer say which key held a
 //! bad value, so the file is also read as a plain table to point at it.
 
@@ -19,6 +20,32 @@ impl TrainConfig {
         let extension = path.extension().map(|ext| ext.to_string_lossy().to_lowercase());
         let parsed = parse(&text, extension.as_deref());
         parsed.map_err(|message| Error::file(path, ConfigError::Invalid { what: "training config", message }))
+    }
+
+    /// A run's own `train.json`, as [`from_file`](Self::from_file) reads it, but for the data
+    /// seed: a run written before `data_seed` existed (0.1) split its data with `seed`, and
+    /// resuming it must keep that split.
+    pub fn from_run_file(path: impl AsRef<Path>) -> Result<Self, Error> {
+        let mut config = Self::from_file(path)?;
+        config.data.data_seed = config.data.data_seed.or(Some(config.seed));
+        // A run recorded before `precision` existed says `bf16 = true`: its precision, which the
+        // options given on resuming are compared with (not a `--bf16` given beside them).
+        (config.precision, config.bf16) = (config.recorded_precision(), None);
+        Ok(config)
+    }
+
+    /// The settings the run in `dir` recorded (its `train.json`, read by
+    /// [`from_run_file`](Self::from_run_file)), or `None` where it recorded none: what a resume
+    /// without a config file starts from, before the options given change it.
+    pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
+        let recorded = dir.as_ref().join(crate::run::TRAIN_CONFIG);
+        // Anything there is read: a directory or a dangling link in its place is an error, not
+        // "no settings".
+        match std::fs::symlink_metadata(&recorded) {
+            Ok(_) => Self::from_run_file(&recorded).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::file(&recorded, e)),
+        }
     }
 }
 
