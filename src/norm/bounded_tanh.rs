@@ -74,7 +74,8 @@ pub struct BoundedTanhScaling {
     pub kappa: f64,
     /// Added to the mean square for numerical stability.
     pub epsilon: f64,
-    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    /// The factor on the output, folded into the per-feature weights: `1/sqrt(layer)` for a norm
+    /// built from a layer number, a layer plan's `norm_output_scale` in a model, 1 for a plain norm.
     pub(super) scale: f64,
 }
 

@@ -63,7 +63,8 @@ pub struct DynamicTanhScaling {
     pub gamma: Param<Tensor<1>>,
     /// The learnable per-feature shift, `[d_model]`, initialised to 0.
     pub beta: Param<Tensor<1>>,
-    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    /// The factor on the output, folded into the per-feature weights: `1/sqrt(layer)` for a norm
+    /// built from a layer number, a layer plan's `norm_output_scale` in a model, 1 for a plain norm.
     pub(super) scale: f64,
 }
 

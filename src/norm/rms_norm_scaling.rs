@@ -5,7 +5,7 @@ use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::{Initializer, RmsNorm};
 use burn::tensor::{assert_shape, Device, Tensor};
 
-use super::depth_scale::{check_norm_config, factor};
+use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use crate::{fused, ConfigError};
 
 /// Configuration of [`RmsNormScaling`].
@@ -49,7 +49,8 @@ pub struct RmsNormScaling {
     pub gamma: Param<Tensor<1>>,
     /// Added to the mean square for numerical stability.
     pub epsilon: f64,
-    /// The LNS factor on the output: `1/sqrt(layer)` for the norm of a layer, as the config says.
+    /// The factor on the output, folded into the per-feature weights: `1/sqrt(layer)` for a norm
+    /// built from a layer number, a layer plan's `norm_output_scale` in a model, 1 for a plain norm.
     pub(super) scale: f64,
 }
 
@@ -82,8 +83,8 @@ impl RmsNormScaling {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let [d_model] = self.gamma.shape().dims();
         assert_shape!(x, [.., d_model]);
-        // The kernel folds the factor into gamma as every norm does (`Norm`), inside its loop.
-        fused::rms_norm(x, self.gamma.val(), self.epsilon, self.scale)
+        // The factor folded into gamma, as every norm kind does (`Norm`); the kernel then scales by 1.
+        fused::rms_norm(x, scaled_weight(self.gamma.val(), self.scale), self.epsilon, 1.0)
     }
 }
 
