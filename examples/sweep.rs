@@ -15,13 +15,13 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::{
-    paired_differences, paired_markdown, sweep_diagnostics, sweep_loss_curves, sweep_report_dir, write_sweep_report,
-    DiagnosticsProgress, EFFECTIVE_DEPTH_THRESHOLD, SWEEP_RESULTS,
+    check_removal_threshold, paired_differences, paired_markdown, sweep_diagnostics, sweep_loss_curves,
+    sweep_report_dir, write_sweep_report, DiagnosticsProgress, EFFECTIVE_DEPTH_THRESHOLD, SWEEP_RESULTS,
 };
 use layernorm_scaling::cli::{parse_baseline, SweepLists};
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::train::{OutputSettings, PairAction, PairOutcome, SweepEvent, TrainConfig};
-use layernorm_scaling::{cli, console, errln, out, outln, ConfigError, Error};
+use layernorm_scaling::{cli, console, errln, out, outln, Error};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -80,14 +80,7 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
     let lists =
         SweepLists { schemes: &args.schemes, seeds: args.seeds.as_deref(), inits: args.inits.as_deref(), depths };
     let sweep = cli::sweep_settings(matches, args.config.as_deref(), defaults, lists)?;
-    if !(args.removal_threshold > 0.0 && args.removal_threshold < 1.0) {
-        return Err(ConfigError::OutOfRange {
-            field: "removal_threshold",
-            value: args.removal_threshold,
-            expected: "a fraction in (0, 1), e.g. 0.05 for a 5% perplexity rise",
-        }
-        .into());
-    }
+    check_removal_threshold(args.removal_threshold)?;
     let baseline = parse_baseline(&sweep, args.baseline.as_deref())?;
     if let Some(note) = cli::shared_init_note(&sweep) {
         outln!("{note}");

@@ -136,7 +136,7 @@ mod encoder {
     use crate::analysis::{AnalysisRequest, EncoderReport};
     use crate::data::Tokenizer;
     use crate::hf::{bert_layer_removal, encoder_sequences, load_bert_model, BertConfig, BertForMaskedLm, BertTokens};
-    use crate::model::first_non_finite_parameter;
+    use crate::model::{check_finite, download_again};
     use crate::{errln, Error};
 
     /// A BERT-style encoder to analyse, loaded and checked.
@@ -160,10 +160,7 @@ mod encoder {
                 )));
             }
             let (model, config) = load_bert_model(dir, device).map_err(|e| Error::file(dir, e))?;
-            if let Some(parameter) = first_non_finite_parameter(&model) {
-                let advice = format!("the weights of {} are damaged; download the model again", dir.display());
-                return Err(Error::NonFinite { parameter, advice });
-            }
+            check_finite(&model, || download_again(dir))?;
             let tokenizer_path = request.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
             if !tokenizer_path.is_file() {
                 return Err(Error::file(

@@ -57,7 +57,9 @@ pub use paired::{paired_differences, paired_markdown, t_quantile_975, PairedDiff
 pub use plot::{Heatmap, LineChart, Series};
 pub use prepared_analysis::PreparedAnalysis;
 pub use pruning::{layers_or_all, pruning_drops};
-pub use report::{analyze, choice_report, AnalysisOptions, ChoiceReport, Report, EFFECTIVE_DEPTH_THRESHOLD};
+pub use report::{
+    analyze, check_removal_threshold, choice_report, AnalysisOptions, ChoiceReport, Report, EFFECTIVE_DEPTH_THRESHOLD,
+};
 pub use report_destination::{report_dir, report_labels, ReportModel};
 #[cfg(feature = "train")]
 pub use scheme_result::{sweep_results, SchemeResult};

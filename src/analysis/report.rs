@@ -8,13 +8,26 @@ use super::trace_statistics::TraceStatistics;
 use super::{logit_lens, normalize_per_n, pruning_drops, score_choices, ChoiceAccuracy, ChoiceItem};
 use crate::data::{SequenceDataset, Tokenizer};
 use crate::measure::{evaluation_batches, max_abs_activations};
-use crate::model::{check_distinct_layers, first_non_finite_parameter, Llama};
+use crate::model::{check_distinct_layers, check_finite, Llama};
 use crate::run::TrackRecord;
 use crate::{ConfigError, Error};
 
 /// The default threshold of [`Report::effective_depth`]: a layer counts when removing it alone
 /// raises the perplexity by 5% or more.
 pub const EFFECTIVE_DEPTH_THRESHOLD: f64 = 0.05;
+
+/// An error unless `threshold`, the perplexity rise at which a removed layer counts towards the
+/// effective depth, is a fraction in (0, 1).
+pub fn check_removal_threshold(threshold: f64) -> Result<(), ConfigError> {
+    if threshold > 0.0 && threshold < 1.0 {
+        return Ok(());
+    }
+    Err(ConfigError::OutOfRange {
+        field: "removal_threshold",
+        value: threshold,
+        expected: "a fraction in (0, 1), e.g. 0.05 for a 5% perplexity rise",
+    })
+}
 
 /// What [`analyze`] evaluates; also a command line (`clap::Args`, see [`crate::cli`]).
 #[derive(Clone, Debug, PartialEq, Serialize, clap::Args)]
@@ -140,12 +153,7 @@ pub fn analyze(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Report, Error> {
     options.validate()?;
-    if let Some(param) = first_non_finite_parameter(model) {
-        return Err(Error::NonFinite {
-            parameter: param,
-            advice: "the model diverged; there is nothing to analyse".into(),
-        });
-    }
+    check_finite(model, || "the model diverged; there is nothing to analyse".into())?;
     let pruned_layers = layers_or_all(model, &options.layers)?;
     let device = model.embed_tokens.weight.device();
     // Each statistic is a mean over tokens, and every sequence has as many: a batch's mean counts

@@ -234,7 +234,8 @@ fn write_curves(
 /// paired comparison against it (`paired.csv`, in `results.md` and `results.json`). A sweep over
 /// depths adds the curse against depth ([`depth_points`], `depth.csv` and three figures), its
 /// effective depth counting the blocks whose removal costs at least `removal_threshold` of the
-/// perplexity (relative; the diagnostics give the removals: labelled by group, `layers-8/lns`).
+/// perplexity (relative; the diagnostics give the removals: labelled by group, `layers-8/lns`), a
+/// fraction in (0, 1) ([`check_removal_threshold`](super::check_removal_threshold)).
 pub fn write_sweep_report(
     dir: &Path,
     record: &SweepRecord,
@@ -243,6 +244,8 @@ pub fn write_sweep_report(
     baseline: &str,
     removal_threshold: f64,
 ) -> std::io::Result<Vec<SchemeResult>> {
+    super::report::check_removal_threshold(removal_threshold)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let results = sweep_results(record);
     let paired = paired_differences(&results, baseline);
     let depth = depth_points(&results, diagnostics, removal_threshold);

@@ -180,9 +180,9 @@ impl LlamaConfig {
             return Ok(());
         }
         Err(ConfigError::Conflict(format!(
-            "{what} asks for {tokens} positions, but the model takes at most {} (its max_seq_len: the \
-             context it was made for, or a Mistral sliding_window)",
-            self.max_seq_len
+            "{what} asks for {tokens} positions, longer than the model's `max_seq_len` ({max}): it takes at \
+             most {max} (the context it was made for, or a Mistral sliding_window)",
+            max = self.max_seq_len
         )))
     }
 

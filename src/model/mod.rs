@@ -19,7 +19,8 @@ pub use attention::{Attention, AttentionConfig};
 pub use block::{Block, BlockOutput};
 pub use config::LlamaConfig;
 pub use feed_forward::{FeedForward, FeedForwardConfig};
-pub use finite::first_non_finite_parameter;
+pub(crate) use finite::download_again;
+pub use finite::{check_finite, first_non_finite_parameter};
 pub use kv_cache::{KvCache, LayerKv};
 #[cfg(feature = "analysis")]
 pub(crate) use llama::check_distinct_layers;

@@ -7,7 +7,7 @@ use burn::tensor::Device;
 
 use super::run_model::{load_run_model, not_a_run};
 use super::{RunModelInfo, MODEL_INFO};
-use crate::model::Llama;
+use crate::model::{check_finite, download_again, Llama};
 use crate::{Error, LlamaConfig};
 
 /// A model loaded from a directory of either kind, with its config and tokenizer spec.
@@ -222,23 +222,17 @@ pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Devic
         }
         let loaded = load_hf_dir(dir, device)?;
         // Generation from it would print garbage with exit 0.
-        if let Some(parameter) = crate::model::first_non_finite_parameter(&loaded.model) {
-            let advice = format!("the weights of {} are damaged; download the model again", dir.display());
-            return Err(Error::NonFinite { parameter, advice });
-        }
+        check_finite(&loaded.model, || download_again(dir))?;
         return Ok(loaded);
     }
     let (model, info) = load_run_model(dir, step, device)?;
-    if let Some(parameter) = crate::model::first_non_finite_parameter(&model) {
-        return Err(Error::NonFinite {
-            parameter,
-            advice: format!(
-                "the run in {} diverged; load an earlier checkpoint with --step N, or train again with a lower \
-                 learning rate",
-                dir.display()
-            ),
-        });
-    }
+    check_finite(&model, || {
+        format!(
+            "the run in {} diverged; load an earlier checkpoint with --step N, or train again with a lower learning \
+             rate",
+            dir.display()
+        )
+    })?;
     Ok(LoadedModel {
         model,
         config: info.model,

@@ -151,16 +151,12 @@ impl Prepared {
     }
 }
 
-/// An error unless the run's sequences fit the model's positions (`seq_len <= max_seq_len`).
+/// An error unless the run's sequences fit the model's positions (`seq_len <= max_seq_len`): the
+/// model's own check, with what to do.
 pub fn check_seq_len(config: &TrainConfig, model: &LlamaConfig) -> Result<(), Error> {
-    if config.data.seq_len > model.max_seq_len {
-        return Err(ConfigError::Conflict(format!(
-            "`seq_len` ({}) is longer than the model's `max_seq_len` ({}); lower --seq-len",
-            config.data.seq_len, model.max_seq_len
-        ))
-        .into());
-    }
-    Ok(())
+    let seq_len = config.data.seq_len;
+    let checked = model.check_seq_len(seq_len, &format!("--seq-len {seq_len}"));
+    Ok(checked.map_err(|e| ConfigError::Conflict(format!("{e}; lower --seq-len")))?)
 }
 
 /// Checks every setting, the devices and the data (tokenising it into the cache) without
