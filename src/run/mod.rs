@@ -58,7 +58,9 @@ pub(crate) use run_model::step_of_epoch;
 #[cfg(feature = "train")]
 pub(crate) use run_model::EpochSteps;
 #[cfg(feature = "train")]
-pub(crate) use run_model::{is_checkpoint_file_name, missing_final_model, name_checkpoints_by_step};
+pub(crate) use run_model::{
+    is_checkpoint_file_name, missing_final_model, model_info_edited, name_checkpoints_by_step, read_model_info,
+};
 
 /// Every setting of the training, resolved: `train.json`.
 pub const TRAIN_CONFIG: &str = crate::io::RUN_SETTINGS_FILE;

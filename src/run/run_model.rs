@@ -12,6 +12,36 @@ use crate::io::SumError;
 use crate::model::Llama;
 use crate::{Error, LlamaConfig};
 
+/// Why a run's `model.json` could not be read ([`read_model_info`]).
+#[derive(Debug)]
+pub(crate) enum ModelInfoError {
+    /// The file cannot be read (missing, say).
+    Unreadable(std::io::Error),
+    /// It is not a [`RunModelInfo`].
+    Invalid(serde_json::Error),
+}
+
+impl std::fmt::Display for ModelInfoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelInfoError::Unreadable(e) => e.fmt(f),
+            ModelInfoError::Invalid(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The run's `model.json` in `dir`, as written: the one reader of the file.
+pub(crate) fn read_model_info(dir: &Path) -> Result<RunModelInfo, ModelInfoError> {
+    let text = std::fs::read_to_string(dir.join(MODEL_INFO)).map_err(ModelInfoError::Unreadable)?;
+    serde_json::from_str(&text).map_err(ModelInfoError::Invalid)
+}
+
+/// Whether the run's `model.json` in `dir` differs from the one the run wrote (its checksum says
+/// so; edited by hand): its weights were trained with the model it described then.
+pub(crate) fn model_info_edited(dir: &Path) -> bool {
+    matches!(crate::io::verify_sum(&dir.join(MODEL_INFO)), Err(SumError::Mismatch(_)))
+}
+
 /// The checkpoint kinds burn-train saves at each checkpoint.
 pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
 
@@ -222,14 +252,14 @@ pub fn load_run_model(
         return Err(file_error(&dir.join(MODEL), state));
     }
     let info_path = dir.join(MODEL_INFO);
-    let text =
-        std::fs::read_to_string(&info_path).map_err(|e| file_error(&info_path, format!("{e}; {}", not_a_run(dir))))?;
-    let info: RunModelInfo =
-        serde_json::from_str(&text).map_err(|e| file_error(&info_path, format!("not a run description: {e}")))?;
+    let info = read_model_info(dir).map_err(|e| match e {
+        ModelInfoError::Unreadable(e) => file_error(&info_path, format!("{e}; {}", not_a_run(dir))),
+        ModelInfoError::Invalid(e) => file_error(&info_path, format!("not a run description: {e}")),
+    })?;
     info.model.validate()?;
     // The weights were trained with the model it described when written: an edit would load them
     // into another model (another scheme, another rope) without a word.
-    if let Err(crate::io::SumError::Mismatch(_)) = crate::io::verify_sum(&info_path) {
+    if model_info_edited(dir) {
         return Err(file_error(
             &info_path,
             "differs from the one the run wrote (edited by hand?): its weights were trained with the model it \

@@ -14,7 +14,7 @@ use crate::data::{
 };
 use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
 use crate::model::Llama;
-use crate::run::{load_model_dir, read_model_dir_config, resolve_dir, RunModelInfo};
+use crate::run::{load_model_dir, read_model_dir_config, read_model_info, resolve_dir, RunModelInfo};
 use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig};
 
 /// The model config a training config asks for: the preset or file of `model`, with `layers`
@@ -28,10 +28,8 @@ pub fn model_config(config: &TrainConfig) -> Result<LlamaConfig, Error> {
 /// `norm`, when set): its weights are in its checkpoints, so the source is never read. It may be
 /// gone since, or be the run itself (`--init-from X --out X --overwrite`).
 pub(super) fn start_model_config(config: &TrainConfig, resumed: bool) -> Result<LlamaConfig, Error> {
-    let recorded = (resumed && config.model.init_from.is_some())
-        .then(|| std::fs::read_to_string(config.output.out.join(crate::run::MODEL_INFO)).ok())
-        .flatten()
-        .and_then(|text| serde_json::from_str::<RunModelInfo>(&text).ok());
+    let recorded =
+        (resumed && config.model.init_from.is_some()).then(|| read_model_info(&config.output.out).ok()).flatten();
     model_config_from(config, recorded.map(|info| info.model))
 }
 

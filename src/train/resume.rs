@@ -13,8 +13,8 @@ use super::run_dir::RunDir;
 use super::setting_kind::SettingKind;
 use crate::model::first_non_finite_parameter;
 use crate::run::{
-    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, RunModelInfo, MODEL,
-    MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
+    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, model_info_edited, read_metrics,
+    read_model_info, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
 };
 use crate::{Error, LlamaConfig};
 
@@ -280,7 +280,7 @@ fn setting_refusals(
     data: Option<&String>,
 ) -> Result<(Vec<String>, Vec<String>), String> {
     let saved = TrainConfig::from_run_file(out.join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
-    let info = read_model_info(out)?;
+    let info = recorded_model_info(out)?;
     let (allowed, mut refused) = resume_changes(&saved, config);
     if info.model != *model {
         refused.push(format!("model: {} (as model.json records it)", model_differences(&info.model, model)));
@@ -338,21 +338,18 @@ fn corpus_kind_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
     changes
 }
 
-/// The run's `model.json`.
-fn read_model_info(out: &Path) -> Result<RunModelInfo, String> {
+/// The run's `model.json`, unless it was edited by hand (its differences from train.json would
+/// read as the resume's changes).
+fn recorded_model_info(out: &Path) -> Result<RunModelInfo, String> {
     let info_path = out.join(MODEL_INFO);
-    // Edited by hand: its differences from train.json would read as the resume's changes.
-    if let Err(crate::io::SumError::Mismatch(_)) = crate::io::verify_sum(&info_path) {
+    if model_info_edited(out) {
         return Err(format!(
             "{} differs from the one the run wrote (edited by hand?): its checkpoints and model were trained with \
              the model it described then; put it back",
             info_path.display()
         ));
     }
-    std::fs::read_to_string(&info_path)
-        .map_err(|e| e.to_string())
-        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
-        .map_err(|e| format!("nothing to resume: {}: {e}", info_path.display()))
+    read_model_info(out).map_err(|e| format!("nothing to resume: {}: {e}", info_path.display()))
 }
 
 /// The refusal of a resume that would change the `refused` settings of the run in `out`.

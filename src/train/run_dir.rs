@@ -11,8 +11,8 @@ use super::config::TrainConfig;
 use super::events::TrainEvent;
 use crate::io::{crash_point, write_atomically};
 use crate::run::{
-    is_finished, is_replacing, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN, RUN_ENTRIES,
-    TRAIN_CONFIG,
+    has_settings, is_finished, is_replacing, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN,
+    RUN_ENTRIES, TRAIN_CONFIG,
 };
 use crate::Error;
 
@@ -339,14 +339,14 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
         .filter(|name| [CHECKPOINTS, MODEL, crate::run::METRICS].contains(name))
         .collect();
     run_files.sort_unstable();
-    if !path.join(TRAIN_CONFIG).is_file() && !run_files.is_empty() {
+    if !has_settings(path) && !run_files.is_empty() {
         return Err(format!(
             "looks like a training run ({}) whose {TRAIN_CONFIG} is missing, so it can be neither resumed nor \
              replaced safely; put {TRAIN_CONFIG} back (from a backup) to resume it, or choose another --out",
             run_files.join(", ")
         ));
     }
-    if !path.join(TRAIN_CONFIG).is_file() {
+    if !has_settings(path) {
         let mut shown: Vec<&str> = entries.iter().map(String::as_str).take(3).collect();
         shown.sort_unstable();
         return Err(format!(

@@ -27,7 +27,7 @@ use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::io::write_atomically;
 use crate::norm::{InitScheme, NormScheme};
-use crate::run::{load_run_model, read_metrics, RunState, LOCK_FILE, TRAIN_CONFIG};
+use crate::run::{has_settings, load_run_model, read_metrics, RunState, LOCK_FILE, TRAIN_CONFIG};
 use crate::{ConfigError, Error};
 
 /// The file that marks a directory as a sweep and records its pairs.
@@ -341,8 +341,7 @@ impl Sweep {
                 serde_json::from_str(&text).map_err(|e| unreadable(format!("not a sweep record: {e}")))?;
             let changed = sweep_changes(&shared(&record.config), &shared(&self.config));
             let recorded = Sweep { config: self.config.clone(), ..record.sweep() };
-            let started =
-                !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| pair.dir.join(TRAIN_CONFIG).exists());
+            let started = !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| has_settings(&pair.dir));
             if started && record.depths.is_empty() != self.depths.is_empty() {
                 return Err(Error::file(out, depth_axis_change(&record.depths, &self.depths)));
             }
