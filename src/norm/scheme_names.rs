@@ -254,31 +254,33 @@ pub const SCHEMES: [SchemeInfo; 14] = [
 ];
 
 impl NormScheme {
-    /// This scheme's row of [`SCHEMES`], found by its name.
+    /// This scheme's row of [`SCHEMES`]: the row whose scheme is the same variant (a unit test
+    /// checks that every variant has one).
     pub fn info(&self) -> &'static SchemeInfo {
-        let (name, _) = self.name_and_argument();
-        SCHEMES.iter().find(|info| info.name == name).expect("every variant has a row in SCHEMES")
+        let variant = std::mem::discriminant(self);
+        SCHEMES
+            .iter()
+            .find(|info| std::mem::discriminant(&info.build.default_scheme()) == variant)
+            .expect("every variant has a row in SCHEMES")
     }
 
-    /// The name of this scheme's row and the argument it was built with: the one place that
-    /// reads a scheme back into its table's terms.
-    fn name_and_argument(&self) -> (&'static str, ArgumentValue) {
-        use ArgumentValue::{Base, Number, Position};
+    /// The argument this scheme was built with, as its row's [`Build`] takes it.
+    fn argument_value(&self) -> ArgumentValue {
         match *self {
-            NormScheme::PreLn => ("pre-ln", ArgumentValue::None),
-            NormScheme::Lns { position } => ("lns", Position(position)),
-            NormScheme::PostLn => ("post-ln", ArgumentValue::None),
-            NormScheme::DeepNorm => ("deepnorm", ArgumentValue::None),
-            NormScheme::MixLn { post_ln_fraction } => ("mix-ln", Number(post_ln_fraction)),
-            NormScheme::ScaledInit => ("scaled-init", ArgumentValue::None),
-            NormScheme::DepthScaledInit => ("depth-scaled-init", ArgumentValue::None),
-            NormScheme::LayerScale { init } => ("layer-scale", Number(init)),
-            NormScheme::SkipInit { init } => ("skip-init", Number(init)),
-            NormScheme::SandwichLn => ("sandwich-ln", ArgumentValue::None),
-            NormScheme::PeriLn => ("peri-ln", ArgumentValue::None),
-            NormScheme::ReorderedNorm => ("reordered-norm", ArgumentValue::None),
-            NormScheme::CompleteP { base_depth } => ("completep", Number(base_depth)),
-            NormScheme::Gpas { base } => ("gpas", Base(base)),
+            NormScheme::PreLn
+            | NormScheme::PostLn
+            | NormScheme::DeepNorm
+            | NormScheme::ScaledInit
+            | NormScheme::DepthScaledInit
+            | NormScheme::SandwichLn
+            | NormScheme::PeriLn
+            | NormScheme::ReorderedNorm => ArgumentValue::None,
+            NormScheme::Lns { position } => ArgumentValue::Position(position),
+            NormScheme::Gpas { base } => ArgumentValue::Base(base),
+            NormScheme::MixLn { post_ln_fraction: x }
+            | NormScheme::LayerScale { init: x }
+            | NormScheme::SkipInit { init: x }
+            | NormScheme::CompleteP { base_depth: x } => ArgumentValue::Number(x),
         }
     }
 
@@ -390,8 +392,8 @@ impl fmt::Display for NormScheme {
     /// The string form that [`FromStr`] parses back: the name, and the argument unless it is LNS's
     /// default position.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (name, argument) = self.name_and_argument();
-        match argument {
+        let name = self.info().name;
+        match self.argument_value() {
             ArgumentValue::None
             | ArgumentValue::Position(LnsPosition::AfterNorm)
             | ArgumentValue::Base(GpasBase::PreLn) => write!(f, "{name}"),
@@ -458,5 +460,25 @@ pub mod scheme_as_string {
         Option::<String>::deserialize(deserializer)?
             .map(|text| text.parse::<NormScheme>().map_err(serde::de::Error::custom))
             .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_row_is_found_by_its_variant_and_every_scheme_reads_back() {
+        for info in &SCHEMES {
+            let scheme = info.build.default_scheme();
+            assert_eq!(scheme.info().name, info.name);
+        }
+        let names: std::collections::BTreeSet<_> = SCHEMES.iter().map(|info| info.name).collect();
+        assert_eq!(names.len(), SCHEMES.len(), "two rows share a name");
+        let mut schemes = NormScheme::with_every_position();
+        schemes.extend([NormScheme::MixLn { post_ln_fraction: 0.5 }, NormScheme::Gpas { base: GpasBase::Lns }]);
+        for scheme in schemes {
+            assert_eq!(scheme.to_string().parse::<NormScheme>().unwrap(), scheme, "{scheme}");
+        }
     }
 }
