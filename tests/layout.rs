@@ -33,16 +33,15 @@ struct Tree {
 }
 
 /// The methods a file adds to a type that another file defines (`impl NormScheme { fn info }` in
-/// `norm/scheme_names.rs`), as `(the type's file, method) -> the adding file`: a call of one in the
-/// type's file (`self.info()`, `Self::info()`) or through the type (`NormScheme::defaults()`)
-/// depends on the adding file, though no path names it.
-fn extension_methods(tree: &Tree) -> BTreeMap<(Module, String), Module> {
-    let mut extensions = BTreeMap::new();
+/// `norm/scheme_names.rs`), as `(the type's file, the type, method) -> the adding files`: a call
+/// of one through the type (`NormScheme::defaults()`, or `Self::info()` and `self.info()` in an
+/// `impl` of it) depends on the adding file, though no path names it.
+fn extension_methods(tree: &Tree) -> BTreeMap<(Module, String, String), BTreeSet<Module>> {
+    let mut extensions: BTreeMap<_, BTreeSet<Module>> = BTreeMap::new();
     for (module, file) in &tree.files {
         for item in file.items.iter().filter(|item| !item_test_only(item)) {
             let syn::Item::Impl(block) = item else { continue };
-            let syn::Type::Path(ty) = &*block.self_ty else { continue };
-            let Some(ty) = ty.path.segments.last().map(|segment| segment.ident.to_string()) else { continue };
+            let Some(ty) = impl_type(block) else { continue };
             let Some(home) = (block.trait_.is_none()).then(|| tree.home_of(module, &ty)).flatten() else { continue };
             if home == *module {
                 continue;
@@ -50,13 +49,20 @@ fn extension_methods(tree: &Tree) -> BTreeMap<(Module, String), Module> {
             for item in &block.items {
                 if let syn::ImplItem::Fn(method) = item {
                     if !test_only(&method.attrs) {
-                        extensions.insert((home.clone(), method.sig.ident.to_string()), module.clone());
+                        let key = (home.clone(), ty.clone(), method.sig.ident.to_string());
+                        extensions.entry(key).or_default().insert(module.clone());
                     }
                 }
             }
         }
     }
     extensions
+}
+
+/// The name of the type an `impl` block is for (`NormScheme` in `impl NormScheme`).
+fn impl_type(block: &syn::ItemImpl) -> Option<String> {
+    let syn::Type::Path(ty) = &*block.self_ty else { return None };
+    ty.path.segments.last().map(|segment| segment.ident.to_string())
 }
 
 /// Every `.rs` file under `dir`, as `(module, source)`.
@@ -254,10 +260,19 @@ impl Tree {
                 }
             }
             let macros = paths.macros.iter().filter_map(|name| self.exported_macros.get(name).cloned());
-            let method_calls = paths.method_calls.iter().map(|method| (module.clone(), method.clone()));
-            let through_types =
-                paths.type_calls.iter().filter_map(|(ty, method)| Some((self.home_of(module, ty)?, method.clone())));
-            let methods = method_calls.chain(through_types).filter_map(|key| extensions.get(&key).cloned());
+            let methods = paths
+                .type_calls
+                .iter()
+                .filter_map(|(ty, method)| {
+                    let name = ty.last()?.clone();
+                    let home = match &ty[..] {
+                        [name] => self.home_of(module, name),
+                        _ => self.absolute(module, ty).and_then(|path| self.defining_module(&path)),
+                    };
+                    extensions.get(&(home?, name, method.clone()))
+                })
+                .flatten()
+                .cloned();
             let depends: BTreeSet<Module> = paths
                 .paths
                 .iter()
@@ -315,10 +330,11 @@ struct PathsOf {
     /// The macros called by their name alone or from the root (`errln!`, `crate::errln!`: where
     /// `#[macro_export]` puts them).
     macros: Vec<String>,
-    /// The methods called on a value (`info` in `scheme.info()`).
-    method_calls: Vec<String>,
-    /// The functions called through a type (`(NormScheme, defaults)`, `(Self, info)`).
-    type_calls: Vec<(String, String)>,
+    /// The functions called through a type, as its path and the name (`([NormScheme], defaults)`),
+    /// `Self::info()` and `self.info()` as calls through the type of the `impl` they are in.
+    type_calls: Vec<(Vec<String>, String)>,
+    /// The types of the `impl` blocks the visitor is in, innermost last.
+    impl_types: Vec<String>,
 }
 
 impl PathsOf {
@@ -340,16 +356,34 @@ impl PathsOf {
 
 impl<'ast> Visit<'ast> for PathsOf {
     fn visit_path(&mut self, path: &'ast syn::Path) {
-        if let [ty, function] = &path.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>()[..] {
-            self.type_calls.push((ty.clone(), function.clone()));
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if let [ty @ .., function] = &segments[..] {
+            let ty = match ty {
+                [only] if only == "Self" => vec![self.impl_types.last().unwrap_or(only).clone()],
+                _ => ty.to_vec(),
+            };
+            if !ty.is_empty() {
+                self.type_calls.push((ty, function.clone()));
+            }
         }
         self.push(path.segments.iter().map(|s| s.ident.to_string()).collect());
         syn::visit::visit_path(self, path);
     }
 
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
-        self.method_calls.push(call.method.to_string());
+        let on_self = matches!(&*call.receiver, syn::Expr::Path(path) if path.path.is_ident("self"));
+        if let Some(ty) = self.impl_types.last().filter(|_| on_self) {
+            self.type_calls.push((vec![ty.clone()], call.method.to_string()));
+        }
         syn::visit::visit_expr_method_call(self, call);
+    }
+
+    fn visit_item_impl(&mut self, block: &'ast syn::ItemImpl) {
+        if !test_only(&block.attrs) {
+            self.impl_types.push(impl_type(block).unwrap_or_default());
+            syn::visit::visit_item_impl(self, block);
+            self.impl_types.pop();
+        }
     }
 
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
@@ -493,6 +527,7 @@ fn the_reader_sees_known_dependencies_of_the_real_tree() {
         ("train/config_file", "run"),
         ("cli/train_settings", "console"),
         ("cli/lists", "norm/scheme_names"),
+        ("analysis/sweep_report", "train/config_file"),
     ] {
         assert!(
             graph[&module(from)].contains(&module(to)),
@@ -590,11 +625,18 @@ fn the_reader_follows_bound_heads_macros_and_inline_modules() {
         assert_eq!(graph[&module("a")], BTreeSet::from([module("b")]), "{a}");
         assert_eq!(circles(&graph), vec!["a -> b -> a"]);
     }
-    // Elsewhere, called through the type, it does too; a method call on an unknown value does not.
-    let files = [("", "pub mod a; pub mod b; pub mod c;"), ("a", "pub struct T;"), extended];
-    for (c, depends) in [("use crate::a::T; fn f() { T::g() }", true), ("fn f(x: u8) { x.g() }", false)] {
+    // Elsewhere, called through the type, it does too; a method of that name called on another
+    // value (another type's, or another type's `self`) does not.
+    let files = [("", "pub mod a; pub mod b; pub mod c;"), ("a", "pub struct T; fn f(x: u8) { x.g() }"), extended];
+    for (c, depends) in [
+        ("use crate::a::T; fn f() { T::g() }", true),
+        ("fn f() { crate::a::T::g() }", true),
+        ("fn f(x: u8) { x.g() }", false),
+        ("struct U; impl U { fn g(&self) {} fn f(&self) { self.g() } }", false),
+    ] {
         let graph = graph(&[files.as_slice(), &[("c", c)]].concat());
         assert_eq!(graph[&module("c")].contains(&module("b")), depends, "{c}");
+        assert_eq!(graph[&module("a")], BTreeSet::new(), "a's x.g() is not T's");
     }
     // Test-only code in any form, a local variable named like a child module, and `super` that
     // stays inside the file are not dependencies.
