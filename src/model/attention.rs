@@ -7,9 +7,8 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, Tensor};
 
-use super::init::normal_linear;
 use super::kv_cache::LayerKv;
-use super::projection::project;
+use super::linear::{normal_linear, project};
 use super::rope::RopeTables;
 use crate::fused;
 use crate::fused::repeat_kv;

@@ -5,8 +5,7 @@ use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
 
-use super::init::normal_linear;
-use super::projection::project;
+use super::linear::{normal_linear, project};
 use crate::fused;
 
 /// SwiGLU feed-forward. Shapes: `[batch, seq, d_model] -> [batch, seq, d_model]`.

@@ -1,0 +1,26 @@
+//! The model's linear layers: made with `N(0, std)` weights and zero biases, and applied through
+//! [`fused::linear`] (one matrix product per pass, whatever the batch dimensions); a layer with a
+//! bias keeps Burn's `Linear::forward`.
+
+use burn::nn::{Initializer, Linear, LinearConfig};
+use burn::tensor::{Device, Tensor};
+
+use crate::fused;
+
+/// A linear layer whose weight is drawn from `N(0, std)` (and whose bias, if any, is zero).
+pub(crate) fn normal_linear(config: LinearConfig, std: f64, device: &Device) -> Linear {
+    let mut linear = config.with_initializer(Initializer::Normal { mean: 0.0, std }).init(device);
+    if let Some(bias) = linear.bias.take() {
+        let [d] = bias.shape().dims();
+        linear.bias = Some(Initializer::Zeros.init([d], device));
+    }
+    linear
+}
+
+/// `layer` applied to `x: [..., d_in]` -> `[..., d_out]`.
+pub(crate) fn project<const D: usize>(layer: &Linear, x: Tensor<D>) -> Tensor<D> {
+    match layer.bias {
+        Some(_) => layer.forward(x),
+        None => fused::linear(x, layer.weight.val()),
+    }
+}
