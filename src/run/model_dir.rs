@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
-use super::run_model::{load_run_model, not_a_run};
-use super::{RunModelInfo, MODEL_INFO};
+use super::run_model::{load_run_model, not_a_run, read_model_info, ModelInfoError};
+use super::MODEL_INFO;
 use crate::model::{check_finite, download_again, Llama};
 use crate::{Error, LlamaConfig};
 
@@ -20,7 +20,8 @@ pub struct LoadedModel {
     /// The tokenizer spec (`byte` or a `tokenizer.json` path); `None` for a Hugging Face
     /// directory without a `tokenizer.json`.
     pub tokenizer: Option<String>,
-    /// The identity of the tokenizer a run trained with ([`RunModelInfo::tokenizer_identity`]).
+    /// The identity of the tokenizer a run trained with
+    /// ([`RunModelInfo::tokenizer_identity`](super::RunModelInfo::tokenizer_identity)).
     pub tokenizer_identity: Option<String>,
 }
 
@@ -186,20 +187,20 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
             "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling",
         ));
     }
-    let path = dir.join(MODEL_INFO);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        // A missing model.json is the message itself; another failure (no permission) is said.
-        let cause = if e.kind() == std::io::ErrorKind::NotFound { String::new() } else { format!("{e}: ") };
-        Error::file(
-            dir,
-            format!(
-                "{cause}not a run directory (model.json) nor a Hugging Face model directory (config.json); {}",
-                not_a_run(dir)
-            ),
-        )
+    let info = read_model_info(dir).map_err(|e| match e {
+        ModelInfoError::Unreadable(e) => {
+            // A missing model.json is the message itself; another failure (no permission) is said.
+            let cause = if e.kind() == std::io::ErrorKind::NotFound { String::new() } else { format!("{e}: ") };
+            Error::file(
+                dir,
+                format!(
+                    "{cause}not a run directory (model.json) nor a Hugging Face model directory (config.json); {}",
+                    not_a_run(dir)
+                ),
+            )
+        }
+        ModelInfoError::Invalid(e) => Error::file(dir.join(MODEL_INFO), format!("not a run description: {e}")),
     })?;
-    let info: RunModelInfo =
-        serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not a run description: {e}")))?;
     Ok(info.model)
 }
 
