@@ -168,7 +168,9 @@ pub fn current_path() -> OpPath {
 /// RMS normalisation with a constant factor: `x / sqrt(mean(x^2) + epsilon) * gamma * scale`
 /// over the last dimension. Shapes: `x: [..., d]`, `gamma: [d]` -> `[..., d]`.
 ///
-/// LNS passes `scale = 1/sqrt(layer)`. The mean square is accumulated in f32.
+/// The norm modules fold their LNS factor into `gamma` and pass `scale = 1`
+/// ([`RmsNormScaling`](crate::norm::RmsNormScaling)); `scale` multiplies inside the kernel for
+/// other callers. The mean square is accumulated in f32.
 pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, scale: f64) -> Tensor<D> {
     let [d] = gamma.dims();
     assert_eq!(x.dims()[D - 1], d, "rms_norm: the input's last dimension must match gamma's size");

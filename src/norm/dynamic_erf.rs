@@ -49,7 +49,7 @@ impl DynamicErfScalingConfig {
 ///
 /// Element-wise, like [`DynamicTanhScaling`](super::DynamicTanhScaling): no statistics over the
 /// features and no epsilon. `alpha` and the shift `s` are learnable scalars; `gamma` and `beta`
-/// are per feature. The factor derives from the layer number in the config and is never stored.
+/// are per feature. The factor is a plain field, as in the other norms, never a parameter.
 #[derive(Module, Debug)]
 #[module(custom_display)]
 pub struct DynamicErfScaling {

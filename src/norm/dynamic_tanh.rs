@@ -53,7 +53,7 @@ pub(crate) fn check_alpha_init(alpha_init: f64) -> Result<(), ConfigError> {
 ///
 /// Element-wise, so no statistics over the features and no epsilon. `alpha` is one learnable
 /// scalar; `gamma` and `beta` are per feature, as LayerNorm's. As in the other norms, the factor
-/// derives from the layer number in the config and is never stored.
+/// (from the layer number in the config, or a layer plan's) is a plain field, never a parameter.
 #[derive(Module, Debug)]
 #[module(custom_display)]
 pub struct DynamicTanhScaling {

@@ -43,8 +43,8 @@ impl LayerNormScalingConfig {
 /// `Y = ((X - mean) / sqrt(var + eps) * gamma + beta) / sqrt(l)`
 ///
 /// A drop-in replacement for Burn's `LayerNorm`: the same parameters (`gamma`, optional `beta`)
-/// under the same names, so a record of one loads into the other. The factor derives from the
-/// layer number in the config; it is not state that a reload could lose.
+/// under the same names, so a record of one loads into the other. The factor (from the layer
+/// number in the config, or a layer plan's) is a plain field, not state that a reload could lose.
 #[derive(Module, Debug)]
 #[module(custom_display)]
 pub struct LayerNormScaling {

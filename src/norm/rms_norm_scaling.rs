@@ -39,9 +39,9 @@ impl RmsNormScalingConfig {
 /// `Y = X / sqrt(mean(X^2) + eps) * gamma / sqrt(l)`
 ///
 /// A drop-in replacement for Burn's [`RmsNorm`]: the same parameter (`gamma`) under the same
-/// name, so a record of one loads into the other. The factor is not a parameter or a buffer:
-/// it derives from the layer number given in the config, so no reload or re-initialisation can
-/// lose it.
+/// name, so a record of one loads into the other. The factor (from the layer number in the
+/// config, or a layer plan's) is a plain field, not a parameter or a record entry: no reload or
+/// re-initialisation can lose or change it.
 #[derive(Module, Debug)]
 #[module(custom_display)]
 pub struct RmsNormScaling {

@@ -1,16 +1,16 @@
 //! Every normalisation scheme the paper compares, plus Peri-LN, each resolved per layer into a
 //! [`LayerPlan`].
 //!
-//! This file is the one place where a scheme's formula lives; the transformer block only
-//! executes the plan. Notation: `N` a norm, `F` a sub-layer (attention or feed-forward),
+//! This file is the one place where what a scheme does to a layer lives (its formula as code);
+//! the transformer block only executes the plan. Notation: `N` a norm, `F` a sub-layer (attention or feed-forward),
 //! `l` the 1-based layer, `L` the number of layers, `sigma` the base init std (0.02).
 //!
 //! [`NormScheme::plan`] holds what each scheme does to a layer; the schemes' names, parsing and
 //! table are in `scheme_names.rs` ([`SCHEMES`](super::SCHEMES)).
 //!
 //! Every model also has a final norm before the LM head, never depth-scaled. `N` is any
-//! [`NormKind`](super::NormKind) (RMSNorm, LayerNorm or DyT); each carries the LNS factor, so
-//! `lns` over DyT is `x + F(DyT(x) / sqrt(l))`.
+//! [`NormKind`](super::NormKind) (RMSNorm, LayerNorm, DyT, Derf or BHyT); each carries the LNS
+//! factor, so `lns` over DyT is `x + F(DyT(x) / sqrt(l))`.
 //!
 //! Sandwich-LN vs Peri-LN: the blocks are the same (one [`Placement::Sandwich`], a norm on each
 //! sub-layer's input and one on its output, inside the residual branch). Peri-LN (Kim et al. 2025;

@@ -38,6 +38,8 @@ impl RunDir {
     /// checkpoint (the replaced run is put back).
     pub fn open(path: &Path) -> Result<Self, Error> {
         let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
+        // Checked again though `train` checked before preparing: the directory may have changed
+        // since, and only the lock taken below keeps it from changing after.
         Self::check(path)?;
         std::fs::create_dir_all(path).map_err(|e| error(format!("cannot create it: {e}")))?;
         let lock = take_lock(path).map_err(error)?;

@@ -103,6 +103,9 @@ fn forward(received: Receiver<TrainEvent>, finished: &AtomicBool, mut on_event: 
 
 /// [`train`], sending its events to `events`.
 fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainReport, Error> {
+    // The directory and the start rules are checked now, before the data is tokenised (minutes,
+    // for a large corpus), so that a mistake costs nothing; `RunDir::open` and `starting_point`
+    // ask again under the lock, since another program may change the directory meanwhile.
     RunDir::check(&config.output.out)?;
     if let Some(cache_dir) = &config.data.cache_dir {
         RunDir::check_cache_dir(&config.output.out, cache_dir)?;
