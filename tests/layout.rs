@@ -527,7 +527,8 @@ fn the_reader_sees_known_dependencies_of_the_real_tree() {
         ("train/config_file", "run"),
         ("cli/train_settings", "console"),
         ("cli/lists", "norm/scheme_names"),
-        ("analysis/sweep_report", "train/config_file"),
+        ("train/sweep", "train/config_file"),
+        ("cli/train_settings", "train/config_file"),
     ] {
         assert!(
             graph[&module(from)].contains(&module(to)),

@@ -17,7 +17,7 @@ use layernorm_scaling::measure::mean_loss;
 use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::{load_run_model, run_of_config_file, TRAIN_CONFIG};
 use layernorm_scaling::run::{read_metrics, read_tracking};
-use layernorm_scaling::train::{train, validation_data, Start, TrainConfig, TrainEvent};
+use layernorm_scaling::train::{train, validation_data, DataBudget, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{Error, NormScheme};
 
 fn step_of(event: &TrainEvent) -> usize {
@@ -469,8 +469,8 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
     assert_eq!(windows(&config), windows(&other));
 
     // train.json records the budget, and reads back as the same settings.
+    assert_eq!(DataBudget::recorded_in(&dir.path().join("run/train.json")), Some(budget));
     let recorded = TrainConfig::from_file(dir.path().join("run/train.json")).unwrap();
-    assert_eq!(recorded.data_budget, Some(budget));
     assert_eq!(recorded.eval.valid_data, vec![valid_file.clone()]);
 
     // Bad validation data: clear errors before the run directory is made.

@@ -12,7 +12,7 @@ use super::paired::{paired_differences, paired_markdown, PairedDifference};
 use super::plot::LineChart;
 use super::scheme_result::{sweep_results, SchemeResult};
 use crate::run::{read_metrics, MetricRow, METRICS};
-use crate::train::{group_name, PairOutcome, Sweep, SweepRecord};
+use crate::train::{group_name, DataBudget, PairOutcome, Sweep, SweepRecord};
 
 /// The file that marks a sweep's report folder (a new report replaces the folder that holds it).
 pub const SWEEP_RESULTS: &str = "results.json";
@@ -191,8 +191,8 @@ pub fn sweep_loss_curves(sweep: &Sweep, record: &SweepRecord) -> (Vec<(String, L
 fn tokens_per_step(record: &SweepRecord) -> (f64, bool) {
     let config = &record.config;
     let budget = record.outcomes.keys().find_map(|key| {
-        let recorded = crate::train::TrainConfig::from_file(config.output.out.join(key).join(crate::run::TRAIN_CONFIG));
-        recorded.ok()?.data_budget.filter(|budget| budget.sequences > 0 && budget.read > 0)
+        let recorded = DataBudget::recorded_in(&config.output.out.join(key).join(crate::run::TRAIN_CONFIG));
+        recorded.filter(|budget| budget.sequences > 0 && budget.read > 0)
     });
     match budget {
         Some(budget) => {

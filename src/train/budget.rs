@@ -2,9 +2,37 @@
 //! holds, said before the first step (and warned of when the run would repeat data), and recorded
 //! in the run's `train.json`.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
+use super::TrainConfig;
 use crate::data::{SequenceDataset, SequenceMode};
+
+/// A run's `train.json` as the run writes it: its settings, then what it reads of its data
+/// (`data_budget`, no setting: read back as a config, it changes nothing).
+#[derive(Serialize)]
+pub(crate) struct RecordedSettings<'a> {
+    /// Every setting, as the run used it.
+    #[serde(flatten)]
+    pub settings: &'a TrainConfig,
+    /// What the run reads of its training data.
+    pub data_budget: DataBudget,
+}
+
+/// The name of the data budget's entry in a run's `train.json`: the one key there that is no
+/// setting.
+pub(crate) const RECORDED_BUDGET: &str = "data_budget";
+
+impl DataBudget {
+    /// The budget the run's `train.json` at `path` recorded; `None` when it recorded none (a run
+    /// of version 0.1) or the file cannot be read.
+    pub fn recorded_in(path: &Path) -> Option<DataBudget> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let mut recorded: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).ok()?;
+        serde_json::from_value(recorded.remove(RECORDED_BUDGET)?).ok()
+    }
+}
 
 /// What a run reads of its training data.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

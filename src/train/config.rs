@@ -65,11 +65,6 @@ pub struct TrainConfig {
     #[command(flatten)]
     #[serde(flatten)]
     pub output: OutputSettings,
-    /// Not a setting: what the run reads of its data ([`DataBudget`](crate::train::DataBudget)),
-    /// which a run records in its `train.json`; read back, it changes nothing.
-    #[arg(skip)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub data_budget: Option<crate::train::DataBudget>,
 }
 
 impl Default for TrainConfig {
@@ -85,7 +80,6 @@ impl Default for TrainConfig {
             seed: 1,
             precision: None,
             bf16: None,
-            data_budget: None,
         }
     }
 }

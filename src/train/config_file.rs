@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use super::budget::RECORDED_BUDGET;
 use super::config::TrainConfig;
 use super::setting_kind::setting_names;
 use crate::{ConfigError, Error};
@@ -67,13 +68,23 @@ fn parse(text: &str, extension: Option<&str>) -> Result<TrainConfig, String> {
     }
 }
 
+/// A config file as serde reads it: the settings, and the data budget that a run's own
+/// `train.json` records beside them ([`RECORDED_BUDGET`]: no setting, so it is skipped).
+#[derive(serde::Deserialize)]
+struct ConfigFile {
+    #[serde(flatten)]
+    settings: TrainConfig,
+    #[serde(default, rename = "data_budget")]
+    _recorded_budget: Option<serde::de::IgnoredAny>,
+}
+
 fn parse_toml(text: &str) -> Result<TrainConfig, String> {
     let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
     check_names(table.iter().map(|(key, value)| (key.as_str(), value.is_table())), text)?;
-    toml::from_str(text).map_err(|e| {
+    toml::from_str(text).map(|file: ConfigFile| file.settings).map_err(|e| {
         let alone = table.iter().filter_map(|(key, value)| {
             let one = toml::Table::from_iter([(key.clone(), value.clone())]);
-            let error = toml::Value::Table(one).try_into::<TrainConfig>().err()?;
+            let error = toml::Value::Table(one).try_into::<ConfigFile>().err()?;
             Some((key.as_str(), error.to_string(), value.is_table()))
         });
         bad_value(text, alone).unwrap_or(e.to_string())
@@ -85,10 +96,10 @@ fn parse_json(text: &str) -> Result<TrainConfig, String> {
         serde_json::from_str(text).map_err(|e| crate::config_error::json_error_in(text, &e))?;
     check_names(map.iter().map(|(key, value)| (key.as_str(), value.is_object())), text)?;
     // Parsed from the text, not the map: a key given twice is an error, not the last one's value.
-    serde_json::from_str(text).map_err(|e| {
+    serde_json::from_str(text).map(|file: ConfigFile| file.settings).map_err(|e| {
         let alone = map.iter().filter_map(|(key, value)| {
             let one = serde_json::Map::from_iter([(key.clone(), value.clone())]);
-            let error = serde_json::from_value::<TrainConfig>(serde_json::Value::Object(one)).err()?;
+            let error = serde_json::from_value::<ConfigFile>(serde_json::Value::Object(one)).err()?;
             Some((key.as_str(), error.to_string(), value.is_object()))
         });
         bad_value(text, alone).unwrap_or_else(|| crate::config_error::json_error_in(text, &e))
@@ -102,12 +113,12 @@ const FLAT: &str = "settings are flat in a config file: write them at the top le
 /// An error naming the first of a file's keys, `(key, holds a table)`, that is no setting, in
 /// the order of `text`, with its line and the known ones.
 fn check_names<'a>(keys: impl Iterator<Item = (&'a str, bool)>, text: &str) -> Result<(), String> {
-    let unknown = keys.filter(|(key, _)| !setting_names().any(|known| known == *key));
+    // A run's own train.json also records its data budget, which is no setting.
+    let unknown = keys.filter(|(key, _)| *key != RECORDED_BUDGET && !setting_names().any(|known| known == *key));
     let Some((key, table)) = unknown.min_by_key(|(key, _)| key_line(text, key).unwrap_or(usize::MAX)) else {
         return Ok(());
     };
-    let known: Vec<String> =
-        setting_names().filter(|&name| name != "data_budget").map(|name| format!("`{name}`")).collect();
+    let known: Vec<String> = setting_names().map(|name| format!("`{name}`")).collect();
     let hint = if table { format!("; {FLAT}") } else { String::new() };
     Err(format!("unknown field `{key}`{}, expected one of {}{hint}", at_line(text, key), known.join(", ")))
 }
@@ -147,6 +158,19 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::DataSettings;
+
+    #[test]
+    fn a_runs_recorded_data_budget_reads_back_as_no_setting() {
+        let json = r#"{"seq_len": 16, "data_budget": {"sequences": 1, "tokens": 16, "read": 4, "seq_len": 16, "sequences_mode": "pack", "truncated": 0}}"#;
+        let config = parse(json, Some("json")).unwrap();
+        assert_eq!(
+            config,
+            TrainConfig { data: DataSettings { seq_len: 16, ..Default::default() }, ..Default::default() }
+        );
+        let toml = "seq_len = 16\n[data_budget]\nsequences = 1\ntokens = 16\nread = 4\nseq_len = 16\nsequences_mode = \"pack\"\ntruncated = 0\n";
+        assert_eq!(parse(toml, Some("toml")).unwrap(), config);
+    }
 
     #[test]
     fn a_key_is_found_on_its_line_in_either_format() {

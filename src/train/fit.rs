@@ -16,7 +16,7 @@ use burn::tensor::Device;
 use burn::train::metric::Metric;
 use burn::train::{ExecutionStrategy, Learner, LearningResult, MultiDeviceOptim, SupervisedTraining};
 
-use super::budget::DataBudget;
+use super::budget::{DataBudget, RecordedSettings};
 use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
 use super::config::TrainConfig;
 use super::events::TrainEvent;
@@ -62,10 +62,10 @@ pub(super) fn fit(
     let budget = DataBudget::new(&prepared.train, config.optim.steps, micro_batches, config.optim.batch_size);
     let recorded = TrainConfig {
         model: ModelSettings { init_from: prepared.init_dir.clone(), ..config.model.clone() },
-        data_budget: Some(budget),
         ..config.clone()
     };
-    crate::run::record_start(dir.path(), &prepared.model_info(&recorded, 0), &recorded)?;
+    let settings = RecordedSettings { settings: &recorded, data_budget: budget };
+    crate::run::record_start(dir.path(), &prepared.model_info(&recorded, 0), &settings)?;
     monitor.report(started(config, prepared, dir.path()));
     let devices: Vec<Device> = prepared.devices.iter().map(|d| d.clone().autodiff()).collect();
     monitor.report(TrainEvent::Data(budget));

@@ -17,15 +17,14 @@ pub(crate) enum SettingKind {
     /// How the run is carried out, never what it trains (the device, logging, checkpoints kept): a
     /// resume or a sweep may change it.
     Running,
-    /// Not compared at all: the run's directory (the same one however it is spelt) and what the run
-    /// recorded of its data (`data_budget`, no setting).
+    /// Not compared at all: the run's directory (the same one however it is spelt).
     Uncompared,
 }
 
 use SettingKind::*;
 
 /// Every field of `TrainConfig`, as `train.json` names it, and its kind.
-const KINDS: [(&str, SettingKind); 42] = [
+const KINDS: [(&str, SettingKind); 41] = [
     ("model", TrainedByEffect),
     ("layers", TrainedByEffect),
     ("norm", TrainedByEffect),
@@ -67,7 +66,6 @@ const KINDS: [(&str, SettingKind); 42] = [
     ("log_every", Running),
     ("track_every", Running),
     ("init_from", TrainedByEffect),
-    ("data_budget", Uncompared),
 ];
 
 /// The name of every setting, as files and `train.json` write it.
@@ -97,25 +95,13 @@ impl SettingKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::{DataBudget, TrainConfig};
+    use crate::train::TrainConfig;
     use crate::Precision;
 
     #[test]
     fn every_field_of_train_config_has_a_kind() {
-        let budget = DataBudget {
-            sequences: 1,
-            tokens: 1,
-            read: 1,
-            seq_len: 1,
-            sequences_mode: Default::default(),
-            truncated: 0,
-        };
-        let every_field_set = TrainConfig {
-            bf16: Some(false),
-            precision: Some(Precision::F32),
-            data_budget: Some(budget),
-            ..TrainConfig::default()
-        };
+        let every_field_set =
+            TrainConfig { bf16: Some(false), precision: Some(Precision::F32), ..TrainConfig::default() };
         let serde_json::Value::Object(fields) = serde_json::to_value(&every_field_set).unwrap() else {
             panic!("a TrainConfig is a JSON object")
         };
