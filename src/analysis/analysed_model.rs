@@ -43,7 +43,7 @@ impl AnalysedRun {
             .check_seq_len(request.seq_len, &format!("--seq-len {}", request.seq_len))
             .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
         let layers = &request.options.layers;
-        loaded.model.check_layers(layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
+        loaded.model.check_layers(layers).map_err(layers_refused(dir))?;
         let tracking = Self::tracking(dir, config.n_layers)?.filter(|records| !records.is_empty());
         // A checkpoint's report says which: it is written where the final model's goes.
         let at = step.map(|step| format!(" at step {step}")).unwrap_or_default();
@@ -122,6 +122,11 @@ fn evaluation_tokens(
     Ok(cache)
 }
 
+/// The refusal of `--layers` naming layers that the model in `dir` does not have.
+fn layers_refused(dir: &Path) -> impl Fn(crate::ConfigError) -> Error + '_ {
+    move |e| usage(format!("--layers: {e} ({})", dir.display()))
+}
+
 #[cfg(feature = "hf")]
 pub(super) use encoder::AnalysedEncoder;
 
@@ -131,7 +136,7 @@ mod encoder {
 
     use burn::tensor::Device;
 
-    use super::evaluation_tokens;
+    use super::{evaluation_tokens, layers_refused};
     use crate::analysis::analysis_request::{usage, DEFAULT_ENCODER_SEQUENCES};
     use crate::analysis::{AnalysisRequest, EncoderReport};
     use crate::data::Tokenizer;
@@ -182,7 +187,7 @@ mod encoder {
                 )));
             }
             let layers = &request.options.layers;
-            model.check_layers(layers).map_err(|e| usage(format!("--layers: {e} ({})", dir.display())))?;
+            model.check_layers(layers).map_err(layers_refused(dir))?;
             let title =
                 format!("Layer removal of {} (Post-LN encoder, {} layers)", dir.display(), config.num_hidden_layers);
             Ok(Self { dir: dir.to_path_buf(), model, config, tokenizer, tokens, title })
