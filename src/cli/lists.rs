@@ -19,7 +19,7 @@ pub fn parse_schemes(list: &str) -> Result<Vec<NormScheme>, ConfigError> {
         let expanded = match item.to_ascii_lowercase().as_str() {
             "table-1" | "table1" => table_1_schemes(),
             "all" => NormScheme::defaults(),
-            _ => vec![item.parse()?],
+            _ => vec![item.parse().map_err(|e| in_option("--schemes", e))?],
         };
         for scheme in expanded {
             push_once(&mut schemes, scheme, |s| format!("--schemes: `{s}` is listed twice"))?;
@@ -90,12 +90,18 @@ pub fn parse_depths(list: &str) -> Result<Vec<usize>, ConfigError> {
 pub fn parse_inits(list: &str) -> Result<Vec<InitScheme>, ConfigError> {
     let mut inits = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        push_once(&mut inits, item.parse()?, |i| format!("--inits: `{i}` is listed twice"))?;
+        let init = item.parse().map_err(|e| in_option("--inits", e))?;
+        push_once(&mut inits, init, |i| format!("--inits: `{i}` is listed twice"))?;
     }
     if inits.is_empty() {
         return Err(ConfigError::Conflict(format!("--inits is empty; give some of {}", InitScheme::names())));
     }
     Ok(inits)
+}
+
+/// An item's own error (an unknown name, a bad argument), said as the option's.
+fn in_option(option: &str, error: ConfigError) -> ConfigError {
+    ConfigError::Conflict(format!("{option}: {error}"))
 }
 
 /// Appends `item`, or says (`twice`) that the list already holds it.
@@ -163,6 +169,16 @@ mod tests {
     fn sweep(schemes: &str, inits: &[InitScheme]) -> Sweep {
         let schemes = parse_schemes(schemes).unwrap();
         Sweep { config: TrainConfig::default(), schemes, seeds: vec![0], inits: inits.to_vec(), depths: vec![] }
+    }
+
+    #[test]
+    fn an_unknown_item_is_said_as_its_options() {
+        let err = parse_schemes("pre-ln,lnss").unwrap_err().to_string();
+        assert!(err.starts_with("--schemes: unknown normalisation scheme `lnss`"), "{err}");
+        let err = parse_schemes("mix-ln:x").unwrap_err().to_string();
+        assert!(err.starts_with("--schemes: "), "{err}");
+        let err = parse_inits("normal,scaeld").unwrap_err().to_string();
+        assert!(err.starts_with("--inits: unknown init scheme `scaeld`"), "{err}");
     }
 
     #[test]
