@@ -5,8 +5,7 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
-use super::run_model::{load_run_model, not_a_run, read_model_info, ModelInfoError};
-use super::MODEL_INFO;
+use super::run_model::{invalid_model_info, load_run_model, not_a_run, read_model_info, ModelInfoError};
 use crate::model::{check_finite, download_again, Llama};
 use crate::{Error, LlamaConfig};
 
@@ -199,7 +198,7 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
                 ),
             )
         }
-        ModelInfoError::Invalid(e) => Error::file(dir.join(MODEL_INFO), format!("not a run description: {e}")),
+        ModelInfoError::Invalid(e) => invalid_model_info(dir, &e),
     })?;
     Ok(info.model)
 }

@@ -36,6 +36,22 @@ pub(crate) fn read_model_info(dir: &Path) -> Result<RunModelInfo, ModelInfoError
     serde_json::from_str(&text).map_err(ModelInfoError::Invalid)
 }
 
+/// The error for a `model.json` in `dir` that is no run description (`e`, the parser's words):
+/// what to do, and whether its checksum shows it changed since the run wrote it.
+pub(crate) fn invalid_model_info(dir: &Path, e: &serde_json::Error) -> Error {
+    let changed = match model_info_edited(dir) {
+        true => "it differs from the one the run wrote (cut short or edited); ",
+        false => "",
+    };
+    Error::file(
+        dir.join(MODEL_INFO),
+        format!(
+            "not a run description ({e}); {changed}put back the run's own model.json (from a backup), or train the \
+             run again"
+        ),
+    )
+}
+
 /// Whether the run's `model.json` in `dir` differs from the one the run wrote (its checksum says
 /// so; edited by hand): its weights were trained with the model it described then.
 pub(crate) fn model_info_edited(dir: &Path) -> bool {
@@ -254,7 +270,7 @@ pub fn load_run_model(
     let info_path = dir.join(MODEL_INFO);
     let info = read_model_info(dir).map_err(|e| match e {
         ModelInfoError::Unreadable(e) => file_error(&info_path, format!("{e}; {}", not_a_run(dir))),
-        ModelInfoError::Invalid(e) => file_error(&info_path, format!("not a run description: {e}")),
+        ModelInfoError::Invalid(e) => invalid_model_info(dir, &e),
     })?;
     info.model.validate()?;
     // The weights were trained with the model it described when written: an edit would load them
@@ -540,5 +556,28 @@ mod epoch_step_tests {
         assert_eq!([1, 2, 3].map(|e| steps.step(e)), [10, 20, 25]);
         assert_eq!([10, 20, 25].map(|s| steps.epoch(s)), [1, 2, 3]);
         assert_eq!((steps.checked_step(0), steps.checked_step(3), steps.checked_step(4)), (None, Some(25), None));
+    }
+}
+
+#[cfg(test)]
+mod model_info_tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_model_json_says_what_to_do_and_whether_the_run_wrote_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(MODEL_INFO);
+        crate::io::write_atomically_with_sum(&path, br#"{"model": {"d_model": 64"#).unwrap();
+        let Err(ModelInfoError::Invalid(e)) = read_model_info(dir.path()) else {
+            panic!("a cut-short file is invalid")
+        };
+        let message = invalid_model_info(dir.path(), &e).to_string();
+        assert!(message.contains("not a run description") && message.contains("put back"), "{message}");
+        assert!(!message.contains("differs from the one the run wrote"), "the checksum matches: {message}");
+
+        std::fs::write(&path, "{}").unwrap();
+        let Err(ModelInfoError::Invalid(e)) = read_model_info(dir.path()) else { panic!("`{{}}` is no run") };
+        let message = invalid_model_info(dir.path(), &e).to_string();
+        assert!(message.contains("differs from the one the run wrote"), "{message}");
     }
 }
