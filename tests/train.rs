@@ -594,7 +594,8 @@ fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
     // A directory where the settings should be is an error, not "nothing recorded".
     let odd = dir.path().join("odd");
     std::fs::create_dir_all(odd.join(TRAIN_CONFIG)).unwrap();
-    assert!(TrainConfig::recorded_in(&odd).is_err());
+    let err = TrainConfig::recorded_in(&odd).unwrap_err().to_string();
+    assert!(err.contains("cannot read the settings the run recorded") && err.contains("put back"), "{err}");
     // So is a link to settings that are gone.
     let dangling = dir.path().join("dangling");
     std::fs::create_dir_all(&dangling).unwrap();
@@ -603,6 +604,13 @@ fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
         std::os::unix::fs::symlink(dir.path().join("gone.json"), dangling.join(TRAIN_CONFIG)).unwrap();
         assert!(TrainConfig::recorded_in(&dangling).is_err());
     }
+    // Settings cut short say that the run did not write them so.
+    let cut = dir.path().join("cut");
+    std::fs::create_dir_all(&cut).unwrap();
+    std::fs::copy(config.output.out.join("train.json.sum"), cut.join("train.json.sum")).unwrap();
+    std::fs::write(cut.join(TRAIN_CONFIG), "{\"seq_len\": 6").unwrap();
+    let err = TrainConfig::recorded_in(&cut).unwrap_err().to_string();
+    assert!(err.contains("differs from the one the run wrote"), "{err}");
     // A copy of a run's train.json with its checksum is a config file too.
     std::fs::copy(config.output.out.join("train.json.sum"), dir.path().join("train.json.sum")).unwrap();
     assert_eq!(run_of_config_file(&lone), None);

@@ -37,16 +37,33 @@ impl TrainConfig {
 
     /// The settings the run in `dir` recorded (its `train.json`, read by
     /// [`from_run_file`](Self::from_run_file)), or `None` where it recorded none: what a resume
-    /// without a config file starts from, before the options given change it.
+    /// without a config file starts from, before the options given change it. Settings that
+    /// cannot be read (damaged, a directory or a dangling link in their place) are an error that
+    /// says what to do, not "no settings".
     pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
-        let recorded = dir.as_ref().join(crate::run::TRAIN_CONFIG);
-        // Anything there is read: a directory or a dangling link in its place is an error, not
-        // "no settings".
-        match std::fs::symlink_metadata(&recorded) {
-            Ok(_) => Self::from_run_file(&recorded).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        let dir = dir.as_ref();
+        let recorded = dir.join(crate::run::TRAIN_CONFIG);
+        let read = match std::fs::symlink_metadata(&recorded) {
+            Ok(_) => Self::from_run_file(&recorded),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => Err(Error::file(&recorded, e)),
-        }
+        };
+        read.map(Some).map_err(|e| {
+            let changed = match crate::io::verify_sum(&recorded) {
+                Err(crate::io::SumError::Mismatch(_)) => {
+                    "; it differs from the one the run wrote (cut short or edited)"
+                }
+                _ => "",
+            };
+            Error::RunDir {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "cannot read the settings the run recorded ({e}){changed}; put back its own {} (from a backup), \
+                     or train into a new --out",
+                    crate::run::TRAIN_CONFIG
+                ),
+            }
+        })
     }
 }
 
