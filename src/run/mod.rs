@@ -59,7 +59,8 @@ pub(crate) use run_model::step_of_epoch;
 pub(crate) use run_model::EpochSteps;
 #[cfg(feature = "train")]
 pub(crate) use run_model::{
-    is_checkpoint_file_name, missing_final_model, model_info_edited, name_checkpoints_by_step, read_model_info,
+    invalid_model_info, is_checkpoint_file_name, missing_final_model, model_info_edited, name_checkpoints_by_step,
+    read_model_info, ModelInfoError,
 };
 
 /// Every setting of the training, resolved: `train.json`.

@@ -13,8 +13,8 @@ use super::run_dir::RunDir;
 use super::setting_kind::SettingKind;
 use crate::model::first_non_finite_parameter;
 use crate::run::{
-    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, model_info_edited, read_metrics,
-    read_model_info, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
+    has_settings, holds_a_run, invalid_model_info, is_finished, is_replacing, load_run_model, model_info_edited,
+    read_metrics, read_model_info, ModelInfoError, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
 };
 use crate::{Error, LlamaConfig};
 
@@ -349,7 +349,15 @@ fn recorded_model_info(out: &Path) -> Result<RunModelInfo, String> {
             info_path.display()
         ));
     }
-    read_model_info(out).map_err(|e| format!("nothing to resume: {}: {e}", info_path.display()))
+    // The run has started (its train.json is there): a model.json it cannot read is damage to
+    // repair, not "nothing to resume".
+    read_model_info(out).map_err(|e| match e {
+        ModelInfoError::Invalid(e) => invalid_model_info(out, &e).to_string(),
+        ModelInfoError::Unreadable(e) => format!(
+            "cannot read {} ({e}); put back the run's own {MODEL_INFO} (from a backup), or train into a new --out",
+            info_path.display()
+        ),
+    })
 }
 
 /// The refusal of a resume that would change the `refused` settings of the run in `out`.
@@ -449,6 +457,22 @@ fn finished(config: &TrainConfig) -> Error {
 mod tests {
     use super::super::settings::{DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings};
     use super::*;
+
+    #[test]
+    fn a_started_runs_damaged_model_json_is_damage_to_repair_not_nothing_to_resume() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(MODEL_INFO), r#"{"model": {"init_std": "NaN"}}"#).unwrap();
+        let message = recorded_model_info(dir.path()).unwrap_err();
+        assert!(message.contains("not a run description") && message.contains("put back"), "{message}");
+        assert!(!message.contains("nothing to resume"), "{message}");
+        #[cfg(unix)]
+        {
+            std::fs::remove_file(dir.path().join(MODEL_INFO)).unwrap();
+            std::os::unix::fs::symlink(dir.path().join("gone.json"), dir.path().join(MODEL_INFO)).unwrap();
+            let message = recorded_model_info(dir.path()).unwrap_err();
+            assert!(message.contains("cannot read") && message.contains("put back"), "{message}");
+        }
+    }
 
     #[test]
     fn a_resume_may_repeat_its_own_init_from_however_spelt_but_not_name_other_weights() {
