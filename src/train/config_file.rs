@@ -95,6 +95,15 @@ struct ConfigFile {
     _recorded_budget: Option<serde::de::IgnoredAny>,
 }
 
+/// The settings of a file that may hold a recorded data budget beside them (a run's
+/// `train.json`, or a `sweep.json` whose settings came from one while `TrainConfig` had the field): a
+/// serde `deserialize_with` for a `TrainConfig` field.
+pub(super) fn settings_skipping_the_budget<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<TrainConfig, D::Error> {
+    <ConfigFile as serde::Deserialize>::deserialize(deserializer).map(|file| file.settings)
+}
+
 fn parse_toml(text: &str) -> Result<TrainConfig, String> {
     let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
     check_names(table.iter().map(|(key, value)| (key.as_str(), value.is_table())), text)?;

@@ -146,6 +146,8 @@ pub enum PairOutcome {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepRecord {
     /// The training settings every pair shares (its `norm`, `seed` and `out` are the pair's own).
+    /// A record written from a run's `train.json` may hold its data budget: it is skipped.
+    #[serde(deserialize_with = "super::config_file::settings_skipping_the_budget")]
     pub config: TrainConfig,
     /// The schemes, as given.
     pub schemes: Vec<NormScheme>,
@@ -569,6 +571,23 @@ mod tests {
     use super::super::settings::{EvalSettings, OptimSettings};
     use super::*;
     use crate::run::tests::random_floats;
+
+    #[test]
+    fn a_record_whose_settings_hold_a_data_budget_still_loads() {
+        let record = SweepRecord {
+            config: TrainConfig::default(),
+            schemes: vec![NormScheme::PreLn],
+            seeds: vec![1],
+            inits: vec![],
+            depths: vec![],
+            outcomes: Default::default(),
+            data: None,
+        };
+        let mut json = serde_json::to_value(&record).unwrap();
+        json["config"]["data_budget"] = serde_json::json!({"tokens": 1000});
+        let read: SweepRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(read, record);
+    }
 
     #[test]
     fn a_sweep_record_reads_back_bit_identical_and_unchanged() {
