@@ -18,7 +18,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use layernorm_scaling::console::write_result;
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, export_hf_from, llama_checkpoint_problem, load_hf_model};
-use layernorm_scaling::model::{check_finite, retrofit};
+use layernorm_scaling::model::retrofit;
 use layernorm_scaling::run::{check_tokenizer_identity, is_hf_dir, load_run_model, require_hf_dir, tokenizer_spec};
 use layernorm_scaling::{cli, outln, parse_device, ConfigError, Error, NormScheme};
 
@@ -154,7 +154,6 @@ fn run(args: Args) -> Result<(), Error> {
                 .into());
             }
             let loaded = load_hf_model(&source, &device)?;
-            check_finite(&loaded.model, || format!("the weights of {} are damaged", hf_dir.display()))?;
             let from = loaded.config.norm_scheme.clone();
             let (model, config) = retrofit(loaded.model, &loaded.config, norm)?;
             // The output is a Hugging Face directory: a scheme it cannot hold is refused with the
@@ -189,9 +188,6 @@ fn run(args: Args) -> Result<(), Error> {
         Command::Export { checkpoint, step, epoch, out, tokenizer } => {
             let step = cli::checkpoint_step(&checkpoint, step, epoch)?;
             let (model, info) = load_run_model(&checkpoint, step, &device)?;
-            check_finite(&model, || {
-                format!("{} diverged; export an earlier checkpoint (--step N)", checkpoint.display())
-            })?;
             // A tokenizer that cannot be found is an error, not an export without it.
             let spec = tokenizer_spec(Some(&info.tokenizer), tokenizer.as_deref())?;
             if info.tokenizer == "byte" && spec != "byte" {

@@ -58,6 +58,15 @@ pub enum HfError {
     /// A value of `config.json` the model cannot take, its key named as in `config.json`.
     #[error("config.json: {0}")]
     ConfigValue(String),
+    /// A weight of the checkpoint holds NaN or infinity (a damaged download, or a model saved
+    /// after it diverged).
+    #[error("{dir}: the weight `{parameter}` holds NaN or infinite values: the weights are damaged; download the model again")]
+    NonFinite {
+        /// The first such parameter, by the model's path (`layers.3.mlp.down_proj.weight`).
+        parameter: String,
+        /// The model directory.
+        dir: String,
+    },
 }
 
 impl HfError {
@@ -67,5 +76,14 @@ impl HfError {
 
     pub(crate) fn config(field: &str, message: impl std::fmt::Display) -> Self {
         HfError::Config { field: field.to_string(), message: message.to_string() }
+    }
+
+    /// [`HfError::NonFinite`] for the first non-finite weight of the model loaded from `dir`, if
+    /// it has one ([`first_non_finite_parameter`](crate::model::first_non_finite_parameter)).
+    pub(crate) fn check_finite(dir: &std::path::Path, first_non_finite: Option<String>) -> Result<(), Self> {
+        match first_non_finite {
+            Some(parameter) => Err(HfError::NonFinite { parameter, dir: dir.display().to_string() }),
+            None => Ok(()),
+        }
     }
 }

@@ -842,3 +842,60 @@ fn a_short_or_out_of_domain_run_is_cautioned_not_failed() {
     assert_succeeded(&other, "a run validated on other text");
     assert!(String::from_utf8_lossy(&other.stderr).contains("unlike the training data"), "{other:?}");
 }
+
+/// Every precision through every program that reads weights: a pure-bf16 run generates (its
+/// weights, widened to the f32 device, met a cache made in f32: a dtype-mismatch panic), and
+/// `--init-from` trains in the float type `--precision` asks for, whatever its source holds (it
+/// kept the source's: an f32 run "in bf16", and an f32 run whose end-of-run samples panicked on
+/// its bf16 weights).
+#[test]
+fn weights_of_one_precision_are_read_by_every_program_in_the_precision_asked_for() {
+    use burn::tensor::DType;
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus.txt");
+    let text: String = (0..300).map(|i| format!("Paragraph {i}: the quick brown fox {i} jumps.\n\n")).collect();
+    std::fs::write(&corpus, text).unwrap();
+    let train = |out: &Path, args: &[&str]| {
+        let output = Command::new(example("train"))
+            .args(["--device", "flex", "--steps", "2", "--eval-every", "2", "--batch-size", "2"])
+            .args(["--seq-len", "16", "--samples", "1", "--data"])
+            .arg(&corpus)
+            .arg("--out")
+            .arg(out)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_succeeded(&output, &format!("train {args:?}"));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let saved_dtype = |run: &Path| layernorm_scaling::run::load_model_dir(run, None, &cpu()).unwrap().saved_dtype;
+
+    let bf16 = tmp.path().join("bf16");
+    train(&bf16, &["--model", "tiny", "--precision", "bf16"]);
+    assert_eq!(saved_dtype(&bf16), Some(DType::BF16));
+    let output = Command::new(example("generate"))
+        .arg("--run")
+        .arg(&bf16)
+        .args(["--prompt", "the ", "--max-tokens", "8", "--device", "flex"])
+        .output()
+        .unwrap();
+    assert_succeeded(&output, "generate from a bf16 run");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("--- sample 1"));
+    // Loaded onto an f32 device, its weights are f32 (the bf16 values, exactly).
+    let (model, _) = layernorm_scaling::run::load_run_model(&bf16, None, &cpu()).unwrap();
+    assert_eq!(model.embed_tokens.weight.val().dtype(), DType::F32);
+
+    let f32_run = tmp.path().join("f32-from-bf16");
+    let notes = train(&f32_run, &["--init-from", bf16.to_str().unwrap(), "--precision", "f32"]);
+    assert!(notes.contains("stored in bf16; they are cast to f32"), "{notes}");
+    assert_eq!(saved_dtype(&f32_run), Some(DType::F32));
+
+    let bf16_run = tmp.path().join("bf16-from-f32");
+    let notes = train(&bf16_run, &["--init-from", f32_run.to_str().unwrap(), "--precision", "bf16"]);
+    assert!(notes.contains("stored in f32; they are cast to bf16"), "{notes}");
+    assert_eq!(saved_dtype(&bf16_run), Some(DType::BF16));
+    // The same precision is no news.
+    let notes =
+        train(&tmp.path().join("bf16-again"), &["--init-from", bf16_run.to_str().unwrap(), "--precision", "bf16"]);
+    assert!(!notes.contains("they are cast to"), "{notes}");
+}

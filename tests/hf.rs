@@ -637,4 +637,18 @@ fn training_from_a_model_with_nan_weights_is_refused_before_anything_is_written(
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.code() == Some(1) && stderr.contains("damaged") && !retrofitted.exists(), "{stderr}");
+    // `hf logits` printed NaN logits with exit 0: the loader itself refuses them now.
+    let output = Command::new(example("hf"))
+        .args(["logits", "--tokens", "1,2,3", "--device", "flex", "--hf-dir"])
+        .arg(&damaged)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.code() == Some(1) && stderr.contains("down_proj") && stderr.contains("damaged"), "{stderr}");
+    assert!(output.stdout.is_empty(), "{}", String::from_utf8_lossy(&output.stdout));
+    let error = layernorm_scaling::hf::load_hf_model(&damaged, &common::cpu()).map(drop).unwrap_err();
+    assert!(
+        matches!(&error, layernorm_scaling::hf::HfError::NonFinite { parameter, .. } if parameter == "layers.1.mlp.down_proj.weight"),
+        "{error}"
+    );
 }

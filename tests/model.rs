@@ -3,8 +3,9 @@
 mod common;
 
 use burn::module::Module;
-use burn::tensor::{Int, Tensor};
-use common::{cpu, max_abs_diff, random_tokens};
+use burn::tensor::{FloatDType, Int, Tensor};
+use common::{all_backends, cpu, max_abs_diff, random_tokens};
+use layernorm_scaling::model::{cast_weights, generate, SamplingConfig};
 use layernorm_scaling::{ConfigError, LlamaConfig, NormKind, NormScheme};
 
 #[test]
@@ -53,6 +54,37 @@ fn kv_cache_decoding_equals_the_full_forward() {
     decode_in_chunks(gqa, &[3, 1, 2, 1]);
     // Across the buffers' growth (16 -> 32 -> 64 positions), in one chunk and token by token.
     decode_in_chunks(LlamaConfig::tiny(), &[5, 12, 1, 20, 1]);
+}
+
+/// A half-precision model (a pure-bf16 run's weights) decodes on a device whose float type is
+/// f32, on every backend that has the type: the cache is made in the weights' type (it was made
+/// in the device's, and the first append panicked with a dtype mismatch).
+#[test]
+fn a_half_precision_model_decodes_with_its_cache_in_its_own_type() {
+    for (name, device) in all_backends() {
+        // lavapipe has f16 but no bf16; ndarray computes in f32 alone.
+        let Some(half) = [FloatDType::BF16, FloatDType::F16].into_iter().find(|&t| device.supports_dtype(t)) else {
+            continue;
+        };
+        let model = cast_weights(LlamaConfig::tiny().init(&device).unwrap(), half);
+        assert_eq!(model.embed_tokens.weight.val().dtype(), half.into(), "{name}");
+        let tokens = random_tokens(1, 12, 256, 5, &device);
+        let full = model.forward(tokens.clone());
+        assert_eq!(full.dtype(), half.into(), "{name}: the logits follow the weights");
+        let mut cache = model.new_cache();
+        let mut start = 0;
+        for len in [5, 1, 1, 5] {
+            let logits = model.forward_cached(tokens.clone().narrow(1, start, len), &mut cache);
+            let diff = max_abs_diff(&logits, &full.clone().narrow(1, start, len));
+            // Half-precision rounding of logits of magnitude ~1, in another order of products.
+            assert!(diff < 0.05, "{name} {half:?}: chunk at {start}+{len} differs by {diff}");
+            start += len;
+        }
+        // The whole sampling path, as `generate` and the end of a training run take it.
+        let sampled =
+            generate(&model, &[1, 2, 3], &SamplingConfig { max_new_tokens: 20, stop: None, ..Default::default() });
+        assert_eq!(sampled.len(), 20, "{name}");
+    }
 }
 
 /// Decoding token by token meets a handful of shapes, not one per length: the cache's buffers

@@ -141,7 +141,6 @@ mod encoder {
     use crate::analysis::{AnalysisRequest, EncoderReport};
     use crate::data::Tokenizer;
     use crate::hf::{bert_layer_removal, encoder_sequences, load_bert_model, BertConfig, BertForMaskedLm, BertTokens};
-    use crate::model::{check_finite, download_again};
     use crate::{errln, Error};
 
     /// A BERT-style encoder to analyse, loaded and checked.
@@ -165,7 +164,6 @@ mod encoder {
                 )));
             }
             let (model, config) = load_bert_model(dir, device).map_err(|e| Error::file(dir, e))?;
-            check_finite(&model, || download_again(dir))?;
             let tokenizer_path = request.tokenizer.clone().unwrap_or_else(|| dir.join("tokenizer.json"));
             if !tokenizer_path.is_file() {
                 return Err(Error::file(

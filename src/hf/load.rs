@@ -83,7 +83,8 @@ fn layer_index(key: &str) -> Option<usize> {
 
 /// Loads `dir` (or the model of the local Hugging Face cache it names, `org/name[@revision]`:
 /// [`resolve_model_dir`](super::resolve_model_dir)) onto `device`: every tensor is checked against `config.json` (name, shape, type)
-/// and converted to f32; tensors the architecture does not use are an error.
+/// and converted to f32; tensors the architecture does not use, and weights holding NaN or
+/// infinity, are errors.
 ///
 /// The weights go in through burn-store: a name map renames them, its PyTorch adapter turns
 /// `[out, in]` weights around, and the depth factors an exported LNS model holds are divided out.
@@ -135,6 +136,8 @@ pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, 
     if let Some((path, _)) = result.missing.first() {
         return Err(HfError::Unsupported(format!("no tensor of the checkpoint was applied to `{path}`")));
     }
+    // Generation, analysis or training from it would give NaN with exit 0.
+    HfError::check_finite(dir, crate::model::first_non_finite_parameter(&model))?;
     let tokenizer = Some(dir.join("tokenizer.json")).filter(|p| p.is_file());
     Ok(HfModel { model, config, tokenizer })
 }

@@ -1,8 +1,6 @@
 //! Finding non-finite weights (NaN or infinity), the mark of a run that diverged, and the one
 //! refusal of a model that holds them.
 
-use std::path::Path;
-
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{FloatDType, Tensor};
 
@@ -15,11 +13,6 @@ pub fn check_finite<M: Module>(model: &M, advice: impl FnOnce() -> String) -> Re
         Some(parameter) => Err(Error::NonFinite { parameter, advice: advice() }),
         None => Ok(()),
     }
-}
-
-/// The advice for downloaded weights (a Hugging Face model in `dir`) that are not finite.
-pub(crate) fn download_again(dir: &Path) -> String {
-    format!("the weights of {} are damaged; download the model again", dir.display())
 }
 
 /// The path of the first parameter of `model` holding a NaN or an infinity (e.g.

@@ -13,7 +13,8 @@ use burn::tensor::{Bool, IndexingUpdateOp, Int, Tensor, TensorData};
 pub const MIN_CAPACITY: usize = 16;
 
 /// Keys and values of the positions one layer has seen: `key`, `value`: `[batch, n_kv_heads,
-/// capacity, head_dim]`, positions `0..len` written, the rest zero.
+/// capacity, head_dim]` in the float type of the keys first written, positions `0..len` written,
+/// the rest zero.
 #[derive(Clone, Debug)]
 pub struct LayerKv {
     /// Rotated keys.
@@ -28,7 +29,8 @@ impl LayerKv {
     /// A cache holding the keys and values of the first positions, `[batch, n_kv_heads, seq, head_dim]`.
     pub fn new(key: Tensor<4>, value: Tensor<4>) -> Self {
         let [batch, heads, seq, head_dim] = key.dims();
-        let empty = || Tensor::zeros([batch, heads, capacity_for(seq), head_dim], &key.device());
+        // In the keys' float type (a bf16 model's, whatever the device's default type is).
+        let empty = || Tensor::zeros([batch, heads, capacity_for(seq), head_dim], (&key.device(), key.dtype()));
         let mut cache = Self { key: empty(), value: empty(), len: 0 };
         cache.append(key, value);
         cache
@@ -47,7 +49,7 @@ impl LayerKv {
         if needed > self.capacity() {
             let [batch, heads, capacity, head_dim] = self.key.dims();
             let grown = |old: Tensor<4>| {
-                let zeros = Tensor::zeros([batch, heads, capacity_for(needed), head_dim], &old.device());
+                let zeros = Tensor::zeros([batch, heads, capacity_for(needed), head_dim], (&old.device(), old.dtype()));
                 zeros.slice_assign([0..batch, 0..heads, 0..capacity, 0..head_dim], old)
             };
             self.key = grown(self.key.clone());

@@ -5,6 +5,7 @@ mod block;
 mod config;
 mod feed_forward;
 mod finite;
+mod float_type;
 mod kv_cache;
 mod linear;
 mod llama;
@@ -18,8 +19,8 @@ pub use attention::{Attention, AttentionConfig};
 pub use block::{Block, BlockOutput};
 pub use config::LlamaConfig;
 pub use feed_forward::{FeedForward, FeedForwardConfig};
-pub(crate) use finite::download_again;
 pub use finite::{check_finite, first_non_finite_parameter};
+pub use float_type::{cast_weights, cast_weights_to_device};
 pub use kv_cache::{KvCache, LayerKv};
 #[cfg(feature = "analysis")]
 pub(crate) use llama::check_distinct_layers;

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
-use super::run_model::{invalid_model_info, load_run_model, not_a_run, read_model_info, ModelInfoError};
-use crate::model::{check_finite, download_again, Llama};
+use super::run_model::{invalid_model_info, load_run_model_as_saved, not_a_run, read_model_info, ModelInfoError};
+use crate::model::{cast_weights_to_device, Llama};
 use crate::{Error, LlamaConfig};
 
 /// A model loaded from a directory of either kind, with its config and tokenizer spec.
@@ -22,6 +22,10 @@ pub struct LoadedModel {
     /// The identity of the tokenizer a run trained with
     /// ([`RunModelInfo::tokenizer_identity`](super::RunModelInfo::tokenizer_identity)).
     pub tokenizer_identity: Option<String>,
+    /// The float type a run's model file holds its weights in (bf16 for a pure-bf16 run), before
+    /// they were cast to the device's float type; `None` for a Hugging Face directory, whose
+    /// tensors are converted as they are read.
+    pub saved_dtype: Option<burn::tensor::DType>,
 }
 
 impl LoadedModel {
@@ -164,7 +168,7 @@ fn hf_error(dir: &Path, error: crate::hf::HfError) -> Error {
 fn load_hf_dir(dir: &Path, device: &Device) -> Result<LoadedModel, Error> {
     let hf = crate::hf::load_hf_model(dir, device).map_err(|e| hf_error(dir, e))?;
     let tokenizer = hf.tokenizer.map(|path| path.display().to_string());
-    Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer, tokenizer_identity: None })
+    Ok(LoadedModel { model: hf.model, config: hf.config, tokenizer, tokenizer_identity: None, saved_dtype: None })
 }
 
 #[cfg(not(feature = "hf"))]
@@ -205,7 +209,8 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
 
 /// Loads the model of a run directory (the final model, or its checkpoint at optimiser step
 /// `step`) or of a Hugging Face model directory (or a model of the local Hugging Face cache by
-/// name, [`resolve_dir`]) onto `device`; a model with non-finite weights is an error.
+/// name, [`resolve_dir`]) onto `device`, its weights in the device's float type; a model with
+/// non-finite weights is an error.
 pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Device) -> Result<LoadedModel, Error> {
     let resolved = resolve_dir(dir.as_ref())?;
     let dir = resolved.as_path();
@@ -220,23 +225,15 @@ pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Devic
         if step.is_some() {
             return Err(Error::file(dir, "a Hugging Face model directory has no checkpoints: drop --step"));
         }
-        let loaded = load_hf_dir(dir, device)?;
-        // Generation from it would print garbage with exit 0.
-        check_finite(&loaded.model, || download_again(dir))?;
-        return Ok(loaded);
+        return load_hf_dir(dir, device);
     }
-    let (model, info) = load_run_model(dir, step, device)?;
-    check_finite(&model, || {
-        format!(
-            "the run in {} diverged; load an earlier checkpoint with --step N, or train again with a lower learning \
-             rate",
-            dir.display()
-        )
-    })?;
+    let (model, info) = load_run_model_as_saved(dir, step, device)?;
+    let saved_dtype = Some(model.embed_tokens.weight.dtype());
     Ok(LoadedModel {
-        model,
+        model: cast_weights_to_device(model, device),
         config: info.model,
         tokenizer: Some(info.tokenizer),
         tokenizer_identity: info.tokenizer_identity,
+        saved_dtype,
     })
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::io::SumError;
-use crate::model::Llama;
+use crate::model::{cast_weights_to_device, check_finite, Llama};
 use crate::{Error, LlamaConfig};
 
 /// Why a run's `model.json` could not be read ([`read_model_info`]).
@@ -255,9 +255,22 @@ pub fn save_run_model(dir: impl AsRef<Path>, model: &Llama, info: &RunModelInfo)
 }
 
 /// Loads the model of a run directory (`model.json` + `model.bpk`), or of its checkpoint at
-/// optimiser step `step` (`checkpoint/model-step-<step>.bpk`), onto `device`. A file that is
-/// missing, cut short or corrupt (checked against its `.sum`) is an error that says what to do.
+/// optimiser step `step` (`checkpoint/model-step-<step>.bpk`), onto `device`, its weights in the
+/// device's float type (a pure-bf16 run's weights are widened on an f32 device, as PyTorch's
+/// `load_state_dict` copies into the model's dtype). A file that is missing, cut short or corrupt
+/// (checked against its `.sum`) is an error that says what to do; weights holding NaN or infinity
+/// are [`Error::NonFinite`].
 pub fn load_run_model(
+    dir: impl AsRef<Path>,
+    step: Option<usize>,
+    device: &Device,
+) -> Result<(Llama, RunModelInfo), Error> {
+    let (model, info) = load_run_model_as_saved(dir, step, device)?;
+    Ok((cast_weights_to_device(model, device), info))
+}
+
+/// [`load_run_model`], its weights in the float type the file holds them in.
+pub(crate) fn load_run_model_as_saved(
     dir: impl AsRef<Path>,
     step: Option<usize>,
     device: &Device,
@@ -395,6 +408,13 @@ pub fn load_run_model(
     } else {
         model.try_load_record(record).map_err(|e| mismatch(e.to_string()))?
     };
+    check_finite(&model, || {
+        format!(
+            "the run in {} diverged; load an earlier checkpoint with --step N, or train again with a lower learning \
+             rate",
+            dir.display()
+        )
+    })?;
     Ok((model, info))
 }
 

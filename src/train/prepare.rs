@@ -212,6 +212,18 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
                 });
             }
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
+            // Its weights come in the run's float type, whatever the source's: `--precision` holds.
+            let trained_in = devices[0].settings().float_dtype;
+            if let Some(saved) = loaded.saved_dtype.filter(|&saved| saved != trained_in.into()) {
+                let name = |dtype: String| dtype.to_lowercase();
+                events.send(TrainEvent::Note(format!(
+                    "the weights of {} are stored in {}; they are cast to {}, the float type of --precision {}",
+                    source.display(),
+                    name(format!("{saved:?}")),
+                    name(format!("{trained_in:?}")),
+                    config.training_precision().name()
+                )));
+            }
             // NaN weights were refused by `load_model_dir`: training from them would only diverge.
             Some(crate::model::retrofit(loaded.model, &loaded.config, model.norm_scheme.clone())?.0)
         }

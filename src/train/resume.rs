@@ -11,7 +11,6 @@ use super::events::{Events, TrainEvent};
 use super::prepare::{start_model_config, Prepared};
 use super::run_dir::RunDir;
 use super::setting_kind::SettingKind;
-use crate::model::first_non_finite_parameter;
 use crate::run::{
     has_settings, holds_a_run, invalid_model_info, is_finished, is_replacing, load_run_model, model_info_edited,
     read_metrics, read_model_info, ModelInfoError, RunModelInfo, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
@@ -403,13 +402,13 @@ fn resume_checkpoints(dir: &RunDir, device: &Device, events: &Events) -> Result<
         skipping(*step, problem);
     }
     while let Some(&step) = complete.last() {
-        let (model, _) = load_run_model(dir.path(), Some(step), device)?;
-        match first_non_finite_parameter(&model) {
-            None => break,
-            Some(name) => {
-                skipping(step, &format!("its weights are not finite ({name})"));
+        match load_run_model(dir.path(), Some(step), device) {
+            Ok(_) => break,
+            Err(Error::NonFinite { parameter, .. }) => {
+                skipping(step, &format!("its weights are not finite ({parameter})"));
                 complete.pop();
             }
+            Err(other) => return Err(other),
         }
     }
     Ok(complete)

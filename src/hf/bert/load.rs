@@ -101,7 +101,8 @@ fn check_layer_count(config: &BertConfig, checkpoint: &Checkpoint, prefix: &str)
 ///
 /// Every tensor is checked against `config.json` (name, shape, float type) before the model is
 /// built; a missing or misshapen tensor, a tensor the architecture does not use, a checkpoint
-/// without the masked-LM head and a `config.json` of another model type are errors naming it.
+/// without the masked-LM head, a `config.json` of another model type and weights holding NaN or
+/// infinity are errors naming it.
 pub fn load_bert_model(dir: impl AsRef<Path>, device: &Device) -> Result<(BertForMaskedLm, BertConfig), HfError> {
     let resolved = crate::hf::resolve_model_dir(dir.as_ref())?;
     let dir = resolved.as_path();
@@ -141,6 +142,7 @@ pub fn load_bert_model(dir: impl AsRef<Path>, device: &Device) -> Result<(BertFo
             unexpected.len()
         )));
     }
+    HfError::check_finite(dir, crate::model::first_non_finite_parameter(&model))?;
     Ok((model, config))
 }
 
