@@ -210,6 +210,48 @@ fn a_non_finite_weight_is_found_and_named() {
     }
 }
 
+/// A run directory whose final model holds a NaN: the loader refuses it, so every program that
+/// reads a run's weights does (`generate` and `hf export` printed or wrote NaN with exit 0 where
+/// they missed the check).
+#[test]
+fn every_reader_of_a_run_refuses_its_non_finite_weights() {
+    use layernorm_scaling::run::{load_run_model, save_run_model, RunModelInfo};
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let config = LlamaConfig::tiny();
+    let model = with_value_at(config.init(&cpu()).unwrap(), f32::NAN);
+    let info = RunModelInfo { model: config, tokenizer: "byte".into(), steps: 1, data: None, tokenizer_identity: None };
+    save_run_model(&run, &model, &info).unwrap();
+    match load_run_model(&run, None, &cpu()) {
+        Err(layernorm_scaling::Error::NonFinite { parameter, .. }) => {
+            assert_eq!(parameter, "layers.1.mlp.down_proj.weight")
+        }
+        other => panic!("{:?}", other.map(drop)),
+    }
+    let refused = |command: &mut Command, what: &str| {
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{what}: {stderr}");
+        assert!(
+            stderr.contains("`layers.1.mlp.down_proj.weight` holds NaN") && stderr.contains("diverged"),
+            "{what}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked") && output.stdout.is_empty(), "{what}: {stderr}");
+    };
+    refused(Command::new(example("generate")).arg("--run").arg(&run).args(["--device", "flex"]), "generate");
+    let exported = tmp.path().join("exported");
+    refused(
+        Command::new(example("hf"))
+            .args(["export", "--device", "flex", "--checkpoint"])
+            .arg(&run)
+            .arg("--out")
+            .arg(&exported),
+        "hf export",
+    );
+    assert!(!exported.exists(), "a refused export wrote its folder");
+}
+
 #[test]
 fn analyze_refuses_a_diverged_model_and_writes_no_report() {
     let tmp = tempfile::tempdir().unwrap();
