@@ -47,6 +47,10 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         _ => Start::New,
     };
     let config = cli::train_settings(matches, args.config.as_deref(), start)?;
+    // Ctrl-C or a scheduler's SIGTERM: say what the run kept and how to go on from it.
+    let out = config.output.out.clone();
+    console::on_stop_signal(move |signal| layernorm_scaling::train::stopped_note(&out, signal))
+        .map_err(|e| Error::Training(format!("cannot watch for SIGINT and SIGTERM: {e}")))?;
     let report = train(&config, start, |event| console::print_event(&event, event.is_notice()))?;
     let (parameters, scheme) = (report.model_config.num_params(), &report.model_config.norm_scheme);
     if report.steps_trained == 0 {

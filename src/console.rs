@@ -96,6 +96,33 @@ pub fn write_result(text: std::fmt::Arguments) -> Result<(), crate::Error> {
     }
 }
 
+/// Makes SIGINT (Ctrl-C) and SIGTERM stop the program with a word on standard error: the line
+/// `note` gives for the signal's name (`SIGINT`, `SIGTERM`), such as what a training kept and how
+/// to resume it. The program then ends as the signal alone would have ended it (the signal's
+/// default action, which a shell reports as status 130 or 143, and which stops a shell loop around
+/// it): at once, no destructor run, so the stop loses no more than the signal's own would (the
+/// crate writes every file atomically). On other systems than Unix, it does nothing.
+#[cfg(feature = "cli")]
+pub fn on_stop_signal(note: impl Fn(&str) -> String + Send + 'static) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+        std::thread::Builder::new().name("stop-signal".into()).spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let name = if signal == SIGINT { "SIGINT" } else { "SIGTERM" };
+                write_err(format_args!("{}\n", note(name)));
+                // The default action ends the process; should it not, the status a shell shows for it.
+                let _ = signal_hook::low_level::emulate_default_handler(signal);
+                signal_hook::low_level::exit(128 + signal);
+            }
+        })?;
+    }
+    #[cfg(not(unix))]
+    drop(note);
+    Ok(())
+}
+
 /// The exit of a command-line program: success, or the error printed as `error: ...` on stderr
 /// with a non-zero status (never a panic trace).
 pub fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> std::process::ExitCode {

@@ -49,11 +49,8 @@ pub enum Error {
         advice: String,
     },
     /// A Burn record (a module saved with `save_file`, or loaded with `try_load_file`) that
-    /// cannot be read, written, or applied to the module.
-    #[error(
-        "a model record could not be read, written or applied: {0}; check the path, and that the file is a \
-             complete record of a module of the same shape"
-    )]
+    /// cannot be read, written, or applied to the module: the message says which of the two.
+    #[error("{}", record_message(.0))]
     Record(#[from] burn::store::RecordError),
     /// The loss or gradients became non-finite; the message names the checkpoint kept.
     #[error("training stopped: {0}")]
@@ -67,5 +64,37 @@ impl Error {
     /// An [`Error::File`] about `path`.
     pub fn file(path: impl AsRef<Path>, message: impl std::fmt::Display) -> Self {
         Error::File { path: path.as_ref().to_path_buf(), message: message.to_string() }
+    }
+}
+
+/// What a [`RecordError`](burn::store::RecordError) is about: a file that cannot be read or
+/// written (the path, the permissions, the disk, a file cut short), or a record that does not fit
+/// the module (another shape).
+fn record_message(error: &burn::store::RecordError) -> String {
+    match error {
+        burn::store::RecordError::Io(message) => format!(
+            "a model record could not be read or written: {message}; check the path, its permissions and the free \
+             space, and that the file is a complete record (not cut short)"
+        ),
+        burn::store::RecordError::Validation(message) => format!(
+            "a model record does not fit the model: {message}; the file holds a module of another shape (check the \
+             model settings it was saved with)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::store::RecordError;
+
+    #[test]
+    fn a_record_error_says_whether_the_file_or_the_shape_is_at_fault() {
+        let io = Error::Record(RecordError::Io("Permission denied (os error 13)".into())).to_string();
+        assert!(io.contains("could not be read or written") && io.contains("permissions"), "{io}");
+        assert!(!io.contains("shape"), "{io}");
+        let shape = Error::Record(RecordError::Validation("shape mismatch for `lm_head`".into())).to_string();
+        assert!(shape.contains("does not fit the model") && shape.contains("another shape"), "{shape}");
+        assert!(!shape.contains("check the path"), "{shape}");
     }
 }

@@ -367,6 +367,90 @@ fn write_gz(path: &std::path::Path, lines: &[String]) {
     encoder.finish().unwrap();
 }
 
+/// `text` compressed as one gzip member, at `level`.
+fn gzip_member(text: &str, level: flate2::Compression) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), level);
+    encoder.write_all(text.as_bytes()).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// A gzip file is read as `gzip -d` reads it: every member of concatenated members, and bytes
+/// after the last member that start no other (trailing garbage) ignored, with a warning naming the
+/// file and the offset where they start. A damaged member is named by its offset, and a `.gz`
+/// that is not gzip says so: none of them is "invalid gzip header".
+#[test]
+fn gzip_members_are_all_read_and_trailing_bytes_are_ignored_with_their_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let level = flate2::Compression::default();
+    let (one, two) = (gzip_member("{\"text\": \"first\"}\n", level), gzip_member("{\"text\": \"second\"}\n", level));
+    let both = dir.path().join("both.jsonl.gz");
+    std::fs::write(&both, [&one[..], &two[..]].concat()).unwrap();
+    assert_eq!(documents_of(&both).unwrap(), ["first", "second"]);
+
+    let garbage = b"\n<html>not found</html>\n";
+    let trailing = dir.path().join("trailing.jsonl.gz");
+    std::fs::write(&trailing, [&one[..], &two[..], garbage].concat()).unwrap();
+    assert_eq!(documents_of(&trailing).unwrap(), ["first", "second"]);
+    // The warning reaches the token cache's warnings, which `train` prints.
+    let source = CorpusSource::files(vec![trailing.clone()]);
+    let cache = tokenize_corpus(&source, &Tokenizer::Byte, &dir.path().join("cache")).unwrap();
+    let expected = format!(
+        "{}: {} trailing bytes after the gzip data at offset {} ignored",
+        trailing.display(),
+        garbage.len(),
+        one.len() + two.len()
+    );
+    assert!(cache.warnings().iter().any(|w| w.starts_with(&expected)), "{:?}", cache.warnings());
+
+    // A member that ends one byte before the reader's 8 KiB buffer does: the next member's two
+    // magic bytes lie across two reads.
+    let filler = (8100..8191)
+        .map(|n| format!("{{\"text\": \"{}\"}}\n", "x".repeat(n)))
+        .find(|line| gzip_member(line, flate2::Compression::none()).len() == 8191)
+        .expect("a stored member of 8191 bytes");
+    let split = dir.path().join("split.jsonl.gz");
+    std::fs::write(&split, [gzip_member(&filler, flate2::Compression::none()), two.clone()].concat()).unwrap();
+    assert_eq!(documents_of(&split).unwrap().last().map(String::as_str), Some("second"));
+
+    // A second member cut short: the error names it by its offset.
+    let cut = dir.path().join("cut.jsonl.gz");
+    std::fs::write(&cut, [&one[..], &two[..two.len() - 4]].concat()).unwrap();
+    let err = documents_of(&cut).unwrap_err().to_string();
+    assert!(err.contains(&format!("in the gzip member that starts at byte {}", one.len())), "{err}");
+    assert!(!err.contains("invalid gzip header"), "{err}");
+    // In a JSON array too, where the reading error is not the JSON's.
+    let array = dir.path().join("cut.json.gz");
+    let whole = gzip_member("[{\"text\": \"first\"}, {\"text\": \"second\"}]", level);
+    std::fs::write(&array, &whole[..whole.len() - 4]).unwrap();
+    let err = documents_of(&array).unwrap_err().to_string();
+    assert!(err.contains("gzip member that starts at byte 0") && !err.contains("not a JSON array"), "{err}");
+
+    let plain = dir.path().join("plain.jsonl.gz");
+    std::fs::write(&plain, "{\"text\": \"first\"}\n").unwrap();
+    let err = documents_of(&plain).unwrap_err().to_string();
+    assert!(err.contains("named .gz but") && err.contains("not gzip-compressed"), "{err}");
+}
+
+/// Faults are named as what they are, where they are: a line that is not UTF-8 by its line, a
+/// tokenizer path that is a folder as a folder (not "no such file").
+#[test]
+fn a_line_that_is_not_utf8_and_a_tokenizer_folder_are_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, b"one\n\ntwo\nbad \xff byte\n").unwrap();
+    let err = documents_of(&notes).unwrap_err().to_string();
+    assert!(err.contains("notes.txt:4: not UTF-8 text (byte 5 of the line"), "{err}");
+    let lines = dir.path().join("docs.jsonl");
+    std::fs::write(&lines, b"{\"text\": \"ok\"}\n{\"text\": \"\xff\"}\n").unwrap();
+    let err = documents_of(&lines).unwrap_err().to_string();
+    assert!(err.contains("docs.jsonl:2: not UTF-8 text"), "{err}");
+
+    let err = Tokenizer::from_file(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("a folder, not a file") && !err.contains("no such file"), "{err}");
+    let err = Tokenizer::from_file(dir.path().join("nope.json")).unwrap_err().to_string();
+    assert!(err.contains("no such file"), "{err}");
+}
+
 /// C4's record layout: `text`, `timestamp`, `url`.
 fn c4_line(text: &str, n: usize) -> String {
     serde_json::json!({"text": text, "timestamp": format!("2019-04-2{n}T12:00:00Z"), "url": format!("https://example.com/{n}")})

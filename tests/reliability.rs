@@ -996,3 +996,121 @@ fn a_bf16_run_resumes_from_its_checkpoint() {
         assert!(!default.contains("Flex"), "the flex default device takes bf16: {stderr}");
     }
 }
+
+/// Issue 55: each device trains `batch_size` sequences of every step, so a resume on another
+/// number of devices would change the batch from the resumed step on. Stopped at step 5 on one
+/// device, resumed on two, and the reverse: refused before anything is read or written, naming
+/// the number; the run's own number of devices (however spelt) finishes it.
+#[test]
+fn a_resume_on_another_number_of_devices_is_refused_either_way() {
+    let dir = tempfile::tempdir().unwrap();
+    for (trained, other, expected) in
+        [("flex", "flex,flex", "devices: 1 -> 2"), ("flex,flex", "flex", "devices: 2 -> 1")]
+    {
+        let mut config = quick(&dir.path().join(trained.replace(',', "-")), 10, 5);
+        (config.device, config.optim.batch_size) = (trained.into(), 4);
+        train(&config, Start::New, |_| {}).unwrap();
+        kill_after_checkpoint_before(&config.output.out, 10);
+        let before = snapshot(&config.output.out);
+        let err = expect_error(&edited(&config, |c| c.device = other.into()), Start::Resume, expected).to_string();
+        let devices = trained.split(',').count();
+        assert!(err.contains(&format!("= {} sequences", 4 * devices)) && err.contains("--device"), "{err}");
+        assert_eq!(snapshot(&config.output.out), before, "nothing was trained or rewritten");
+        let same = edited(&config, |c| c.device = trained.to_uppercase());
+        let report = train(&same, Start::Resume, |_| {}).unwrap();
+        assert_eq!(report.train_losses.len(), 5 * devices, "steps 6..=10, one loss per device and step");
+    }
+}
+
+/// Issue 55: an `f16-mixed` run's loss scale is part of its checkpoints. The scale starts at 2^30
+/// here (`LAYERNORM_SCALING_FAIL_AT=f16-overflow`), so the first steps overflow and are skipped,
+/// each halving it; a run killed after its checkpoint of step 5, whose scale had moved, resumes
+/// to the uninterrupted run's losses and weights, bit for bit (restarted at 2^16, as it was, the
+/// resumed steps applied what the uninterrupted run skipped).
+#[test]
+fn an_f16_mixed_run_resumes_with_its_loss_scale_bit_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let f16_run = |out: &Path, extra: &[&str], crash_at: Option<&str>| {
+        let mut command = Command::new(example("train"));
+        command.args(["--device", "flex", "--model", "tiny", "--steps", "20", "--eval-every", "5"]);
+        command.args(["--precision", "f16-mixed", "--batch-size", "4", "--seq-len", "32", "--builtin-docs", "300"]);
+        command.args(["--samples", "0", "--log-every", "1", "--out"]).arg(out).args(extra);
+        command.env(FAIL_AT, "f16-overflow").env_remove("LAYERNORM_SCALING_CRASH_AT");
+        if let Some(point) = crash_at {
+            command.env("LAYERNORM_SCALING_CRASH_AT", point);
+        }
+        command.output().unwrap()
+    };
+    let whole = dir.path().join("whole");
+    let output = f16_run(&whole, &[], None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let skipped = |step: usize| stderr.contains(&format!("step {step}: the scaled f16 gradients overflowed"));
+    // The scale had moved by the checkpoint (step 5), was still too high after it, and came down.
+    assert!(skipped(1) && skipped(6), "{stderr}");
+    assert!(!skipped(20), "{stderr}");
+
+    let killed = dir.path().join("killed");
+    assert!(!f16_run(&killed, &[], Some("checkpoint:2")).status.success());
+    let resumed = f16_run(&killed, &["--resume"], None);
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&resumed.stdout).contains("resuming from the checkpoint at step 5"));
+    assert!(!stderr.contains("holds no f16 loss scale"), "{stderr}");
+    let losses = |out: &Path| -> Vec<(String, usize, usize, u64)> {
+        let rows = read_metrics(out).unwrap().into_iter().filter(|r| r.metric == "Loss");
+        rows.map(|r| (r.split, r.epoch, r.batch, r.value.to_bits())).collect()
+    };
+    assert_eq!(losses(&killed), losses(&whole), "the same losses, to the last bit");
+    assert!(weights(&killed) == weights(&whole), "the same final weights, bit for bit");
+}
+
+/// Ctrl-C (SIGINT) or a scheduler's SIGTERM stops a training with one line on standard error: the
+/// checkpoint it kept and the command that resumes from it; the program ends as the signal's own
+/// default would (a shell shows 130 or 143), so a shell loop around it stops too.
+#[cfg(unix)]
+#[test]
+fn a_training_stopped_by_a_signal_says_what_it_kept_and_how_to_resume() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    write_corpus(dir.path());
+    for (signal, number) in [("INT", 2), ("TERM", 15)] {
+        let out = dir.path().join(format!("run-{signal}"));
+        let child = Command::new(example("train"))
+            .args(["--device", "flex", "--model", "tiny", "--steps", "100000", "--eval-every", "2"])
+            .args(["--eval-batches", "1", "--batch-size", "2", "--seq-len", "32", "--samples", "0", "--out"])
+            .arg(&out)
+            .arg("--data")
+            .arg(dir.path().join("corpus.txt"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Once the first checkpoint is whole (each file's checksum is written after it).
+        let first = |kind: &str| out.join(format!("checkpoint/{kind}-step-2.bpk.sum"));
+        let started = std::time::Instant::now();
+        while !["model", "optim", "scheduler"].iter().all(|kind| first(kind).is_file()) {
+            assert!(started.elapsed().as_secs() < 300, "no checkpoint after 5 minutes");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let kill = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status().unwrap();
+        assert!(kill.success());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.signal(), Some(number), "{stderr}");
+        let line = stderr.lines().find(|line| line.starts_with(&format!("stopped by SIG{signal}"))).expect(&stderr);
+        assert!(line.ends_with(&format!("resume with: train --resume --out {}", out.display())), "{line}");
+        // The step it names is a complete checkpoint, as the resume will find it.
+        let step: usize = line
+            .split("checkpoint of step ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .expect(line)
+            .parse()
+            .unwrap();
+        for kind in ["model", "optim", "scheduler"] {
+            let file = out.join(format!("checkpoint/{kind}-step-{step}.bpk"));
+            assert_eq!(layernorm_scaling::io::verify_sum(&file), Ok(()), "{line}");
+        }
+    }
+}

@@ -556,3 +556,36 @@ fn an_init_axis_without_normal_pairs_with_its_first_pre_ln_and_names_arms_as_giv
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("the model file's init `scaled`"), "{stderr}");
 }
+
+/// Issue 55: the number of devices is part of every pair's batch. A sweep continued on two
+/// devices is refused and leaves `sweep.json` as it was; continued on another device of the same
+/// number, the new pair records it as its own and the finished pair keeps the sweep's.
+#[test]
+fn a_sweep_on_other_devices_never_rewrites_what_its_finished_pairs_ran_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let on = |device: &str, schemes: &str| {
+        let mut command = Command::new(example("sweep"));
+        command.args(["--model", "tiny", "--device", device, "--steps", "4", "--eval-every", "2", "--batch-size", "4"]);
+        command.args(["--seq-len", "32", "--builtin-docs", "400", "--eval-batches", "2", "--samples", "0"]);
+        command.args(["--no-diagnostics", "--schemes", schemes, "--out"]).arg(&out);
+        command
+    };
+    let read =
+        || -> SweepRecord { serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap() };
+    run(&mut on("flex", "pre-ln"));
+    let recorded = std::fs::read(out.join("sweep.json")).unwrap();
+    let output = on("flex,flex", "pre-ln,lns").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("devices: 1 -> 2"), "{stderr}");
+    assert!(std::fs::read(out.join("sweep.json")).unwrap() == recorded, "sweep.json is unchanged");
+    assert!(!out.join("lns").exists(), "nothing was trained");
+
+    let finished = read().outcomes["pre-ln/seed-1"].clone();
+    run(&mut on("FLEX", "pre-ln,lns"));
+    let record = read();
+    assert_eq!(record.config.device, "flex", "the devices the sweep began on");
+    assert_eq!(record.devices.into_iter().collect::<Vec<_>>(), [("lns/seed-1".to_string(), "FLEX".to_string())]);
+    assert_eq!(record.outcomes["pre-ln/seed-1"], finished);
+}

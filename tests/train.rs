@@ -368,6 +368,67 @@ fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
     assert!(diff < 1e-3 * one.valid_loss, "validation loss {} vs {}", one.valid_loss, two.valid_loss);
 }
 
+/// On several devices each device's micro-batch reaches the metrics on its own, in the order the
+/// devices finish, and only one of them carries the step's gradient norm. The metrics that stand
+/// for a step (the gradient norm, tokens per second) are logged once per step, when the whole step
+/// is in; every progress line shows the step's values over both devices: no NaN on a healthy step,
+/// no row that stands for nothing, no rate of one micro-batch timed from the other's end.
+#[test]
+fn two_devices_report_each_step_whole_with_no_empty_rows() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = quick(&dir.path().join("run"), 8, 4);
+    (config.device, config.optim.batch_size, config.output.log_every) = ("flex,flex".into(), 4, 1);
+    let mut events = Vec::new();
+    let report = train(&config, Start::New, |event| events.push(event)).unwrap();
+    let rows = read_metrics(&config.output.out).unwrap();
+    let empty: Vec<_> = rows.iter().filter(|r| !r.value.is_finite() || r.count == Some(0)).collect();
+    assert!(empty.is_empty(), "rows with no value: {empty:?}");
+    let per_step = |metric: &str| -> Vec<(usize, f64)> {
+        let rows = rows.iter().filter(|r| r.split == "train" && r.metric == metric && !r.is_final);
+        rows.map(|r| (r.step, r.value)).collect()
+    };
+    for metric in ["Gradient norm", "Tokens per second"] {
+        let steps: Vec<usize> = per_step(metric).iter().map(|(step, _)| *step).collect();
+        assert_eq!(steps, (1..=8).collect::<Vec<_>>(), "{metric}: one row per step, at its step");
+    }
+    let losses: Vec<_> = rows.iter().filter(|r| r.split == "train" && r.metric == "Loss" && !r.is_final).collect();
+    assert_eq!(losses.len(), 16, "one loss per device and step");
+    // Tokens per second counts both devices' tokens over the time the steps took: within a
+    // factor of the run's own rate (its tokens over its seconds, validation and saves included).
+    // A rate timed from one device's micro-batch to the other's (microseconds) is far above it.
+    let run_rate = report.tokens_per_second;
+    for (step, rate) in per_step("Tokens per second") {
+        assert!(
+            rate < 10.0 * run_rate && rate > run_rate / 10.0,
+            "step {step}: {rate:.0} tokens/s, the run {run_rate:.0}"
+        );
+    }
+    // Progress lines go to burn-train's dashboard when standard output is a terminal.
+    if std::io::stdout().is_terminal() {
+        return;
+    }
+    let lines: Vec<String> =
+        events.iter().filter(|e| matches!(e, TrainEvent::Progress { .. })).map(|e| e.to_string()).collect();
+    assert_eq!(lines.len(), 8, "{lines:?}");
+    let shown = |line: &str, metric: &str| -> f64 {
+        let field = line.split(" | ").find_map(|field| field.strip_prefix(&format!("{metric} ")));
+        field.unwrap_or_else(|| panic!("no {metric} in {line}")).parse().unwrap()
+    };
+    let norms = per_step("Gradient norm");
+    for (step, line) in (1..=8).zip(&lines) {
+        let norm = shown(line, "Gradient norm");
+        assert!((norm - norms[step - 1].1).abs() <= 1e-3 * norm.abs().max(0.1), "step {step}: {line}");
+        // The step's loss: the token-weighted mean over both devices' micro-batches.
+        let (sum, tokens) = losses.iter().filter(|r| r.step == step).fold((0.0, 0), |(sum, tokens), r| {
+            let count = r.count.unwrap();
+            (sum + r.value * count as f64, tokens + count)
+        });
+        let loss = shown(line, "Loss");
+        assert!((loss - sum / tokens as f64).abs() < 1e-4, "step {step}: {line} vs {}", sum / tokens as f64);
+    }
+}
+
 /// A tokenizer shaped like t5-base: its own vocabulary fits the model, added sentinel tokens
 /// (`<extra_id_N>`) lie above it. It trains; a corpus that spells a sentinel out is refused.
 #[test]

@@ -193,6 +193,23 @@ pub fn overridden<T: FromArgMatches>(mut base: T, matches: &ArgMatches) -> Resul
     Ok(base)
 }
 
+/// Training settings `base` (a config file's, a run's own, or the defaults) with the options
+/// given on the command line applied, as [`overridden`] does, where an option replaces its
+/// setting whatever shape `base` gave it: `--precision` or `--bf16` (one setting, the precision)
+/// replaces both `precision` and `bf16` of `base`, so that a file's `bf16 = true` yields to
+/// `--precision bf16-mixed`, and its `precision = "bf16-mixed"` to `--bf16`. Both options on one
+/// command line still contradict each other when they disagree (refused when the run starts).
+#[cfg(feature = "train")]
+fn train_overridden(
+    mut base: crate::train::TrainConfig,
+    matches: &ArgMatches,
+) -> Result<crate::train::TrainConfig, crate::ConfigError> {
+    if on_command_line(matches, "precision") || on_command_line(matches, "bf16") {
+        (base.precision, base.bf16) = (None, None);
+    }
+    overridden(base, matches).map_err(|e| crate::ConfigError::Invalid { what: "command line", message: e.to_string() })
+}
+
 /// The value parser of a size in `range` (`#[arg(value_parser = cli::size(1..=1024))]`): a value
 /// outside it, say `--batch 18446744073709551615`, is refused with the range before any use.
 pub fn size(range: std::ops::RangeInclusive<u64>) -> clap::builder::RangedU64ValueParser<usize> {

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use clap::ArgMatches;
 
-use super::{on_command_line, overridden, parse_depths, parse_inits, parse_schemes, parse_seeds};
+use super::{on_command_line, parse_depths, parse_inits, parse_schemes, parse_seeds, train_overridden};
 use crate::train::{model_config, Sweep, TrainConfig};
-use crate::{errln, ConfigError, Error, InitScheme};
+use crate::{errln, Error, InitScheme};
 
 /// The sweep's own list options as given: `--schemes`, `--seeds`, `--inits` and `--layers` (a
 /// list of depths on a sweep's command line).
@@ -47,8 +47,7 @@ pub fn sweep_settings(
         }
         None => defaults,
     };
-    let mut config =
-        overridden(base, matches).map_err(|e| ConfigError::Invalid { what: "command line", message: e.to_string() })?;
+    let mut config = train_overridden(base, matches)?;
     let schemes = parse_schemes(lists.schemes)?;
     let inits = lists.inits.map(parse_inits).transpose()?.unwrap_or_default();
     let mut depths = lists.depths.map(parse_depths).transpose()?.unwrap_or_default();
@@ -81,6 +80,7 @@ pub fn shared_init_note(sweep: &Sweep) -> Option<String> {
 mod tests {
     use super::*;
     use crate::norm::NormScheme;
+    use crate::ConfigError;
 
     fn matches(args: &[&str]) -> ArgMatches {
         let command = super::super::augment(clap::Command::new("sweep"), &TrainConfig::default());

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap::ArgMatches;
 
-use super::{on_command_line, overridden};
+use super::{on_command_line, train_overridden};
 use crate::train::{Start, TrainConfig};
 use crate::{ConfigError, Error};
 
@@ -13,7 +13,7 @@ use crate::{ConfigError, Error};
 /// ([`augment`](super::augment)ed into `matches`), with its own `--config FILE` (`config_file`)
 /// and the way it starts (`start`):
 /// - the base is `config_file`'s settings, or the defaults, and every option given replaces its
-///   field;
+///   setting, whatever shape the file gave it (`--precision` replaces a file's `bf16 = true`);
 /// - `--resume` without a config file continues the run in `--out` with the settings it recorded
 ///   (its `train.json`), the options given changing them;
 /// - `--config RUN/train.json --resume` without `--out` resumes `RUN` wherever it is run from (the
@@ -26,9 +26,7 @@ use crate::{ConfigError, Error};
 /// A command line that `matches` was not made from is an error ([`ConfigError::Invalid`]), not
 /// clap's exit.
 pub fn train_settings(matches: &ArgMatches, config_file: Option<&Path>, start: Start) -> Result<TrainConfig, Error> {
-    let given = |base: TrainConfig| {
-        overridden(base, matches).map_err(|e| ConfigError::Invalid { what: "command line", message: e.to_string() })
-    };
+    let given = |base: TrainConfig| train_overridden(base, matches);
     let resume = start == Start::Resume;
     let base = match config_file {
         Some(path) => TrainConfig::from_file(path)?,
@@ -119,6 +117,32 @@ mod tests {
         std::fs::write(&file, "steps = 9\nlr = 0.002\n").unwrap();
         let config = train_settings(&matches(&["--lr", "0.001"]), Some(&file), Start::New).unwrap();
         assert_eq!((config.optim.steps, config.optim.lr), (9, 0.001));
+    }
+
+    #[test]
+    fn a_precision_option_replaces_the_config_files_precision_in_either_shape() {
+        use crate::Precision;
+        let dir = tempfile::tempdir().unwrap();
+        let (bf16_file, precision_file) = (dir.path().join("bf16.toml"), dir.path().join("precision.toml"));
+        std::fs::write(&bf16_file, "bf16 = true\n").unwrap();
+        std::fs::write(&precision_file, "precision = \"bf16-mixed\"\n").unwrap();
+        let resolved = |args: &[&str], file: &Path| {
+            let config = train_settings(&matches(args), Some(file), Start::New).unwrap();
+            config.validate().map(|()| config.training_precision())
+        };
+        // The files alone, then each overridden by the option in the other shape.
+        assert_eq!(resolved(&[], &bf16_file), Ok(Precision::Bf16));
+        assert_eq!(resolved(&[], &precision_file), Ok(Precision::Bf16Mixed));
+        assert_eq!(resolved(&["--precision", "bf16-mixed"], &bf16_file), Ok(Precision::Bf16Mixed));
+        assert_eq!(resolved(&["--precision", "f32"], &bf16_file), Ok(Precision::F32));
+        assert_eq!(resolved(&["--bf16"], &precision_file), Ok(Precision::Bf16));
+        assert_eq!(resolved(&["--bf16", "false"], &precision_file), Ok(Precision::F32));
+        // Both options on one command line that disagree are still a contradiction.
+        let both = resolved(&["--bf16", "--precision", "bf16-mixed"], &bf16_file);
+        assert!(matches!(&both, Err(ConfigError::Conflict(m)) if m.contains("contradict")), "{both:?}");
+        assert_eq!(resolved(&["--bf16", "--precision", "bf16"], &precision_file), Ok(Precision::Bf16));
+        // An unrelated option leaves the file's precision as it was.
+        assert_eq!(resolved(&["--steps", "3"], &bf16_file), Ok(Precision::Bf16));
     }
 
     #[test]

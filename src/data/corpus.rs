@@ -1,16 +1,18 @@
 //! Reading documents from corpus files and folders: text, JSON lines and JSON arrays (each
 //! optionally gzip-compressed; C4's `.json.gz` shards) and Parquet, told apart by their content.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use flate2::read::MultiGzDecoder;
+use flate2::bufread::GzDecoder;
 
-use crate::data::json_lines::{object_keys, read_json_array, read_json_lines, show_names};
+use crate::data::json_lines::{for_each_line, object_keys, read_json_array, read_json_lines, show_names};
 #[cfg(feature = "parquet")]
 use crate::data::parquet::read_parquet;
 use crate::data::token_file::is_token_file;
@@ -226,12 +228,147 @@ fn open_raw(file: &Path, count: &Arc<AtomicU64>) -> Result<BufReader<Counted<Fil
     Ok(raw)
 }
 
+/// A reader that counts the bytes consumed from `inner`, with bytes put back in front of it
+/// (read ahead to tell whether another gzip member follows).
+struct Tracked<R> {
+    put_back: Vec<u8>,
+    inner: R,
+    /// Bytes consumed so far: the offset in the file of the next byte.
+    at: u64,
+}
+
+impl<R: BufRead> Read for Tracked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = {
+            let available = self.fill_buf()?;
+            let n = available.len().min(buf.len());
+            buf[..n].copy_from_slice(&available[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Tracked<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.put_back.is_empty() {
+            self.inner.fill_buf()
+        } else {
+            Ok(&self.put_back)
+        }
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.at += amount as u64;
+        if self.put_back.is_empty() {
+            self.inner.consume(amount);
+        } else {
+            self.put_back.drain(..amount.min(self.put_back.len()));
+        }
+    }
+}
+
+impl<R: BufRead> Tracked<R> {
+    /// The next two bytes, left unread (fewer at the end of the file).
+    fn peek_two(&mut self) -> std::io::Result<Vec<u8>> {
+        while self.put_back.len() < 2 {
+            let buffer = self.inner.fill_buf()?;
+            if buffer.is_empty() {
+                break;
+            }
+            let n = buffer.len().min(2 - self.put_back.len());
+            self.put_back.extend_from_slice(&buffer[..n]);
+            self.inner.consume(n);
+        }
+        Ok(self.put_back.clone())
+    }
+}
+
+/// Bytes after a gzip file's last member that start no other member: their offset in the file
+/// and their count.
+pub(crate) type TrailingBytes = Rc<Cell<Option<(u64, u64)>>>;
+
+/// A gzip file read as `gzip -d` reads it: its members one after another (concatenated gzip
+/// files, bgzip's blocks), and bytes after the last member that start no other (a download's or
+/// a tape's padding: "trailing garbage") ignored, their offset kept in `trailing`. A damaged
+/// member is an error naming the offset where it starts.
+struct GzipMembers<R: BufRead> {
+    member: Option<GzDecoder<Tracked<R>>>,
+    /// Where the member being read starts in the file.
+    member_at: u64,
+    trailing: TrailingBytes,
+}
+
+impl<R: BufRead> GzipMembers<R> {
+    fn new(inner: R, trailing: TrailingBytes) -> Self {
+        let tracked = Tracked { put_back: Vec::new(), inner, at: 0 };
+        Self { member: Some(GzDecoder::new(tracked)), member_at: 0, trailing }
+    }
+
+    /// `error`, met in the member starting at `member_at`, said as what it is.
+    fn damaged(&self, error: std::io::Error) -> std::io::Error {
+        let what = match error.kind() {
+            std::io::ErrorKind::UnexpectedEof => "the gzip data is cut short (an interrupted download?)".to_string(),
+            std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
+                format!("the gzip data is damaged ({error})")
+            }
+            // Not the data's fault: the disk's or the system's.
+            _ => return error,
+        };
+        std::io::Error::new(
+            error.kind(),
+            format!("{what} in the gzip member that starts at byte {}; download or compress it again", self.member_at),
+        )
+    }
+}
+
+impl<R: BufRead> Read for GzipMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let Some(member) = self.member.as_mut() else { return Ok(0) };
+            let n = member.read(buf).map_err(|e| self.damaged(e))?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            // The member ended: another follows, or the data ends here.
+            let mut rest = self.member.take().map(GzDecoder::into_inner).expect("a member was being read");
+            let next = rest.peek_two()?;
+            if next.is_empty() {
+                return Ok(0);
+            }
+            if next == GZIP_MAGIC {
+                self.member_at = rest.at;
+                self.member = Some(GzDecoder::new(rest));
+                continue;
+            }
+            let at = rest.at;
+            let count = std::io::copy(&mut rest, &mut std::io::sink())?;
+            self.trailing.set(Some((at, count)));
+            return Ok(0);
+        }
+    }
+}
+
 /// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name), without
-/// a leading UTF-8 byte order mark (some editors write one; it is not part of the text).
-fn open(file: &Path, count: &Arc<AtomicU64>) -> Result<Box<dyn BufRead>, DataError> {
+/// a leading UTF-8 byte order mark (some editors write one; it is not part of the text). Bytes
+/// after the gzip data are ignored, as `gzip -d` does, and noted in `trailing`.
+fn open(file: &Path, count: &Arc<AtomicU64>, trailing: &TrailingBytes) -> Result<Box<dyn BufRead>, DataError> {
     let raw = open_raw(file, count)?;
-    let gzip = raw.buffer().starts_with(GZIP_MAGIC) || lowercase_name(file).ends_with(".gz");
-    let mut content: Box<dyn Read> = if gzip { Box::new(MultiGzDecoder::new(raw)) } else { Box::new(raw) };
+    let named_gz = lowercase_name(file).ends_with(".gz");
+    let gzip = raw.buffer().starts_with(GZIP_MAGIC);
+    if named_gz && !gzip {
+        let what = if raw.buffer().is_empty() {
+            "it is empty (0 bytes; an interrupted download?): download it again".to_string()
+        } else {
+            "it does not start with gzip's bytes (1f 8b), so it is not gzip-compressed: rename it without .gz if it \
+             holds the text itself, or download it again"
+                .to_string()
+        };
+        return Err(DataError::Corpus(format!("{}: named .gz but {what}", file.display())));
+    }
+    let mut content: Box<dyn Read> =
+        if gzip { Box::new(GzipMembers::new(raw, trailing.clone())) } else { Box::new(raw) };
     let mut head = Vec::with_capacity(UTF8_BOM.len());
     content
         .by_ref()
@@ -298,7 +435,7 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
     }
     let name = name.strip_suffix(".gz").unwrap_or(&name);
     let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
-    let mut content = open(file, &uncounted)?;
+    let mut content = open(file, &uncounted, &TrailingBytes::default())?;
     let first = first_byte(&mut content).map_err(io)?;
     if name.ends_with(".txt") || name.ends_with(".md") {
         let mut line = Vec::new();
@@ -332,21 +469,25 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
 ///   streamed a page at a time (the `parquet` feature; without it, an error saying so);
 /// - text: documents are separated by blank lines (paragraphs); each keeps its inner newlines.
 ///
-/// Gzip-compressed files are decompressed. A token file (`.bin`) holds no text: an error.
+/// Gzip-compressed files are decompressed, every member of them; bytes after the last member
+/// that start no other are ignored, as `gzip -d` ignores "trailing garbage"
+/// ([`read_documents_counting`] says so). A token file (`.bin`) holds no text: an error.
 pub fn read_documents(
     file: &Path,
     text_field: &str,
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
-    read_documents_counting(file, text_field, &Arc::default(), each)
+    read_documents_counting(file, text_field, &Arc::default(), &mut |_| {}, each)
 }
 
 /// [`read_documents`], adding the bytes read from the disk to `read` as it goes (a Parquet
-/// file's are not counted).
+/// file's are not counted), and telling `warn` what was read otherwise than as written (trailing
+/// bytes after a gzip file's data, named with their offset), once the file is read.
 pub fn read_documents_counting(
     file: &Path,
     text_field: &str,
     read: &Arc<AtomicU64>,
+    warn: &mut dyn FnMut(String),
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let shown = file.display().to_string();
@@ -360,15 +501,30 @@ pub fn read_documents_counting(
         }
         other => other,
     };
+    let trailing = TrailingBytes::default();
     match file_format(file)? {
-        FileFormat::JsonLines => read_json_lines(open(file, read)?, &shown, text_field, each).map_err(by_content),
-        FileFormat::JsonArray => read_json_array(open(file, read)?, &shown, text_field, each).map_err(by_content),
-        FileFormat::Text => read_paragraphs(open(file, read)?, &shown, each),
-        FileFormat::Parquet => read_parquet(file, &shown, text_field, each),
-        FileFormat::Tokens => Err(DataError::Corpus(format!(
-            "{shown}: a token file (already tokenised) holds no text documents; train on it with --data"
-        ))),
+        FileFormat::JsonLines => {
+            read_json_lines(open(file, read, &trailing)?, &shown, text_field, each).map_err(by_content)?
+        }
+        FileFormat::JsonArray => {
+            read_json_array(open(file, read, &trailing)?, &shown, text_field, each).map_err(by_content)?
+        }
+        FileFormat::Text => read_paragraphs(open(file, read, &trailing)?, &shown, each)?,
+        FileFormat::Parquet => read_parquet(file, &shown, text_field, each)?,
+        FileFormat::Tokens => {
+            return Err(DataError::Corpus(format!(
+                "{shown}: a token file (already tokenised) holds no text documents; train on it with --data"
+            )))
+        }
     }
+    if let Some((at, count)) = trailing.get() {
+        warn(format!(
+            "{shown}: {count} trailing byte{} after the gzip data at offset {at} ignored (as `gzip -d` ignores \
+             trailing garbage); the documents before them are read",
+            if count == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(())
 }
 
 /// Without the `parquet` feature: the error that says how to read Parquet.
@@ -392,8 +548,7 @@ fn read_paragraphs(
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let mut paragraph = String::new();
-    for line in reader.lines() {
-        let line = line.map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
+    for_each_line(reader, shown, &mut |_, line| {
         if line.trim().is_empty() {
             if !paragraph.is_empty() {
                 each(&paragraph)?;
@@ -403,9 +558,10 @@ fn read_paragraphs(
             if !paragraph.is_empty() {
                 paragraph.push('\n');
             }
-            paragraph.push_str(&line);
+            paragraph.push_str(line);
         }
-    }
+        Ok(())
+    })?;
     if !paragraph.is_empty() {
         each(&paragraph)?;
     }

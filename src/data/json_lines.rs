@@ -26,6 +26,32 @@ pub fn show_names<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
     format!("{}{more}", names.iter().take(12).cloned().collect::<Vec<_>>().join(", "))
 }
 
+/// Calls `each` with every line of `reader` (without its line end) and its number, from 1. A
+/// read that fails (the disk, or damaged gzip data) is an error naming `shown`; a line that is
+/// not UTF-8 text one naming the line and the byte.
+pub(crate) fn for_each_line(
+    mut reader: impl BufRead,
+    shown: &str,
+    each: &mut dyn FnMut(usize, &str) -> Result<(), DataError>,
+) -> Result<(), DataError> {
+    let mut bytes = Vec::new();
+    for number in 1.. {
+        bytes.clear();
+        if reader.read_until(b'\n', &mut bytes).map_err(|e| DataError::Corpus(format!("{shown}: {e}")))? == 0 {
+            break;
+        }
+        let end = bytes.len() - usize::from(bytes.ends_with(b"\n")) - usize::from(bytes.ends_with(b"\r\n"));
+        let line = std::str::from_utf8(&bytes[..end]).map_err(|e| {
+            DataError::Corpus(format!(
+                "{shown}:{number}: not UTF-8 text (byte {} of the line is not UTF-8); save the file as UTF-8",
+                e.valid_up_to() + 1
+            ))
+        })?;
+        each(number, line)?;
+    }
+    Ok(())
+}
+
 /// Calls `each` with the `field` of every line's object; blank lines are skipped. `shown` names
 /// the file in errors, with the line number.
 pub fn read_json_lines(
@@ -34,13 +60,12 @@ pub fn read_json_lines(
     field: &str,
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
-    for (number, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
+    for_each_line(reader, shown, &mut |number, line| {
         if line.trim().is_empty() {
-            continue;
+            return Ok(());
         }
-        let place = format!("{shown}:{}", number + 1);
-        let value: Value = serde_json::from_str(&line).map_err(|e| {
+        let place = format!("{shown}:{number}");
+        let value: Value = serde_json::from_str(line).map_err(|e| {
             // An object cut at the line's end: one written over several lines (pretty-printed).
             let hint = if line.trim_start().starts_with('[') {
                 "; this looks like a JSON array: a file of JSON lines holds one object per line, an array of \
@@ -61,9 +86,8 @@ pub fn read_json_lines(
                 kind(&value)
             )));
         };
-        each(text_of(&object, field, &place)?)?;
-    }
-    Ok(())
+        each(text_of(&object, field, &place)?)
+    })
 }
 
 /// Calls `each` with the `field` of every object of a JSON array (the whole file is parsed).
@@ -74,9 +98,15 @@ pub fn read_json_array(
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let items: Vec<Value> = serde_json::from_reader(reader).map_err(|e| {
+        if e.is_io() {
+            // Not the JSON's fault: the disk's, or the gzip data's around it.
+            return DataError::Corpus(format!("{shown}: {e}"));
+        }
+        let cut =
+            if e.is_eof() { "; the file ends inside the array: it was cut short (download it again)" } else { "" };
         DataError::Corpus(format!(
-            "{shown}: not a JSON array of objects ({e}); a JSON corpus file holds JSON lines (one object per line) \
-             or one array of objects"
+            "{shown}: not a JSON array of objects ({e}){cut}; a JSON corpus file holds JSON lines (one object per \
+             line) or one array of objects"
         ))
     })?;
     for (index, item) in items.iter().enumerate() {

@@ -177,8 +177,9 @@ fn build_cache(
     progress: &mut dyn FnMut(TokenizeProgress),
 ) -> Result<TokenCache, DataError> {
     let dir = cache_root.join(format!("{:016x}", stable_hash(key)));
-    TokenCache::open_or_build(&dir, key, tokenizer.eot(), |writer| {
-        tokenizing::write_tokens(writer, files, source, tokenizer, progress)?;
+    let mut read_warnings = Vec::new();
+    let mut cache = TokenCache::open_or_build(&dir, key, tokenizer.eot(), |writer| {
+        read_warnings = tokenizing::write_tokens(writer, files, source, tokenizer, progress)?;
         // A file rewritten while it was read would leave tokens under the old content's key.
         if corpus_key(source, tokenizer)?.0 != *key {
             return Err(DataError::Corpus(
@@ -186,7 +187,9 @@ fn build_cache(
             ));
         }
         Ok(())
-    })
+    })?;
+    cache.warn(read_warnings);
+    Ok(cache)
 }
 
 /// Refuses token files (`.bin`) beside text or JSON: a corpus is tokenised here or was tokenised before.

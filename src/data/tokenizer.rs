@@ -42,10 +42,19 @@ impl Tokenizer {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, DataError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        if !path.is_file() {
-            return Err(DataError::Tokenizer(format!(
-                "{shown}: no such file; give `byte` or the path of a Hugging Face tokenizer.json"
-            )));
+        let fix = "give `byte` or the path of a Hugging Face tokenizer.json";
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                return Err(DataError::Tokenizer(format!(
+                    "{shown}: a folder, not a file; {fix} (the tokenizer.json inside the folder, if it holds one)"
+                )))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(DataError::Tokenizer(format!("{shown}: no such file; {fix}")))
+            }
+            // It may well exist: say why it cannot be reached (a folder on the way not readable).
+            Err(e) => return Err(DataError::Tokenizer(format!("{shown}: cannot read it: {e}"))),
         }
         Self::load_hugging_face(path, shown)
     }

@@ -61,13 +61,14 @@ impl TokenizeProgress {
 
 /// Reads the documents of `source` (its text `files`) and writes their tokens into `writer`, in
 /// order; `progress` hears of it every few seconds and at the end of a build that took that long.
+/// Returns the warnings of the reading (a gzip file's trailing bytes, ignored).
 pub(super) fn write_tokens(
     writer: &mut CacheWriter,
     files: &[PathBuf],
     source: &CorpusSource,
     tokenizer: &Tokenizer,
     progress: &mut dyn FnMut(TokenizeProgress),
-) -> Result<(), DataError> {
+) -> Result<Vec<String>, DataError> {
     write_tokens_in_batches(writer, files, source, tokenizer, progress, ENCODE_BATCH_BYTES)
 }
 
@@ -79,7 +80,7 @@ fn write_tokens_in_batches(
     tokenizer: &Tokenizer,
     progress: &mut dyn FnMut(TokenizeProgress),
     batch_bytes: usize,
-) -> Result<(), DataError> {
+) -> Result<Vec<String>, DataError> {
     let started = Instant::now();
     let read = AtomicU64::new(0);
     let total = match source {
@@ -119,24 +120,27 @@ fn write_tokens_in_batches(
         }
         drop(received);
         let reader = reading.join().unwrap_or_else(|_| Err(DataError::Corpus("the corpus reader panicked".into())));
-        written.and(reader)?;
+        written?;
+        let warnings = reader?;
         if started.elapsed() >= REPORT_EVERY && said != Some(tokens) {
             progress(TokenizeProgress { fraction: 1.0, tokens, seconds: started.elapsed().as_secs_f64() });
         }
-        Ok(())
+        Ok(warnings)
     })
 }
 
 /// Reads `source`'s documents in order and hands them to `send` in batches of about
 /// `batch_limit` bytes of text, counting what is read in `read` (bytes on disk, or built-in
-/// documents); stops early when `send` returns false (the writer stopped).
+/// documents); stops early when `send` returns false (the writer stopped). Returns the warnings
+/// of the reading.
 fn read_batches(
     files: &[PathBuf],
     source: &CorpusSource,
     read: &AtomicU64,
     batch_limit: usize,
     mut send: impl FnMut(Vec<String>) -> bool,
-) -> Result<(), DataError> {
+) -> Result<Vec<String>, DataError> {
+    let mut warnings = Vec::new();
     let mut batch: Vec<String> = Vec::new();
     let mut batch_bytes = 0;
     // Set when the writer stopped first: its error is the one to report, not this one.
@@ -163,7 +167,8 @@ fn read_batches(
             files.iter().try_for_each(|file| {
                 let counted = Arc::new(AtomicU64::new(0));
                 let size = file_size(file);
-                let result = read_documents_counting(file, text_field, &counted, &mut |text| {
+                let mut warn = |warning| warnings.push(warning);
+                let result = read_documents_counting(file, text_field, &counted, &mut warn, &mut |text| {
                     read.store(done + counted.load(Ordering::Relaxed).min(size), Ordering::Relaxed);
                     push(text)
                 });
@@ -174,13 +179,13 @@ fn read_batches(
         }
     };
     match outcome {
-        Err(_) if stopped => Ok(()),
+        Err(_) if stopped => Ok(warnings),
         Err(e) => Err(e),
         Ok(()) => {
             if !batch.is_empty() {
                 send(batch);
             }
-            Ok(())
+            Ok(warnings)
         }
     }
 }
@@ -202,7 +207,7 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
         pool.install(|| {
             TokenCache::open_or_build(dir.path(), "key", tokenizer.eot(), |writer| {
-                write_tokens_in_batches(writer, files, &source, tokenizer, &mut |_| {}, batch_bytes)
+                write_tokens_in_batches(writer, files, &source, tokenizer, &mut |_| {}, batch_bytes).map(drop)
             })
         })
         .unwrap();

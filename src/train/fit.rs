@@ -21,7 +21,7 @@ use super::checkpoint::{CheckpointKeeper, SummedCheckpointer};
 use super::config::TrainConfig;
 use super::events::TrainEvent;
 use super::loader::StepLoader;
-use super::loss_scale::LossScale;
+use super::loss_scale::{LossScale, WithLossScale};
 use super::metric_logger::RunMetricLogger;
 use super::metrics::{flops_per_token, StepMetric};
 use super::monitor::RunMonitor;
@@ -93,17 +93,20 @@ pub(super) fn fit(
     }
     monitor.stop_on_divergence(training.interrupter());
     let tracker = tracker(config, prepared, dir.path(), start_step, monitor)?;
+    let loss_scale = LossScale::for_precision(config.training_precision());
     let settings = StepSettings {
         micro_batches,
         clip_grad_norm: config.optim.clip_grad_norm,
-        loss_scale: LossScale::for_precision(config.training_precision()),
+        loss_scale: loss_scale.clone(),
         monitor: monitor.clone(),
         tracker: tracker.clone(),
         ..StepSettings::default()
     };
     let model = TrainingModel::new(initial_model(prepared, &devices[0])?, settings);
     let optim = optimizer(config, &prepared.model, &model);
-    let learner = Learner::new(model, optim, config.optim.schedule().init()?);
+    // The loss scale is checkpointed with the schedule, and restored with it on a resume.
+    let schedule = WithLossScale::new(config.optim.schedule().init()?, loss_scale, monitor.events());
+    let learner = Learner::new(model, optim, schedule);
 
     let started = Instant::now();
     let result = training.launch(learner);

@@ -5,9 +5,17 @@
 //! global norm) is skipped and the scale halved; after [`GROWTH_INTERVAL`] good steps in a row it
 //! is doubled. At [`MIN_LOSS_SCALE`] an overflow is no longer skipped: it is a divergence, and
 //! stops the run.
+//!
+//! The scale and its count of good steps are part of each checkpoint, as PyTorch's
+//! `GradScaler.state_dict()` is: [`WithLossScale`] records them beside the learning-rate schedule's
+//! step (in `scheduler-step-N.bpk`), so a resumed f16 run goes on with the scale it had.
 
 use std::sync::{Arc, Mutex};
 
+use burn::lr_scheduler::{LrScheduler, LrSchedulerRecord};
+use burn::optim::LearningRate;
+
+use super::events::Events;
 use crate::Precision;
 
 /// The first scale: 2^16, PyTorch's.
@@ -55,9 +63,11 @@ impl LossScale {
     }
 
     /// The loss scale a run in `precision` needs: one from [`INITIAL_LOSS_SCALE`] for f16 mixed
-    /// precision, none otherwise.
+    /// precision, none otherwise. The reliability tests make it start at 2^30, so that a short run's
+    /// scaled gradients overflow and its scale moves (`LAYERNORM_SCALING_FAIL_AT=f16-overflow`).
     pub fn for_precision(precision: Precision) -> Option<Arc<Self>> {
-        precision.scales_loss().then(|| Arc::new(Self::new(INITIAL_LOSS_SCALE)))
+        let initial = if crate::io::fault_injected("f16-overflow") { 2f64.powi(30) } else { INITIAL_LOSS_SCALE };
+        precision.scales_loss().then(|| Arc::new(Self::new(initial)))
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -72,6 +82,17 @@ impl LossScale {
     /// Steps skipped for overflow so far.
     pub fn skipped(&self) -> usize {
         self.state().skipped
+    }
+
+    /// Good steps in a row since the scale last changed (it doubles at [`GROWTH_INTERVAL`]).
+    pub fn good_steps(&self) -> usize {
+        self.state().good_steps
+    }
+
+    /// Sets the scale and its count of good steps, as a checkpoint recorded them.
+    pub fn restore(&self, scale: f64, good_steps: usize) {
+        let mut state = self.state();
+        (state.scale, state.good_steps) = (scale, good_steps);
     }
 
     /// Decides an optimiser step from the global norm of its scaled gradients, and updates the
@@ -96,6 +117,60 @@ impl LossScale {
         state.good_steps = 0;
         state.skipped += 1;
         ScaledStep::Skip { lowered_to: state.scale }
+    }
+}
+
+/// The record's keys of the loss scale and of its count of good steps.
+const SCALE_KEY: &str = "loss_scale";
+const GOOD_STEPS_KEY: &str = "loss_scale_good_steps";
+
+/// A learning-rate schedule whose record (burn-train's `scheduler` checkpoint, taken with the
+/// model's and the optimiser's at the end of an interval) also holds the run's loss scale, when it
+/// has one: restoring the checkpoint restores the scale the step uses (the same [`LossScale`]).
+#[derive(Clone, Debug)]
+pub(crate) struct WithLossScale<S> {
+    schedule: S,
+    loss_scale: Option<Arc<LossScale>>,
+    /// Where a checkpoint without the scale (written before it was kept) is reported.
+    events: Events,
+}
+
+impl<S> WithLossScale<S> {
+    /// `schedule`, recording `loss_scale` (none: the schedule's record alone) in its checkpoints.
+    pub fn new(schedule: S, loss_scale: Option<Arc<LossScale>>, events: Events) -> Self {
+        Self { schedule, loss_scale, events }
+    }
+}
+
+impl<S: LrScheduler + Clone + 'static> LrScheduler for WithLossScale<S> {
+    fn step(&mut self) -> LearningRate {
+        self.schedule.step()
+    }
+
+    fn to_record(&self) -> LrSchedulerRecord {
+        let record = self.schedule.to_record();
+        match &self.loss_scale {
+            Some(scale) => {
+                record.with_scalar(SCALE_KEY, scale.scale()).with_scalar(GOOD_STEPS_KEY, scale.good_steps() as u64)
+            }
+            None => record,
+        }
+    }
+
+    fn load_record(&mut self, record: LrSchedulerRecord) {
+        if let Some(loss_scale) = &self.loss_scale {
+            let scale = record.scalar::<f64>(SCALE_KEY).filter(|scale| scale.is_finite() && *scale >= MIN_LOSS_SCALE);
+            match (scale, record.scalar::<u64>(GOOD_STEPS_KEY)) {
+                (Some(scale), Some(good_steps)) => loss_scale.restore(scale, good_steps as usize),
+                _ => self.events.warn(format!(
+                    "the checkpoint holds no f16 loss scale (it was written before checkpoints kept it): the loss \
+                     scale starts again from {}, so the resumed steps are not bit-identical to an uninterrupted \
+                     run's",
+                    loss_scale.scale()
+                )),
+            }
+        }
+        self.schedule.load_record(record);
     }
 }
 
@@ -128,5 +203,36 @@ mod tests {
         assert_eq!(scale.step(f64::INFINITY), ScaledStep::Skip { lowered_to: 1.0 });
         assert_eq!(scale.step(f64::INFINITY), ScaledStep::Apply { unscale: 1.0 });
         assert_eq!(scale.skipped(), 1);
+    }
+
+    #[test]
+    fn a_checkpoint_restores_the_scale_and_its_growth_count() {
+        let schedule = crate::train::WarmupCosineConfig::new(1e-3, 100).init().unwrap();
+        let moved = Arc::new(LossScale::new(64.0));
+        moved.step(f64::INFINITY);
+        moved.step(1.0);
+        moved.step(1.0);
+        let mut saved = WithLossScale::new(schedule.clone(), Some(moved), Events::default());
+        saved.step();
+        let bytes = saved.to_record().into_bytes().unwrap();
+
+        let fresh = Arc::new(LossScale::new(INITIAL_LOSS_SCALE));
+        let mut resumed = WithLossScale::new(schedule.clone(), Some(fresh.clone()), Events::default());
+        resumed.load_record(LrSchedulerRecord::from_bytes(bytes).unwrap());
+        assert_eq!((fresh.scale(), fresh.good_steps()), (32.0, 2), "halved once, then two good steps");
+        assert_eq!(resumed.step(), saved.step(), "the schedule's step comes back too");
+    }
+
+    #[test]
+    fn a_checkpoint_without_the_scale_starts_from_the_initial_one_and_says_so() {
+        let schedule = crate::train::WarmupCosineConfig::new(1e-3, 100).init().unwrap();
+        // A checkpoint of a build that did not keep the scale: the schedule's record alone.
+        let old = LrSchedulerRecord::from_bytes(schedule.to_record().into_bytes().unwrap()).unwrap();
+        let (events, received) = Events::channel();
+        let fresh = Arc::new(LossScale::new(INITIAL_LOSS_SCALE));
+        WithLossScale::new(schedule, Some(fresh.clone()), events).load_record(old);
+        assert_eq!((fresh.scale(), fresh.good_steps()), (INITIAL_LOSS_SCALE, 0));
+        let warnings: Vec<String> = received.try_iter().map(|event| event.to_string()).collect();
+        assert!(warnings.len() == 1 && warnings[0].contains("65536"), "{warnings:?}");
     }
 }

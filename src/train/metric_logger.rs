@@ -24,6 +24,9 @@ pub struct RunMetricLogger {
     names: HashMap<MetricId, String>,
     /// The entries of each `(split, metric, epoch)`, in order, as burn-train reads them back.
     entries: HashMap<(String, String, usize), Vec<NumericEntry>>,
+    /// The batches (micro-batches in training) logged so far in each `(split, epoch)` of this
+    /// process: a metric logged once per optimiser step logs at its step's last.
+    batches: HashMap<(String, usize), usize>,
     steps_per_epoch: usize,
     micro_batches: usize,
     /// Sees every training loss (a non-finite one stops the run: the loss's gradient, taken in
@@ -81,6 +84,7 @@ impl RunMetricLogger {
             log: Some(RecordLog::restart(&path, &kept)?),
             names: HashMap::new(),
             entries: HashMap::new(),
+            batches: HashMap::new(),
             steps_per_epoch,
             micro_batches: micro_batches.max(1),
             monitor,
@@ -102,15 +106,14 @@ impl RunMetricLogger {
         self.entries.entry((row.split.clone(), row.metric.clone(), row.epoch)).or_default().push(entry);
     }
 
-    /// The row of one logged entry: its batch is the next of its `(split, metric, epoch)`.
-    fn row(&self, metric: &str, entry: NumericEntry, epoch: usize, split: &str) -> MetricRow {
-        let logged = self.entries.get(&(split.to_string(), metric.to_string(), epoch)).map_or(0, |e| e.len());
+    /// The row of one entry logged at `batch` (from 1; ignored for an epoch's final value).
+    fn row(&self, metric: &str, entry: NumericEntry, epoch: usize, split: &str, batch: usize) -> MetricRow {
         let (value, count, is_final) = match entry {
             NumericEntry::Value(value) => (value, None, false),
             NumericEntry::Aggregated { aggregated_value, count } => (aggregated_value, Some(count), false),
             NumericEntry::Final(value) => (value, None, true),
         };
-        let batch = if is_final { 0 } else { logged + 1 };
+        let batch = if is_final { 0 } else { batch };
         let epoch_start = (epoch.saturating_sub(1)) * self.steps_per_epoch;
         let step = if split == "train" && !is_final {
             epoch_start + batch.div_ceil(self.micro_batches)
@@ -135,6 +138,18 @@ impl RunMetricLogger {
 impl MetricLogger for RunMetricLogger {
     fn log(&mut self, update: MetricsUpdate, epoch: usize, split: &Split) {
         let split = split.to_string();
+        // Every update but an epoch's end (its final values) is one batch's, whose metrics may log
+        // nothing for it (those logged once per optimiser step, before the step's last batch).
+        let epoch_end = update.entries_numeric.iter().all(|numeric| {
+            let serialized = &numeric.entry.serialized_entry;
+            !serialized.is_not_available()
+                && matches!(NumericEntry::deserialize(&serialized.serialized), Ok(NumericEntry::Final(_)))
+        });
+        let batch = self.batches.entry((split.clone(), epoch)).or_default();
+        if !epoch_end {
+            *batch += 1;
+        }
+        let batch = *batch;
         let mut rows = Vec::new();
         for numeric in &update.entries_numeric {
             let entry = &numeric.entry;
@@ -143,7 +158,7 @@ impl MetricLogger for RunMetricLogger {
                 continue;
             }
             let Ok(value) = NumericEntry::deserialize(&entry.serialized_entry.serialized) else { continue };
-            let row = self.row(&metric, value, epoch, &split);
+            let row = self.row(&metric, value, epoch, &split, batch);
             if row.is_train_loss() {
                 self.monitor.train_loss(row.step, row.value, true);
             }

@@ -24,6 +24,7 @@ mod schedule;
 mod setting_kind;
 mod settings;
 mod step;
+mod stopped;
 mod strategy;
 mod sweep;
 mod tracking;
@@ -54,6 +55,7 @@ pub use settings::{
     DEFAULT_DATA_SEED, MAX_BUILTIN_DOCS,
 };
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
+pub use stopped::stopped_note;
 #[cfg(feature = "analysis")]
 pub(crate) use sweep::distinct;
 pub use sweep::{

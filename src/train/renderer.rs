@@ -107,11 +107,15 @@ impl TrainingProgressLogger for PlainRenderer {
     fn update_split(&mut self, _items: usize) {
         self.iteration += 1;
         let step = self.step();
-        if self.split == "train"
-            && self.iteration.is_multiple_of(self.micro_batches_per_step)
-            && step.is_multiple_of(self.log_every)
-        {
-            self.events.send(TrainEvent::Progress { step, total_steps: self.total_steps, metrics: self.line() });
+        if self.split == "train" && self.iteration.is_multiple_of(self.micro_batches_per_step) {
+            // The step's last micro-batch: every metric holds the step's value, over all its
+            // micro-batches and devices.
+            if step.is_multiple_of(self.log_every) {
+                self.events.send(TrainEvent::Progress { step, total_steps: self.total_steps, metrics: self.line() });
+            }
+            // A metric the next step does not report (the gradient norm of a skipped step) is left
+            // out of its line rather than shown with this step's value.
+            self.values.clear();
         }
     }
     fn end_split(&mut self) {

@@ -210,13 +210,19 @@ fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<S
     (allowed, refused)
 }
 
-/// The settings of `now` that differ from `saved` (defaults resolved), as `(field, "field: saved
-/// -> now")`, but for the [uncompared](SettingKind::Uncompared) ones.
+/// The settings of `now` that differ from `saved` (defaults resolved, the precision by its name,
+/// `f32` included), as `(field, "field: saved -> now")`, but for the
+/// [uncompared](SettingKind::Uncompared) ones; and the number of devices ([`device_count_change`]).
 pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(String, String)> {
     let to_map = |config: &TrainConfig| match serde_json::to_value(config.resolved()) {
-        Ok(serde_json::Value::Object(map)) => map,
+        Ok(serde_json::Value::Object(mut map)) => {
+            // train.json leaves f32 unwritten (`resolved`): compared and named all the same.
+            map.insert("precision".into(), config.training_precision().name().into());
+            map
+        }
         _ => serde_json::Map::new(),
     };
+    let count_change = device_count_change(saved, now).map(|change| (DEVICES.to_string(), change));
     let (saved, now) = (to_map(saved), to_map(now));
     // An unset init is the normal one (the schemes that set their own take no other, and accept
     // `normal`): a sweep's `normal` arm is the run trained without an init axis.
@@ -230,7 +236,40 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
             let old = saved.get(&field).cloned().unwrap_or(serde_json::Value::Null);
             (!same(&field, &old, &value)).then(|| (field.clone(), format!("{field}: {old} -> {value}")))
         })
+        .chain(count_change)
         .collect()
+}
+
+/// The derived setting of the number of devices ([`SettingKind::of`] knows it).
+const DEVICES: &str = "devices";
+
+/// The devices a device string names: one for `auto` or a single device, one per entry of a list.
+fn device_count(config: &TrainConfig) -> usize {
+    config.device.split(',').count()
+}
+
+/// The change of the number of devices from `saved` to `now`, when there is one: each device
+/// trains `batch_size` sequences a micro-batch, so it changes the batch of every step (and of
+/// validation) as much as `batch_size` does.
+fn device_count_change(saved: &TrainConfig, now: &TrainConfig) -> Option<String> {
+    let (before, after) = (device_count(saved), device_count(now));
+    if before == after {
+        return None;
+    }
+    let per_step = |config: &TrainConfig, devices: usize| config.optim.batch_size * devices * config.optim.grad_accum;
+    let plural = |n: usize| if n == 1 { "device" } else { "devices" };
+    Some(format!(
+        "{DEVICES}: {before} -> {after} (a step trains batch_size {} x {before} {} x grad_accum {} = {} sequences, \
+         {} on {after} {}: the effective batch is a setting of the run; give --device with {before} {}, as it \
+         was trained)",
+        saved.optim.batch_size,
+        plural(before),
+        saved.optim.grad_accum,
+        per_step(saved, before),
+        per_step(now, after),
+        plural(after),
+        plural(before),
+    ))
 }
 
 /// An error unless `config` trains what the run in `dir` trained: the same settings (but those
@@ -553,5 +592,45 @@ mod tests {
             ..saved.clone()
         };
         assert_eq!(resume_changes(&saved, &renamed), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn the_precision_is_compared_and_named_f32_included() {
+        let f32 = TrainConfig::default();
+        let bf16 = TrainConfig { precision: Some(crate::Precision::Bf16), ..TrainConfig::default() };
+        let changes = |saved: &TrainConfig, now: &TrainConfig| -> Vec<String> {
+            setting_changes(saved, now).into_iter().map(|(_, change)| change).collect()
+        };
+        assert_eq!(changes(&f32, &bf16), [r#"precision: "f32" -> "bf16""#]);
+        // train.json leaves f32 unwritten, yet a return to it is a change (it went unseen).
+        assert_eq!(changes(&bf16, &f32), [r#"precision: "bf16" -> "f32""#]);
+        let shorthand = TrainConfig { bf16: Some(true), ..TrainConfig::default() };
+        assert!(changes(&shorthand, &bf16).is_empty(), "`bf16 = true` is `precision = \"bf16\"`");
+    }
+
+    #[test]
+    fn another_device_may_be_given_on_resume_but_not_another_number_of_them() {
+        let on = |device: &str, batch_size: usize| TrainConfig {
+            device: device.into(),
+            optim: OptimSettings { batch_size, grad_accum: 3, ..Default::default() },
+            ..TrainConfig::default()
+        };
+        let fields =
+            |changes: &[String]| changes.iter().map(|c| c.split(':').next().unwrap().to_string()).collect::<Vec<_>>();
+        let (allowed, refused) = resume_changes(&on("auto", 16), &on("flex,flex", 16));
+        assert_eq!((fields(&allowed), fields(&refused)), (vec!["device".to_string()], vec!["devices".to_string()]));
+        // What a step trained and would train: 16 x 1 x 3 and 16 x 2 x 3 sequences.
+        assert!(
+            refused[0].starts_with("devices: 1 -> 2") && refused[0].contains("= 48 sequences, 96 on"),
+            "{refused:?}"
+        );
+        let (_, refused) = resume_changes(&on("flex, flex", 8), &on("flex", 8));
+        assert!(
+            refused[0].starts_with("devices: 2 -> 1") && refused[0].contains("= 48 sequences, 24 on"),
+            "{refused:?}"
+        );
+        // Other devices of the same number are how the run is carried out.
+        let (allowed, refused) = resume_changes(&on("cuda:0,cuda:1", 16), &on("cuda:2,cuda:3", 16));
+        assert_eq!((fields(&allowed), refused.len()), (vec!["device".to_string()], 0));
     }
 }

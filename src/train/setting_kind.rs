@@ -68,6 +68,10 @@ const KINDS: [(&str, SettingKind); 41] = [
     ("init_from", TrainedByEffect),
 ];
 
+/// Settings no field holds but that the fields imply, compared as fields are: the number of
+/// devices (of the `device` list), a factor of the batch every step trains.
+const DERIVED: [(&str, SettingKind); 1] = [("devices", Trained)];
+
 /// The name of every setting, as files and `train.json` write it.
 pub(crate) fn setting_names() -> impl Iterator<Item = &'static str> {
     KINDS.iter().map(|(name, _)| *name)
@@ -77,7 +81,7 @@ impl SettingKind {
     /// The kind of the setting named `field` (as `train.json` names it). A name that is no field
     /// counts as [`Trained`](Self::Trained): nothing unknown slips past a check.
     pub(crate) fn of(field: &str) -> SettingKind {
-        KINDS.iter().find(|(name, _)| *name == field).map_or(Trained, |(_, kind)| *kind)
+        KINDS.iter().chain(&DERIVED).find(|(name, _)| *name == field).map_or(Trained, |(_, kind)| *kind)
     }
 
     /// Whether a resumed run may change the setting (with a notice).
@@ -120,6 +124,10 @@ mod tests {
         assert!(SettingKind::of("log_every").sweep_may_change());
         assert!(!SettingKind::of("batch_size").resume_may_change());
         assert!(!SettingKind::of("model").resume_may_change());
+        // The device may change, but not how many there are: each trains a micro-batch of every step.
+        assert!(SettingKind::of("device").sweep_may_change());
+        assert!(!SettingKind::of("devices").resume_may_change());
+        assert!(!SettingKind::of("devices").sweep_may_change());
         assert_eq!(SettingKind::of("no_such_setting"), Trained);
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use burn::module::Module;
 use burn::optim::lr_scheduler::module_lr_scheduler::ModuleLearningRate;
@@ -91,6 +92,11 @@ pub struct LmOutput {
     /// metrics see this output (burn-train applies the step first). `None` on the others and in
     /// validation.
     pub grad_norm: Option<GradNormSlot>,
+    /// The micro-batches of the optimiser step this output belongs to (accumulation steps times
+    /// devices): the metrics report a step once all of them are in. 1 in validation.
+    pub step_micro_batches: usize,
+    /// When its forward pass started: the step's time runs from the earliest of its micro-batches.
+    pub started: Instant,
 }
 
 /// The metrics' view of a step: its loss, size and gradient norm.
@@ -108,8 +114,9 @@ impl TrainingModel {
     }
 
     fn loss(&self, batch: LmBatch) -> LmOutput {
+        let started = Instant::now();
         let loss = self.model.next_token_loss_counting(batch.inputs, batch.targets, batch.counted);
-        LmOutput { loss, tokens: batch.n_targets, grad_norm: None }
+        LmOutput { loss, tokens: batch.n_targets, grad_norm: None, step_micro_batches: 1, started }
     }
 
     /// The slot of the optimiser step this micro-batch belongs to, when it is the step's last.
@@ -132,6 +139,7 @@ impl TrainStep for TrainingModel {
         let mut output = self.loss(batch);
         output.grad_norm = self.grad_norm_slot();
         let parts = self.settings.micro_batches;
+        output.step_micro_batches = parts.max(1);
         let mut objective = if parts > 1 { output.loss.clone() / parts as f64 } else { output.loss.clone() };
         if let Some(loss_scale) = &self.settings.loss_scale {
             objective = objective * loss_scale.scale();

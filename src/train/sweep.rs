@@ -6,7 +6,10 @@
 //! Every `(scheme, seed)` pair gets the same data order and initial weights for its seed (the
 //! seed drives both). A pair already finished is skipped, an interrupted one resumed, and a
 //! diverged one recorded as such while the sweep goes on. `sweep.json` in `<out>` records the
-//! settings and every pair's outcome; it is rewritten (atomically) after each pair.
+//! settings and every pair's outcome; it is rewritten (atomically) after each pair. Once a pair has
+//! started, what it trains is fixed, the number of devices included (each trains a micro-batch of
+//! every step); the devices may be others of that number, and a pair trained on others than the
+//! sweep began with has them recorded as its own.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -165,6 +168,11 @@ pub struct SweepRecord {
     /// for the built-in corpus and in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
+    /// The device list of each pair (by its key) whose training finished on other devices than
+    /// `config.device`, the devices the sweep began on (a rerun may give others of the same
+    /// number); empty when every pair ran on those.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub devices: BTreeMap<String, String>,
 }
 
 impl SweepRecord {
@@ -296,12 +304,13 @@ impl Sweep {
     /// same training settings (any settings while nothing is trained yet). Returns the outcomes
     /// recorded so far whose run directories still exist (a deleted one is trained again).
     pub fn check(&self) -> Result<BTreeMap<String, PairOutcome>, Error> {
-        self.checked().map(|(outcomes, _)| outcomes)
+        self.checked().map(|checked| checked.outcomes)
     }
 
-    /// [`check`](Self::check), and the data's content fingerprint: a sweep under way refuses data
-    /// whose content changed (a file rewritten in place under the same name).
-    fn checked(&self) -> Result<(BTreeMap<String, PairOutcome>, Option<String>), Error> {
+    /// [`check`](Self::check), the data's content fingerprint (a sweep under way refuses data
+    /// whose content changed: a file rewritten in place under the same name), and the record of
+    /// the sweep under way in the directory, if one is.
+    fn checked(&self) -> Result<Checked, Error> {
         if let Some(norm) = &self.config.model.norm {
             return Err(ConfigError::Conflict(format!(
                 "--norm {norm} does not apply to a sweep: list the schemes with --schemes (a config file's `norm` is \
@@ -365,9 +374,9 @@ impl Sweep {
                      data, or give a new --out for a new sweep",
                 ));
             }
-            let mut outcomes = record.outcomes;
+            let mut outcomes = record.outcomes.clone();
             outcomes.retain(|key, _| out.join(key).is_dir());
-            return Ok((outcomes, data));
+            return Ok(Checked { outcomes, data, under_way: started.then_some(record) });
         }
         let empty = match std::fs::read_dir(out) {
             // The sweep's lock, and a record a killed sweep was writing, are the sweep's own.
@@ -384,7 +393,7 @@ impl Sweep {
                 format!("is not empty and holds no {SWEEP_FILE}: not a sweep directory; give a new or empty --out"),
             ));
         }
-        Ok((BTreeMap::new(), data))
+        Ok(Checked { outcomes: BTreeMap::new(), data, under_way: None })
     }
 
     /// Runs every pair not yet done and returns the record of the whole sweep. An error other
@@ -396,7 +405,7 @@ impl Sweep {
         std::fs::create_dir_all(out).map_err(|e| Error::file(out, e))?;
         // One sweep at a time in a directory; the outcomes are read again under the lock.
         let _lock = take_lock(out).map_err(|e| Error::file(out, e))?;
-        let (outcomes, data) = self.checked()?;
+        let Checked { outcomes, data, under_way } = self.checked()?;
         let mut record = SweepRecord {
             config: self.config.clone(),
             schemes: self.schemes.clone(),
@@ -405,7 +414,14 @@ impl Sweep {
             depths: self.depths.clone(),
             outcomes,
             data,
+            devices: BTreeMap::new(),
         };
+        if let Some(under_way) = under_way {
+            // The devices the pairs done ran on stay recorded (their number cannot change).
+            record.config.device = under_way.config.device;
+            record.devices = under_way.devices;
+            record.devices.retain(|key, _| record.outcomes.contains_key(key));
+        }
         self.write_record(&record)?;
         let pairs = self.pairs();
         let (mut trained, mut seconds) = (0usize, 0.0f64);
@@ -446,6 +462,11 @@ impl Sweep {
             trained += 1;
             seconds += started.elapsed().as_secs_f64();
             progress(SweepEvent::Done { pair, outcome: &outcome });
+            if self.config.device == record.config.device {
+                record.devices.remove(&pair.key());
+            } else {
+                record.devices.insert(pair.key(), self.config.device.clone());
+            }
             record.outcomes.insert(pair.key(), outcome);
             self.write_record(&record)?;
         }
@@ -527,6 +548,14 @@ impl Sweep {
     }
 }
 
+/// What [`Sweep::checked`] found: the outcomes recorded so far whose run directories exist, the
+/// data's fingerprint, and the record of the sweep under way, once a pair has started.
+struct Checked {
+    outcomes: BTreeMap<String, PairOutcome>,
+    data: Option<String>,
+    under_way: Option<SweepRecord>,
+}
+
 /// The settings of `now` that differ from `saved` and that a sweep under way may not change, as
 /// `field: saved -> now`.
 fn sweep_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
@@ -582,6 +611,7 @@ mod tests {
             depths: vec![],
             outcomes: Default::default(),
             data: None,
+            devices: Default::default(),
         };
         let mut json = serde_json::to_value(&record).unwrap();
         json["config"]["data_budget"] = serde_json::json!({"tokens": 1000});
@@ -620,6 +650,7 @@ mod tests {
             depths: Vec::new(),
             outcomes: outcomes.clone(),
             data: None,
+            devices: Default::default(),
         };
         sweep.write_record(&record).unwrap();
         let written = std::fs::read(dir.path().join(SWEEP_FILE)).unwrap();
