@@ -60,12 +60,13 @@ pub enum HfError {
     ConfigValue(String),
     /// A weight of the checkpoint holds NaN or infinity (a damaged download, or a model saved
     /// after it diverged).
-    #[error("{dir}: the weight `{parameter}` holds NaN or infinite values: the weights are damaged; download the model again")]
+    #[error(
+        "the weight `{parameter}` holds NaN or infinite values: the weights are damaged; download the model again"
+    )]
     NonFinite {
-        /// The first such parameter, by the model's path (`layers.3.mlp.down_proj.weight`).
+        /// The first such tensor, by its checkpoint key (`model.layers.3.mlp.down_proj.weight`)
+        /// where the loader knows it, else by the model's path.
         parameter: String,
-        /// The model directory.
-        dir: String,
     },
 }
 
@@ -78,11 +79,11 @@ impl HfError {
         HfError::Config { field: field.to_string(), message: message.to_string() }
     }
 
-    /// [`HfError::NonFinite`] for the first non-finite weight of the model loaded from `dir`, if
-    /// it has one ([`first_non_finite_parameter`](crate::model::first_non_finite_parameter)).
-    pub(crate) fn check_finite(dir: &std::path::Path, first_non_finite: Option<String>) -> Result<(), Self> {
+    /// [`HfError::NonFinite`] for the first non-finite weight of a loaded model, if it has one
+    /// ([`first_non_finite_parameter`](crate::model::first_non_finite_parameter)).
+    pub(crate) fn check_finite(first_non_finite: Option<String>) -> Result<(), Self> {
         match first_non_finite {
-            Some(parameter) => Err(HfError::NonFinite { parameter, dir: dir.display().to_string() }),
+            Some(parameter) => Err(HfError::NonFinite { parameter }),
             None => Ok(()),
         }
     }

@@ -648,7 +648,7 @@ fn training_from_a_model_with_nan_weights_is_refused_before_anything_is_written(
     assert!(output.stdout.is_empty(), "{}", String::from_utf8_lossy(&output.stdout));
     let error = layernorm_scaling::hf::load_hf_model(&damaged, &common::cpu()).map(drop).unwrap_err();
     assert!(
-        matches!(&error, layernorm_scaling::hf::HfError::NonFinite { parameter, .. } if parameter == "layers.1.mlp.down_proj.weight"),
+        matches!(&error, layernorm_scaling::hf::HfError::NonFinite { parameter } if parameter == "model.layers.1.mlp.down_proj.weight"),
         "{error}"
     );
 }

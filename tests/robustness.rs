@@ -300,7 +300,8 @@ fn analyze_refuses_a_diverged_model_and_writes_no_report() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("`layers.1.mlp.up_proj.weight` holds NaN or infinite values") && stderr.contains("diverged"),
+        stderr.contains("`model.layers.1.mlp.up_proj.weight` holds NaN or infinite values")
+            && stderr.contains("diverged"),
         "{stderr}"
     );
     assert!(!stderr.contains("panicked") && !out.exists(), "{stderr}");

@@ -589,3 +589,23 @@ fn a_sweep_on_other_devices_never_rewrites_what_its_finished_pairs_ran_on() {
     assert_eq!(record.devices.into_iter().collect::<Vec<_>>(), [("lns/seed-1".to_string(), "FLEX".to_string())]);
     assert_eq!(record.outcomes["pre-ln/seed-1"], finished);
 }
+
+/// A finished pair its record lacks (a sweep killed between a pair's end and its record) is
+/// measured again in the float type it trained in: a pure-bf16 pair's validation loss is the one
+/// its training reported, to the bit (its weights were measured on a device in f32).
+#[test]
+fn a_finished_bf16_pair_is_measured_again_in_bf16() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let args = ["--schemes", "lns", "--precision", "bf16", "--no-diagnostics"];
+    run(&mut sweep_command(&out, &args));
+    let path = out.join("sweep.json");
+    let mut record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let trained = record["outcomes"]["lns/seed-1"].clone();
+    assert!(trained["outcome"] == "finished" && trained["valid_loss"].is_f64(), "{trained}");
+    record["outcomes"].as_object_mut().unwrap().remove("lns/seed-1");
+    std::fs::write(&path, record.to_string()).unwrap();
+    run(&mut sweep_command(&out, &args));
+    let measured: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(measured["outcomes"]["lns/seed-1"], trained);
+}

@@ -127,7 +127,7 @@ pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, 
         )));
     }
 
-    let (tensors, _) = names.to_burn.remap(tensors);
+    let (tensors, renamed) = names.to_burn.remap(tensors);
     let result = model.apply(tensors, None, Some(Box::new(adapter)), true);
     // Names and shapes were checked above: what is left is a tensor whose data cannot be read.
     if let Some(error) = result.errors.first() {
@@ -136,8 +136,11 @@ pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, 
     if let Some((path, _)) = result.missing.first() {
         return Err(HfError::Unsupported(format!("no tensor of the checkpoint was applied to `{path}`")));
     }
-    // Generation, analysis or training from it would give NaN with exit 0.
-    HfError::check_finite(dir, crate::model::first_non_finite_parameter(&model))?;
+    // Generation, analysis or training from it would give NaN with exit 0. Named by its key in
+    // the checkpoint, as the user's tools show it.
+    let as_in_checkpoint =
+        |path: String| renamed.iter().find(|(burn, _)| *burn == path).map_or(path, |(_, key)| key.clone());
+    HfError::check_finite(crate::model::first_non_finite_parameter(&model).map(as_in_checkpoint))?;
     let tokenizer = Some(dir.join("tokenizer.json")).filter(|p| p.is_file());
     Ok(HfModel { model, config, tokenizer })
 }

@@ -23,11 +23,17 @@ pub fn first_non_finite_parameter<M: Module>(model: &M) -> Option<String> {
         found: Option<String>,
     }
     impl ModuleVisitor for FirstNonFinite {
-        fn enter_module(&mut self, name: &str, _container_type: &str) {
-            self.path.push(name.to_string());
+        // An enum's variant is no step of the path a checkpoint names (`norm.gamma`, not
+        // `norm.RmsNorm.gamma`).
+        fn enter_module(&mut self, name: &str, container_type: &str) {
+            if !container_type.starts_with("Enum:") {
+                self.path.push(name.to_string());
+            }
         }
-        fn exit_module(&mut self, _name: &str, _container_type: &str) {
-            self.path.pop();
+        fn exit_module(&mut self, _name: &str, container_type: &str) {
+            if !container_type.starts_with("Enum:") {
+                self.path.pop();
+            }
         }
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
             if self.found.is_some() {

@@ -574,7 +574,11 @@ fn shared(config: &TrainConfig) -> TrainConfig {
 /// The final validation loss of the finished run in `config.output.out`, measured as training measures
 /// it, and the run's verdict on it (judged with the training losses of its log).
 fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) -> Result<(f64, Option<String>), Error> {
-    let devices = crate::parse_devices(&config.device)?;
+    let mut devices = crate::parse_devices(&config.device)?;
+    // In the float type the run trained in (a pure-bf16 run's is bf16), as its training measured it.
+    for device in &mut devices {
+        crate::set_precision(device, config.training_precision())?;
+    }
     let (model, _) = load_run_model(&config.output.out, None, &devices[0])?;
     let half = config.training_precision().half_compute();
     let valid_loss = crate::fused::with_half_compute(half, || {

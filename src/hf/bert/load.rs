@@ -142,7 +142,7 @@ pub fn load_bert_model(dir: impl AsRef<Path>, device: &Device) -> Result<(BertFo
             unexpected.len()
         )));
     }
-    HfError::check_finite(dir, crate::model::first_non_finite_parameter(&model))?;
+    HfError::check_finite(crate::model::first_non_finite_parameter(&model))?;
     Ok((model, config))
 }
 
