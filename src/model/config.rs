@@ -186,9 +186,11 @@ impl LlamaConfig {
         )))
     }
 
-    /// An error unless the parameters, `float_bytes` bytes each (16 to train in f32: the weights,
-    /// their gradients and Adam's two moments), fit in `available` bytes of memory; it names the
-    /// fields that size the model and what to do.
+    /// An error unless the parameters, `float_bytes` bytes each, fit in `available` bytes of
+    /// memory; it names the fields that size the model and what to do. [`init`](LlamaConfig::init)
+    /// asks for two floats a parameter (the weights, and as much again for drawing them); training
+    /// needs far more (`train::TrainingMemory` counts it: about 24 bytes a parameter in f32 at its
+    /// peak, before activations), and checks that instead.
     pub fn check_fits(&self, float_bytes: usize, available: u64) -> Result<(), ConfigError> {
         let params = self.num_params();
         let bytes = (params as u64).saturating_mul(float_bytes as u64);

@@ -12,6 +12,7 @@ mod fit;
 mod kernel_profile;
 mod loader;
 mod loss_scale;
+mod memory_estimate;
 mod metric_logger;
 mod metrics;
 mod monitor;
@@ -41,6 +42,7 @@ pub use kernel_profile::{
 };
 pub use loader::StepLoader;
 pub use loss_scale::{LossScale, ScaledStep, GROWTH_INTERVAL, INITIAL_LOSS_SCALE, MIN_LOSS_SCALE};
+pub use memory_estimate::{RunShape, TrainingMemory, RUNTIME_BYTES};
 pub use metric_logger::RunMetricLogger;
 pub use metrics::{flops_per_token, StepMetric, KNOWN_GPU_PEAK_TFLOPS};
 pub use monitor::RunMonitor;

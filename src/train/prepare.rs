@@ -8,11 +8,12 @@ use burn::tensor::Device;
 
 use super::config::TrainConfig;
 use super::events::{Events, TrainEvent};
+use super::memory_estimate::{RunShape, TrainingMemory};
 use crate::data::{
     corpus_files, tokenize_corpus_with_progress, train_valid_datasets, CorpusSource, DataError, SequenceDataset,
     SequenceMode, TokenCache, TokenizeProgress, Tokenizer,
 };
-use crate::memory::{available_memory_bytes, format_bytes, uses_host_memory};
+use crate::memory::{format_bytes, memory_limit, uses_host_memory};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_model_dir_config, read_model_info, resolve_dir, RunModelInfo};
 use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig};
@@ -99,41 +100,66 @@ pub(super) struct Prepared {
     pub init_dir: Option<std::path::PathBuf>,
 }
 
-/// Bytes a training step needs at least, activations only: the logits with their softmax and
-/// gradient (`3 B T V`), and per layer the saved activations (`~16 B T d`) and attention scores
-/// (`2 B h T^2`), all f32.
-fn step_bytes_lower_bound(model: &LlamaConfig, batch: usize, seq: usize) -> f64 {
-    let (b, t) = (batch as f64, seq as f64);
-    let per_layer = 16.0 * b * t * model.d_model as f64 + 2.0 * b * model.n_heads as f64 * t * t;
-    4.0 * (3.0 * b * t * model.vocab_size as f64 + model.n_layers as f64 * per_layer)
-}
-
-/// An error when the model's training state or a step of `batch_size` sequences cannot fit in the
-/// machine's memory (checked on devices that use it): a failed allocation would abort the process.
+/// An error when training `model` as `config` says cannot fit in the memory left to the process
+/// (checked when a device allocates in the machine's memory): a failed allocation would abort the
+/// process, and the kernel's OOM killer would end it without a word. Made before the data is
+/// tokenised; [`check_run_memory`] checks again with the data loader's index.
 pub(crate) fn check_step_memory(
     config: &TrainConfig,
     model: &LlamaConfig,
     devices: &[Device],
 ) -> Result<(), ConfigError> {
-    let Some(available) = available_memory_bytes().filter(|_| devices.iter().any(uses_host_memory)) else {
+    check_run_memory(config, model, devices, |memory| memory)
+}
+
+/// [`check_step_memory`], with the estimate completed by `complete` (the data's index added).
+fn check_run_memory(
+    config: &TrainConfig,
+    model: &LlamaConfig,
+    devices: &[Device],
+    complete: impl Fn(TrainingMemory) -> TrainingMemory,
+) -> Result<(), ConfigError> {
+    let Some(limit) = memory_limit().filter(|_| devices.iter().any(uses_host_memory)) else {
         return Ok(());
     };
-    // The weights, their gradients and Adam's two moments: the model is named first, since no
-    // batch size can make a model that does not fit.
-    model.check_fits(16, available)?;
-    let batch = config.optim.batch_size.max(config.optim.batch_size * devices.len());
-    let needed = step_bytes_lower_bound(model, batch, config.data.seq_len);
-    if needed > available as f64 {
-        return Err(ConfigError::Conflict(format!(
-            "`batch_size` ({}) x `seq_len` ({}) needs at least {} for one training step's activations, but the \
-             machine has {} available; lower --batch-size and raise --grad-accum to keep the tokens per step",
-            config.optim.batch_size,
-            config.data.seq_len,
-            format_bytes(needed.min(u64::MAX as f64) as u64),
-            format_bytes(available)
+    let shape = RunShape {
+        precision: config.training_precision(),
+        batch_size: config.optim.batch_size,
+        seq_len: config.data.seq_len,
+        grad_accum: config.optim.grad_accum,
+        devices: devices.len(),
+    };
+    let memory = complete(TrainingMemory::new(model, shape));
+    if limit.admits(memory.peak()) {
+        return Ok(());
+    }
+    let beyond = limit.describe();
+    // The model is named first when no batch can make it fit: one sequence of one token.
+    let least = complete(TrainingMemory::new(model, RunShape { batch_size: 1, seq_len: 1, ..shape }));
+    if !limit.admits(least.peak()) {
+        return Err(ConfigError::TooLarge(format!(
+            "the model does not fit in memory: training its {} parameters (d_model {}, d_ff {}, n_layers {}, \
+             vocab_size {}) in {} needs about {} even at one token a step ({}), but {beyond}; use a smaller \
+             d_model, d_ff, n_layers or vocab_size (or a smaller preset), or a GPU device",
+            model.num_params(),
+            model.d_model,
+            model.d_ff,
+            model.n_layers,
+            model.vocab_size,
+            shape.precision,
+            format_bytes(least.peak()),
+            least.breakdown(),
         )));
     }
-    Ok(())
+    Err(ConfigError::Conflict(format!(
+        "`batch_size` ({}) x `seq_len` ({}){} does not fit in memory: training needs about {} at its peak ({}), \
+         but {beyond}; lower --batch-size and raise --grad-accum to keep the tokens per step, or shorten --seq-len",
+        config.optim.batch_size,
+        config.data.seq_len,
+        if devices.len() > 1 { format!(" on {} devices", devices.len()) } else { String::new() },
+        format_bytes(memory.peak()),
+        memory.breakdown(),
+    )))
 }
 
 impl Prepared {
@@ -189,8 +215,11 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
         device.seed(config.seed);
     }
     check_step_memory(config, &model, &devices)?;
-    let RunData { train, valid, warnings, fingerprint: data } =
+    let RunData { train, valid, warnings, fingerprint: data, documents } =
         datasets(config, &tokenizer, model.vocab_size, &mut |progress| events.send(TrainEvent::Tokenizing(progress)))?;
+    // Again with the data loader's index, known now, before the model is allocated.
+    let sequences = burn::data::dataset::Dataset::len(&train) as u64;
+    check_run_memory(config, &model, &devices, |memory| memory.with_data(documents, sequences))?;
     for warning in warnings {
         events.warn(warning);
     }
@@ -247,6 +276,8 @@ struct RunData {
     valid: SequenceDataset,
     warnings: Vec<String>,
     fingerprint: String,
+    /// Documents in the token caches read (the training corpus's, and the validation corpus's).
+    documents: u64,
 }
 
 /// The training and validation sequences of `config`'s corpora, tokenised (through the token
@@ -281,6 +312,7 @@ fn datasets(
         Ok(Arc::new(cache))
     };
     let cache = tokenize(&source)?;
+    let mut documents = cache.n_docs() as u64;
     let mut warnings = cache.warnings().to_vec();
     let mut fingerprint = cache.content_fingerprint();
     let (train, valid) = if config.eval.valid_data.is_empty() {
@@ -297,6 +329,7 @@ fn datasets(
         let valid_cache = tokenize(&valid_source).map_err(|e| e.about("the validation corpus (--valid-data)"))?;
         warnings.extend(valid_cache.warnings().iter().map(|w| format!("validation data: {w}")));
         fingerprint = format!("{fingerprint}+valid={}", valid_cache.content_fingerprint());
+        documents += valid_cache.n_docs() as u64;
         let every_document = |cache: Arc<TokenCache>| {
             let docs: Vec<usize> = (0..cache.n_docs()).collect();
             SequenceDataset::with_mode(cache, &docs, config.data.seq_len, config.data.sequences)
@@ -310,7 +343,7 @@ fn datasets(
         Some(tokens) => valid.holding_targets(tokens)?,
         None => valid,
     };
-    Ok(RunData { train, valid, warnings, fingerprint })
+    Ok(RunData { train, valid, warnings, fingerprint, documents })
 }
 
 /// An error when `dataset` (of the corpus `what` names) holds no sequence.

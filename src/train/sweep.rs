@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::TrainEvent;
 use super::monitor::RunMonitor;
-use super::prepare::{model_config, validation_data};
+use super::prepare::{check_step_memory, model_config, validation_data};
 use super::resume::setting_changes;
 use super::resume::Start;
 use super::run_dir::take_lock;
@@ -319,12 +319,23 @@ impl Sweep {
             .into());
         }
         self.check_axes()?;
+        let mut models = Vec::new();
         for pair in self.pairs() {
             let config = self.pair_config(&pair);
             config.validate()?;
-            model_config(&config)?;
+            models.push((model_config(&config)?, config));
         }
-        crate::parse_devices(&self.config.device)?;
+        let devices = crate::parse_devices(&self.config.device)?;
+        // Every pair's memory, the deepest of a depth axis included, before the first trains.
+        for (model, config) in &models {
+            check_step_memory(config, model, &devices).map_err(|e| {
+                if self.depths.is_empty() {
+                    e
+                } else {
+                    ConfigError::TooLarge(format!("the depth {} of --layers: {e}", model.n_layers))
+                }
+            })?;
+        }
         let tokenizer = Tokenizer::from_spec(&self.config.data.tokenizer)?;
         let data = match &self.config.data.files[..] {
             [] => None,
