@@ -109,15 +109,15 @@ pub struct TrainingMemory {
     /// and keep for their backward pass (2 bytes a parameter).
     pub half_weights: u64,
     /// The activations the backward pass needs, all held at the end of the forward pass:
-    /// [`SAVED_PER_LAYER`] per token and layer, [`SAVED_PER_TOKEN`] per token.
+    /// `SAVED_PER_LAYER` per token and layer, `SAVED_PER_TOKEN` per token.
     pub activations: u64,
-    /// Half precision only: the attention scores of one layer ([`SCORE_COPIES`]).
+    /// Half precision only: the attention scores of one layer (`SCORE_COPIES`).
     pub attention_scores: u64,
-    /// The LM head's block of f32 logits (all tokens' rows up to [`LM_HEAD_BLOCK_VALUES`] logits)
-    /// and its weight's gradient `[d_model, vocab]` ([`lm_head_gradient_bytes`]), which the fused
+    /// The LM head's block of f32 logits (all tokens' rows up to `LM_HEAD_BLOCK_VALUES` logits)
+    /// and its weight's gradient `[d_model, vocab]` (`lm_head_gradient_bytes`), which the fused
     /// head makes in the forward pass.
     pub lm_head: u64,
-    /// The validation's logits, whole (`[tokens, vocab]` arrays, [`validation_logit_copies`] in
+    /// The validation's logits, whole (`[tokens, vocab]` arrays, `validation_logit_copies` in
     /// f32's bytes, for the global batch of `batch_size` x devices sequences).
     pub validation_logits: u64,
     /// A checkpoint being written: a copy of the weights and of Adam's moments (the records
