@@ -1076,7 +1076,7 @@ fn a_training_stopped_by_a_signal_says_what_it_kept_and_how_to_resume() {
     write_corpus(dir.path());
     for (signal, number) in [("INT", 2), ("TERM", 15)] {
         let out = dir.path().join(format!("run-{signal}"));
-        let child = Command::new(example("train"))
+        let mut child = Command::new(example("train"))
             .args(["--device", "flex", "--model", "tiny", "--steps", "100000", "--eval-every", "2"])
             .args(["--eval-batches", "1", "--batch-size", "2", "--seq-len", "32", "--samples", "0", "--out"])
             .arg(&out)
@@ -1086,10 +1086,25 @@ fn a_training_stopped_by_a_signal_says_what_it_kept_and_how_to_resume() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // Once the first checkpoint is whole (each file's checksum is written after it).
-        let first = |kind: &str| out.join(format!("checkpoint/{kind}-step-2.bpk.sum"));
+        // Once a checkpoint is whole: each of its files has its checksum (written after the file).
+        // Not step 2's own: on a fast machine it is pruned within milliseconds, and a poll can miss it.
+        let checkpointed = || {
+            let names: std::collections::HashSet<String> = std::fs::read_dir(out.join("checkpoint"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect();
+            let whole = |step: &str| {
+                ["model", "optim", "scheduler"]
+                    .iter()
+                    .all(|kind| names.contains(&format!("{kind}-step-{step}.bpk.sum")))
+            };
+            names.iter().filter_map(|name| name.strip_prefix("model-step-")?.strip_suffix(".bpk.sum")).any(whole)
+        };
         let started = std::time::Instant::now();
-        while !["model", "optim", "scheduler"].iter().all(|kind| first(kind).is_file()) {
+        while !checkpointed() {
+            assert!(child.try_wait().unwrap().is_none(), "the training ended before its first checkpoint");
             assert!(started.elapsed().as_secs() < 300, "no checkpoint after 5 minutes");
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
