@@ -151,6 +151,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
             print_breakdowns(&records);
         }
         print_kernel_profiles(&records, false);
+        print_step_costs(&records);
         compare(&records, &theirs);
         return Ok(());
     }
@@ -227,6 +228,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     if args.kernel_profile {
         print_kernel_profiles(&records, true);
     }
+    print_step_costs(&records);
     if let Some(path) = &args.json {
         write_json(path, &records)?;
         outln!("wrote {}", path.display());
@@ -364,6 +366,33 @@ fn print_kernel_profiles(records: &[StepBenchmark], say_when_none: bool) {
             let (ms, launches) = rest.iter().fold((0.0, 0), |(ms, n), k| (ms + k.milliseconds, n + k.launches));
             let other = format!("{} other kernels", rest.len());
             outln!("  {other:<52} {ms:>11.2} {launches:>9} {:>5.1}%", share(ms));
+        }
+    }
+}
+
+/// Each record's step cost: launches by op family (CubeCL devices), host reads, bytes cast, the
+/// device pool's peak.
+fn print_step_costs(records: &[StepBenchmark]) {
+    for r in records {
+        let Some(cost) = &r.cost else { continue };
+        outln!("\none optimiser step on {} {}, counted:", r.device, r.dtype);
+        if cost.launches.is_empty() {
+            outln!("  kernel launches: none counted (only CubeCL devices launch kernels: wgpu, vulkan, cuda)");
+        } else {
+            let families: Vec<String> = cost.launches.iter().map(|(f, n)| format!("{} {n}", f.name())).collect();
+            outln!("  kernel launches: {} ({})", cost.total_launches(), families.join(", "));
+            let top: Vec<String> = cost.kernels.iter().take(8).map(|(k, n)| format!("{k} {n}")).collect();
+            outln!("  most launched: {}", top.join(", "));
+        }
+        outln!("  blocking host reads: {}", cost.host_reads);
+        let cast = cost.cast_bytes;
+        outln!(
+            "  bytes cast by the forward pass: {} of weights, {} of activations",
+            format_bytes(cast.weights),
+            format_bytes(cast.activations)
+        );
+        if let Some(peak) = cost.pool_peak_bytes {
+            outln!("  device memory pool peak: {}", format_bytes(peak));
         }
     }
 }

@@ -6,32 +6,46 @@
 #                                       # (offline: scripts/cuda-offline.toml) and the autotune
 #                                       # cache (needs libclang-dev), strip, xz -> .gpu/;
 #                                       # with LIBTORCH set, also bench-tch (the `tch` feature)
-#   bash scripts/gpu_bench.sh run       # there: unpack; the main command on each route (its
-#                                       # validation loss beside flex's 0.8163); the 130m preset at
-#                                       # seq 256 in every precision on each route, a per-kernel
-#                                       # profile on the first route (kernels.txt), then PyTorch
-#                                       # eager and compiled on the same GPU; the ratio table
+#   bash scripts/gpu_bench.sh run       # there: every route at the paper's micro-batch, then
+#                                       # PyTorch on the same GPU, in one device call (at most 8
+#                                       # minutes on an H100), packed into one file
+#
+# `run` measures, in this order, each route in its own process with its own timeout, and never
+# stops at one's failure (it is recorded in summary.txt and the script goes on): the crate's bench
+# on ROUTES (device:precision pairs; default cuda:bf16-mixed, cuda:f32, vulkan:f16-mixed,
+# vulkan:f32, wgpu:f32), PyTorch eager bf16 and `torch.compile` bf16 (scripts/torch_bench.py), a
+# kernel profile of the first route, and, with MAIN=1, the main command on each device. Each bench
+# record holds tokens/s, MFU, the device memory pool's peak, and the step's launches by op family.
+# Once TIME_BUDGET seconds (420) have passed, the routes left are recorded as not run. Everything
+# is packed into one file, PACK (default `$OUT/gpu_bench.tar.xz` where the device tool sets OUT,
+# else `.gpu/gpu_bench.tar.xz`), with summary.txt at its top.
+#
+# cuda f32 is CubeCL's f32 matmul, which may run on TF32 tensor cores; PyTorch's f32 figures are
+# not taken here (its default is full-f32 matmuls), so compare f32 with f32 only within the crate.
 #
 # `run` needs the `.gpu` folder (and `.gl`, the Vulkan loader debs, where the machine has no
 # libvulkan: see the device tool's README), the repository's scripts, and a python3 with torch and
 # transformers (its pip packages also bring NVRTC, which the CUDA route loads). Settings: MODEL
-# (default 130m), SEQ (256), BATCH (16), ITERS (10), PEAK_TFLOPS (989, an H100 SXM's dense bf16
-# peak), DEVICES (cuda,vulkan,wgpu), TORCH_DEVICE (cuda), MAIN_TIMEOUT (150 s per main command),
-# PROFILE_PRECISION (f32) and PROFILE_TIMEOUT (180 s) for the kernel profile.
-# `DRY_RUN=1 bash scripts/gpu_bench.sh run` runs the same steps on the CPU at a tiny size.
+# (default 130m), SEQ (256), BATCH (64), ITERS (5 timed steps after 2 warm-up), PEAK_TFLOPS (989,
+# an H100 SXM's dense bf16 peak), ROUTES, TORCH_DEVICE (cuda), ROUTE_TIMEOUT (120 s per route),
+# TIME_BUDGET (420 s), MAIN (0), BENCH (.gpu/bench), RESULTS (.gpu/results, the unpacked files).
+# `DRY_RUN=1 bash scripts/gpu_bench.sh run` runs the same steps on the CPU (flex) at a tiny size,
+# with BENCH pointing at any built bench example; CI runs it.
 #
 # LibTorch: `prepare` builds `bench-tch` against the LibTorch in `LIBTORCH` (a folder with
 # include/ and lib/, e.g. an unpacked torch wheel's `torch/`). The GPU machine's torch is 2.11 and
 # tch 0.22 expects 2.9, so for it: `LIBTORCH=<wheel>/torch LIBTORCH_BYPASS_VERSION_CHECK=1`; the
 # link leaves the wheel's CUDA libraries unresolved here, to be found there. `run` then trains the
-# bench on `tch-cuda` with torch's own libraries (python3's torch/lib) in f32 and bf16.
+# bench on `tch-cuda` with torch's own libraries (python3's torch/lib) in bf16.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MODEL="${MODEL:-130m}" SEQ="${SEQ:-256}" BATCH="${BATCH:-16}" ITERS="${ITERS:-10}"
-PEAK_TFLOPS="${PEAK_TFLOPS:-989}" DEVICES="${DEVICES:-cuda,vulkan,wgpu}" TORCH_DEVICE="${TORCH_DEVICE:-cuda}"
-MAIN_TIMEOUT="${MAIN_TIMEOUT:-150}" PROFILE_TIMEOUT="${PROFILE_TIMEOUT:-180}" PROFILE_PRECISION="${PROFILE_PRECISION:-f32}"
-OUT="${OUT:-.gpu/results}"
+MODEL="${MODEL:-130m}" SEQ="${SEQ:-256}" BATCH="${BATCH:-64}" ITERS="${ITERS:-5}"
+PEAK_TFLOPS="${PEAK_TFLOPS:-989}" TORCH_DEVICE="${TORCH_DEVICE:-cuda}"
+ROUTES="${ROUTES:-cuda:bf16-mixed cuda:f32 vulkan:f16-mixed vulkan:f32 wgpu:f32}"
+ROUTE_TIMEOUT="${ROUTE_TIMEOUT:-120}" TIME_BUDGET="${TIME_BUDGET:-420}" MAIN="${MAIN:-0}" BENCH="${BENCH:-.gpu/bench}"
+RESULTS="${RESULTS:-.gpu/results}"
+PACK="${PACK:-${OUT:-.gpu}/gpu_bench.tar.xz}"
 
 case "${1:-}" in
 prepare)
@@ -62,6 +76,9 @@ prepare)
   ls -l .gpu
   ;;
 run)
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    MODEL=tiny SEQ=32 BATCH=2 ITERS=2 ROUTES="flex:f32 flex:bf16-mixed" TORCH_DEVICE=cpu PEAK_TFLOPS=1
+  fi
   if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
@@ -73,10 +90,8 @@ run)
     [ -f ".gpu/$program.xz" ] || continue
     [ -x ".gpu/$program" ] || { xz -dkf ".gpu/$program.xz" && chmod +x ".gpu/$program"; }
   done
-  bench=.gpu/bench
-  if [ "${DRY_RUN:-0}" = 1 ]; then
-    MODEL=tiny SEQ=32 BATCH=2 ITERS=2 DEVICES=flex TORCH_DEVICE=cpu PEAK_TFLOPS=1 MAIN_TIMEOUT=300
-  fi
+  # Autotuning tries every candidate kernel on first use: minimal keeps the first step short.
+  export CUBECL_AUTOTUNE_LEVEL="${CUBECL_AUTOTUNE_LEVEL:-minimal}"
   # NVRTC for the CUDA route: PyTorch's pip packages bring it (nvidia/*/lib).
   nvrtc=$(python3 - <<'PY' 2>/dev/null || true
 import glob, os, sys
@@ -85,49 +100,82 @@ for base in sys.path:
         print(os.path.dirname(hit)); raise SystemExit
 PY
 )
-  [ -n "$nvrtc" ] && export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  mkdir -p "$OUT"
-  # The main command on each route: does it finish, how long, which validation loss.
-  : >"$OUT/main.txt"
-  for device in ${DEVICES//,/ }; do
-    start=$SECONDS
-    rc=0
-    timeout "$MAIN_TIMEOUT" .gpu/train --device "$device" --out "$OUT/main-$device" --overwrite \
-      >"$OUT/main-$device.log" 2>&1 || rc=$?
-    seconds=$((SECONDS - start))
-    loss=$(grep -o 'validation loss [0-9.]*' "$OUT/main-$device.log" | tail -1)
-    echo "main command on $device: exit $rc in $seconds s; ${loss:-no validation loss}" | tee -a "$OUT/main.txt"
-    [ "$rc" = 0 ] || tail -5 "$OUT/main-$device.log"
-  done
-  common=(--model "$MODEL" --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --peak-tflops "$PEAK_TFLOPS")
-  "$bench" "${common[@]}" --device "$DEVICES" --hf-config "$OUT/config.json" --json "$OUT/burn.json"
-  # Where the device time goes, kernel by kernel, on the first route (autotuning again first).
-  timeout "$PROFILE_TIMEOUT" "$bench" "${common[@]}" --device "${DEVICES%%,*}" --precision "$PROFILE_PRECISION" \
-    --iters 3 --warmup-iters 1 --kernel-profile --json "$OUT/kernels.json" | tee "$OUT/kernels.txt" ||
-    echo "kernel profile on ${DEVICES%%,*} failed or ran past $PROFILE_TIMEOUT s"
-  if [ -x .gpu/bench-tch ]; then
-    # LibTorch from python3's torch (its lib folder holds libtorch and the CUDA libraries it loads).
-    torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') ||
-      echo "python3 has no torch: bench-tch finds no LibTorch"
-    tch_device=tch-cuda; [ "${DRY_RUN:-0}" = 1 ] && tch_device=tch
-    LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" .gpu/bench-tch "${common[@]}" \
-      --device "$tch_device" --json "$OUT/burn-tch.json" || echo "bench-tch on $tch_device failed"
-  fi
-  rm -f "$OUT/torch.json"
-  for dtype in f32 bf16 bf16-mixed; do
-    for mode in "" --compile; do
-      python3 scripts/torch_bench.py --config "$OUT/config.json" --seq-len "$SEQ" --batch-size "$BATCH" \
-        --iters "$ITERS" --device "$TORCH_DEVICE" --dtype "$dtype" --peak-tflops "$PEAK_TFLOPS" \
-        --json "$OUT/torch.json" $mode || echo "torch_bench.py $dtype $mode failed"
-    done
-  done
-  "$bench" --records "$OUT/burn.json" --compare "$OUT/torch.json" | tee "$OUT/ratios.txt"
-  if [ -f "$OUT/burn-tch.json" ]; then
-    "$bench" --records "$OUT/burn-tch.json" --compare "$OUT/torch.json" | tee -a "$OUT/ratios.txt"
-  fi
+  if [ -n "$nvrtc" ]; then export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
+  rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+  summary="$RESULTS/summary.txt"
+  started=$SECONDS
+  say() { echo "$*" | tee -a "$summary"; }
+  say "gpu_bench run: model $MODEL, batch $BATCH x seq $SEQ, $ITERS timed steps; $(date -u +%FT%TZ)"
   if command -v nvidia-smi >/dev/null; then
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+    say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+  else
+    say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   fi
+  # `attempt NAME TIMEOUT COMMAND...`: runs the command with its output in NAME.log, unless the
+  # time budget is spent; records how it ended. Never fails the script.
+  attempt() {
+    local name=$1 limit=$2 rc=0 begun=$SECONDS
+    shift 2
+    if [ $((SECONDS - started)) -ge "$TIME_BUDGET" ]; then
+      say "$name: not run (the ${TIME_BUDGET} s budget was spent)"
+      return 0
+    fi
+    timeout --kill-after=10 "$limit" "$@" >"$RESULTS/$name.log" 2>&1 || rc=$?
+    local took=$((SECONDS - begun))
+    case $rc in
+      0) say "$name: done in $took s" ;;
+      124 | 137) say "$name: stopped after $limit s (timeout)" ;;
+      *) say "$name: failed with exit $rc after $took s: $(tail -1 "$RESULTS/$name.log")" ;;
+    esac
+    return 0
+  }
+  common=(--model "$MODEL" --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --warmup-iters 2 --peak-tflops "$PEAK_TFLOPS")
+  # The first route also writes the model's Hugging Face config, for PyTorch (before it measures).
+  hf_config=(--hf-config "$RESULTS/config.json")
+  for route in $ROUTES; do
+    device=${route%%:*} precision=${route#*:}
+    attempt "bench-$device-$precision" "$ROUTE_TIMEOUT" "$BENCH" "${common[@]}" --device "$device" \
+      --precision "$precision" --json "$RESULTS/bench-$device-$precision.json" "${hf_config[@]}"
+    hf_config=()
+  done
+  for mode in eager compile; do
+    flag=""; [ "$mode" = compile ] && flag=--compile
+    attempt "torch-bf16-$mode" "$ROUTE_TIMEOUT" python3 scripts/torch_bench.py --config "$RESULTS/config.json" \
+      --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --warmup-iters 2 --device "$TORCH_DEVICE" \
+      --dtype bf16 --peak-tflops "$PEAK_TFLOPS" --json "$RESULTS/torch.json" $flag
+  done
+  first=${ROUTES%% *}
+  attempt "kernels-${first/:/-}" "$ROUTE_TIMEOUT" "$BENCH" "${common[@]}" --device "${first%%:*}" \
+    --precision "${first#*:}" --iters 2 --warmup-iters 1 --kernel-profile --json "$RESULTS/kernels.json"
+  if [ -x .gpu/bench-tch ]; then
+    torch_lib=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))' 2>/dev/null || true)
+    tch_device=tch-cuda; [ "${DRY_RUN:-0}" = 1 ] && tch_device=tch
+    attempt bench-tch "$ROUTE_TIMEOUT" env LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      .gpu/bench-tch "${common[@]}" --device "$tch_device" --precision bf16 --json "$RESULTS/bench-tch.json"
+  fi
+  if [ "$MAIN" = 1 ]; then
+    for device in $(for route in $ROUTES; do echo "${route%%:*}"; done | sort -u); do
+      attempt "main-$device" "$ROUTE_TIMEOUT" .gpu/train --device "$device" --out "$RESULTS/main-$device" --overwrite
+      say "  $(grep -o 'validation loss [0-9.]*' "$RESULTS/main-$device.log" 2>/dev/null | tail -1 || true)"
+    done
+  fi
+  # Every record in one file, and the ratio table against PyTorch.
+  python3 - "$RESULTS" <<'PY' || say "could not merge the records (python3 failed)"
+import glob, json, os, sys
+results = sys.argv[1]
+records = []
+for path in sorted(glob.glob(os.path.join(results, "bench-*.json"))):
+    with open(path) as f:
+        records += json.load(f)
+with open(os.path.join(results, "burn.json"), "w") as f:
+    json.dump(records, f, indent=1)
+PY
+  [ -f "$RESULTS/torch.json" ] || echo '[]' >"$RESULTS/torch.json"
+  attempt ratios 60 "$BENCH" --records "$RESULTS/burn.json" --compare "$RESULTS/torch.json"
+  cat "$RESULTS/ratios.log" >>"$summary" 2>/dev/null || true
+  say "total: $((SECONDS - started)) s"
+  mkdir -p "$(dirname "$PACK")"
+  tar -C "$RESULTS" -cJf "$PACK" . && say "packed into $PACK ($(du -h "$PACK" | cut -f1))"
   ;;
 *)
   echo "usage: bash scripts/gpu_bench.sh prepare|run   (see the comments at the top)" >&2

@@ -17,7 +17,8 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use burn::tensor::{DType, Device, FloatDType};
+use burn::tensor::{DType, Device, FloatDType, Tensor};
+use serde::{Deserialize, Serialize};
 
 const NONE: u8 = 0;
 const BF16: u8 = 1;
@@ -86,4 +87,55 @@ impl Drop for RestoreHalfCompute {
     fn drop(&mut self) {
         PROCESS.store(self.0, Ordering::Relaxed);
     }
+}
+
+/// What a cast converts: a weight (the same values every micro-batch of an optimiser step) or an
+/// activation (new values every pass).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CastOf {
+    /// A parameter.
+    Weight,
+    /// An activation or an op's output.
+    Activation,
+}
+
+/// Bytes written by casts between float types on one thread since [`reset_cast_bytes`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CastBytes {
+    /// Bytes of cast weights.
+    pub weights: u64,
+    /// Bytes of cast activations.
+    pub activations: u64,
+}
+
+thread_local! {
+    static CAST_BYTES: Cell<CastBytes> = const { Cell::new(CastBytes { weights: 0, activations: 0 }) };
+}
+
+/// `x` cast to `dtype`, its written bytes counted as a cast of `of` (see [`cast_bytes`]); no cast
+/// and nothing counted when `x` is in `dtype` already.
+pub fn cast_counted<const D: usize>(x: Tensor<D>, dtype: DType, of: CastOf) -> Tensor<D> {
+    if x.dtype() == dtype {
+        return x;
+    }
+    let bytes = (x.shape().num_elements() * dtype.size()) as u64;
+    CAST_BYTES.with(|counted| {
+        let mut sum = counted.get();
+        match of {
+            CastOf::Weight => sum.weights += bytes,
+            CastOf::Activation => sum.activations += bytes,
+        }
+        counted.set(sum);
+    });
+    x.cast(dtype)
+}
+
+/// The bytes this thread's counted casts wrote since [`reset_cast_bytes`].
+pub fn cast_bytes() -> CastBytes {
+    CAST_BYTES.with(Cell::get)
+}
+
+/// Starts this thread's cast count from zero.
+pub fn reset_cast_bytes() {
+    CAST_BYTES.with(|counted| counted.set(CastBytes::default()));
 }

@@ -34,7 +34,7 @@ mod heads;
 mod kernels;
 #[cfg(feature = "tch")]
 mod libtorch;
-mod mixed;
+pub mod mixed;
 mod portable;
 pub mod profile;
 pub(crate) mod reference;
@@ -47,6 +47,8 @@ use burn::tensor::{Int, Tensor};
 
 pub(crate) use heads::repeat_kv;
 pub use kernels::{FusedKernels, FusedOps};
+use mixed::cast_counted;
+use mixed::CastOf::{Activation, Weight};
 pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute, RestoreHalfCompute};
 pub use reference::{
     causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
@@ -262,7 +264,10 @@ pub fn lm_head_cross_entropy_with_gradients(
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dtype = x.dtype();
     match compute_dtype(dtype, &x.device()) {
-        half if half != dtype => linear_in_input_type(x.cast(half), weight.cast(half)).cast(dtype),
+        half if half != dtype => {
+            let (x, weight) = (cast_counted(x, half, Activation), cast_counted(weight, half, Weight));
+            cast_counted(linear_in_input_type(x, weight), dtype, Activation)
+        }
         _ => linear_in_input_type(x, weight),
     }
 }
@@ -331,7 +336,10 @@ pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
 pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     let dtype = q.dtype();
     match compute_dtype(dtype, &q.device()) {
-        half if half != dtype => causal_attention_in_input_type(q.cast(half), k.cast(half), v.cast(half)).cast(dtype),
+        half if half != dtype => {
+            let [q, k, v] = [q, k, v].map(|x| cast_counted(x, half, Activation));
+            cast_counted(causal_attention_in_input_type(q, k, v), dtype, Activation)
+        }
         _ => causal_attention_in_input_type(q, k, v),
     }
 }

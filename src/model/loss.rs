@@ -11,6 +11,7 @@
 use burn::tensor::{DType, Int, Tensor};
 
 use crate::fused;
+use crate::fused::mixed::{cast_counted, CastOf};
 
 /// Mean cross-entropy of `logits: [batch, seq, vocab]` against `targets: [batch, seq]` -> `[1]`.
 ///
@@ -48,7 +49,8 @@ pub fn cross_entropy_counting(
 pub fn lm_head_cross_entropy(hidden: Tensor<2>, weight: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
     // Under mixed precision the head's products run in the half type; the loss stays in f32.
     let (dtype, compute) = (hidden.dtype(), fused::compute_dtype(hidden.dtype(), &hidden.device()));
-    let (h, w) = (hidden.clone().without_autodiff().cast(compute), weight.clone().without_autodiff().cast(compute));
+    let h = cast_counted(hidden.clone().without_autodiff(), compute, CastOf::Activation);
+    let w = cast_counted(weight.clone().without_autodiff(), compute, CastOf::Weight);
     if !tracked(&hidden) && !tracked(&weight) {
         return autodiff_like(closed_form(h.matmul(w).cast(dtype), targets).0, &hidden);
     }

@@ -14,6 +14,7 @@ use super::metrics::flops_per_token;
 use super::optimizer::optimizer;
 use super::prepare::{check_step_memory, model_config};
 use super::step::{StepSettings, TrainingModel};
+use super::step_cost::{count_step, StepCost, StepPhase};
 use super::TrainConfig;
 use crate::data::LmBatch;
 use crate::fused;
@@ -84,6 +85,11 @@ pub struct StepBenchmark {
     /// (each kernel waits for the one before).
     #[serde(default, deserialize_with = "null_as_empty", skip_serializing_if = "Vec::is_empty")]
     pub kernels: Vec<KernelTime>,
+    /// What one optimiser step costs beyond its arithmetic (launches by op family, host reads,
+    /// bytes cast, the device pool's peak), counted over one step after the timed ones; none in
+    /// PyTorch's records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<StepCost>,
 }
 
 /// A missing or `null` list is an empty one.
@@ -166,6 +172,14 @@ pub fn benchmark_step(
             .map_err(|e| Error::file(log, format!("cannot read CubeCL's profiling log: {e}")))?,
         None => Vec::new(),
     };
+    // One more step after the timed ones (and after their profile is read), counted: its
+    // launches, host reads and casts (the device synced between its phases).
+    let current = model.take().expect("the model is put back after every step");
+    let ((), cost) = count_step(&device, |phase| {
+        let output = current.step(batch_of(&tokens));
+        phase(StepPhase::Optimizer);
+        drop(current.optimize(&mut optim, config.optim.lr.into(), output.grads));
+    });
     // The median step, and where its own time went.
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let (times, breakdown): (Vec<f64>, Vec<_>) = steps.into_iter().unzip();
@@ -197,6 +211,7 @@ pub fn benchmark_step(
         ops: Some(ops.name().into()),
         breakdown,
         kernels,
+        cost: Some(cost),
     })
 }
 

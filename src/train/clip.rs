@@ -24,7 +24,10 @@ pub fn global_grad_norm<M: Module>(grads: &GradientsParams, model: &M) -> f64 {
     }
     let mut visitor = SumOfSquares { grads, total: None };
     model.visit(&mut visitor);
-    visitor.total.map_or(0.0, |total| (total.into_scalar::<f32>() as f64).sqrt())
+    visitor.total.map_or(0.0, |total| {
+        super::step_cost::count_host_read();
+        (total.into_scalar::<f32>() as f64).sqrt()
+    })
 }
 
 /// Multiplies every gradient by `factor`.

@@ -25,6 +25,7 @@ mod schedule;
 mod setting_kind;
 mod settings;
 mod step;
+mod step_cost;
 mod stopped;
 mod strategy;
 mod sweep;
@@ -57,6 +58,7 @@ pub use settings::{
     DEFAULT_DATA_SEED, MAX_BUILTIN_DOCS,
 };
 pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
+pub use step_cost::{count_host_read, count_step, OpFamily, StepCost, StepPhase};
 pub use stopped::stopped_note;
 #[cfg(feature = "analysis")]
 pub(crate) use sweep::distinct;

@@ -1,0 +1,128 @@
+//! What a training step costs a GPU beyond its arithmetic, counted (not timed): kernel launches by
+//! op family over wgpu on Mesa's CPU Vulkan (lavapipe), blocking host reads, bytes cast under
+//! mixed precision. The bounds are the counts of today's program for the tiny model: a change
+//! that adds launches or a host wait fails here, and one that removes some lowers them.
+
+mod common;
+
+use std::process::Command;
+
+use common::example;
+use layernorm_scaling::train::{OpFamily, StepBenchmark};
+
+/// One bench record of the tiny model at batch 2 x seq 32 on `device` in `precision`.
+fn bench(device: &str, precision: &str) -> StepBenchmark {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let output = Command::new(example("bench"))
+        .args(["--model", "tiny", "--seq-len", "32", "--batch-size", "2", "--iters", "1", "--warmup-iters", "1"])
+        .args(["--device", device, "--precision", precision, "--json"])
+        .arg(&json)
+        .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    println!("{stdout}");
+    let mut records: Vec<StepBenchmark> = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    records.remove(0)
+}
+
+#[test]
+fn a_cpu_step_counts_its_host_reads_and_the_casts_of_mixed_precision() {
+    let f32_step = bench("flex", "f32");
+    let cost = f32_step.cost.expect("the bench counts the step");
+    assert!(cost.launches.is_empty(), "flex launches no kernels: {cost:?}");
+    assert_eq!(cost.cast_bytes.weights + cost.cast_bytes.activations, 0, "f32 casts nothing: {cost:?}");
+    assert!(cost.host_reads <= HOST_READS, "{cost:?}");
+
+    let mixed = bench("flex", "bf16-mixed").cost.expect("the bench counts the step");
+    // Every matrix of the tiny model (4 layers x 7 projections of d 64, d_ff 176, and the LM head
+    // of a 256-token vocabulary; not the embedding table, which is looked up) is cast to bf16 once
+    // in the step's forward pass: 2 bytes per weight.
+    let (d, d_ff, vocab, layers) = (64u64, 176u64, 256u64, 4u64);
+    let matrices = layers * (4 * d * d + 3 * d * d_ff) + d * vocab;
+    assert_eq!(mixed.cast_bytes.weights, 2 * matrices, "{mixed:?}");
+    assert!(mixed.cast_bytes.activations > 0, "{mixed:?}");
+}
+
+/// Host reads per step, today: the global gradient norm.
+const HOST_READS: usize = 1;
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_gpu_step_launches_no_more_kernels_than_today() {
+    // Upper bounds per optimiser step (tiny model, batch 2 x seq 32), by precision: all launches,
+    // then by family. Measured over lavapipe; the same program launches the same on any GPU.
+    type Bound = (&'static str, usize, &'static [(OpFamily, usize)]);
+    let bounds: [Bound; 2] = [
+        ("f32", 372, &[(OpFamily::Optimizer, 140), (OpFamily::Matmul, 87), (OpFamily::Cast, 0)]),
+        ("f16-mixed", 555, &[(OpFamily::Optimizer, 150), (OpFamily::Matmul, 87), (OpFamily::Cast, 148)]),
+    ];
+    for (precision, total, families) in bounds {
+        let record = bench("wgpu-cpu", precision);
+        let cost = record.cost.expect("the bench counts the step");
+        println!(
+            "wgpu-cpu {precision}: {} launches {:?}, {} host reads",
+            cost.total_launches(),
+            cost.launches,
+            cost.host_reads
+        );
+        assert!(cost.total_launches() > 0, "launches are seen: {cost:?}");
+        assert!(
+            cost.total_launches() <= total,
+            "{precision}: {} launches, at most {total}: {cost:?}",
+            cost.total_launches()
+        );
+        for &(family, most) in families {
+            let n = cost.launches_of(family);
+            assert!(n <= most, "{precision}: {n} {} launches, at most {most}: {cost:?}", family.name());
+        }
+        assert!(cost.host_reads <= HOST_READS, "{precision}: {cost:?}");
+        // The fused ops' own kernels are counted in their families.
+        for family in [OpFamily::Attention, OpFamily::Norm, OpFamily::Loss] {
+            assert!(cost.launches_of(family) > 0, "{precision}: no {} launch: {cost:?}", family.name());
+        }
+        assert!(cost.pool_peak_bytes.is_some_and(|peak| peak > 1 << 20), "{precision}: {cost:?}");
+    }
+}
+
+/// `scripts/gpu_bench.sh run` as one device call would run it, at a tiny size on flex
+/// (`DRY_RUN=1`): every route is tried, a failing one (PyTorch, where python3 has no torch) is
+/// recorded and the script goes on, and everything comes back in one packed file.
+#[test]
+fn the_gpu_bench_script_dry_run_measures_every_route_into_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (results, pack) = (dir.path().join("results"), dir.path().join("out").join("gpu_bench.tar.xz"));
+    let output = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu_bench.sh"))
+        .arg("run")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("DRY_RUN", "1")
+        .env("BENCH", example("bench"))
+        .env("RESULTS", &results)
+        .env("PACK", &pack)
+        .env_remove("OUT")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let summary = std::fs::read_to_string(results.join("summary.txt")).unwrap();
+    for route in ["bench-flex-f32: done", "bench-flex-bf16-mixed: done", "kernels-flex-f32: done", "ratios: done"] {
+        assert!(summary.contains(route), "{route}: {summary}");
+    }
+    for torch in ["torch-bf16-eager: ", "torch-bf16-compile: "] {
+        assert!(summary.contains(torch), "every PyTorch route is tried or its failure recorded: {summary}");
+    }
+    let records: Vec<StepBenchmark> =
+        serde_json::from_str(&std::fs::read_to_string(results.join("burn.json")).unwrap()).unwrap();
+    let routes: Vec<(&str, &str)> = records.iter().map(|r| (r.device.as_str(), r.dtype.as_str())).collect();
+    assert_eq!(routes, [("flex", "bf16-mixed"), ("flex", "f32")]);
+    assert!(records.iter().all(|r| r.cost.is_some() && r.tokens_per_second > 0.0), "{records:?}");
+    // One file, well under what a device call brings back (16 MiB), holding the summary.
+    let packed = std::fs::metadata(&pack).unwrap().len();
+    assert!(packed > 0 && packed < 16 << 20, "{packed} bytes");
+    let listing = Command::new("tar").arg("-tJf").arg(&pack).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.contains("./summary.txt") && listing.contains("./burn.json"), "{listing}");
+}
