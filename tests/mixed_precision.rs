@@ -190,7 +190,7 @@ fn six_steps(precision: Precision) -> Vec<f32> {
     });
     let settings = StepSettings { loss_scale: LossScale::for_precision(precision), ..StepSettings::default() };
     let mut model = TrainingModel::new(tiny(&device), settings);
-    let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model);
+    let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model, model.gate());
     with_half_compute(precision.half_compute(), || {
         (0..6)
             .map(|_| {
@@ -230,7 +230,7 @@ fn an_f16_overflow_skips_the_step_and_halves_the_scale_then_steps_apply() {
     let loss_scale = Arc::new(LossScale::new(2f64.powi(100)));
     let settings = StepSettings { loss_scale: Some(loss_scale.clone()), ..StepSettings::default() };
     let model = TrainingModel::new(tiny(&device), settings);
-    let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model);
+    let mut optim = optimizer(&config, &LlamaConfig::tiny(), &model, model.gate());
     let before = ParamValues::flat_of(&model);
     with_half_compute(Some(FloatDType::F16), || {
         let output = model.step(batch.clone());

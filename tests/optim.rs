@@ -104,7 +104,7 @@ fn adamw_decays_the_matrices_and_nothing_that_scales_gates_or_embeds_under_every
         let tokens = random_tokens(2, 9, 256, 3, &device);
         let loss = model.model.next_token_loss(tokens.clone().narrow(1, 0, 8), tokens.narrow(1, 1, 8)) * 0.0;
         let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let mut optim = optimizer(&config, &llama_config, &model);
+        let mut optim = optimizer(&config, &llama_config, &model, model.gate());
         let after = common::ParamValues::of(&optim.step(ModuleLearningRate::from(0.1), model, grads));
         let mut decayed = 0;
         for ((path, old), (_, new)) in before.iter().zip(&after) {

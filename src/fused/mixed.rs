@@ -130,6 +130,17 @@ pub fn cast_counted<const D: usize>(x: Tensor<D>, dtype: DType, of: CastOf) -> T
     x.cast(dtype)
 }
 
+/// `x` in the type its ops compute in ([`compute_dtype`]): under mixed precision an f32 activation
+/// cast to the half type (counted), else `x` as it is. A sub-block (attention, the feed-forward
+/// network) casts its input once with this and its output back once with [`cast_counted`], so
+/// that its projections, RoPE, attention and SwiGLU pass half-precision tensors between them and
+/// the backward saves the half copies, as PyTorch's autocast does; the residual stream and the
+/// norms stay f32.
+pub fn to_compute_dtype<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    let dtype = compute_dtype(x.dtype(), &x.device());
+    cast_counted(x, dtype, CastOf::Activation)
+}
+
 /// The bytes this thread's counted casts wrote since [`reset_cast_bytes`].
 pub fn cast_bytes() -> CastBytes {
     CAST_BYTES.with(Cell::get)

@@ -260,16 +260,14 @@ pub fn lm_head_cross_entropy_with_gradients(
 /// are one matrix product each (on flex, gemm into a fresh buffer).
 ///
 /// Under mixed precision ([`half_compute`]) the product runs in the half type and the result
-/// comes back in `x`'s type.
+/// comes back in `x`'s type; a half-precision `x` takes the weight to its type.
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
     let dtype = x.dtype();
-    match compute_dtype(dtype, &x.device()) {
-        half if half != dtype => {
-            let (x, weight) = (cast_counted(x, half, Activation), cast_counted(weight, half, Weight));
-            cast_counted(linear_in_input_type(x, weight), dtype, Activation)
-        }
-        _ => linear_in_input_type(x, weight),
-    }
+    let compute = compute_dtype(dtype, &x.device());
+    // Each cast is skipped where the tensor is in the compute type already (an input a sub-block
+    // cast once for all its projections, a whole-bf16 model).
+    let (x, weight) = (cast_counted(x, compute, Activation), cast_counted(weight, compute, Weight));
+    cast_counted(linear_in_input_type(x, weight), dtype, Activation)
 }
 
 /// [`linear`] in the inputs' own type.

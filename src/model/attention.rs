@@ -11,6 +11,7 @@ use super::kv_cache::LayerKv;
 use super::linear::{normal_linear, project};
 use super::rope::RopeTables;
 use crate::fused;
+use crate::fused::mixed::{cast_counted, to_compute_dtype, CastOf};
 use crate::fused::repeat_kv;
 
 /// Sizes and init of an [`Attention`] layer: projections `N(0, std)`, q and k with `q_k_std`,
@@ -80,8 +81,14 @@ impl Attention {
     /// Without earlier positions (training, and the first chunk of decoding) this is
     /// [`fused::causal_attention`]; after them, Burn's attention over the cache's buffers with a
     /// mask.
+    ///
+    /// Under mixed precision the input is cast to the half type once; the projections, RoPE and
+    /// attention run in it (the cache holds half keys and values), and the output comes back in
+    /// `x`'s type.
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {
         let [batch, seq, _] = x.dims();
+        let dtype = x.dtype();
+        let x = to_compute_dtype(x);
         let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]); // [b, s, n, hd]
         let query = rope.apply_seq_major(split(project(&self.q_proj, x.clone()), self.n_heads));
         let key = rope.apply_seq_major(split(project(&self.k_proj, x.clone()), self.n_kv_heads));
@@ -94,7 +101,8 @@ impl Attention {
             }
             None => fused::causal_attention(query, key, value),
         }; // [b, s, h, hd]
-        project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]))
+        let output = project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]));
+        cast_counted(output, dtype, CastOf::Activation)
     }
 
     /// Attention of new positions (`query: [b, s, h, hd]`, `key`, `value: [b, s, kv, hd]`) over

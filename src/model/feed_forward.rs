@@ -7,6 +7,7 @@ use burn::tensor::{Device, Tensor};
 
 use super::linear::{normal_linear, project};
 use crate::fused;
+use crate::fused::mixed::{cast_counted, to_compute_dtype, CastOf};
 
 /// SwiGLU feed-forward. Shapes: `[batch, seq, d_model] -> [batch, seq, d_model]`.
 #[derive(Module, Debug)]
@@ -47,9 +48,14 @@ impl FeedForwardConfig {
 }
 
 impl FeedForward {
-    /// Applies the network; the gating is [`fused::swiglu`].
+    /// Applies the network; the gating is [`fused::swiglu`]. Under mixed precision the input is
+    /// cast to the half type once, the products and the gating run in it, and the output comes
+    /// back in `x`'s type.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        let dtype = x.dtype();
+        let x = to_compute_dtype(x);
         let gate = project(&self.gate_proj, x.clone()); // [.., d_ff]
-        project(&self.down_proj, fused::swiglu(gate, project(&self.up_proj, x)))
+        let output = project(&self.down_proj, fused::swiglu(gate, project(&self.up_proj, x)));
+        cast_counted(output, dtype, CastOf::Activation)
     }
 }

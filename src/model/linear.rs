@@ -17,9 +17,14 @@ pub(crate) fn normal_linear(config: LinearConfig, std: f64, device: &Device) -> 
     linear
 }
 
-/// `layer` applied to `x: [..., d_in]` -> `[..., d_out]`.
+/// `layer` applied to `x: [..., d_in]` -> `[..., d_out]`, in `x`'s type. A layer with a bias
+/// (Burn's `Linear::forward`) computes in its weight's type, `x` cast to it and back.
 pub(crate) fn project<const D: usize>(layer: &Linear, x: Tensor<D>) -> Tensor<D> {
     match layer.bias {
+        Some(_) if x.dtype() != layer.weight.val().dtype() => {
+            let dtype = x.dtype();
+            layer.forward(x.cast(layer.weight.val().dtype())).cast(dtype)
+        }
         Some(_) => layer.forward(x),
         None => fused::linear(x, layer.weight.val()),
     }

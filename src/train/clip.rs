@@ -5,8 +5,18 @@ use burn::optim::GradientsParams;
 use burn::tensor::{FloatDType, Tensor};
 
 /// The L2 norm of all gradients of `model`'s parameters together, summed in f32 whatever the
-/// training precision (a bf16 sum of squares loses the small terms).
+/// training precision (a bf16 sum of squares loses the small terms). Read on the host: the
+/// training step keeps [`grad_sum_of_squares`] on the device instead.
 pub fn global_grad_norm<M: Module>(grads: &GradientsParams, model: &M) -> f64 {
+    grad_sum_of_squares(grads, model).map_or(0.0, |total| {
+        super::step_cost::count_host_read();
+        (total.into_scalar::<f32>() as f64).sqrt()
+    })
+}
+
+/// The sum of the squares of all gradients of `model`'s parameters, in f32, `[1]` on the device;
+/// `None` when no parameter has a gradient.
+pub fn grad_sum_of_squares<M: Module>(grads: &GradientsParams, model: &M) -> Option<Tensor<1>> {
     struct SumOfSquares<'a> {
         grads: &'a GradientsParams,
         total: Option<Tensor<1>>,
@@ -24,10 +34,22 @@ pub fn global_grad_norm<M: Module>(grads: &GradientsParams, model: &M) -> f64 {
     }
     let mut visitor = SumOfSquares { grads, total: None };
     model.visit(&mut visitor);
-    visitor.total.map_or(0.0, |total| {
-        super::step_cost::count_host_read();
-        (total.into_scalar::<f32>() as f64).sqrt()
-    })
+    visitor.total
+}
+
+/// The factor [`clip_known_norm`] scales the gradients by, on the device: `max_norm / (norm +
+/// 1e-6)` where the norm (`sqrt(sum_of_squares)`) is above `max_norm`, exactly 1 elsewhere and
+/// without `max_norm`. `[1]`, f32.
+pub fn clip_factor(sum_of_squares: Tensor<1>, max_norm: Option<f64>) -> Tensor<1> {
+    let ones = sum_of_squares.ones_like();
+    match max_norm {
+        Some(max_norm) => {
+            let norm = sum_of_squares.sqrt();
+            let above = norm.clone().greater_elem(max_norm);
+            ones.mask_where(above, norm.add_scalar(1e-6).recip().mul_scalar(max_norm))
+        }
+        None => ones,
+    }
 }
 
 /// Multiplies every gradient by `factor`.

@@ -171,8 +171,8 @@ impl StepMetric {
         self.step.seen += 1;
         self.step.tokens += item.tokens;
         self.step.loss_sum += loss.unwrap_or(0.0) * item.tokens as f64;
-        if let Some(&norm) = item.grad_norm.as_ref().and_then(|slot| slot.get()) {
-            self.step.grad_norm = Some(norm);
+        if let Some(norm) = item.grad_norm.as_ref().and_then(|slot| slot.get()) {
+            self.step.grad_norm = Some(norm.value());
         }
         let (start, mut tokens) = self.since.unwrap_or((item.started, 0));
         if self.step.done() {
@@ -331,7 +331,7 @@ mod tests {
     use burn::tensor::{Tensor, TensorData};
 
     use super::*;
-    use crate::train::GradNormSlot;
+    use crate::train::{GradNormSlot, StepNorm};
 
     fn metadata() -> MetricMetadata {
         let progress = Progress { items_processed: 1, items_total: 1, unit: None };
@@ -344,7 +344,7 @@ mod tests {
         let device = crate::parse_device("flex").unwrap();
         let grad_norm = norm.map(|norm| {
             let slot = GradNormSlot::default();
-            slot.set(norm).unwrap();
+            slot.set(StepNorm::known(norm)).unwrap();
             slot
         });
         StepInput {

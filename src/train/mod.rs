@@ -9,6 +9,7 @@ mod config;
 mod config_file;
 mod events;
 mod fit;
+mod guarded_adam;
 mod kernel_profile;
 mod loader;
 mod loss_scale;
@@ -34,9 +35,10 @@ mod training;
 
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use budget::DataBudget;
-pub use clip::{clip_grad_norm, clip_known_norm, global_grad_norm, scale_grads};
+pub use clip::{clip_factor, clip_grad_norm, clip_known_norm, global_grad_norm, grad_sum_of_squares, scale_grads};
 pub use config::TrainConfig;
 pub use events::{Events, TrainEvent};
+pub use guarded_adam::{GuardedAdam, StepGate};
 pub use kernel_profile::{
     kernel_times, kernels_since, log_position, profiling_log, runs_cubecl_kernels, KernelTime, PROFILE_LOG,
     PROFILE_OPTION,
@@ -57,7 +59,7 @@ pub use settings::{
     CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OptimizerKind, OutputSettings,
     DEFAULT_DATA_SEED, MAX_BUILTIN_DOCS,
 };
-pub use step::{GradNormSlot, LmOutput, StepInput, StepSettings, TrainingModel};
+pub use step::{GradNormSlot, LmOutput, StepInput, StepNorm, StepSettings, TrainingModel};
 pub use step_cost::{count_host_read, count_step, OpFamily, StepCost, StepPhase};
 pub use stopped::stopped_note;
 #[cfg(feature = "analysis")]

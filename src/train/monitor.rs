@@ -43,7 +43,13 @@ struct State {
     grad_norms: Option<(f64, f64)>,
     /// The run computes in f16 (`f16-mixed`), whose range ends at 65504.
     f16: bool,
+    /// Whether every step's gradients were finite, as the training step keeps it on the device
+    /// ([`StepSettings::sound`](super::StepSettings::sound)); read before each checkpoint.
+    sound: Option<SoundFlag>,
 }
+
+/// The training step's device-side record of whether every gradient so far was finite.
+pub type SoundFlag = std::sync::Arc<std::sync::Mutex<Option<burn::tensor::Tensor<1, burn::tensor::Bool>>>>;
 
 /// How many of the last training losses stand for where the training loss ended.
 const RECENT: usize = 16;
@@ -181,6 +187,14 @@ impl RunMonitor {
     /// The global norm of the next optimiser step's gradients: whether they may be applied (a
     /// non-finite norm is a divergence; after a divergence, no step is applied).
     pub fn may_apply(&self, grad_norm: f64) -> bool {
+        let Some(step) = self.next_step() else { return false };
+        self.check_grad_norm(step, grad_norm);
+        !self.has_diverged()
+    }
+
+    /// Counts an optimiser step about to be taken, and returns its number, unless the run has
+    /// diverged (then no step may be applied). The first one's time is reported.
+    pub fn next_step(&self) -> Option<usize> {
         let (step, first_step_from) = {
             let mut state = self.state();
             state.steps += 1;
@@ -190,12 +204,17 @@ impl RunMonitor {
             let seconds = from.elapsed().as_secs_f64();
             self.report(TrainEvent::Note(format!("the first step took {seconds:.1} s (kernels compiled and tuned)")));
         }
+        (!self.has_diverged()).then_some(step)
+    }
+
+    /// The global gradient norm of step `step`, read once the step is on its way (the training
+    /// step leaves it on the device; the metrics read it): a non-finite norm is a divergence.
+    pub fn check_grad_norm(&self, step: usize, grad_norm: f64) {
         if grad_norm.is_finite() {
             self.grad_norm(grad_norm);
         } else {
             self.diverge(step, format!("the gradient norm is {grad_norm} at step {step}"));
         }
-        self.state().divergence.is_none()
     }
 
     /// Says the run computes in f16 (`f16-mixed`): a divergence's advice names f16's range.
@@ -225,7 +244,22 @@ impl RunMonitor {
     /// Whether a checkpoint with validation loss `valid_loss` may be written: only while the run
     /// is sound, so that every checkpoint kept can be resumed from.
     pub fn may_checkpoint(&self, valid_loss: Option<f64>) -> bool {
-        !self.has_diverged() && valid_loss.is_some_and(f64::is_finite)
+        !self.has_diverged() && valid_loss.is_some_and(f64::is_finite) && self.every_step_was_sound()
+    }
+
+    /// Watches `sound`, the training step's device-side record of finite gradients: a checkpoint
+    /// is refused once it is false, even before the host has read the norm that made it so (the
+    /// metrics then report the divergence with its step).
+    pub fn watch_soundness(&self, sound: SoundFlag) {
+        self.state().sound = Some(sound);
+    }
+
+    /// Whether the watched record (if any) says every step's gradients were finite: one read of
+    /// the device, at a checkpoint.
+    fn every_step_was_sound(&self) -> bool {
+        let Some(sound) = self.state().sound.clone() else { return true };
+        let flag = sound.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        flag.is_none_or(|flag| flag.try_into_scalar::<bool>().unwrap_or(false))
     }
 
     /// Why the run diverged, if it did.

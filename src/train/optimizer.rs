@@ -4,31 +4,34 @@
 //! and type, so a new scheme's gains are never decayed, whatever their names.
 
 use burn::module::{Module, ModuleVisitor, Param, ParamGroup};
-use burn::optim::{AdamConfig, AdamWConfig, ModuleOptimizer};
+use burn::optim::ModuleOptimizer;
 use burn::tensor::Tensor;
 
 use super::config::TrainConfig;
+use super::guarded_adam::{GuardedAdam, StepGate};
 use super::settings::OptimizerKind;
 use crate::LlamaConfig;
 
 /// The optimiser `config` asks for, for `module` (the module the optimiser steps: its parameter
 /// paths decide the groups), a model of `model`'s config: its scheme may scale Adam's epsilon
-/// (CompleteP: `eps L_base / L`, on every parameter as the authors' code does).
-pub fn optimizer<M: Module>(config: &TrainConfig, model: &LlamaConfig, module: &M) -> ModuleOptimizer {
+/// (CompleteP: `eps L_base / L`, on every parameter as the authors' code does). Its updates
+/// follow `gate`, which the training step sets ([`GuardedAdam`]): give the step's own,
+/// [`TrainingModel::gate`](super::TrainingModel::gate).
+pub fn optimizer<M: Module>(config: &TrainConfig, model: &LlamaConfig, module: &M, gate: &StepGate) -> ModuleOptimizer {
     let eps = config.optim.eps * model.norm_scheme.adam_eps_factor(model.n_layers);
-    let (beta1, beta2, eps) = (config.optim.beta1 as f32, config.optim.beta2 as f32, eps as f32);
+    gate.attach();
+    let adam = |weight_decay: f64| GuardedAdam {
+        beta_1: config.optim.beta1 as f32,
+        beta_2: config.optim.beta2 as f32,
+        epsilon: eps as f32,
+        weight_decay: weight_decay as f32,
+        gate: gate.clone(),
+    };
     match config.optim.optimizer {
-        OptimizerKind::Adam => AdamConfig::new().with_beta_1(beta1).with_beta_2(beta2).with_epsilon(eps).init(),
+        OptimizerKind::Adam => ModuleOptimizer::from(adam(0.0)),
         OptimizerKind::Adamw => {
-            let adamw = |decay: f64| {
-                AdamWConfig::new()
-                    .with_beta_1(beta1)
-                    .with_beta_2(beta2)
-                    .with_epsilon(eps)
-                    .with_weight_decay(decay as f32)
-            };
             let no_decay = ParamGroup::from_paths(no_decay_paths(module));
-            adamw(config.optim.weight_decay).init().with_group(no_decay, adamw(0.0).build(), None)
+            ModuleOptimizer::from(adam(config.optim.weight_decay)).with_group(no_decay, adam(0.0), None)
         }
     }
 }

@@ -12,9 +12,10 @@ use burn::tensor::{ExecutionError, Tensor};
 use burn::train::metric::{Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
-use super::clip::{clip_known_norm, global_grad_norm, scale_grads};
+use super::clip::{clip_factor, clip_known_norm, global_grad_norm, grad_sum_of_squares, scale_grads};
+use super::guarded_adam::StepGate;
 use super::loss_scale::{LossScale, ScaledStep};
-use super::monitor::RunMonitor;
+use super::monitor::{RunMonitor, SoundFlag};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
 use crate::model::Llama;
@@ -38,6 +39,13 @@ pub struct StepSettings {
     pub tracker: Option<Arc<Tracker>>,
     /// The dynamic loss scale of f16 mixed precision; `None`: the loss is not scaled.
     pub loss_scale: Option<Arc<LossScale>>,
+    /// The step's decision for the optimiser ([`GuardedAdam`](super::guarded_adam::GuardedAdam)
+    /// reads it): the same gate the optimiser was built with.
+    pub gate: StepGate,
+    /// Whether every step so far had finite gradients, on the device (`[1]`; `None` before the
+    /// first): once one has not, no later update applies, so the weights stay those of the last
+    /// good step until the host reads the norm and stops the run.
+    pub sound: SoundFlag,
 }
 
 impl Default for StepSettings {
@@ -51,6 +59,8 @@ impl Default for StepSettings {
             monitor: Default::default(),
             tracker: None,
             loss_scale: None,
+            gate: StepGate::default(),
+            sound: Default::default(),
         }
     }
 }
@@ -79,7 +89,56 @@ pub struct TrainingModel {
 }
 
 /// The global gradient norm of one optimiser step, once [`TrainStep::optimize`] has computed it.
-pub type GradNormSlot = Arc<OnceLock<f64>>;
+pub type GradNormSlot = Arc<OnceLock<StepNorm>>;
+
+/// The global gradient norm of one optimiser step: left on the device by the step (so that it
+/// never waits for it) and read by whoever asks first, the metrics, on their own thread.
+pub struct StepNorm {
+    /// The sum of the gradients' squares, `[1]` f32, until read.
+    sum_of_squares: Mutex<Option<Tensor<1>>>,
+    value: OnceLock<f64>,
+    /// Told the norm once it is read (the run's monitor: a non-finite norm is a divergence).
+    on_read: Option<Box<dyn Fn(f64) + Send + Sync>>,
+}
+
+impl StepNorm {
+    /// A norm the host knows already.
+    pub fn known(norm: f64) -> Self {
+        let value = OnceLock::new();
+        let _ = value.set(norm);
+        Self { sum_of_squares: Mutex::new(None), value, on_read: None }
+    }
+
+    /// The norm of `sum_of_squares` (on the device), and who to tell once it is read.
+    pub fn on_device(sum_of_squares: Tensor<1>, on_read: impl Fn(f64) + Send + Sync + 'static) -> Self {
+        Self {
+            sum_of_squares: Mutex::new(Some(sum_of_squares)),
+            value: OnceLock::new(),
+            on_read: Some(Box::new(on_read)),
+        }
+    }
+
+    /// The norm: read from the device the first time (NaN if the device fails).
+    pub fn value(&self) -> f64 {
+        *self.value.get_or_init(|| {
+            let sum = self.sum_of_squares.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let norm = sum.map_or(0.0, |sum| {
+                super::step_cost::count_host_read();
+                sum.try_into_scalar::<f32>().map_or(f64::NAN, |sum| (sum as f64).sqrt())
+            });
+            if let Some(on_read) = &self.on_read {
+                on_read(norm);
+            }
+            norm
+        })
+    }
+}
+
+impl std::fmt::Debug for StepNorm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepNorm").field("value", &self.value.get()).finish_non_exhaustive()
+    }
+}
 
 /// What a step reports to the metrics.
 #[derive(Clone, Debug)]
@@ -150,17 +209,68 @@ impl TrainStep for TrainingModel {
         TrainOutput::new(self, objective.backward(), output)
     }
 
-    /// Clips the accumulated (and, on several devices, summed) gradients to the global norm,
-    /// records the norm, and applies them only while the run is sound: a non-finite norm, or a
-    /// divergence the monitor saw in the loss, stops the run with the weights of the last good step.
-    /// Under a loss scale, the gradients are unscaled first, and a step whose scaled gradients
-    /// overflowed is skipped (the scale lowered) instead.
-    fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
+    /// Clips the accumulated (and, on several devices, summed) gradients to the global norm and
+    /// applies them only while the run is sound, all on the device: the norm, the clip factor and
+    /// the verdict are tensors the optimiser reads ([`StepGate`]), so the host issues the update
+    /// without waiting for the device. A non-finite norm refuses this update and every later one
+    /// on the device; the metrics read the norm on their own thread, and the monitor then stops
+    /// the run with the weights of the last good step. Under a loss scale (f16), or with an
+    /// optimiser that does not read the step's gate, see [`optimize_on_host`](Self::optimize_on_host).
+    fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, grads: GradientsParams) -> Self {
+        if self.settings.loss_scale.is_some() || !self.settings.gate.is_attached() {
+            return self.optimize_on_host(optim, lr, grads);
+        }
+        let monitor = self.settings.monitor.clone();
+        let Some(step) = monitor.next_step() else {
+            return self;
+        };
+        let Some(sum_of_squares) = grad_sum_of_squares(&grads, &self) else {
+            return optim.step(lr, self, grads);
+        };
+        let finite = sum_of_squares.clone().is_finite();
+        let sound = {
+            let mut sound = self.settings.sound.lock().unwrap_or_else(|e| e.into_inner());
+            let now = match sound.take() {
+                Some(before) => before.bool_and(finite),
+                None => finite,
+            };
+            *sound = Some(now.clone());
+            now
+        };
+        // In the parameters' type (pure bf16 trains in bf16), as a clip by a host scalar would be.
+        let dtype = self.model.embed_tokens.weight.val().dtype();
+        let factor = clip_factor(sum_of_squares.clone(), self.settings.clip_grad_norm).cast(dtype);
+        self.settings.gate.set(factor, sound);
+        let norm = StepNorm::on_device(sum_of_squares, move |norm| monitor.check_grad_norm(step, norm));
+        let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
+        if let Some(tracker) = &self.settings.tracker {
+            tracker.observe(&self.model, &grads);
+        }
+        optim.step(lr, self, grads)
+    }
+}
+
+impl TrainingModel {
+    /// The optimiser's gate ([`StepGate`]): build the optimiser with it
+    /// ([`optimizer`](super::optimizer)) so that the step decides on the device.
+    pub fn gate(&self) -> &StepGate {
+        &self.settings.gate
+    }
+
+    /// [`TrainStep::optimize`] with the norm read on the host (one wait per step), under a loss
+    /// scale (f16) or for an optimiser that does not read the step's gate. Under a loss scale, a
+    /// step whose scaled gradients overflowed is skipped and the scale lowered; the others are
+    /// unscaled, checked, clipped and applied.
+    fn optimize_on_host(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
         let mut norm = global_grad_norm(&grads, &self);
+        let slot = self.settings.grad_norm_slot.clone();
+        let set_norm = |norm: f64| {
+            let _ = slot.lock().unwrap_or_else(|e| e.into_inner()).set(StepNorm::known(norm));
+        };
         if let Some(loss_scale) = &self.settings.loss_scale {
             match loss_scale.step(norm) {
                 ScaledStep::Skip { lowered_to } => {
-                    let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
+                    set_norm(norm);
                     self.settings.monitor.skip_overflowed_step(lowered_to);
                     return self;
                 }
@@ -170,7 +280,7 @@ impl TrainStep for TrainingModel {
                 }
             }
         }
-        let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
+        set_norm(norm);
         if !self.settings.monitor.may_apply(norm) {
             return self;
         }

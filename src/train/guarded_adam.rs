@@ -1,0 +1,179 @@
+//! Adam and AdamW whose step the device may refuse: the training step leaves the decision to
+//! apply an update (finite gradients, a sound run) and the gradients' factor (the global-norm
+//! clip) on the device as tensors, so that the host never waits for the gradient norm.
+//!
+//! Per parameter `p` with gradient `g`, moments `m`, `v`, step `t`, and from the step's
+//! [`StepGate`] a factor `f` (`[1]`; -1 where the update is refused, `apply` false):
+//!
+//! ```text
+//! g' = f g
+//! m' = b1 m + (1 - b1) g'     v' = b2 v + (1 - b2) g'^2
+//! p' = p (1 - lr wd) - lr (m' / (1 - b1^t)) / (sqrt(v' / (1 - b2^t)) + eps)
+//! (p, m, v) <- apply ? (p', m', v') : (p, m, v)      (a refused step's NaN is not selected)
+//! ```
+//!
+//! Without a gate the step is Burn's `AdamW` (Adam is AdamW without decay), op for op, so the
+//! results are bit for bit Burn's; the state is Burn's `AdamWState`, so checkpoints are unchanged.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use burn::optim::{AdamWState, AdaptiveMomentumState, LearningRate, Optimizer};
+use burn::tensor::kind::BridgeTensor;
+use burn::tensor::{Bool, Device, Tensor};
+
+/// What the training step decided on the device for the update about to run: the factor every
+/// gradient is multiplied by, and whether the update applies at all. Shared by the step, which
+/// sets it, and the optimiser, which reads it. The step decides on the device only when an
+/// optimiser reads its gate ([`attach`](Self::attach)); otherwise it reads the norm on the host
+/// and clips the gradients itself, so that any optimiser is stepped correctly.
+#[derive(Clone, Debug, Default)]
+pub struct StepGate {
+    values: Arc<Mutex<Option<GateValues>>>,
+    attached: Arc<AtomicBool>,
+}
+
+/// A gate's tensor on the parameters' device: the gradients' factor, -1 where the update is
+/// refused (one input, not two, so that the update stays one fused kernel within the 8 buffers a
+/// WebGPU kernel may bind), made once per step in every rank a parameter may have (`[1]`,
+/// `[1, 1]`, ...: index `rank - 1`): a reshape inside the update would end the fusion backend's
+/// block of element-wise ops there, a tensor made before joins it as an input.
+#[derive(Clone, Debug)]
+struct GateValues {
+    factor: Vec<BridgeTensor>,
+}
+
+/// The ranks of parameters the gate is made for.
+const MAX_RANK: usize = 4;
+
+/// `x` (`[1]`) as `[1; D]` for every `D` from 1 to [`MAX_RANK`].
+fn in_every_rank(x: Tensor<1>) -> Vec<BridgeTensor> {
+    vec![
+        x.clone().into_bridge(),
+        x.clone().reshape([1; 2]).into_bridge(),
+        x.clone().reshape([1; 3]).into_bridge(),
+        x.reshape([1; MAX_RANK]).into_bridge(),
+    ]
+}
+
+impl StepGate {
+    /// Sets the next updates' gradient factor and verdict.
+    pub fn set(&self, factor: Tensor<1>, apply: Tensor<1, Bool>) {
+        let factor = factor.mask_fill(apply.bool_not(), -1.0);
+        let values = GateValues { factor: in_every_rank(factor) };
+        *self.values.lock().unwrap_or_else(|e| e.into_inner()) = Some(values);
+    }
+
+    /// Says that an optimiser reads this gate (every [`GuardedAdam`] made with it).
+    pub fn attach(&self) {
+        self.attached.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether an optimiser reads this gate.
+    pub fn is_attached(&self) -> bool {
+        self.attached.load(Ordering::Relaxed)
+    }
+
+    fn get(&self) -> Option<GateValues> {
+        self.values.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Adam(W) with a [`StepGate`]: `weight_decay` 0 is Adam. Made by
+/// [`optimizer`](super::optimizer), which attaches the gate.
+#[derive(Clone, Debug)]
+pub struct GuardedAdam {
+    /// Decay of the first moment.
+    pub beta_1: f32,
+    /// Decay of the second moment.
+    pub beta_2: f32,
+    /// Added to the second moment's root.
+    pub epsilon: f32,
+    /// Decoupled weight decay (AdamW); 0 for Adam.
+    pub weight_decay: f32,
+    /// The step's decision, read at every update.
+    pub gate: StepGate,
+}
+
+impl Optimizer for GuardedAdam {
+    type State<const D: usize> = AdamWState<D>;
+
+    fn step<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<Self::State<D>>,
+    ) -> (Tensor<D>, Option<Self::State<D>>) {
+        let gate = self.gate.get();
+        // Element-wise ops with `[1, ..]` operands only, which the fusion backend fuses with the
+        // update into a kernel or two per parameter.
+        let factor = gate.map(|gate| Tensor::<D>::from_bridge(gate.factor[D - 1].clone()));
+        let grad = match &factor {
+            Some(factor) => grad * factor.clone(),
+            None => grad,
+        };
+        let previous = state.clone().map(|state| state.momentum);
+        let momentum = self.moments(grad, previous);
+        let time = momentum.time as i32;
+        let moment_1 = momentum.moment_1.clone().div_scalar(1f32 - self.beta_1.powi(time));
+        let moment_2 = momentum.moment_2.clone().div_scalar(1f32 - self.beta_2.powi(time));
+        let delta = moment_1.div(moment_2.sqrt().add_scalar(self.epsilon));
+        let decay_rate = lr * self.weight_decay as f64;
+        let decayed = if decay_rate == 0.0 { tensor.clone() } else { tensor.clone().mul_scalar(1.0 - decay_rate) };
+        let updated = decayed - delta.mul_scalar(lr);
+        let Some(factor) = factor else {
+            return (updated, Some(AdamWState { momentum }));
+        };
+        // A refused step keeps the parameter and its moments (zero moments before the first):
+        // whatever its NaN gradients made of the new values is not selected.
+        // In the parameter's shape (a parameter is finite: `p 0` is 0), so that the comparison
+        // joins the fused block without a buffer of its own.
+        let refused = (tensor.clone().mul_scalar(0.0) + factor).lower_elem(0.0);
+        let keep = |new: Tensor<D>, old: Option<Tensor<D>>| {
+            let old = old.unwrap_or_else(|| new.zeros_like());
+            new.mask_where(refused.clone(), old)
+        };
+        let (old_1, old_2) = match state {
+            Some(AdamWState { momentum }) => (Some(momentum.moment_1), Some(momentum.moment_2)),
+            None => (None, None),
+        };
+        let momentum = AdaptiveMomentumState {
+            time: momentum.time,
+            moment_1: keep(momentum.moment_1, old_1),
+            moment_2: keep(momentum.moment_2, old_2),
+            max_moment_2: None,
+        };
+        (keep(updated, Some(tensor)), Some(AdamWState { momentum }))
+    }
+
+    fn to_device<const D: usize>(mut state: Self::State<D>, device: &Device) -> Self::State<D> {
+        state.momentum = state.momentum.to_device(device);
+        state
+    }
+}
+
+impl GuardedAdam {
+    /// The moments after `grad` (Burn's AdamW's, op for op).
+    fn moments<const D: usize>(
+        &self,
+        grad: Tensor<D>,
+        state: Option<AdaptiveMomentumState<D>>,
+    ) -> AdaptiveMomentumState<D> {
+        let (factor_1, factor_2) = (1.0 - self.beta_1, 1.0 - self.beta_2);
+        match state {
+            Some(mut state) => {
+                state.moment_1 = state.moment_1.mul_scalar(self.beta_1).add(grad.clone().mul_scalar(factor_1));
+                state.moment_2 = state.moment_2.mul_scalar(self.beta_2).add(grad.square().mul_scalar(factor_2));
+                state.time += 1;
+                state
+            }
+            None => AdaptiveMomentumState {
+                time: 1,
+                moment_1: grad.clone().mul_scalar(factor_1),
+                moment_2: grad.square().mul_scalar(factor_2),
+                max_moment_2: None,
+            },
+        }
+    }
+}

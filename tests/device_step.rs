@@ -1,0 +1,124 @@
+//! The training step decides on the device: the gradient norm, the clip factor and whether an
+//! update applies stay tensors that the optimiser ([`GuardedAdam`]) reads, so the host never waits
+//! for the device inside a step. Checked against Burn's own AdamW and the host-side path.
+
+mod common;
+
+use burn::module::ParamGroup;
+use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::train::TrainStep;
+use common::{cpu, edited, random_tokens, ParamValues};
+use layernorm_scaling::data::LmBatch;
+use layernorm_scaling::train::{no_decay_paths, optimizer, StepGate, StepSettings, TrainConfig, TrainingModel};
+use layernorm_scaling::{Llama, LlamaConfig};
+
+fn config(clip: Option<f64>) -> TrainConfig {
+    edited(&TrainConfig::default(), |c| {
+        c.model.preset = "tiny".into();
+        c.optim.lr = 3e-3;
+        c.optim.weight_decay = 0.1;
+        c.optim.clip_grad_norm = clip;
+    })
+}
+
+fn batch(seed: u64) -> LmBatch {
+    let tokens = random_tokens(2, 17, 256, seed, &cpu().autodiff());
+    LmBatch::new(tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16))
+}
+
+/// The tiny model's initial weights, the same for every variant of a test.
+fn initial() -> Llama {
+    LlamaConfig::tiny().init(&cpu().autodiff()).unwrap()
+}
+
+/// Three steps of `llama` with `optim` (built for the step's gate or another), returning the
+/// weights after each.
+fn three_steps(
+    llama: &Llama,
+    settings: StepSettings,
+    make: impl Fn(&TrainingModel) -> ModuleOptimizer,
+) -> Vec<Vec<f32>> {
+    let mut model = TrainingModel::new(llama.clone(), settings);
+    let mut optim = make(&model);
+    (0..3)
+        .map(|step| {
+            let output = model.step(batch(step));
+            model = model.clone().optimize(&mut optim, 3e-3.into(), output.grads);
+            ParamValues::flat_of(&model)
+        })
+        .collect()
+}
+
+#[test]
+fn the_guarded_adamw_is_burns_adamw_bit_for_bit() {
+    let (config, llama) = (config(None), initial());
+    // Burn's AdamW with the run's groups (no decay on gains and the embedding), and ours with no
+    // gate attached to the step: the host path, the optimiser's own arithmetic.
+    let burns = three_steps(&llama, StepSettings::default(), |model| {
+        let adamw = |decay: f32| {
+            AdamWConfig::new().with_beta_1(0.9).with_beta_2(0.999).with_epsilon(1e-8).with_weight_decay(decay)
+        };
+        adamw(0.1).init().with_group(ParamGroup::from_paths(no_decay_paths(model)), adamw(0.0).build(), None)
+    });
+    let ours = three_steps(&llama, StepSettings::default(), |model| {
+        optimizer(&config, &LlamaConfig::tiny(), model, &StepGate::default())
+    });
+    assert_eq!(config.optim.beta1, 0.9);
+    assert_eq!(config.optim.beta2, 0.999);
+    assert_eq!(config.optim.eps, 1e-8);
+    assert_eq!(ours, burns, "the same weights after every step");
+    // The step deciding on the device (factor 1, every update applied): the same bits again.
+    let on_device = three_steps(&llama, StepSettings::default(), |model| {
+        optimizer(&config, &LlamaConfig::tiny(), model, model.gate())
+    });
+    assert_eq!(on_device, burns);
+}
+
+#[test]
+fn clipping_on_the_device_matches_clipping_on_the_host() {
+    // A clip well below the tiny model's gradient norm (about 1 to 5), so every step is clipped.
+    let (config, llama) = (config(Some(0.05)), initial());
+    let settings = || StepSettings { clip_grad_norm: Some(0.05), ..StepSettings::default() };
+    let host =
+        three_steps(&llama, settings(), |model| optimizer(&config, &LlamaConfig::tiny(), model, &StepGate::default()));
+    let device = three_steps(&llama, settings(), |model| optimizer(&config, &LlamaConfig::tiny(), model, model.gate()));
+    let unclipped = three_steps(&llama, StepSettings::default(), |model| {
+        optimizer(&config, &LlamaConfig::tiny(), model, model.gate())
+    });
+    for step in 0..3 {
+        let worst = host[step].iter().zip(&device[step]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst <= 1e-6, "step {step}: the two paths differ by {worst}");
+        assert_ne!(device[step], unclipped[step], "step {step}: clipping changed the update");
+    }
+}
+
+#[test]
+fn a_non_finite_gradient_refuses_this_update_and_every_later_one_until_the_host_reads_it() {
+    let settings = StepSettings::default();
+    let monitor = settings.monitor.clone();
+    let mut model = TrainingModel::new(initial(), settings);
+    let mut optim = optimizer(&config(None), &LlamaConfig::tiny(), &model, model.gate());
+    let good = model.step(batch(1));
+    model = model.clone().optimize(&mut optim, 3e-3.into(), good.grads);
+    let after_good = ParamValues::flat_of(&model);
+    // A step whose gradients are NaN: nothing moves, and nothing has been read yet. (Its output
+    // carries the slot the metrics read its norm from.)
+    let nan_step = model.step(batch(2));
+    let loss = model.model.next_token_loss(batch(2).inputs, batch(2).targets) * f64::NAN;
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    model = model.clone().optimize(&mut optim, 3e-3.into(), grads);
+    assert_eq!(ParamValues::flat_of(&model), after_good, "the NaN step is refused");
+    assert!(ParamValues::flat_of(&model).iter().all(|v| v.is_finite()));
+    assert!(!monitor.has_diverged(), "the host has not read the norm yet");
+    let slot = nan_step.item.grad_norm.expect("the step's last micro-batch carries its norm");
+    let norm = slot.get().expect("the step left its norm").value();
+    assert!(norm.is_nan(), "{norm}");
+    // A later step with finite gradients, before the host has read the norm: refused too, so the
+    // weights stay those of the last good step.
+    let later = model.step(batch(3));
+    model = model.clone().optimize(&mut optim, 3e-3.into(), later.grads);
+    assert_eq!(ParamValues::flat_of(&model), after_good, "no update after a refused one");
+    // Reading the norm told the monitor: the run has diverged at step 2 and stops.
+    assert!(monitor.has_diverged());
+    assert!(monitor.divergence().unwrap().contains("the gradient norm is NaN at step 2"), "{:?}", monitor.divergence());
+}
