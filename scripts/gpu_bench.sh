@@ -16,9 +16,12 @@
 # vulkan:f32, wgpu:f32), PyTorch eager bf16 and `torch.compile` bf16 (scripts/torch_bench.py), a
 # kernel profile of the first route, and, with MAIN=1, the main command on each device. Each bench
 # record holds tokens/s, MFU, the device memory pool's peak, and the step's launches by op family.
-# Once TIME_BUDGET seconds (420) have passed, the routes left are recorded as not run. Everything
-# is packed into one file, PACK (default `$OUT/gpu_bench.tar.xz` where the device tool sets OUT,
-# else `.gpu/gpu_bench.tar.xz`), with summary.txt at its top.
+# No route runs past TIME_BUDGET seconds (420) from the start (its timeout is cut to what is
+# left); the routes left then are recorded as not run. Everything is packed into one file, PACK
+# (default `$OUT/gpu_bench.tar.xz` where the device tool sets OUT, else `.gpu/gpu_bench.tar.xz`),
+# with summary.txt at its top; a pack that cannot be written is said in summary.txt, and the
+# script still ends with 0. Bad settings (ROUTE_TIMEOUT, TIME_BUDGET) are refused before any
+# work; a second run on the same RESULTS is refused while the first runs.
 #
 # cuda f32 is CubeCL's f32 matmul, which may run on TF32 tensor cores; PyTorch's f32 figures are
 # not taken here (its default is full-f32 matmuls), so compare f32 with f32 only within the crate.
@@ -29,8 +32,9 @@
 # (default 130m), SEQ (256), BATCH (64), ITERS (5 timed steps after 2 warm-up), PEAK_TFLOPS (989,
 # an H100 SXM's dense bf16 peak), ROUTES, TORCH_DEVICE (cuda), ROUTE_TIMEOUT (120 s per route),
 # TIME_BUDGET (420 s), MAIN (0), BENCH (.gpu/bench), RESULTS (.gpu/results, the unpacked files).
-# `DRY_RUN=1 bash scripts/gpu_bench.sh run` runs the same steps on the CPU (flex) at a tiny size,
-# with BENCH pointing at any built bench example; CI runs it.
+# `DRY_RUN=1 bash scripts/gpu_bench.sh run` runs the same steps on the CPU (flex) at a tiny size
+# (defaults MODEL=tiny SEQ=32 BATCH=2 ITERS=2 ROUTES="flex:f32 flex:bf16-mixed", each overridable),
+# with BENCH pointing at any built bench example; CI runs it (tests/step_cost.rs).
 #
 # LibTorch: `prepare` builds `bench-tch` against the LibTorch in `LIBTORCH` (a folder with
 # include/ and lib/, e.g. an unpacked torch wheel's `torch/`). The GPU machine's torch is 2.11 and
@@ -40,12 +44,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A dry run rehearses on the CPU at a tiny size: its defaults (each still overridable).
+if [ "${DRY_RUN:-0}" = 1 ]; then
+  : "${MODEL:=tiny}" "${SEQ:=32}" "${BATCH:=2}" "${ITERS:=2}" "${ROUTES:=flex:f32 flex:bf16-mixed}"
+  : "${TORCH_DEVICE:=cpu}" "${PEAK_TFLOPS:=1}"
+fi
 MODEL="${MODEL:-130m}" SEQ="${SEQ:-256}" BATCH="${BATCH:-64}" ITERS="${ITERS:-5}"
 PEAK_TFLOPS="${PEAK_TFLOPS:-989}" TORCH_DEVICE="${TORCH_DEVICE:-cuda}"
 ROUTES="${ROUTES:-cuda:bf16-mixed cuda:f32 vulkan:f16-mixed vulkan:f32 wgpu:f32}"
 ROUTE_TIMEOUT="${ROUTE_TIMEOUT:-120}" TIME_BUDGET="${TIME_BUDGET:-420}" MAIN="${MAIN:-0}" BENCH="${BENCH:-.gpu/bench}"
 RESULTS="${RESULTS:-.gpu/results}"
 PACK="${PACK:-${OUT:-.gpu}/gpu_bench.tar.xz}"
+for setting in ROUTE_TIMEOUT TIME_BUDGET; do
+  if ! [[ "${!setting}" =~ ^[0-9]+$ ]] || [ "${!setting}" -eq 0 ]; then
+    echo "gpu_bench.sh: $setting must be a whole number of seconds above 0, not '${!setting}'" >&2
+    exit 2
+  fi
+done
 
 case "${1:-}" in
 prepare)
@@ -76,8 +91,12 @@ prepare)
   ls -l .gpu
   ;;
 run)
-  if [ "${DRY_RUN:-0}" = 1 ]; then
-    MODEL=tiny SEQ=32 BATCH=2 ITERS=2 ROUTES="flex:f32 flex:bf16-mixed" TORCH_DEVICE=cpu PEAK_TFLOPS=1
+  # One run at a time per results folder: a second would mix its files into this one's pack.
+  mkdir -p "$(dirname "$RESULTS")"
+  exec 9>"$RESULTS.lock"
+  if ! flock -n 9; then
+    echo "gpu_bench.sh: another run is using $RESULTS; wait for it or give another RESULTS" >&2
+    exit 1
   fi
   if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -101,7 +120,8 @@ for base in sys.path:
 PY
 )
   if [ -n "$nvrtc" ]; then export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; fi
-  rm -rf "$RESULTS" && mkdir -p "$RESULTS"
+  rm -rf "$RESULTS"
+  mkdir -p "$RESULTS"
   summary="$RESULTS/summary.txt"
   started=$SECONDS
   say() { echo "$*" | tee -a "$summary"; }
@@ -111,32 +131,36 @@ PY
   else
     say "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   fi
-  # `attempt NAME TIMEOUT COMMAND...`: runs the command with its output in NAME.log, unless the
-  # time budget is spent; records how it ended. Never fails the script.
+  # `attempt NAME TIMEOUT COMMAND...`: runs the command with its output in NAME.log, for at most
+  # TIMEOUT seconds and never past the time budget; records how it ended. Never fails the script.
   attempt() {
     local name=$1 limit=$2 rc=0 begun=$SECONDS
     shift 2
-    if [ $((SECONDS - started)) -ge "$TIME_BUDGET" ]; then
+    local left=$((TIME_BUDGET - (SECONDS - started)))
+    if [ "$left" -le 0 ]; then
       say "$name: not run (the ${TIME_BUDGET} s budget was spent)"
       return 0
     fi
-    timeout --kill-after=10 "$limit" "$@" >"$RESULTS/$name.log" 2>&1 || rc=$?
+    [ "$limit" -le "$left" ] || limit=$left
+    timeout --kill-after=5 "$limit" "$@" >"$RESULTS/$name.log" 2>&1 || rc=$?
     local took=$((SECONDS - begun))
+    # The reason: the first line that says error, else the last line.
+    local why
+    why=$(grep -m1 -i 'error' "$RESULTS/$name.log" || tail -1 "$RESULTS/$name.log")
     case $rc in
       0) say "$name: done in $took s" ;;
       124 | 137) say "$name: stopped after $limit s (timeout)" ;;
-      *) say "$name: failed with exit $rc after $took s: $(tail -1 "$RESULTS/$name.log")" ;;
+      *) say "$name: failed with exit $rc after $took s: $why" ;;
     esac
     return 0
   }
   common=(--model "$MODEL" --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --warmup-iters 2 --peak-tflops "$PEAK_TFLOPS")
-  # The first route also writes the model's Hugging Face config, for PyTorch (before it measures).
-  hf_config=(--hf-config "$RESULTS/config.json")
+  # Each route also writes the model's Hugging Face config for PyTorch (before it measures), so
+  # that one route's failure does not leave PyTorch without it.
   for route in $ROUTES; do
     device=${route%%:*} precision=${route#*:}
     attempt "bench-$device-$precision" "$ROUTE_TIMEOUT" "$BENCH" "${common[@]}" --device "$device" \
-      --precision "$precision" --json "$RESULTS/bench-$device-$precision.json" "${hf_config[@]}"
-    hf_config=()
+      --precision "$precision" --json "$RESULTS/bench-$device-$precision.json" --hf-config "$RESULTS/config.json"
   done
   for mode in eager compile; do
     flag=""; [ "$mode" = compile ] && flag=--compile
@@ -144,7 +168,7 @@ PY
       --seq-len "$SEQ" --batch-size "$BATCH" --iters "$ITERS" --warmup-iters 2 --device "$TORCH_DEVICE" \
       --dtype bf16 --peak-tflops "$PEAK_TFLOPS" --json "$RESULTS/torch.json" $flag
   done
-  first=${ROUTES%% *}
+  read -r first _ <<<"$ROUTES"
   attempt "kernels-${first/:/-}" "$ROUTE_TIMEOUT" "$BENCH" "${common[@]}" --device "${first%%:*}" \
     --precision "${first#*:}" --iters 2 --warmup-iters 1 --kernel-profile --json "$RESULTS/kernels.json"
   if [ -x .gpu/bench-tch ]; then
@@ -173,9 +197,12 @@ PY
   [ -f "$RESULTS/torch.json" ] || echo '[]' >"$RESULTS/torch.json"
   attempt ratios 60 "$BENCH" --records "$RESULTS/burn.json" --compare "$RESULTS/torch.json"
   cat "$RESULTS/ratios.log" >>"$summary" 2>/dev/null || true
-  say "total: $((SECONDS - started)) s"
-  mkdir -p "$(dirname "$PACK")"
-  tar -C "$RESULTS" -cJf "$PACK" . && say "packed into $PACK ($(du -h "$PACK" | cut -f1))"
+  say "total: $((SECONDS - started)) s; packing into $PACK"
+  if mkdir -p "$(dirname "$PACK")" 2>/dev/null && tar -C "$RESULTS" -cJf "$PACK" . 2>"$RESULTS/pack.log"; then
+    echo "packed into $PACK ($(du -h "$PACK" | cut -f1))"
+  else
+    say "could not pack into $PACK: $(head -1 "$RESULTS/pack.log" 2>/dev/null); the files are in $RESULTS"
+  fi
   ;;
 *)
   echo "usage: bash scripts/gpu_bench.sh prepare|run   (see the comments at the top)" >&2

@@ -790,6 +790,8 @@ fn negative_numbers_reach_the_range_check_and_bad_options_exit_cleanly() {
         (vec!["--lr", "-1e-3"], "`lr` = -0.001 is out of range"),
         (vec!["--clip-grad-norm", "-3"], "clip_grad_norm"),
         (vec!["--warmup", "30"], "`warmup` (30)"),
+        // Below 1 in f64, 1 in the optimiser's f32: the first update would be NaN.
+        (vec!["--beta1", "0.99999999"], "stays below 1 in f32"),
     ] {
         let output = train_command(&out, &args).stderr(std::process::Stdio::piped()).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 
 use common::example;
-use layernorm_scaling::train::{OpFamily, StepBenchmark};
+use layernorm_scaling::train::StepBenchmark;
 
 /// One bench record of the tiny model at batch 2 x seq 32 on `device` in `precision`.
 fn bench(device: &str, precision: &str) -> StepBenchmark {
@@ -61,6 +61,7 @@ fn host_reads(precision: &str) -> usize {
 #[cfg(feature = "wgpu")]
 #[test]
 fn a_gpu_step_launches_no_more_kernels_than_today() {
+    use layernorm_scaling::train::OpFamily;
     // Upper bounds per optimiser step (tiny model, batch 2 x seq 32), by precision: all launches,
     // then by family. Measured over lavapipe; the same program launches the same on any GPU.
     type Bound = (&'static str, usize, &'static [(OpFamily, usize)]);
@@ -134,4 +135,28 @@ fn the_gpu_bench_script_dry_run_measures_every_route_into_one_file() {
     let listing = Command::new("tar").arg("-tJf").arg(&pack).output().unwrap();
     let listing = String::from_utf8_lossy(&listing.stdout);
     assert!(listing.contains("./summary.txt") && listing.contains("./burn.json"), "{listing}");
+
+    // A pack that cannot be written is said, and the run still ends well: its files stay.
+    let script = |envs: &[(&str, &str)]| {
+        let mut command = Command::new("bash");
+        command
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu_bench.sh"))
+            .arg("run")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("DRY_RUN", "1")
+            .env("BENCH", example("bench"))
+            .env("RESULTS", &results)
+            .env("ROUTES", "flex:f32")
+            .env_remove("OUT");
+        command.envs(envs.iter().copied()).output().unwrap()
+    };
+    let output = script(&[("PACK", "/proc/no/such/place.tar.xz")]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary = std::fs::read_to_string(results.join("summary.txt")).unwrap();
+    assert!(summary.contains("could not pack into /proc/no/such/place.tar.xz"), "{summary}");
+    // A bad setting is refused before any work.
+    let output = script(&[("ROUTE_TIMEOUT", "abc")]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("ROUTE_TIMEOUT must be a whole number of seconds above 0, not 'abc'"), "{stderr}");
 }

@@ -12,6 +12,7 @@
 //! (p, m, v) <- apply ? (p', m', v') : (p, m, v)      (a refused step's NaN is not selected)
 //! ```
 //!
+//! `t` counts every update, refused ones too (a refused update stops the run, so none follows).
 //! Without a gate the step is Burn's `AdamW` (Adam is AdamW without decay), op for op, so the
 //! results are bit for bit Burn's; the state is Burn's `AdamWState`, so checkpoints are unchanged.
 
@@ -74,6 +75,11 @@ impl StepGate {
         self.attached.load(Ordering::Relaxed)
     }
 
+    /// Forgets the decision: the next updates apply as they come.
+    pub fn clear(&self) {
+        *self.values.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     fn get(&self) -> Option<GateValues> {
         self.values.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -127,8 +133,9 @@ impl Optimizer for GuardedAdam {
         };
         // A refused step keeps the parameter and its moments (zero moments before the first):
         // whatever its NaN gradients made of the new values is not selected.
-        // In the parameter's shape (a parameter is finite: `p 0` is 0), so that the comparison
-        // joins the fused block without a buffer of its own.
+        // In the parameter's shape (the parameters of a sound run are finite, so `p 0` is 0: the
+        // loaders refuse non-finite weights), so that the comparison joins the fused block
+        // without a buffer of its own.
         let refused = (tensor.clone().mul_scalar(0.0) + factor).lower_elem(0.0);
         let keep = |new: Tensor<D>, old: Option<Tensor<D>>| {
             let old = old.unwrap_or_else(|| new.zeros_like());

@@ -347,8 +347,14 @@ impl OptimSettings {
             return Err(ConfigError::OutOfRange { field: "clip_grad_norm", value: max, expected: "a number > 0" });
         }
         for (field, value) in [("beta1", self.beta1), ("beta2", self.beta2)] {
-            if !(0.0..1.0).contains(&value) {
-                return Err(ConfigError::OutOfRange { field, value, expected: "a number in [0, 1)" });
+            // The optimiser computes in f32, where 0.99999999 is 1: its bias correction `1 - b^t`
+            // would be 0 and the first update NaN.
+            if !(0.0..1.0).contains(&value) || value as f32 >= 1.0 {
+                return Err(ConfigError::OutOfRange {
+                    field,
+                    value,
+                    expected: "a number in [0, 1) that stays below 1 in f32 (at most 0.99999994)",
+                });
             }
         }
         if self.weight_decay < 0.0 {

@@ -215,7 +215,7 @@ impl TrainStep for TrainingModel {
     /// without waiting for the device. A non-finite norm refuses this update and every later one
     /// on the device; the metrics read the norm on their own thread, and the monitor then stops
     /// the run with the weights of the last good step. Under a loss scale (f16), or with an
-    /// optimiser that does not read the step's gate, see [`optimize_on_host`](Self::optimize_on_host).
+    /// optimiser that does not read the step's gate, the norm is read on the host instead.
     fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, grads: GradientsParams) -> Self {
         if self.settings.loss_scale.is_some() || !self.settings.gate.is_attached() {
             return self.optimize_on_host(optim, lr, grads);
@@ -225,6 +225,8 @@ impl TrainStep for TrainingModel {
             return self;
         };
         let Some(sum_of_squares) = grad_sum_of_squares(&grads, &self) else {
+            // No gradient at all: nothing to decide (and no earlier step's decision to reuse).
+            self.settings.gate.clear();
             return optim.step(lr, self, grads);
         };
         let finite = sum_of_squares.clone().is_finite();
