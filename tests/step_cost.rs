@@ -104,17 +104,20 @@ fn a_gpu_step_launches_no_more_kernels_than_today() {
 fn the_gpu_bench_script_dry_run_measures_every_route_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let (results, pack) = (dir.path().join("results"), dir.path().join("out").join("gpu_bench.tar.xz"));
-    let output = Command::new("bash")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu_bench.sh"))
-        .arg("run")
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("DRY_RUN", "1")
-        .env("BENCH", example("bench"))
-        .env("RESULTS", &results)
-        .env("PACK", &pack)
-        .env_remove("OUT")
-        .output()
-        .unwrap();
+    let script = |envs: &[(&str, &str)]| {
+        let mut command = Command::new("bash");
+        command
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu_bench.sh"))
+            .arg("run")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("DRY_RUN", "1")
+            .env("BENCH", example("bench"))
+            .env("RESULTS", &results)
+            .env("PACK", &pack)
+            .env_remove("OUT");
+        command.envs(envs.iter().copied()).output().unwrap()
+    };
+    let output = script(&[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
     let summary = std::fs::read_to_string(results.join("summary.txt")).unwrap();
@@ -137,20 +140,7 @@ fn the_gpu_bench_script_dry_run_measures_every_route_into_one_file() {
     assert!(listing.contains("./summary.txt") && listing.contains("./burn.json"), "{listing}");
 
     // A pack that cannot be written is said, and the run still ends well: its files stay.
-    let script = |envs: &[(&str, &str)]| {
-        let mut command = Command::new("bash");
-        command
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gpu_bench.sh"))
-            .arg("run")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("DRY_RUN", "1")
-            .env("BENCH", example("bench"))
-            .env("RESULTS", &results)
-            .env("ROUTES", "flex:f32")
-            .env_remove("OUT");
-        command.envs(envs.iter().copied()).output().unwrap()
-    };
-    let output = script(&[("PACK", "/proc/no/such/place.tar.xz")]);
+    let output = script(&[("PACK", "/proc/no/such/place.tar.xz"), ("ROUTES", "flex:f32")]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let summary = std::fs::read_to_string(results.join("summary.txt")).unwrap();
     assert!(summary.contains("could not pack into /proc/no/such/place.tar.xz"), "{summary}");
