@@ -67,7 +67,7 @@ fn a_gpu_step_launches_no_more_kernels_than_today() {
     type Bound = (&'static str, usize, &'static [(OpFamily, usize)]);
     let bounds: [Bound; 2] = [
         ("f32", 393, &[(OpFamily::Optimizer, 161), (OpFamily::Matmul, 87), (OpFamily::Cast, 0)]),
-        ("f16-mixed", 477, &[(OpFamily::Optimizer, 150), (OpFamily::Matmul, 87), (OpFamily::Cast, 59)]),
+        ("f16-mixed", 466, &[(OpFamily::Optimizer, 150), (OpFamily::Matmul, 87), (OpFamily::Cast, 59)]),
     ];
     for (precision, total, families) in bounds {
         let record = bench("wgpu-cpu", precision);

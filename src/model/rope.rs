@@ -4,6 +4,8 @@
 //! as in Meta's layout and Burn's `RotaryEncoding`), so Hugging Face LLaMA checkpoints load without
 //! permuting the query and key weights.
 
+use std::sync::{Arc, OnceLock};
+
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
@@ -99,6 +101,9 @@ pub struct RotaryEmbedding {
 pub struct RopeTables {
     cos: Tensor<2>,
     sin: Tensor<2>,
+    /// The tables in the type the queries and keys come in under mixed precision, cast once for
+    /// every layer of a pass rather than twice per layer.
+    in_half: Arc<OnceLock<(Tensor<2>, Tensor<2>)>>,
 }
 
 impl RotaryEmbedding {
@@ -140,6 +145,7 @@ impl RotaryEmbedding {
         RopeTables {
             cos: Tensor::from_data(TensorData::new(cos, shape), device),
             sin: Tensor::from_data(TensorData::new(sin, shape), device),
+            in_half: Default::default(),
         }
     }
 }
@@ -148,7 +154,17 @@ impl RopeTables {
     /// Rotates queries or keys in the projections' layout ([`fused::rope`]).
     /// Shapes: `[batch, seq, heads, head_dim] -> same`.
     pub fn apply_seq_major(&self, x: Tensor<4>) -> Tensor<4> {
-        fused::rope(x, self.cos.clone(), self.sin.clone())
+        let dtype = x.dtype();
+        if dtype == self.cos.dtype() {
+            return fused::rope(x, self.cos.clone(), self.sin.clone());
+        }
+        let (cos, sin) = self.in_half.get_or_init(|| (self.cos.clone().cast(dtype), self.sin.clone().cast(dtype)));
+        // A pass in one half type: a tensor of another (never, in this crate) takes its own cast.
+        if cos.dtype() == dtype {
+            fused::rope(x, cos.clone(), sin.clone())
+        } else {
+            fused::rope(x, self.cos.clone(), self.sin.clone())
+        }
     }
 
     /// Rotates queries or keys. Shapes: `[batch, heads, seq, head_dim] -> same`.
