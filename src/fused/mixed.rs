@@ -130,15 +130,28 @@ pub fn cast_counted<const D: usize>(x: Tensor<D>, dtype: DType, of: CastOf) -> T
     x.cast(dtype)
 }
 
-/// `x` in the type its ops compute in ([`compute_dtype`]): under mixed precision an f32 activation
-/// cast to the half type (counted), else `x` as it is. A sub-block (attention, the feed-forward
-/// network) casts its input once with this and its output back once with [`cast_counted`], so
-/// that its projections, RoPE, attention and SwiGLU pass half-precision tensors between them and
-/// the backward saves the half copies, as PyTorch's autocast does; the residual stream and the
-/// norms stay f32.
-pub fn to_compute_dtype<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+/// `f` applied to `x` cast to `dtype`, its result cast back to `x`'s type (both counted as
+/// activations; neither cast is made where the types agree).
+pub fn cast_around<const D: usize, const E: usize>(
+    x: Tensor<D>,
+    dtype: DType,
+    f: impl FnOnce(Tensor<D>) -> Tensor<E>,
+) -> Tensor<E> {
+    let original = x.dtype();
+    cast_counted(f(cast_counted(x, dtype, CastOf::Activation)), original, CastOf::Activation)
+}
+
+/// `f` applied to `x` in the type its ops compute in ([`compute_dtype`]: under mixed precision the
+/// half type), its result back in `x`'s type. A sub-block (attention, the feed-forward network)
+/// runs in this, so that its projections, RoPE, attention and SwiGLU pass half-precision tensors
+/// between them and the backward saves the half copies, as PyTorch's autocast does; the residual
+/// stream and the norms stay f32.
+pub fn in_compute_dtype<const D: usize, const E: usize>(
+    x: Tensor<D>,
+    f: impl FnOnce(Tensor<D>) -> Tensor<E>,
+) -> Tensor<E> {
     let dtype = compute_dtype(x.dtype(), &x.device());
-    cast_counted(x, dtype, CastOf::Activation)
+    cast_around(x, dtype, f)
 }
 
 /// The bytes this thread's counted casts wrote since [`reset_cast_bytes`].

@@ -47,8 +47,8 @@ use burn::tensor::{Int, Tensor};
 
 pub(crate) use heads::repeat_kv;
 pub use kernels::{FusedKernels, FusedOps};
-use mixed::cast_counted;
 use mixed::CastOf::{Activation, Weight};
+use mixed::{cast_around, cast_counted};
 pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute, RestoreHalfCompute};
 pub use reference::{
     causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
@@ -262,12 +262,10 @@ pub fn lm_head_cross_entropy_with_gradients(
 /// Under mixed precision ([`half_compute`]) the product runs in the half type and the result
 /// comes back in `x`'s type; a half-precision `x` takes the weight to its type.
 pub fn linear<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tensor<D> {
-    let dtype = x.dtype();
-    let compute = compute_dtype(dtype, &x.device());
+    let compute = compute_dtype(x.dtype(), &x.device());
     // Each cast is skipped where the tensor is in the compute type already (an input a sub-block
     // cast once for all its projections, a whole-bf16 model).
-    let (x, weight) = (cast_counted(x, compute, Activation), cast_counted(weight, compute, Weight));
-    cast_counted(linear_in_input_type(x, weight), dtype, Activation)
+    cast_around(x, compute, |x| linear_in_input_type(x, cast_counted(weight, compute, Weight)))
 }
 
 /// [`linear`] in the inputs' own type.
@@ -333,13 +331,9 @@ pub fn rope(x: Tensor<4>, cos: Tensor<2>, sin: Tensor<2>) -> Tensor<4> {
 /// inputs are cast to the half type and the output comes back in `q`'s type.
 pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     let dtype = q.dtype();
-    match compute_dtype(dtype, &q.device()) {
-        half if half != dtype => {
-            let [q, k, v] = [q, k, v].map(|x| cast_counted(x, half, Activation));
-            cast_counted(causal_attention_in_input_type(q, k, v), dtype, Activation)
-        }
-        _ => causal_attention_in_input_type(q, k, v),
-    }
+    let compute = compute_dtype(dtype, &q.device());
+    let [q, k, v] = [q, k, v].map(|x| cast_counted(x, compute, Activation));
+    cast_counted(causal_attention_in_input_type(q, k, v), dtype, Activation)
 }
 
 /// [`causal_attention`] in the inputs' own type.

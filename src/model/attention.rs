@@ -11,7 +11,7 @@ use super::kv_cache::LayerKv;
 use super::linear::{normal_linear, project};
 use super::rope::RopeTables;
 use crate::fused;
-use crate::fused::mixed::{cast_counted, to_compute_dtype, CastOf};
+use crate::fused::mixed::in_compute_dtype;
 use crate::fused::repeat_kv;
 
 /// Sizes and init of an [`Attention`] layer: projections `N(0, std)`, q and k with `q_k_std`,
@@ -86,9 +86,12 @@ impl Attention {
     /// attention run in it (the cache holds half keys and values), and the output comes back in
     /// `x`'s type.
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {
+        in_compute_dtype(x, |x| self.attend(x, rope, cache))
+    }
+
+    /// [`forward`](Self::forward) in `x`'s own type.
+    fn attend(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {
         let [batch, seq, _] = x.dims();
-        let dtype = x.dtype();
-        let x = to_compute_dtype(x);
         let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]); // [b, s, n, hd]
         let query = rope.apply_seq_major(split(project(&self.q_proj, x.clone()), self.n_heads));
         let key = rope.apply_seq_major(split(project(&self.k_proj, x.clone()), self.n_kv_heads));
@@ -101,8 +104,7 @@ impl Attention {
             }
             None => fused::causal_attention(query, key, value),
         }; // [b, s, h, hd]
-        let output = project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]));
-        cast_counted(output, dtype, CastOf::Activation)
+        project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]))
     }
 
     /// Attention of new positions (`query: [b, s, h, hd]`, `key`, `value: [b, s, kv, hd]`) over

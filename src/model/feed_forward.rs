@@ -7,7 +7,7 @@ use burn::tensor::{Device, Tensor};
 
 use super::linear::{normal_linear, project};
 use crate::fused;
-use crate::fused::mixed::{cast_counted, to_compute_dtype, CastOf};
+use crate::fused::mixed::in_compute_dtype;
 
 /// SwiGLU feed-forward. Shapes: `[batch, seq, d_model] -> [batch, seq, d_model]`.
 #[derive(Module, Debug)]
@@ -52,10 +52,9 @@ impl FeedForward {
     /// cast to the half type once, the products and the gating run in it, and the output comes
     /// back in `x`'s type.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let dtype = x.dtype();
-        let x = to_compute_dtype(x);
-        let gate = project(&self.gate_proj, x.clone()); // [.., d_ff]
-        let output = project(&self.down_proj, fused::swiglu(gate, project(&self.up_proj, x)));
-        cast_counted(output, dtype, CastOf::Activation)
+        in_compute_dtype(x, |x| {
+            let gate = project(&self.gate_proj, x.clone()); // [.., d_ff]
+            project(&self.down_proj, fused::swiglu(gate, project(&self.up_proj, x)))
+        })
     }
 }

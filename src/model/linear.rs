@@ -6,7 +6,7 @@ use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
 
 use crate::fused;
-use crate::fused::mixed::{cast_counted, CastOf};
+use crate::fused::mixed::cast_around;
 
 /// A linear layer whose weight is drawn from `N(0, std)` (and whose bias, if any, is zero).
 pub(crate) fn normal_linear(config: LinearConfig, std: f64, device: &Device) -> Linear {
@@ -22,12 +22,7 @@ pub(crate) fn normal_linear(config: LinearConfig, std: f64, device: &Device) -> 
 /// (Burn's `Linear::forward`) computes in its weight's type, `x` cast to it and back.
 pub(crate) fn project<const D: usize>(layer: &Linear, x: Tensor<D>) -> Tensor<D> {
     match layer.bias {
-        Some(_) if x.dtype() != layer.weight.val().dtype() => {
-            let dtype = x.dtype();
-            let x = cast_counted(x, layer.weight.val().dtype(), CastOf::Activation);
-            cast_counted(layer.forward(x), dtype, CastOf::Activation)
-        }
-        Some(_) => layer.forward(x),
+        Some(_) => cast_around(x, layer.weight.val().dtype(), |x| layer.forward(x)),
         None => fused::linear(x, layer.weight.val()),
     }
 }

@@ -123,9 +123,9 @@ pub fn benchmark_step(
         loss_scale: LossScale::for_precision(config.training_precision()),
         ..StepSettings::default()
     };
-    let gate = settings.gate.clone();
-    let mut model = Some(TrainingModel::new(model_config.init(&device)?, settings));
-    let mut optim = optimizer(config, &model_config, model.as_ref().expect("the model is set"), &gate);
+    let model = TrainingModel::new(model_config.init(&device)?, settings);
+    let mut optim = optimizer(config, &model_config, &model, model.gate());
+    let mut model = Some(model);
     let (batch, seq) = (config.optim.batch_size, config.data.seq_len);
     // Token ids drawn on the host: a float draw cast to int rounds up to `vocab` in bf16.
     let vocab = model_config.vocab_size as u64;

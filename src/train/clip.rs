@@ -2,16 +2,21 @@
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
-use burn::tensor::{FloatDType, Tensor};
+use burn::tensor::{FloatDType, Tensor, TensorReadError};
 
 /// The L2 norm of all gradients of `model`'s parameters together, summed in f32 whatever the
 /// training precision (a bf16 sum of squares loses the small terms). Read on the host: the
 /// training step keeps [`grad_sum_of_squares`] on the device instead.
 pub fn global_grad_norm<M: Module>(grads: &GradientsParams, model: &M) -> f64 {
     grad_sum_of_squares(grads, model).map_or(0.0, |total| {
-        super::step_cost::count_host_read();
-        (total.into_scalar::<f32>() as f64).sqrt()
+        read_norm(total).unwrap_or_else(|e| panic!("the device failed reading the gradient norm: {e:?}"))
     })
+}
+
+/// The norm `sqrt(sum_of_squares)`, read on the host (a blocking read, counted).
+pub fn read_norm(sum_of_squares: Tensor<1>) -> Result<f64, TensorReadError> {
+    super::step_cost::count_host_read();
+    Ok((sum_of_squares.try_into_scalar::<f32>()? as f64).sqrt())
 }
 
 /// The sum of the squares of all gradients of `model`'s parameters, in f32, `[1]` on the device;

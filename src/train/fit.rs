@@ -102,10 +102,9 @@ pub(super) fn fit(
         tracker: tracker.clone(),
         ..StepSettings::default()
     };
-    let gate = settings.gate.clone();
     monitor.watch_soundness(settings.sound.clone());
     let model = TrainingModel::new(initial_model(prepared, &devices[0])?, settings);
-    let optim = optimizer(config, &prepared.model, &model, &gate);
+    let optim = optimizer(config, &prepared.model, &model, model.gate());
     // The loss scale is checkpointed with the schedule, and restored with it on a resume.
     let schedule = WithLossScale::new(config.optim.schedule().init()?, loss_scale, monitor.events());
     let learner = Learner::new(model, optim, schedule);

@@ -229,10 +229,7 @@ impl Metric for StepMetric {
 
     fn update(&mut self, item: &StepInput, _metadata: &MetricMetadata) -> Result<SerializedEntry, TensorReadError> {
         let loss = match self.kind {
-            Kind::Loss | Kind::Perplexity => {
-                super::step_cost::count_host_read();
-                Some(item.loss.clone().try_into_scalar::<f64>()?)
-            }
+            Kind::Loss | Kind::Perplexity => Some(item.loss.clone().try_into_scalar::<f64>()?),
             _ => None,
         };
         self.add_to_step(item, loss);

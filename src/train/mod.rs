@@ -35,7 +35,9 @@ mod training;
 
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use budget::DataBudget;
-pub use clip::{clip_factor, clip_grad_norm, clip_known_norm, global_grad_norm, grad_sum_of_squares, scale_grads};
+pub use clip::{
+    clip_factor, clip_grad_norm, clip_known_norm, global_grad_norm, grad_sum_of_squares, read_norm, scale_grads,
+};
 pub use config::TrainConfig;
 pub use events::{Events, TrainEvent};
 pub use guarded_adam::{GuardedAdam, StepGate};

@@ -12,7 +12,7 @@ use burn::tensor::{ExecutionError, Tensor};
 use burn::train::metric::{Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
-use super::clip::{clip_factor, clip_known_norm, global_grad_norm, grad_sum_of_squares, scale_grads};
+use super::clip::{clip_factor, clip_known_norm, global_grad_norm, grad_sum_of_squares, read_norm, scale_grads};
 use super::guarded_adam::StepGate;
 use super::loss_scale::{LossScale, ScaledStep};
 use super::monitor::{RunMonitor, SoundFlag};
@@ -122,10 +122,7 @@ impl StepNorm {
     pub fn value(&self) -> f64 {
         *self.value.get_or_init(|| {
             let sum = self.sum_of_squares.lock().unwrap_or_else(|e| e.into_inner()).take();
-            let norm = sum.map_or(0.0, |sum| {
-                super::step_cost::count_host_read();
-                sum.try_into_scalar::<f32>().map_or(f64::NAN, |sum| (sum as f64).sqrt())
-            });
+            let norm = sum.map_or(0.0, |sum| read_norm(sum).unwrap_or(f64::NAN));
             if let Some(on_read) = &self.on_read {
                 on_read(norm);
             }
