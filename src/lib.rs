@@ -110,6 +110,9 @@ pub mod model;
 pub mod norm;
 pub mod run;
 mod seed;
+#[cfg(feature = "tensorboard")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tensorboard")))]
+pub mod tensorboard;
 #[cfg(feature = "train")]
 #[cfg_attr(docsrs, doc(cfg(feature = "train")))]
 pub mod train;

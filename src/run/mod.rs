@@ -13,6 +13,7 @@
 //! | `metrics.jsonl`, `metrics.csv` | the metrics of every logged step and validation ([`METRICS`]) |
 //! | `metrics.jsonl.damaged` | `metrics.jsonl` as it was before each resume that dropped a damaged part, oldest first ([`METRICS_DAMAGED`]) |
 //! | `tracking.jsonl` | the layer-wise variance and gradient norms over training ([`TRACKING`]) |
+//! | `tensorboard/` | TensorBoard event files of the metrics and tracking above ([`TENSORBOARD`]) |
 //! | `analysis/` | the analyze example's report on the run's model ([`ANALYSIS`], marked by [`REPORT`]) |
 //! | `.lock` | held by the training that uses the directory ([`LOCK_FILE`]) |
 //! | `.previous-run/` | the run an `--overwrite` replaces, until the new one has a checkpoint ([`PREVIOUS_RUN`]) |
@@ -31,7 +32,7 @@ mod state;
 mod tracking_file;
 
 pub use identity::RunIdentity;
-#[cfg(feature = "train")]
+#[cfg(feature = "tensorboard")]
 pub(crate) use metrics_file::parse_metric_lines;
 pub use metrics_file::{first_non_finite_loss, read_metrics, write_metrics_csv, MetricRow};
 #[cfg(feature = "data")]
@@ -48,7 +49,7 @@ pub use run_model::{
 pub use state::{
     has_settings, holds_a_run, is_finished, is_replacing, run_of_config_file, training_in, RunProgress, RunState,
 };
-#[cfg(feature = "train")]
+#[cfg(feature = "tensorboard")]
 pub(crate) use tracking_file::read_tracking_lines;
 pub use tracking_file::{read_tracking, read_tracking_skipping_damage, BadLine, TrackRecord};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,
@@ -77,6 +78,8 @@ pub const METRICS: &str = "metrics.jsonl";
 pub const METRICS_CSV: &str = "metrics.csv";
 /// The layer-wise variance and gradient norms over training: `tracking.jsonl`.
 pub const TRACKING: &str = "tracking.jsonl";
+/// TensorBoard's event files of the run's metrics and tracking: `tensorboard/`.
+pub const TENSORBOARD: &str = "tensorboard";
 /// `metrics.jsonl` as it was before each resume that dropped its history from a damaged line on,
 /// the copies one after another, oldest first.
 pub const METRICS_DAMAGED: &str = "metrics.jsonl.damaged";
@@ -91,7 +94,7 @@ pub const COMPARISON: &str = "comparison.json";
 /// What a run writes into its directory, and nothing else: `(name, is a directory)`.
 /// `train/` and `valid/` hold burn-train's metric logs in runs of versions before `metrics.jsonl`;
 /// `analysis/` is the analyze example's report on the run's model (it goes with the model).
-pub const RUN_ENTRIES: [(&str, bool); 17] = [
+pub const RUN_ENTRIES: [(&str, bool); 18] = [
     (CHECKPOINTS, true),
     ("train", true),
     ("valid", true),
@@ -105,6 +108,7 @@ pub const RUN_ENTRIES: [(&str, bool); 17] = [
     (METRICS, false),
     (METRICS_DAMAGED, false),
     (TRACKING, false),
+    (TENSORBOARD, true),
     (ANALYSIS, true),
     (LOCK_FILE, false),
     (PREVIOUS_RUN, true),

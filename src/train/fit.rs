@@ -32,10 +32,12 @@ use super::run_dir::RunDir;
 use super::settings::ModelSettings;
 use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
+use super::tensorboard_logger::TensorBoardLogger;
 use super::tracking::Tracker;
 use crate::data::LmBatcher;
 use crate::model::Llama;
-use crate::run::{read_metrics, write_metrics_csv, METRICS, TRACKING};
+use crate::run::{read_metrics, write_metrics_csv, METRICS, TENSORBOARD, TRACKING};
+use crate::tensorboard::{start_run_events, EventSink};
 use crate::Error;
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).
@@ -73,7 +75,9 @@ pub(super) fn fit(
         monitor.warn(warning);
     }
     let keeper = CheckpointKeeper::new(&dir.checkpoint_dir(), existing.clone(), monitor.events());
-    let training = supervised_training(config, dir, prepared, &devices, existing, &keeper, monitor)?;
+    let tensorboard = tensorboard_events(config, dir.path(), start_step, monitor);
+    let training =
+        supervised_training(config, dir, prepared, &devices, (existing, tensorboard.clone()), &keeper, monitor)?;
     if start_step > 0 {
         monitor.report(TrainEvent::Resumed { step: start_step });
     }
@@ -92,7 +96,7 @@ pub(super) fn fit(
         monitor.time_first_step();
     }
     monitor.stop_on_divergence(training.interrupter());
-    let tracker = tracker(config, prepared, dir.path(), start_step, monitor)?;
+    let tracker = tracker(config, prepared, dir.path(), start_step, tensorboard, monitor)?;
     let loss_scale = LossScale::for_precision(config.training_precision());
     let settings = StepSettings {
         micro_batches,
@@ -150,7 +154,7 @@ fn supervised_training(
     dir: &RunDir,
     prepared: &Prepared,
     devices: &[Device],
-    existing: Vec<usize>,
+    (existing, tensorboard): (Vec<usize>, Option<EventSink>),
     keeper: &CheckpointKeeper,
     monitor: &Arc<RunMonitor>,
 ) -> Result<SupervisedTraining<TrainingModel>, Error> {
@@ -215,6 +219,13 @@ fn supervised_training(
             loss_metric.name(),
             monitor.clone(),
         ));
+    if let Some(sink) = tensorboard {
+        // After the run's own logger, which burn-train asks first for the values it reads back.
+        let start_step = start_epoch * steps_per_epoch;
+        training = training.with_metric_logger(
+            TensorBoardLogger::to_sink(sink).with_micro_batches(micro_batches).starting_after(start_step),
+        );
+    }
     if let Some(peak) = config.output.peak_tflops {
         training =
             training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.data.seq_len), peak));
@@ -281,16 +292,20 @@ fn tracker(
     prepared: &Prepared,
     out: &Path,
     start_step: usize,
+    tensorboard: Option<EventSink>,
     monitor: &RunMonitor,
 ) -> Result<Option<Arc<Tracker>>, Error> {
-    let Some(every) = config.output.track_every else {
+    // TensorBoard shows the curse itself by default: the layers' variance at every validation.
+    let every = config.output.track_every.or(tensorboard.is_some().then(|| config.eval_every()));
+    let Some(every) = every else {
         return Ok(None);
     };
     let n = prepared.valid.len().min(config.optim.batch_size).min(8);
     let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
     let layers = prepared.model.n_layers;
     let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step, layers, monitor.events())
-        .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?;
+        .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?
+        .with_tensorboard(tensorboard);
     Ok(Some(Arc::new(tracker)))
 }
 
@@ -316,4 +331,31 @@ fn diverged(config: &TrainConfig, dir: &RunDir, reason: String, before_any_updat
         None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
     };
     Error::Diverged(format!("{reason}; {kept}"))
+}
+
+/// The run's TensorBoard events (`tensorboard/` in `out`), started from its history up to
+/// `start_step`, unless they are turned off; `None` with a warning when the file cannot be
+/// started: the run goes on without it, as after a failed write.
+fn tensorboard_events(
+    config: &TrainConfig,
+    out: &Path,
+    start_step: usize,
+    monitor: &Arc<RunMonitor>,
+) -> Option<EventSink> {
+    if !config.output.tensorboard {
+        return None;
+    }
+    match start_run_events(out, Some(start_step)) {
+        Ok(events) => {
+            let monitor = monitor.clone();
+            Some(EventSink::new(events.writer).on_error(move |message| monitor.warn(message)))
+        }
+        Err(e) => {
+            monitor.warn(format!(
+                "cannot start TensorBoard's event file in {}: {e}; the run goes on without it",
+                out.join(TENSORBOARD).display()
+            ));
+            None
+        }
+    }
 }

@@ -30,6 +30,7 @@ mod step_cost;
 mod stopped;
 mod strategy;
 mod sweep;
+mod tensorboard_logger;
 mod tracking;
 mod training;
 
@@ -70,5 +71,6 @@ pub use sweep::{
     arm_name, group_name, scheme_dir_name, PairAction, PairOutcome, Sweep, SweepEvent, SweepPair, SweepRecord,
     SWEEP_FILE,
 };
+pub use tensorboard_logger::TensorBoardLogger;
 pub use tracking::{record, Tracker};
 pub use training::{train, TrainReport};

@@ -24,7 +24,7 @@ pub(crate) enum SettingKind {
 use SettingKind::*;
 
 /// Every field of `TrainConfig`, as `train.json` names it, and its kind.
-const KINDS: [(&str, SettingKind); 41] = [
+const KINDS: [(&str, SettingKind); 42] = [
     ("model", TrainedByEffect),
     ("layers", TrainedByEffect),
     ("norm", TrainedByEffect),
@@ -65,6 +65,7 @@ const KINDS: [(&str, SettingKind); 41] = [
     ("samples", Running),
     ("log_every", Running),
     ("track_every", Running),
+    ("tensorboard", Running),
     ("init_from", TrainedByEffect),
 ];
 

@@ -254,9 +254,14 @@ pub struct OutputSettings {
     #[arg(long, required = false)]
     pub log_every: usize,
     /// Record the layer-wise variance and per-layer gradient norms every this many steps
-    /// (`tracking.jsonl` in the run directory).
+    /// (`tracking.jsonl` in the run directory). Unset: at every validation while TensorBoard
+    /// files are written, else never.
     #[arg(long)]
     pub track_every: Option<usize>,
+    /// Write TensorBoard event files (`tensorboard/` in the run directory): `--tensorboard false`
+    /// turns them off.
+    #[arg(long, required = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub tensorboard: bool,
     /// Peak TFLOP/s of the device for MFU, when it is not a known GPU.
     #[arg(long)]
     pub peak_tflops: Option<f64>,
@@ -264,7 +269,14 @@ pub struct OutputSettings {
 
 impl Default for OutputSettings {
     fn default() -> Self {
-        Self { out: PathBuf::from("runs/default"), samples: 3, log_every: 20, track_every: None, peak_tflops: None }
+        Self {
+            out: PathBuf::from("runs/default"),
+            samples: 3,
+            log_every: 20,
+            track_every: None,
+            tensorboard: true,
+            peak_tflops: None,
+        }
     }
 }
 

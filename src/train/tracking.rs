@@ -15,6 +15,8 @@ use super::events::Events;
 use crate::measure::{layer_variances, max_abs_activations};
 use crate::model::Llama;
 use crate::run::{read_tracking_lines, RecordLog, TrackRecord, TRACKING};
+use crate::tensorboard::history::layer_points;
+use crate::tensorboard::EventSink;
 
 /// Records a [`TrackRecord`] every `every` optimiser steps, on a fixed probe batch.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub struct Tracker {
     steps: AtomicUsize,
     /// Where bad lines and a failed write are reported.
     events: Events,
+    /// The run's TensorBoard events, which get each record's per-layer values too.
+    tensorboard: Option<EventSink>,
 }
 
 impl Tracker {
@@ -62,7 +66,14 @@ impl Tracker {
             records.into_iter().filter(|r| r.step < start_step).collect()
         };
         let log = Mutex::new((RecordLog::restart(&path, &kept)?, None));
-        Ok(Self { every: every.max(1), probe, log, steps: AtomicUsize::new(start_step), events })
+        Ok(Self { every: every.max(1), probe, log, steps: AtomicUsize::new(start_step), events, tensorboard: None })
+    }
+
+    /// Writes each record's per-layer values to `sink` too, as scalars
+    /// ([`layer_points`](crate::tensorboard::history::layer_points)).
+    pub fn with_tensorboard(mut self, sink: Option<EventSink>) -> Self {
+        self.tensorboard = sink;
+        self
     }
 
     /// Called with each optimiser step's gradients before they are applied: records when due.
@@ -72,6 +83,9 @@ impl Tracker {
             return;
         }
         let record = record(step, model, grads, self.probe.clone());
+        if let Some(sink) = &self.tensorboard {
+            sink.scalars(step as u64, &layer_points(&record));
+        }
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let (file, unwritten) = &mut *log;
         let written = file.append(&[record]);

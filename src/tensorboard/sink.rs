@@ -1,0 +1,82 @@
+//! An event file shared by the writers of one run (the metric logger on burn-train's metrics
+//! thread, the tracker on the training thread), which stops at its first failed write: the
+//! failure is reported once, the training goes on, and nothing more is written.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::EventWriter;
+
+/// Called once with the message of the first failed write.
+type OnError = Box<dyn Fn(String) + Send>;
+
+/// A shared [`EventWriter`] that stops at its first failed write. Clones write to the same file.
+#[derive(Clone)]
+pub struct EventSink {
+    state: Arc<Mutex<SinkState>>,
+}
+
+struct SinkState {
+    writer: Option<EventWriter>,
+    path: PathBuf,
+    on_error: OnError,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink").field("path", &self.lock().path).finish()
+    }
+}
+
+impl EventSink {
+    /// Writes through `writer`; a failed write is reported on standard error unless
+    /// [`on_error`](Self::on_error) says otherwise.
+    pub fn new(writer: EventWriter) -> Self {
+        let path = writer.path().to_path_buf();
+        let on_error: OnError = Box::new(|message| eprintln!("warning: {message}"));
+        Self { state: Arc::new(Mutex::new(SinkState { writer: Some(writer), path, on_error })) }
+    }
+
+    /// Reports the first failed write to `report` (a message naming the file and the error).
+    pub fn on_error(self, report: impl Fn(String) + Send + 'static) -> Self {
+        self.lock().on_error = Box::new(report);
+        self
+    }
+
+    /// The event file's path.
+    pub fn path(&self) -> PathBuf {
+        self.lock().path.clone()
+    }
+
+    /// Whether writes still go to the file (no write has failed).
+    pub fn is_writing(&self) -> bool {
+        self.lock().writer.is_some()
+    }
+
+    /// Writes `values` at `step` as scalars (see [`EventWriter::scalars`]).
+    pub fn scalars(&self, step: u64, values: &[(String, f64)]) {
+        self.write(|writer| writer.scalars(step, values));
+    }
+
+    /// Makes what was written durable (see [`EventWriter::sync`]).
+    pub fn sync(&self) {
+        self.write(|writer| writer.sync());
+    }
+
+    fn write(&self, write: impl FnOnce(&mut EventWriter) -> std::io::Result<()>) {
+        let mut state = self.lock();
+        let Some(writer) = state.writer.as_mut() else { return };
+        if let Err(e) = write(writer) {
+            let message = format!(
+                "cannot write {}: {e}; TensorBoard's events after this point are not written (the run goes on)",
+                state.path.display()
+            );
+            state.writer = None;
+            (state.on_error)(message);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SinkState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
