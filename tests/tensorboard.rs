@@ -75,6 +75,8 @@ fn expected(run: &Path) -> BTreeMap<(String, u64), f64> {
         ("Learning Rate", "learning_rate"),
         ("Tokens per second", "tokens_per_second"),
         ("Gradient norm", "gradient_norm"),
+        ("Loss scale", "loss_scale"),
+        ("Skipped steps", "skipped_steps"),
     ];
     let name = |metric: &str| names.iter().find(|(m, _)| *m == metric).unwrap_or_else(|| panic!("{metric}")).1;
     let mut sums: BTreeMap<(String, u64), (f64, f64)> = BTreeMap::new();
@@ -148,6 +150,24 @@ fn a_fresh_run_charts_every_step_its_validations_and_its_layers() {
     let variance_steps: Vec<u64> =
         points.keys().filter(|(tag, _)| tag == "layers/output_variance/04").map(|(_, step)| *step).collect();
     assert_eq!(variance_steps, [0, 5]);
+}
+
+#[test]
+fn an_f16_run_charts_its_loss_scale_and_skipped_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    // The scale starts at 2^30, so that the first steps overflow and are skipped.
+    let output = train(&run, &["--precision", "f16-mixed"], &[(FAIL_AT, "f16-overflow")]);
+    assert_success(&output);
+    assert_events_match_records(&run);
+    let points = scalars(&std::fs::read(&event_files(&run)[0]).unwrap());
+    let series = |name: &str| -> Vec<f32> {
+        points.iter().filter(|((tag, _), _)| tag == name).map(|(_, value)| *value).collect()
+    };
+    let (scale, skipped) = (series("train/loss_scale"), series("train/skipped_steps"));
+    assert_eq!((scale.len(), skipped.len()), (10, 10));
+    assert!(scale[0] < 2f32.powi(30) && scale.windows(2).all(|w| w[1] <= w[0]), "{scale:?}");
+    assert!(skipped[0] >= 1.0 && skipped.windows(2).all(|w| w[1] >= w[0]), "{skipped:?}");
 }
 
 #[test]

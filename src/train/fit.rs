@@ -226,6 +226,10 @@ fn supervised_training(
             TensorBoardLogger::to_sink(sink).with_micro_batches(micro_batches).starting_after(start_step),
         );
     }
+    if config.training_precision().scales_loss() {
+        training =
+            training.metric_train_numeric(StepMetric::loss_scale()).metric_train_numeric(StepMetric::skipped_steps());
+    }
     if let Some(peak) = config.output.peak_tflops {
         training =
             training.metric_train_numeric(StepMetric::mfu(flops_per_token(&prepared.model, config.data.seq_len), peak));

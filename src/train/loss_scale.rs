@@ -43,6 +43,15 @@ pub enum ScaledStep {
     },
 }
 
+/// The loss scale after an optimiser step, and the steps skipped for overflow so far in the run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScaleReport {
+    /// The factor the next step's loss is multiplied by.
+    pub scale: f64,
+    /// Steps skipped so far (a resumed run's included).
+    pub skipped: usize,
+}
+
 /// The loss scale of a run, shared by its micro-batches and its optimiser steps.
 #[derive(Debug)]
 pub struct LossScale {
@@ -89,10 +98,17 @@ impl LossScale {
         self.state().good_steps
     }
 
-    /// Sets the scale and its count of good steps, as a checkpoint recorded them.
-    pub fn restore(&self, scale: f64, good_steps: usize) {
+    /// The scale now and the steps skipped so far, as the metrics report them after a step.
+    pub fn report(&self) -> ScaleReport {
+        let state = self.state();
+        ScaleReport { scale: state.scale, skipped: state.skipped }
+    }
+
+    /// Sets the scale, its count of good steps and the steps skipped so far, as a checkpoint
+    /// recorded them.
+    pub fn restore(&self, scale: f64, good_steps: usize, skipped: usize) {
         let mut state = self.state();
-        (state.scale, state.good_steps) = (scale, good_steps);
+        (state.scale, state.good_steps, state.skipped) = (scale, good_steps, skipped);
     }
 
     /// Decides an optimiser step from the global norm of its scaled gradients, and updates the
@@ -120,9 +136,10 @@ impl LossScale {
     }
 }
 
-/// The record's keys of the loss scale and of its count of good steps.
+/// The record's keys of the loss scale, of its count of good steps and of the steps skipped.
 const SCALE_KEY: &str = "loss_scale";
 const GOOD_STEPS_KEY: &str = "loss_scale_good_steps";
+const SKIPPED_KEY: &str = "loss_scale_skipped";
 
 /// A learning-rate schedule whose record (burn-train's `scheduler` checkpoint, taken with the
 /// model's and the optimiser's at the end of an interval) also holds the run's loss scale, when it
@@ -151,7 +168,11 @@ impl<S: LrScheduler + Clone + 'static> LrScheduler for WithLossScale<S> {
         let record = self.schedule.to_record();
         match &self.loss_scale {
             Some(scale) => {
-                record.with_scalar(SCALE_KEY, scale.scale()).with_scalar(GOOD_STEPS_KEY, scale.good_steps() as u64)
+                let skipped = scale.skipped() as u64;
+                record
+                    .with_scalar(SCALE_KEY, scale.scale())
+                    .with_scalar(GOOD_STEPS_KEY, scale.good_steps() as u64)
+                    .with_scalar(SKIPPED_KEY, skipped)
             }
             None => record,
         }
@@ -161,7 +182,11 @@ impl<S: LrScheduler + Clone + 'static> LrScheduler for WithLossScale<S> {
         if let Some(loss_scale) = &self.loss_scale {
             let scale = record.scalar::<f64>(SCALE_KEY).filter(|scale| scale.is_finite() && *scale >= MIN_LOSS_SCALE);
             match (scale, record.scalar::<u64>(GOOD_STEPS_KEY)) {
-                (Some(scale), Some(good_steps)) => loss_scale.restore(scale, good_steps as usize),
+                // Checkpoints from before the count was kept restart it at 0.
+                (Some(scale), Some(good_steps)) => {
+                    let skipped = record.scalar::<u64>(SKIPPED_KEY).unwrap_or(0) as usize;
+                    loss_scale.restore(scale, good_steps as usize, skipped)
+                }
                 _ => self.events.warn(format!(
                     "the checkpoint holds no f16 loss scale (it was written before checkpoints kept it): the loss \
                      scale starts again from {}, so the resumed steps are not bit-identical to an uninterrupted \
@@ -206,7 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn a_checkpoint_restores_the_scale_and_its_growth_count() {
+    fn a_checkpoint_restores_the_scale_its_growth_count_and_the_skipped_steps() {
         let schedule = crate::train::WarmupCosineConfig::new(1e-3, 100).init().unwrap();
         let moved = Arc::new(LossScale::new(64.0));
         moved.step(f64::INFINITY);
@@ -220,6 +245,7 @@ mod tests {
         let mut resumed = WithLossScale::new(schedule.clone(), Some(fresh.clone()), Events::default());
         resumed.load_record(LrSchedulerRecord::from_bytes(bytes).unwrap());
         assert_eq!((fresh.scale(), fresh.good_steps()), (32.0, 2), "halved once, then two good steps");
+        assert_eq!(fresh.report(), ScaleReport { scale: 32.0, skipped: 1 }, "the skipped step is counted on");
         assert_eq!(resumed.step(), saved.step(), "the schedule's step comes back too");
     }
 

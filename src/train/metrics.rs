@@ -1,6 +1,6 @@
 //! Metrics burn-train does not have: the token-weighted loss, perplexity from it, the learning
-//! rate of each micro-batch's step, tokens per second, the global gradient norm and model FLOP
-//! utilisation.
+//! rate of each micro-batch's step, tokens per second, the global gradient norm, the f16 loss
+//! scale and its skipped steps, and model FLOP utilisation.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +11,7 @@ use burn::train::metric::{
     Metric, MetricAttributes, MetricMetadata, MetricName, Numeric, NumericAttributes, NumericEntry, SerializedEntry,
 };
 
+use super::loss_scale::ScaleReport;
 use super::schedule::WarmupCosine;
 use super::step::StepInput;
 use crate::LlamaConfig;
@@ -31,6 +32,8 @@ enum Kind {
     Perplexity,
     TokensPerSecond,
     GradNorm,
+    LossScale,
+    SkippedSteps,
     Mfu {
         flops_per_token: f64,
         peak_flops: f64,
@@ -57,6 +60,8 @@ struct StepSoFar {
     loss_sum: f64,
     /// The step's global gradient norm, once a micro-batch brought it.
     grad_norm: Option<f64>,
+    /// Under a loss scale (f16): the scale after the step, and the steps skipped so far.
+    scale: Option<ScaleReport>,
 }
 
 impl StepSoFar {
@@ -132,6 +137,17 @@ impl StepMetric {
         Self::new("Gradient norm", Kind::GradNorm)
     }
 
+    /// Under f16 mixed precision, the loss scale after each optimiser step, logged once per step.
+    pub fn loss_scale() -> Self {
+        Self::new("Loss scale", Kind::LossScale)
+    }
+
+    /// Under f16 mixed precision, the steps skipped for overflow so far in the run (a resumed
+    /// run's included), logged once per optimiser step.
+    pub fn skipped_steps() -> Self {
+        Self::new("Skipped steps", Kind::SkippedSteps)
+    }
+
     /// `exp` of the token-weighted mean loss of the epoch so far.
     fn epoch_perplexity(&self) -> f64 {
         let (sum, tokens) = self.loss_sum;
@@ -173,6 +189,7 @@ impl StepMetric {
         self.step.loss_sum += loss.unwrap_or(0.0) * item.tokens as f64;
         if let Some(norm) = item.grad_norm.as_ref().and_then(|slot| slot.get()) {
             self.step.grad_norm = Some(norm.value());
+            self.step.scale = norm.scale();
         }
         let (start, mut tokens) = self.since.unwrap_or((item.started, 0));
         if self.step.done() {
@@ -193,6 +210,8 @@ impl StepMetric {
         };
         match &self.kind {
             Kind::GradNorm => self.step.grad_norm.filter(|norm| norm.is_finite()),
+            Kind::LossScale => self.step.scale.map(|scale| scale.scale),
+            Kind::SkippedSteps => self.step.scale.map(|scale| scale.skipped as f64),
             Kind::TokensPerSecond => rate(),
             Kind::Mfu { flops_per_token, peak_flops } => rate().map(|rate| rate * flops_per_token / peak_flops),
             _ => None,
@@ -201,7 +220,10 @@ impl StepMetric {
 
     /// Whether the metric logs once per optimiser step rather than once per micro-batch.
     fn once_per_step(&self) -> bool {
-        matches!(self.kind, Kind::GradNorm | Kind::TokensPerSecond | Kind::Mfu { .. })
+        matches!(
+            self.kind,
+            Kind::GradNorm | Kind::LossScale | Kind::SkippedSteps | Kind::TokensPerSecond | Kind::Mfu { .. }
+        )
     }
 
     /// The epoch's final value: the epoch's rate for tokens per second and MFU (the last, which
@@ -273,7 +295,7 @@ impl Metric for StepMetric {
                 return Ok(self.perplexity_entry(false));
             }
             // Logged once per step, above.
-            Kind::GradNorm | Kind::TokensPerSecond | Kind::Mfu { .. } => {}
+            Kind::GradNorm | Kind::LossScale | Kind::SkippedSteps | Kind::TokensPerSecond | Kind::Mfu { .. } => {}
         }
         Ok(self.state.compute_update(format))
     }

@@ -14,7 +14,7 @@ use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
 use super::clip::{clip_factor, clip_known_norm, global_grad_norm, grad_sum_of_squares, read_norm, scale_grads};
 use super::guarded_adam::StepGate;
-use super::loss_scale::{LossScale, ScaledStep};
+use super::loss_scale::{LossScale, ScaleReport, ScaledStep};
 use super::monitor::{RunMonitor, SoundFlag};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
@@ -99,6 +99,8 @@ pub struct StepNorm {
     value: OnceLock<f64>,
     /// Told the norm once it is read (the run's monitor: a non-finite norm is a divergence).
     on_read: Option<Box<dyn Fn(f64) + Send + Sync>>,
+    /// Under a loss scale (f16): the scale after this step's decision, and the steps skipped.
+    scale: Option<ScaleReport>,
 }
 
 impl StepNorm {
@@ -106,7 +108,18 @@ impl StepNorm {
     pub fn known(norm: f64) -> Self {
         let value = OnceLock::new();
         let _ = value.set(norm);
-        Self { sum_of_squares: Mutex::new(None), value, on_read: None }
+        Self { sum_of_squares: Mutex::new(None), value, on_read: None, scale: None }
+    }
+
+    /// The norm, with the loss scale's state after the step (`None`: no loss scale).
+    pub fn with_scale(mut self, scale: Option<ScaleReport>) -> Self {
+        self.scale = scale;
+        self
+    }
+
+    /// The loss scale after the step and the steps skipped so far, under a loss scale (f16).
+    pub fn scale(&self) -> Option<ScaleReport> {
+        self.scale
     }
 
     /// The norm of `sum_of_squares` (on the device), and who to tell once it is read.
@@ -115,6 +128,7 @@ impl StepNorm {
             sum_of_squares: Mutex::new(Some(sum_of_squares)),
             value: OnceLock::new(),
             on_read: Some(Box::new(on_read)),
+            scale: None,
         }
     }
 
@@ -263,8 +277,11 @@ impl TrainingModel {
     fn optimize_on_host(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
         let mut norm = global_grad_norm(&grads, &self);
         let slot = self.settings.grad_norm_slot.clone();
+        let loss_scale = self.settings.loss_scale.clone();
+        // Called after the loss scale's decision: the metrics report the scale it left.
         let set_norm = |norm: f64| {
-            let _ = slot.lock().unwrap_or_else(|e| e.into_inner()).set(StepNorm::known(norm));
+            let norm = StepNorm::known(norm).with_scale(loss_scale.as_ref().map(|scale| scale.report()));
+            let _ = slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         };
         if let Some(loss_scale) = &self.settings.loss_scale {
             match loss_scale.step(norm) {
