@@ -134,3 +134,94 @@ impl MetricLogger for TensorBoardLogger {
         self.memory.log_epoch_summary(summary);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use burn::train::metric::store::NumericMetricUpdate;
+    use burn::train::metric::{MetricAttributes, MetricEntry, SerializedEntry};
+
+    use super::*;
+    use crate::tensorboard::proto::{ValueKind, What};
+    use crate::tensorboard::record::read_events;
+
+    fn define(logger: &mut TensorBoardLogger, name: &str) -> MetricId {
+        let id = MetricId::new(Arc::new(name.to_string()));
+        logger.log_metric_definition(MetricDefinition {
+            metric_id: id.clone(),
+            name: Arc::new(name.to_string()),
+            description: None,
+            attributes: MetricAttributes::None,
+        });
+        id
+    }
+
+    fn update(entries: &[(&MetricId, Option<NumericEntry>)]) -> MetricsUpdate {
+        let entries_numeric = entries
+            .iter()
+            .map(|(id, entry)| {
+                let serialized = match entry {
+                    Some(entry) => SerializedEntry::new(String::new(), entry.serialize()),
+                    None => SerializedEntry::not_available(None),
+                };
+                NumericMetricUpdate {
+                    entry: MetricEntry::new((*id).clone(), serialized),
+                    numeric_entry: entry.clone(),
+                    running_entry: None,
+                }
+            })
+            .collect();
+        MetricsUpdate { entries: Vec::new(), entries_numeric }
+    }
+
+    #[test]
+    fn a_step_of_two_micro_batches_is_one_point_and_a_validation_its_final_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut logger = TensorBoardLogger::new(dir.path()).unwrap().with_micro_batches(2).starting_after(10);
+        let (loss, lr, norm) =
+            (define(&mut logger, "Loss"), define(&mut logger, "Learning Rate"), define(&mut logger, "Gradient norm"));
+        let tokens = |value, count| Some(NumericEntry::Aggregated { aggregated_value: value, count });
+        // Step 11: losses 2 (100 tokens) and 4 (300 tokens); the norm on its last micro-batch.
+        logger.log(
+            update(&[(&loss, tokens(2.0, 100)), (&lr, Some(NumericEntry::Value(0.1))), (&norm, None)]),
+            1,
+            &Split::Train,
+        );
+        logger.log(
+            update(&[(&loss, tokens(4.0, 300)), (&lr, Some(NumericEntry::Value(0.2))), (&norm, tokens(0.5, 1))]),
+            1,
+            &Split::Train,
+        );
+        // The epoch's final training values are not charted; the validation's are, at step 11.
+        logger.log(update(&[(&loss, Some(NumericEntry::Final(9.0)))]), 1, &Split::Train);
+        logger.log(update(&[(&loss, tokens(1.0, 50))]), 1, &Split::Valid);
+        logger.log(update(&[(&loss, Some(NumericEntry::Final(1.5)))]), 1, &Split::Valid);
+        let bytes = std::fs::read(logger.sink().path()).unwrap();
+        let (events, torn) = read_events(&bytes);
+        assert!(!torn);
+        let points: Vec<(i64, String, f32)> = events
+            .iter()
+            .filter_map(|event| match &event.what {
+                Some(What::Summary(summary)) => Some((event.step, summary)),
+                _ => None,
+            })
+            .flat_map(|(step, summary)| {
+                summary.value.iter().map(move |value| match value.value {
+                    Some(ValueKind::SimpleValue(v)) => (step, value.tag.clone(), v),
+                    _ => panic!("not a scalar"),
+                })
+            })
+            .collect();
+        let expected = [
+            (11, "train/gradient_norm".to_string(), 0.5),
+            (11, "train/learning_rate".to_string(), 0.2),
+            (11, "train/loss".to_string(), 3.5),
+            (11, "valid/loss".to_string(), 1.5),
+        ];
+        assert_eq!(points, expected);
+        // burn-train reads the values back from memory.
+        let read = logger.read_numeric("Loss", 1, &Split::Valid).unwrap();
+        assert_eq!(read.len(), 2);
+    }
+}
