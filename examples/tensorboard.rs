@@ -3,10 +3,10 @@
 //! `tensorboard/` (replacing what is there). Then `tensorboard --logdir runs` shows them all.
 //!
 //! ```bash
-//! cargo run --release --example tensorboard -- runs/default runs/sweep/*/*
+//! cargo run --release --example tensorboard -- runs/default runs/sweep/*/seed-*
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -23,17 +23,31 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    layernorm_scaling::console::exit_code(run(&args))
+    // Every run is tried; the exit code says whether all of them were written.
+    let mut failed = false;
+    for dir in &args.runs {
+        if let Err(e) = convert(dir) {
+            layernorm_scaling::errln!("error: {e}");
+            failed = true;
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
-fn run(args: &Args) -> Result<(), Error> {
-    for dir in &args.runs {
-        let events = write_run_events(dir)?;
-        let replaced = match events.replaced.len() {
-            0 => String::new(),
-            n => format!(" (replacing {n} older event file{})", if n == 1 { "" } else { "s" }),
-        };
-        outln!("{}: {} steps -> {}{replaced}", dir.display(), events.steps, events.writer.path().display());
-    }
+fn convert(dir: &Path) -> Result<(), Error> {
+    let events = write_run_events(dir)?;
+    let steps = match events.steps {
+        Some((first, last)) => format!("steps {first} to {last}"),
+        None => "no steps".into(),
+    };
+    let replaced = match events.replaced.len() {
+        0 => String::new(),
+        n => format!(" (replacing {n} older event file{})", if n == 1 { "" } else { "s" }),
+    };
+    outln!("{}: {steps} -> {}{replaced}", dir.display(), events.writer.path().display());
     Ok(())
 }

@@ -92,8 +92,10 @@ def read_points(events_dir):
 
 
 def same(expected, actual):
+    # JSON writes every non-finite value as null (read as NaN): the event file holds the value
+    # itself (inf or NaN) where it was written live, NaN where it was written from the records.
     if math.isnan(expected):
-        return math.isnan(actual)
+        return not math.isfinite(actual)
     as_f32 = struct.unpack("f", struct.pack("f", expected))[0] if math.isfinite(expected) else expected
     return as_f32 == actual or math.isclose(expected, actual, rel_tol=1e-6, abs_tol=1e-30)
 
@@ -145,6 +147,9 @@ def main():
             check(run, args.torn)
     except AssertionError as e:
         print(f"check_tensorboard: {e}", file=sys.stderr)
+        sys.exit(1)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"check_tensorboard: cannot read the run's records: {e!r}", file=sys.stderr)
         sys.exit(1)
 
 

@@ -118,7 +118,8 @@ fn assert_events_match_records(run: &Path) {
     let expected = expected(run);
     for (key, value) in &expected {
         let read = actual.get(key).unwrap_or_else(|| panic!("{}: {key:?} is not in the events", run.display()));
-        assert!(*read == *value as f32 || (value.is_nan() && read.is_nan()), "{key:?}: {read} != {value}");
+        // JSON writes any non-finite value as null (NaN here); the event file keeps the value.
+        assert!(*read == *value as f32 || (value.is_nan() && !read.is_finite()), "{key:?}: {read} != {value}");
     }
     let train_steps = |points: Vec<&(String, u64)>| points.into_iter().filter(|(t, _)| t == "train/loss").count();
     assert_eq!(train_steps(actual.keys().collect()), train_steps(expected.keys().collect()));
@@ -179,19 +180,34 @@ fn a_run_killed_after_its_checkpoint_and_resumed_charts_each_step_once() {
     let args = ["--steps", "20", "--grad-accum", "2"];
     let killed = train(&run, &args, &[(CRASH_AT, "checkpoint:3")]);
     assert!(!killed.status.success());
-    let before = scalars(&std::fs::read(&event_files(&run)[0]).unwrap());
+    let before_bytes = std::fs::read(&event_files(&run)[0]).unwrap();
+    let before = scalars(&before_bytes);
     assert!(before.contains_key(&("train/loss".into(), 15)), "the killed run logged step 15");
     let resumed = train(&run, &[&args[..], &["--resume"]].concat(), &[]);
     assert_success(&resumed);
     assert_events_match_records(&run);
-    let after = scalars(&std::fs::read(&event_files(&run)[0]).unwrap());
+    let after_bytes = std::fs::read(&event_files(&run)[0]).unwrap();
+    let after = scalars(&after_bytes);
     let steps: Vec<u64> = after.keys().filter(|(tag, _)| tag == "train/loss").map(|(_, step)| *step).collect();
     assert_eq!(steps, (1..=20).collect::<Vec<_>>());
-    // The history before the checkpoint is the killed run's own.
+    // The history before the checkpoint is the killed run's own, at the times it was measured.
     for step in 1..=10 {
         let key = ("train/loss".to_string(), step);
         assert_eq!(after[&key], before[&key], "step {step}");
     }
+    let (before, after) = (wall_times(&before_bytes), wall_times(&after_bytes));
+    for step in 1..=10 {
+        assert_eq!(after[&step], before[&step], "step {step}");
+    }
+}
+
+/// When each step was first charted.
+fn wall_times(bytes: &[u8]) -> BTreeMap<i64, f64> {
+    let mut times = BTreeMap::new();
+    for event in read_events(bytes).0.into_iter().filter(|e| matches!(e.what, Some(What::Summary(_)))) {
+        times.entry(event.step).or_insert(event.wall_time);
+    }
+    times
 }
 
 #[test]
@@ -225,16 +241,81 @@ fn events_turned_off_are_written_later_by_the_tensorboard_example() {
     assert!(!run.join("tensorboard").exists());
     let output = Command::new(example("tensorboard")).arg(&run).output().unwrap();
     assert_success(&output);
-    assert!(String::from_utf8_lossy(&output.stdout).contains("11 steps"), "steps 0 to 10");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("steps 0 to 10"));
     assert_events_match_records(&run);
+    // Not while a training holds the run's lock (it writes its own events).
+    let lock = std::fs::File::open(run.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    let output = Command::new(example("tensorboard")).arg(&run).output().unwrap();
+    assert!(!output.status.success());
+    common::assert_mentions(&String::from_utf8_lossy(&output.stderr), &["is writing this run", "wait"]);
+    drop(lock);
     // Again: the file is replaced, not doubled.
     let output = Command::new(example("tensorboard")).arg(&run).output().unwrap();
     assert!(String::from_utf8_lossy(&output.stdout).contains("replacing 1 older event file"));
     assert_eq!(event_files(&run).len(), 1);
-    // What is not a run is refused, with what to give instead.
-    let output = Command::new(example("tensorboard")).arg(dir.path()).output().unwrap();
+    // What is not a run is refused, with what to give instead, and the runs after it are written.
+    let output = Command::new(example("tensorboard")).arg(dir.path()).arg(&run).output().unwrap();
     assert!(!output.status.success());
     common::assert_mentions(&String::from_utf8_lossy(&output.stderr), &["metrics.jsonl", "run directory"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("steps 0 to 10"));
+}
+
+#[test]
+fn the_tensorboard_example_never_replaces_a_file_with_less() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    assert_success(&train(&run, &[], &[]));
+    let before = std::fs::read(&event_files(&run)[0]).unwrap();
+    let convert = || Command::new(example("tensorboard")).arg(&run).output().unwrap();
+    let metrics = run.join("metrics.jsonl");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    // A damaged line, then a log cut to its first steps, then an empty log: each refused, the
+    // event file left as the training wrote it.
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[12] = "{\"split\":\"train\", garbage";
+    let cases = [
+        (lines.join("\n") + "\n", vec!["metrics.jsonl", "line 13"]),
+        (text.lines().take(10).collect::<Vec<_>>().join("\n") + "\n", vec!["charts steps up to 10", "kept"]),
+        (String::new(), vec!["holds no metrics"]),
+    ];
+    for (log, words) in cases {
+        std::fs::write(&metrics, log).unwrap();
+        let output = convert();
+        assert!(!output.status.success());
+        common::assert_mentions(&String::from_utf8_lossy(&output.stderr), &words);
+        assert_eq!(std::fs::read(&event_files(&run)[0]).unwrap(), before);
+    }
+}
+
+#[test]
+fn files_of_others_in_tensorboard_are_neither_deleted_nor_overwritten() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let args = ["--steps", "15"];
+    assert!(!train(&run, &args, &[(CRASH_AT, "checkpoint:2")]).status.success());
+    let events = run.join("tensorboard");
+    std::fs::write(events.join("events.out.tfevents.0.backup"), b"a copy of mine").unwrap();
+    std::fs::create_dir(events.join("aaa.tfevents.d")).unwrap();
+    assert_success(&train(&run, &[&args[..], &["--resume"]].concat(), &[]));
+    assert!(events.join("events.out.tfevents.0.backup").is_file());
+    assert!(events.join("aaa.tfevents.d").is_dir());
+    assert_eq!(event_files(&run).iter().filter(|p| p.is_file()).count(), 2, "the run's and the backup");
+    // `--overwrite` would delete them with the run: refused, naming them.
+    let output = train(&run, &["--overwrite"], &[]);
+    assert!(!output.status.success());
+    common::assert_mentions(&String::from_utf8_lossy(&output.stderr), &["tensorboard/events.out.tfevents.0.backup"]);
+}
+
+#[test]
+fn a_last_validation_interval_shorter_than_the_others_is_charted_at_its_own_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    assert_success(&train(&run, &["--steps", "12"], &[]));
+    let points = scalars(&std::fs::read(&event_files(&run)[0]).unwrap());
+    let valid: Vec<u64> = points.keys().filter(|(tag, _)| tag == "valid/loss").map(|(_, step)| *step).collect();
+    assert_eq!(valid, [5, 10, 12]);
+    assert_events_match_records(&run);
 }
 
 #[test]

@@ -18,4 +18,4 @@ mod writer;
 
 pub use run_events::{start_run_events, write_run_events, RunEvents};
 pub use sink::EventSink;
-pub use writer::{is_event_file, EventWriter, FAIL_POINT};
+pub use writer::{is_own_event_file, wall_time, EventWriter, FAIL_POINT};

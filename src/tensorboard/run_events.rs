@@ -1,19 +1,22 @@
 //! A run directory's event file (`<run>/tensorboard/`), started from the run's own records, so
 //! that TensorBoard shows every step once: the run's settings (`train.json`) as text, then the
-//! points of `metrics.jsonl` and `tracking.jsonl` up to the step the run (re)starts from. The
-//! event files of earlier processes are removed once the new one holds their history: points a
-//! killed run logged after its last checkpoint go with them (the resumed run trains those steps
-//! again and logs them anew), as they go from `metrics.jsonl`.
+//! points of `metrics.jsonl` and `tracking.jsonl` up to the step the run (re)starts from, at the
+//! times the older event files give them. The event files of earlier processes are removed once
+//! the new one holds their history: points a killed run logged after its last checkpoint go with
+//! them (the resumed run trains those steps again and logs them anew), as they go from
+//! `metrics.jsonl`. Only the crate's own event files are removed ([`is_own_event_file`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::history::{layer_points, metric_points};
-use super::writer::is_event_file;
+use super::proto::What;
+use super::record::read_events;
+use super::writer::{is_own_event_file, wall_time};
 use super::EventWriter;
 use crate::run::{
-    parse_metric_lines, read_tracking_lines, training_in, MetricRow, TrackRecord, METRICS, TENSORBOARD, TRACKING,
-    TRAIN_CONFIG,
+    parse_metric_lines, read_metrics, read_tracking_lines, MetricRow, TrackRecord, LOCK_FILE, METRICS, TENSORBOARD,
+    TRACKING, TRAIN_CONFIG,
 };
 use crate::Error;
 
@@ -22,25 +25,30 @@ use crate::Error;
 pub struct RunEvents {
     /// The event file, open for the points that follow.
     pub writer: EventWriter,
-    /// Steps with points written from the history.
-    pub steps: usize,
+    /// The steps with points written from the history, the first and the last (none: `None`).
+    pub steps: Option<(u64, u64)>,
     /// The event files of earlier processes that it replaced.
     pub replaced: Vec<PathBuf>,
 }
 
 /// Starts the event file of the run in `dir` with its history up to step `up_to`, the step the
-/// run restarts from (all of it for `None`), and removes the run's older event files. The records are read as far as they
-/// are whole: a damaged line ends a log's history there.
+/// run restarts from (all of it for `None`), and removes the run's older event files. The
+/// records are read as far as they are whole: a damaged line ends a log's history there.
 pub fn start_run_events(dir: &Path, up_to: Option<usize>) -> std::io::Result<RunEvents> {
     let rows = read_metric_rows(dir)?;
+    start_with_rows(dir, &rows, up_to)
+}
+
+/// [`start_run_events`] with the run's metric records read already.
+fn start_with_rows(dir: &Path, rows: &[MetricRow], up_to: Option<usize>) -> std::io::Result<RunEvents> {
     let tracks = read_track_records(dir);
     let settings = match std::fs::read_to_string(dir.join(TRAIN_CONFIG)) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
+        Err(e) => return Err(reading(&dir.join(TRAIN_CONFIG), e)),
     };
     let mut points: BTreeMap<u64, Vec<(String, f64)>> = BTreeMap::new();
-    for (step, values) in metric_points(&rows, up_to) {
+    for (step, values) in metric_points(rows, up_to) {
         points.entry(step).or_default().extend(values);
     }
     // A record of step `s` is taken before update `s + 1`: the run restarting at `up_to` takes
@@ -49,53 +57,137 @@ pub fn start_run_events(dir: &Path, up_to: Option<usize>) -> std::io::Result<Run
         points.entry(record.step as u64).or_default().extend(layer_points(record));
     }
     let events_dir = dir.join(TENSORBOARD);
+    let older = own_event_files(&events_dir)?;
+    let times = older_wall_times(&older);
     let writer = EventWriter::create_with(&events_dir, |writer| {
         if let Some(settings) = &settings {
             writer.text(0, "settings", &format!("```json\n{}\n```", settings.trim()))?;
         }
-        points.iter().try_for_each(|(step, values)| writer.scalars(*step, values))
+        points.iter().try_for_each(|(step, values)| {
+            writer.scalars_at(*step, times.get(step).copied().unwrap_or_else(wall_time), values)
+        })
     })?;
     let mut replaced = Vec::new();
-    for entry in std::fs::read_dir(&events_dir)? {
-        let path = entry?.path();
-        let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-        if path != writer.path() && (is_event_file(name) || name.starts_with(".partial-")) {
-            std::fs::remove_file(&path)?;
-            if is_event_file(name) {
-                replaced.push(path);
-            }
+    for path in older {
+        std::fs::remove_file(&path)?;
+        if !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with(".partial-")) {
+            replaced.push(path);
         }
     }
-    Ok(RunEvents { writer, steps: points.len(), replaced })
+    let steps = points.keys().next().zip(points.keys().next_back()).map(|(a, b)| (*a, *b));
+    Ok(RunEvents { writer, steps, replaced })
 }
 
 /// Writes the event file of the run in `dir` from its records (a run trained before event files
-/// were written, or with `tensorboard = false`), replacing its older event files. Refused for a
-/// directory without `metrics.jsonl`, and for a run being trained (its training writes its own).
+/// were written, or with `tensorboard = false`), replacing its older event files, under the run's
+/// lock (a training started meanwhile waits for none: it is refused). Refused for a directory
+/// without `metrics.jsonl`, one whose `metrics.jsonl` is damaged or empty, a run being trained,
+/// and a run whose event files hold steps its records do not (nothing is lost then).
 pub fn write_run_events(dir: &Path) -> Result<RunEvents, Error> {
     let refuse = |message: String| Error::RunDir { path: dir.to_path_buf(), message };
     if !dir.is_dir() {
-        return Err(refuse("no such directory: give a run directory of the train example".into()));
+        let what = if dir.exists() { "not a directory" } else { "no such directory" };
+        return Err(refuse(format!("{what}: give a run directory of the train example")));
     }
     if !dir.join(METRICS).is_file() {
         return Err(refuse(format!("it has no {METRICS}: give a run directory of the train example")));
     }
-    if let Some(pid) = training_in(dir) {
-        return Err(refuse(format!(
-            "a training (PID {pid}) is writing this run, and its TensorBoard events with it: wait for it to end"
-        )));
+    let _lock = lock_run(dir).map_err(refuse)?;
+    let rows = read_metrics(dir)?;
+    let Some(last) = rows.iter().map(|row| row.step as u64).max() else {
+        return Err(refuse(format!("its {METRICS} holds no metrics: nothing to chart")));
+    };
+    let events_dir = dir.join(TENSORBOARD);
+    let older = own_event_files(&events_dir).map_err(|e| refuse(e.to_string()))?;
+    if let Some((path, charted)) =
+        older.iter().filter_map(|path| Some((path, last_step(path)?))).max_by_key(|(_, s)| *s)
+    {
+        if charted > last {
+            return Err(refuse(format!(
+                "its event file {} charts steps up to {charted}, {METRICS} only up to {last}: kept as it is \
+                 (nothing written)",
+                path.display()
+            )));
+        }
     }
-    let events = start_run_events(dir, None)
-        .map_err(|e| refuse(format!("cannot write its event file in {}/: {e}", dir.join(TENSORBOARD).display())))?;
-    Ok(events)
+    start_with_rows(dir, &rows, None).map_err(|e| refuse(format!("its TensorBoard event file is not written: {e}")))
+}
+
+/// Takes the run's lock (`.lock`) for as long as the file returned is open; an error naming
+/// the training that holds it.
+fn lock_run(dir: &Path) -> Result<std::fs::File, String> {
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| format!("cannot open its lock {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let pid = std::fs::read_to_string(&path).unwrap_or_default();
+            let pid = if pid.trim().is_empty() { "unknown" } else { pid.trim() };
+            Err(format!(
+                "a training (PID {pid}) is writing this run, and its TensorBoard events with it: wait for it to end"
+            ))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
+}
+
+/// The crate's own event files in `events_dir` (regular files only), sorted; none without the folder.
+fn own_event_files(events_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(events_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(reading(events_dir, e)),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| reading(events_dir, e))?;
+        let own = entry.file_name().to_str().is_some_and(is_own_event_file);
+        if own && entry.file_type().is_ok_and(|kind| kind.is_file()) {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// When the older event files first charted each step (their readable part).
+fn older_wall_times(files: &[PathBuf]) -> BTreeMap<u64, f64> {
+    let mut times = BTreeMap::new();
+    for path in files {
+        let Ok(bytes) = std::fs::read(path) else { continue };
+        for event in read_events(&bytes).0 {
+            if matches!(event.what, Some(What::Summary(_))) && event.step >= 0 {
+                times.entry(event.step as u64).or_insert(event.wall_time);
+            }
+        }
+    }
+    times
+}
+
+/// The last step an event file charts (its readable part), if any.
+fn last_step(path: &Path) -> Option<u64> {
+    let bytes = std::fs::read(path).ok()?;
+    let events = read_events(&bytes).0;
+    events
+        .iter()
+        .filter(|event| matches!(event.what, Some(What::Summary(_))))
+        .map(|event| event.step.max(0) as u64)
+        .max()
 }
 
 /// The rows of the run's `metrics.jsonl` up to its first damaged line (none without the file).
 fn read_metric_rows(dir: &Path) -> std::io::Result<Vec<MetricRow>> {
-    match std::fs::read_to_string(dir.join(METRICS)) {
+    let path = dir.join(METRICS);
+    match std::fs::read_to_string(&path) {
         Ok(text) => Ok(parse_metric_lines(&text).0),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e),
+        Err(e) => Err(reading(&path, e)),
     }
 }
 
@@ -105,4 +197,9 @@ fn read_track_records(dir: &Path) -> Vec<TrackRecord> {
         return Vec::new();
     }
     read_tracking_lines(&dir.join(TRACKING), None).map(|(records, _bad)| records).unwrap_or_default()
+}
+
+/// `error`, from reading `path`, said so.
+fn reading(path: &Path, error: std::io::Error) -> std::io::Error {
+    std::io::Error::new(error.kind(), format!("cannot read {}: {error}", path.display()))
 }

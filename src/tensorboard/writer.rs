@@ -21,9 +21,21 @@ use super::record::frame;
 /// (`LAYERNORM_SCALING_FAIL_AT=tensorboard`), or that of step `N`'s values (`tensorboard:N`).
 pub const FAIL_POINT: &str = "tensorboard";
 
-/// Whether `name` is an event file's name (as TensorBoard tells them: it holds `tfevents`).
-pub fn is_event_file(name: &str) -> bool {
-    name.contains("tfevents")
+/// Whether `name` is that of an event file this crate writes, or of one it was writing when it
+/// was killed: `events.out.tfevents.<seconds>.<host>.<pid>.<n>`, `.partial-<seconds>-<pid>-<n>`.
+/// Other files (a user's, another program's writer's) are never the crate's to remove.
+pub fn is_own_event_file(name: &str) -> bool {
+    let numbers = |parts: &[&str]| parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    if let Some(rest) = name.strip_prefix("events.out.tfevents.") {
+        let parts: Vec<&str> = rest.split('.').collect();
+        return parts.len() == 4 && numbers(&[parts[0], parts[2], parts[3]]) && !parts[1].is_empty();
+    }
+    name.strip_prefix(".partial-").is_some_and(|rest| numbers(&rest.split('-').collect::<Vec<_>>()))
+}
+
+/// Seconds since the Unix epoch, as events record them.
+pub fn wall_time() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// An event file being written.
@@ -80,6 +92,12 @@ impl EventWriter {
     /// Writes `values` (`(tag, value)`) at `step` as scalars, in one record. Nothing is written
     /// for no values.
     pub fn scalars(&mut self, step: u64, values: &[(String, f64)]) -> std::io::Result<()> {
+        self.scalars_at(step, wall_time(), values)
+    }
+
+    /// [`scalars`](Self::scalars) with the time they were measured (seconds since the Unix
+    /// epoch), for points written again from a run's history.
+    pub fn scalars_at(&mut self, step: u64, wall_time: f64, values: &[(String, f64)]) -> std::io::Result<()> {
         if values.is_empty() {
             return Ok(());
         }
@@ -91,7 +109,7 @@ impl EventWriter {
                 value: Some(ValueKind::SimpleValue(*value as f32)),
             })
             .collect();
-        self.write_summary(step, Summary { value })
+        self.write_summary(step, wall_time, Summary { value })
     }
 
     /// Writes `text` (Markdown) under `tag` at `step`, for TensorBoard's text dashboard.
@@ -107,7 +125,7 @@ impl EventWriter {
             metadata: Some(SummaryMetadata { plugin_data: Some(plugin) }),
             value: Some(ValueKind::Tensor(tensor)),
         };
-        self.write_summary(step, Summary { value: vec![value] })
+        self.write_summary(step, wall_time(), Summary { value: vec![value] })
     }
 
     /// Makes what was written durable (at each validation: what a crash loses is then at most
@@ -116,21 +134,16 @@ impl EventWriter {
         self.file.sync_data()
     }
 
-    fn write_summary(&mut self, step: u64, summary: Summary) -> std::io::Result<()> {
+    fn write_summary(&mut self, step: u64, wall_time: f64, summary: Summary) -> std::io::Result<()> {
         crate::io::fail_point(&format!("{FAIL_POINT}:{step}"))?;
         let step = i64::try_from(step).unwrap_or(i64::MAX);
-        self.write_event(Event { wall_time: wall_time(), step, what: Some(What::Summary(summary)) })
+        self.write_event(Event { wall_time, step, what: Some(What::Summary(summary)) })
     }
 
     fn write_event(&mut self, event: Event) -> std::io::Result<()> {
         crate::io::fail_point(FAIL_POINT)?;
         self.file.write_all(&frame(&event.encode_to_vec()))
     }
-}
-
-/// Seconds since the Unix epoch, as events record them.
-fn wall_time() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The machine's name for event file names (letters, digits, `-` and `_` only), `localhost`
@@ -170,7 +183,13 @@ mod tests {
         writer.scalars(4, &[]).unwrap();
         writer.text(0, "settings", "lr = 1e-3").unwrap();
         let name = writer.path().file_name().unwrap().to_str().unwrap().to_string();
-        assert!(name.starts_with("events.out.tfevents.") && is_event_file(&name), "{name}");
+        assert!(name.starts_with("events.out.tfevents.") && is_own_event_file(&name), "{name}");
+        for other in
+            ["events.out.tfevents.0.backup", "events.out.tfevents.1.h.2", "notes.md", ".partial-x", "a.tfevents.d"]
+        {
+            assert!(!is_own_event_file(other), "{other}");
+        }
+        assert!(is_own_event_file(".partial-1796559065-25421-0"));
         let read = events(writer.path());
         assert_eq!(read.len(), 3);
         assert_eq!(read[0].what, Some(What::FileVersion("brain.Event:2".into())));

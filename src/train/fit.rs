@@ -37,7 +37,7 @@ use super::tracking::Tracker;
 use crate::data::LmBatcher;
 use crate::model::Llama;
 use crate::run::{read_metrics, write_metrics_csv, METRICS, TENSORBOARD, TRACKING};
-use crate::tensorboard::{start_run_events, EventSink};
+use crate::tensorboard::{is_own_event_file, start_run_events, EventSink};
 use crate::Error;
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).
@@ -179,8 +179,9 @@ fn supervised_training(
     let valid_subset = PartialDataset::new(prepared.valid.clone(), 0, valid_windows);
     let valid_loader = DataLoaderBuilder::new(LmBatcher).batch_size(global_batch).build(valid_subset);
 
-    let logger = RunMetricLogger::open(out, start_epoch, (steps_per_epoch, micro_batches), monitor.clone())
-        .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {METRICS}: {e}") })?;
+    let logger =
+        RunMetricLogger::open(out, start_epoch, (steps_per_epoch, micro_batches, config.optim.steps), monitor.clone())
+            .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {METRICS}: {e}") })?;
     let loss_metric = StepMetric::loss();
     let checkpoint_dir = dir.checkpoint_dir();
     let mut training = SupervisedTraining::new(out, train_loader, valid_loader)
@@ -347,6 +348,17 @@ fn tensorboard_events(
     monitor: &Arc<RunMonitor>,
 ) -> Option<EventSink> {
     if !config.output.tensorboard {
+        let events = out.join(TENSORBOARD);
+        let has_events = std::fs::read_dir(&events).is_ok_and(|mut entries| {
+            entries.any(|e| e.is_ok_and(|e| is_own_event_file(&e.file_name().to_string_lossy())))
+        });
+        if has_events {
+            monitor.warn(format!(
+                "--tensorboard false: the event files in {} stop at this start; the `tensorboard` example \
+                 writes them anew from the run's records",
+                events.display()
+            ));
+        }
         return None;
     }
     match start_run_events(out, Some(start_step)) {

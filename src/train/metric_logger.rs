@@ -29,6 +29,8 @@ pub struct RunMetricLogger {
     batches: HashMap<(String, usize), usize>,
     steps_per_epoch: usize,
     micro_batches: usize,
+    /// The run's last step: its last validation interval may be shorter than the others.
+    total_steps: usize,
     /// Sees every training loss (a non-finite one stops the run: the loss's gradient, taken in
     /// closed form, can stay finite) and a failed write.
     monitor: Arc<RunMonitor>,
@@ -37,12 +39,13 @@ pub struct RunMetricLogger {
 impl RunMetricLogger {
     /// Opens the log of the run in `dir`, keeping the values of epochs up to `start_epoch` (those
     /// of a resumed run's checkpoint; a killed run may have logged later ones) and dropping the
-    /// rest. `micro_batches` batches make one of the `steps_per_epoch` optimiser steps. Every
+    /// rest. `micro_batches` batches make one of the `steps_per_epoch` optimiser steps, of
+    /// `total_steps` in all. Every
     /// training loss, the kept ones first, is reported to `monitor`.
     pub fn open(
         dir: &Path,
         start_epoch: usize,
-        (steps_per_epoch, micro_batches): (usize, usize),
+        (steps_per_epoch, micro_batches, total_steps): (usize, usize, usize),
         monitor: Arc<RunMonitor>,
     ) -> std::io::Result<Self> {
         let path = dir.join(METRICS);
@@ -87,6 +90,7 @@ impl RunMetricLogger {
             batches: HashMap::new(),
             steps_per_epoch,
             micro_batches: micro_batches.max(1),
+            total_steps,
             monitor,
         };
         logger.monitor.read_log(&kept);
@@ -118,7 +122,7 @@ impl RunMetricLogger {
         let step = if split == "train" && !is_final {
             epoch_start + batch.div_ceil(self.micro_batches)
         } else {
-            epoch_start + self.steps_per_epoch
+            (epoch_start + self.steps_per_epoch).min(self.total_steps)
         };
         MetricRow { split: split.to_string(), epoch, batch, step, metric: metric.to_string(), value, count, is_final }
     }

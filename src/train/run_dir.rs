@@ -289,8 +289,9 @@ fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
 /// [`crate::io::write_atomically`], and burn-pack's scratch files of the checkpoints and the
 /// model, `<name>.bpk.<pid>-<n>.tmp`.
 /// The files in `dir`'s run folders that are not the run's, which `--overwrite` would delete
-/// with them: in `checkpoint/` any file not named as a checkpoint's, in `analysis/` any file
-/// its report did not write (or changed since). Paths relative to `dir`.
+/// with them: in `checkpoint/` any file not named as a checkpoint's, in `tensorboard/` any file
+/// not named as the crate's event files, in `analysis/` any file its report did not write (or
+/// changed since). Paths relative to `dir`.
 pub(crate) fn foreign_files_in_run_folders(dir: &Path) -> Vec<String> {
     let mut foreign: Vec<String> = std::fs::read_dir(dir.join(CHECKPOINTS))
         .into_iter()
@@ -300,6 +301,15 @@ pub(crate) fn foreign_files_in_run_folders(dir: &Path) -> Vec<String> {
         .filter(|name| !crate::run::is_checkpoint_file_name(name) && !is_temporary_name(name))
         .map(|name| format!("{CHECKPOINTS}/{name}"))
         .collect();
+    foreign.extend(
+        std::fs::read_dir(dir.join(crate::run::TENSORBOARD))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| !crate::tensorboard::is_own_event_file(name))
+            .map(|name| format!("{}/{name}", crate::run::TENSORBOARD)),
+    );
     let analysis = dir.join(crate::run::ANALYSIS);
     if let Err(e) = crate::io::check_replaceable_dir(&analysis, crate::run::REPORT) {
         foreign.push(format!("{}/ ({e})", crate::run::ANALYSIS));
