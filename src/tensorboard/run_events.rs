@@ -125,7 +125,13 @@ fn lock_run(dir: &Path) -> Result<std::fs::File, String> {
         .open(&path)
         .map_err(|e| format!("cannot open its lock {}: {e}", path.display()))?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => {
+            // Whoever finds the run locked is told who holds it, as a training's lock tells.
+            use std::io::Write;
+            let mut file = file;
+            let _ = file.set_len(0).and_then(|()| write!(file, "{}", std::process::id()));
+            Ok(file)
+        }
         Err(std::fs::TryLockError::WouldBlock) => {
             let pid = std::fs::read_to_string(&path).unwrap_or_default();
             let pid = if pid.trim().is_empty() { "unknown" } else { pid.trim() };

@@ -19,7 +19,9 @@ pub struct EventSink {
 struct SinkState {
     writer: Option<EventWriter>,
     path: PathBuf,
-    on_error: OnError,
+    on_error: Option<OnError>,
+    /// The message of the first failed write.
+    failure: Option<String>,
 }
 
 impl std::fmt::Debug for EventSink {
@@ -29,18 +31,23 @@ impl std::fmt::Debug for EventSink {
 }
 
 impl EventSink {
-    /// Writes through `writer`; a failed write is reported on standard error unless
-    /// [`on_error`](Self::on_error) says otherwise.
+    /// Writes through `writer`. The library prints nothing: a failed write is kept for
+    /// [`failure`](Self::failure), and told to [`on_error`](Self::on_error)'s function if one is set.
     pub fn new(writer: EventWriter) -> Self {
         let path = writer.path().to_path_buf();
-        let on_error: OnError = Box::new(|message| eprintln!("warning: {message}"));
-        Self { state: Arc::new(Mutex::new(SinkState { writer: Some(writer), path, on_error })) }
+        let state = SinkState { writer: Some(writer), path, on_error: None, failure: None };
+        Self { state: Arc::new(Mutex::new(state)) }
     }
 
     /// Reports the first failed write to `report` (a message naming the file and the error).
     pub fn on_error(self, report: impl Fn(String) + Send + 'static) -> Self {
-        self.lock().on_error = Box::new(report);
+        self.lock().on_error = Some(Box::new(report));
         self
+    }
+
+    /// The message of the first failed write, after which nothing more was written.
+    pub fn failure(&self) -> Option<String> {
+        self.lock().failure.clone()
     }
 
     /// The event file's path.
@@ -72,11 +79,37 @@ impl EventSink {
                 state.path.display()
             );
             state.writer = None;
-            (state.on_error)(message);
+            state.failure = Some(message.clone());
+            if let Some(report) = &state.on_error {
+                report(message);
+            }
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, SinkState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::read_events;
+    use super::*;
+
+    #[test]
+    fn the_first_failed_write_is_kept_told_once_and_ends_the_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (told, heard) = std::sync::mpsc::channel();
+        let sink = EventSink::new(EventWriter::create(dir.path()).unwrap()).on_error(move |m| told.send(m).unwrap());
+        sink.scalars(1, &[("a".into(), 1.0)]);
+        sink.write(|_| Err(std::io::Error::other("no space left on device")));
+        sink.scalars(2, &[("a".into(), 2.0)]);
+        sink.write(|_| Err(std::io::Error::other("again")));
+        assert!(!sink.is_writing());
+        let failure = sink.failure().unwrap();
+        assert!(failure.contains("no space left") && failure.contains("the run goes on"), "{failure}");
+        assert_eq!(heard.try_iter().collect::<Vec<_>>(), vec![failure]);
+        let (events, torn) = read_events(&std::fs::read(sink.path()).unwrap());
+        assert_eq!((events.len(), torn), (2, false), "the version and step 1");
     }
 }

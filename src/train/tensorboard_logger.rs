@@ -223,5 +223,6 @@ mod tests {
         // burn-train reads the values back from memory.
         let read = logger.read_numeric("Loss", 1, &Split::Valid).unwrap();
         assert_eq!(read.len(), 2);
+        assert_eq!(logger.sink().failure(), None);
     }
 }
