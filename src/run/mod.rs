@@ -19,10 +19,13 @@
 //! | `.previous-run/` | the run an `--overwrite` replaces, until the new one has a checkpoint ([`PREVIOUS_RUN`]) |
 //!
 //! Whether a directory holds a run, and whether it is finished or being replaced, is asked of
-//! [`RunState`] and its functions; the training's own life in the directory (its lock,
-//! `--overwrite`) is `train::RunDir`'s.
+//! [`RunState`] and its functions; the lock is taken here for whoever writes the run (the
+//! training, the `tensorboard` example), and the training's own life in the directory
+//! (`--overwrite`, the checks under its lock) is `train::RunDir`'s.
 
 mod identity;
+#[cfg(feature = "tensorboard")]
+mod lock;
 mod metrics_file;
 mod model_dir;
 #[cfg(feature = "train")]
@@ -32,6 +35,8 @@ mod state;
 mod tracking_file;
 
 pub use identity::RunIdentity;
+#[cfg(feature = "tensorboard")]
+pub(crate) use lock::{lock_run_dir, LockRefused};
 #[cfg(feature = "tensorboard")]
 pub(crate) use metrics_file::parse_metric_lines;
 pub use metrics_file::{first_non_finite_loss, read_metrics, write_metrics_csv, MetricRow};

@@ -15,8 +15,8 @@ use super::record::read_events;
 use super::writer::{is_own_event_file, wall_time};
 use super::EventWriter;
 use crate::run::{
-    parse_metric_lines, read_metrics, read_tracking_lines, MetricRow, TrackRecord, LOCK_FILE, METRICS, TENSORBOARD,
-    TRACKING, TRAIN_CONFIG,
+    lock_run_dir, parse_metric_lines, read_metrics, read_tracking_lines, LockRefused, MetricRow, TrackRecord, METRICS,
+    TENSORBOARD, TRACKING, TRAIN_CONFIG,
 };
 use crate::Error;
 
@@ -36,11 +36,35 @@ pub struct RunEvents {
 /// records are read as far as they are whole: a damaged line ends a log's history there.
 pub fn start_run_events(dir: &Path, up_to: Option<usize>) -> std::io::Result<RunEvents> {
     let rows = read_metric_rows(dir)?;
-    start_with_rows(dir, &rows, up_to)
+    let older = OlderEvents::read(&dir.join(TENSORBOARD))?;
+    start_with(dir, &rows, older, up_to)
 }
 
-/// [`start_run_events`] with the run's metric records read already.
-fn start_with_rows(dir: &Path, rows: &[MetricRow], up_to: Option<usize>) -> std::io::Result<RunEvents> {
+/// The run's event files of earlier processes, and when they first charted each step.
+struct OlderEvents {
+    files: Vec<PathBuf>,
+    times: BTreeMap<u64, f64>,
+}
+
+impl OlderEvents {
+    /// The crate's own event files in `events_dir` and their readable parts' steps.
+    fn read(events_dir: &Path) -> std::io::Result<Self> {
+        let files = own_event_files(events_dir)?;
+        let mut times = BTreeMap::new();
+        for path in &files {
+            let Ok(bytes) = std::fs::read(path) else { continue };
+            for event in read_events(&bytes).0 {
+                if matches!(event.what, Some(What::Summary(_))) && event.step >= 0 {
+                    times.entry(event.step as u64).or_insert(event.wall_time);
+                }
+            }
+        }
+        Ok(Self { files, times })
+    }
+}
+
+/// [`start_run_events`] with the run's metric records and older event files read already.
+fn start_with(dir: &Path, rows: &[MetricRow], older: OlderEvents, up_to: Option<usize>) -> std::io::Result<RunEvents> {
     let tracks = read_track_records(dir);
     let settings = match std::fs::read_to_string(dir.join(TRAIN_CONFIG)) {
         Ok(text) => Some(text),
@@ -56,19 +80,16 @@ fn start_with_rows(dir: &Path, rows: &[MetricRow], up_to: Option<usize>) -> std:
     for record in tracks.iter().filter(|record| up_to.is_none_or(|start| record.step < start)) {
         points.entry(record.step as u64).or_default().extend(layer_points(record));
     }
-    let events_dir = dir.join(TENSORBOARD);
-    let older = own_event_files(&events_dir)?;
-    let times = older_wall_times(&older);
-    let writer = EventWriter::create_with(&events_dir, |writer| {
+    let writer = EventWriter::create_with(&dir.join(TENSORBOARD), |writer| {
         if let Some(settings) = &settings {
             writer.text(0, "settings", &format!("```json\n{}\n```", settings.trim()))?;
         }
         points.iter().try_for_each(|(step, values)| {
-            writer.scalars_at(*step, times.get(step).copied().unwrap_or_else(wall_time), values)
+            writer.scalars_at(*step, older.times.get(step).copied().unwrap_or_else(wall_time), values)
         })
     })?;
     let mut replaced = Vec::new();
-    for path in older {
+    for path in older.files {
         std::fs::remove_file(&path)?;
         if !path.file_name().is_some_and(|name| name.to_string_lossy().starts_with(".partial-")) {
             replaced.push(path);
@@ -92,59 +113,33 @@ pub fn write_run_events(dir: &Path) -> Result<RunEvents, Error> {
     if !dir.join(METRICS).is_file() {
         return Err(refuse(format!("it has no {METRICS}: give a run directory of the train example")));
     }
-    let _lock = lock_run(dir).map_err(refuse)?;
+    let _lock = lock_run_dir(dir).map_err(|refused| {
+        refuse(match refused {
+            LockRefused::Held(pid) => format!(
+                "a training (PID {pid}) is writing this run, and its TensorBoard events with it: wait for it to end"
+            ),
+            LockRefused::Readers => "a reader (analyze or generate) holds its lock; try again in a moment".into(),
+            LockRefused::Failed(message) => message,
+        })
+    })?;
     let rows = read_metrics(dir)?;
     let Some(last) = rows.iter().map(|row| row.step as u64).max() else {
         return Err(refuse(format!("its {METRICS} holds no metrics: nothing to chart")));
     };
     let events_dir = dir.join(TENSORBOARD);
-    let older = own_event_files(&events_dir).map_err(|e| refuse(e.to_string()))?;
-    if let Some((path, charted)) =
-        older.iter().filter_map(|path| Some((path, last_step(path)?))).max_by_key(|(_, s)| *s)
-    {
-        if charted > last {
-            return Err(refuse(format!(
-                "its event file {} charts steps up to {charted}, {METRICS} only up to {last}: kept as it is \
-                 (nothing written)",
-                path.display()
-            )));
-        }
+    let older = OlderEvents::read(&events_dir).map_err(|e| refuse(e.to_string()))?;
+    if let Some(&charted) = older.times.keys().next_back().filter(|&&charted| charted > last) {
+        return Err(refuse(format!(
+            "its event file in {} charts steps up to {charted}, {METRICS} only up to {last}: kept as it is \
+             (nothing written)",
+            events_dir.display()
+        )));
     }
-    start_with_rows(dir, &rows, None).map_err(|e| refuse(format!("its TensorBoard event file is not written: {e}")))
-}
-
-/// Takes the run's lock (`.lock`) for as long as the file returned is open; an error naming
-/// the training that holds it.
-fn lock_run(dir: &Path) -> Result<std::fs::File, String> {
-    let path = dir.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| format!("cannot open its lock {}: {e}", path.display()))?;
-    match file.try_lock() {
-        Ok(()) => {
-            // Whoever finds the run locked is told who holds it, as a training's lock tells.
-            use std::io::Write;
-            let mut file = file;
-            let _ = file.set_len(0).and_then(|()| write!(file, "{}", std::process::id()));
-            Ok(file)
-        }
-        Err(std::fs::TryLockError::WouldBlock) => {
-            let pid = std::fs::read_to_string(&path).unwrap_or_default();
-            let pid = if pid.trim().is_empty() { "unknown" } else { pid.trim() };
-            Err(format!(
-                "a training (PID {pid}) is writing this run, and its TensorBoard events with it: wait for it to end"
-            ))
-        }
-        Err(std::fs::TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", path.display())),
-    }
+    start_with(dir, &rows, older, None).map_err(|e| refuse(format!("its TensorBoard event file is not written: {e}")))
 }
 
 /// The crate's own event files in `events_dir` (regular files only), sorted; none without the folder.
-fn own_event_files(events_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+pub fn own_event_files(events_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(events_dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -160,31 +155,6 @@ fn own_event_files(events_dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     }
     files.sort();
     Ok(files)
-}
-
-/// When the older event files first charted each step (their readable part).
-fn older_wall_times(files: &[PathBuf]) -> BTreeMap<u64, f64> {
-    let mut times = BTreeMap::new();
-    for path in files {
-        let Ok(bytes) = std::fs::read(path) else { continue };
-        for event in read_events(&bytes).0 {
-            if matches!(event.what, Some(What::Summary(_))) && event.step >= 0 {
-                times.entry(event.step as u64).or_insert(event.wall_time);
-            }
-        }
-    }
-    times
-}
-
-/// The last step an event file charts (its readable part), if any.
-fn last_step(path: &Path) -> Option<u64> {
-    let bytes = std::fs::read(path).ok()?;
-    let events = read_events(&bytes).0;
-    events
-        .iter()
-        .filter(|event| matches!(event.what, Some(What::Summary(_))))
-        .map(|event| event.step.max(0) as u64)
-        .max()
 }
 
 /// The rows of the run's `metrics.jsonl` up to its first damaged line (none without the file).

@@ -37,7 +37,7 @@ use super::tracking::Tracker;
 use crate::data::LmBatcher;
 use crate::model::Llama;
 use crate::run::{read_metrics, write_metrics_csv, METRICS, TENSORBOARD, TRACKING};
-use crate::tensorboard::{is_own_event_file, start_run_events, EventSink};
+use crate::tensorboard::{own_event_files, start_run_events, EventSink};
 use crate::Error;
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).
@@ -349,10 +349,7 @@ fn tensorboard_events(
 ) -> Option<EventSink> {
     if !config.output.tensorboard {
         let events = out.join(TENSORBOARD);
-        let has_events = std::fs::read_dir(&events).is_ok_and(|mut entries| {
-            entries.any(|e| e.is_ok_and(|e| is_own_event_file(&e.file_name().to_string_lossy())))
-        });
-        if has_events {
+        if own_event_files(&events).is_ok_and(|files| !files.is_empty()) {
             monitor.warn(format!(
                 "--tensorboard false: the event files in {} stop at this start; the `tensorboard` example \
                  writes them anew from the run's records",

@@ -3,7 +3,6 @@
 //! finished run without losing it when the new one fails.
 
 use std::fs::File;
-use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
 use super::checkpoint::checkpoint_status;
@@ -11,8 +10,8 @@ use super::config::TrainConfig;
 use super::events::TrainEvent;
 use crate::io::{crash_point, write_atomically};
 use crate::run::{
-    has_settings, is_finished, is_replacing, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO, PREVIOUS_RUN,
-    RUN_ENTRIES, TRAIN_CONFIG,
+    has_settings, is_finished, is_replacing, LockRefused, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO,
+    PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG,
 };
 use crate::Error;
 
@@ -399,40 +398,13 @@ pub(crate) fn busy(holder: &str) -> String {
 }
 
 /// Takes the advisory lock of the directory `dir` (its `.lock`, created if missing) and writes
-/// this process's PID into it.
+/// this process's PID into it; an error saying who holds it.
 pub(crate) fn take_lock(dir: &Path) -> Result<File, String> {
-    let path = dir.join(LOCK_FILE);
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| format!("cannot create its lock file: {e}"))?;
-    // A reader's probe ([`crate::run::training_in`]) holds a shared lock for a moment: a lock
-    // still held after 200 ms of tries is a training's, or a reader's that is told apart below.
-    let mut taken = file.try_lock();
-    for _ in 0..20 {
-        if !matches!(taken, Err(std::fs::TryLockError::WouldBlock)) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-        taken = file.try_lock();
-    }
-    if let Err(e) = taken {
-        return Err(match e {
-            // The same probe readers use: a training holds the lock alone, so where none is
-            // found, readers hold it.
-            std::fs::TryLockError::WouldBlock => match crate::run::training_in(dir) {
-                Some(holder) => busy(&holder),
-                None => "a reader (analyze or generate) holds its lock; try again in a moment".to_string(),
-            },
-            std::fs::TryLockError::Error(e) => format!("cannot lock it: {e}"),
-        });
-    }
-    let written = file.set_len(0).and_then(|()| file.rewind()).and_then(|()| writeln!(file, "{}", std::process::id()));
-    written.map_err(|e| format!("cannot write its lock file: {e}"))?;
-    Ok(file)
+    crate::run::lock_run_dir(dir).map_err(|refused| match refused {
+        LockRefused::Held(holder) => busy(&holder),
+        LockRefused::Readers => "a reader (analyze or generate) holds its lock; try again in a moment".to_string(),
+        LockRefused::Failed(message) => message,
+    })
 }
 
 impl RunDir {
