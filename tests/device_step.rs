@@ -85,9 +85,12 @@ fn clipping_on_the_device_matches_clipping_on_the_host() {
     let unclipped = three_steps(&llama, StepSettings::default(), |model| {
         optimizer(&config, &LlamaConfig::tiny(), model, model.gate())
     });
+    // The host clips by an f64 factor of the f32 norm, the device by an f32 one: a relative
+    // difference of 1e-7, which Adam's division by the root of the second moment can magnify
+    // where a gradient is near epsilon (4.7e-6 seen once in ten runs), against steps of 3e-3.
     for step in 0..3 {
         let worst = host[step].iter().zip(&device[step]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-        assert!(worst <= 1e-6, "step {step}: the two paths differ by {worst}");
+        assert!(worst <= 2e-5, "step {step}: the two paths differ by {worst}");
         assert_ne!(device[step], unclipped[step], "step {step}: clipping changed the update");
     }
 }

@@ -66,8 +66,11 @@ fn a_gpu_step_launches_no_more_kernels_than_today() {
     // then by family. Measured over lavapipe; the same program launches the same on any GPU.
     type Bound = (&'static str, usize, &'static [(OpFamily, usize)]);
     let bounds: [Bound; 2] = [
-        ("f32", 393, &[(OpFamily::Optimizer, 161), (OpFamily::Matmul, 87), (OpFamily::Cast, 0)]),
-        ("f16-mixed", 466, &[(OpFamily::Optimizer, 150), (OpFamily::Matmul, 87), (OpFamily::Cast, 59)]),
+        // The optimiser: the norm's and AdamW's multi-tensor kernels, each launch taking as many
+        // tensors as lavapipe binds (31 buffers: 7 tensors a launch for AdamW, 29 for the norm),
+        // and the verdict; f16's loss scale reads the norm on the host first.
+        ("f32", 241, &[(OpFamily::Optimizer, 9), (OpFamily::Matmul, 87), (OpFamily::Cast, 0)]),
+        ("f16-mixed", 326, &[(OpFamily::Optimizer, 10), (OpFamily::Matmul, 87), (OpFamily::Cast, 59)]),
     ];
     for (precision, total, families) in bounds {
         let record = bench("wgpu-cpu", precision);
@@ -90,12 +93,7 @@ fn a_gpu_step_launches_no_more_kernels_than_today() {
         assert!(counted <= total, "{precision}: {counted} launches ({fills} zero fills of atomic sums not counted), at most {total}: {cost:?}");
         for &(family, most) in families {
             let n = cost.launches_of(family);
-            let n = if family == OpFamily::Optimizer { n - fills.min(n) } else { n };
-            assert!(
-                n <= most,
-                "{precision}: {n} {} launches (fills of atomic sums not counted), at most {most}: {cost:?}",
-                family.name()
-            );
+            assert!(n <= most, "{precision}: {n} {} launches, at most {most}: {cost:?}", family.name());
         }
         assert!(cost.host_reads <= host_reads(precision), "{precision}: {cost:?}");
         // The fused ops' own kernels are counted in their families.

@@ -25,6 +25,7 @@
 //! [`set_default_path`] or the environment variable `LAYERNORM_SCALING_OPS=reference`, or for one
 //! thread with [`with_path`].
 
+mod adam_settings;
 mod autodiff;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod cube;
@@ -35,6 +36,7 @@ mod kernels;
 #[cfg(feature = "tch")]
 mod libtorch;
 pub mod mixed;
+pub mod multi_tensor;
 mod portable;
 pub mod profile;
 pub(crate) mod reference;

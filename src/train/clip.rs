@@ -57,6 +57,17 @@ pub fn clip_factor(sum_of_squares: Tensor<1>, max_norm: Option<f64>) -> Tensor<1
     }
 }
 
+/// The step's verdict by Burn's ops (where the backend has no multi-tensor kernels, as
+/// [`grad_norm_and_verdict`](crate::fused::multi_tensor::grad_norm_and_verdict) computes it):
+/// `(factor, sound after)` from the gradients' `sum_of_squares` and the run's soundness `sound`
+/// (`[1]` f32, 1 while every earlier step had finite gradients). The factor is the clip's
+/// ([`clip_factor`]), or -1 where the step is refused.
+pub fn verdict(sum_of_squares: Tensor<1>, sound: Tensor<1>, max_norm: Option<f64>) -> (Tensor<1>, Tensor<1>) {
+    let sound = sound * sum_of_squares.clone().is_finite().float();
+    let factor = clip_factor(sum_of_squares, max_norm).mask_fill(sound.clone().lower_elem(0.5), -1.0);
+    (factor, sound)
+}
+
 /// Multiplies every gradient by `factor`.
 pub fn scale_grads<M: Module>(grads: &mut GradientsParams, model: &M, factor: f64) {
     struct Scale<'a> {

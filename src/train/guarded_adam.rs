@@ -16,12 +16,15 @@
 //! Without a gate the step is Burn's `AdamW` (Adam is AdamW without decay), op for op, so the
 //! results are bit for bit Burn's; the state is Burn's `AdamWState`, so checkpoints are unchanged.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use burn::optim::{AdamWState, AdaptiveMomentumState, LearningRate, Optimizer};
 use burn::tensor::kind::BridgeTensor;
-use burn::tensor::{Bool, Device, Tensor};
+use burn::tensor::{Device, Tensor};
+
+use crate::fused::multi_tensor::{any, AnyTensor};
 
 /// What the training step decided on the device for the update about to run: the factor every
 /// gradient is multiplied by, and whether the update applies at all. Shared by the step, which
@@ -32,6 +35,60 @@ use burn::tensor::{Bool, Device, Tensor};
 pub struct StepGate {
     values: Arc<Mutex<Option<GateValues>>>,
     attached: Arc<AtomicBool>,
+    /// The update of all tensors at once, while the step runs it ([`batched`](super::batched_update)).
+    batch: Arc<Mutex<Batch>>,
+}
+
+/// Where a [`batched`](super::batched_update) update stands: the optimiser's calls record their
+/// tensors in a first pass over the model, and take their results in a second.
+#[derive(Debug, Default)]
+pub(super) enum Batch {
+    /// Each call updates its own tensor.
+    #[default]
+    Off,
+    /// First pass: each call records its tensors and returns its gradient as a placeholder.
+    Collecting(Vec<Pending>),
+    /// Second pass: each call takes its result, in the order of the first.
+    Emitting(VecDeque<Emit>),
+}
+
+/// One tensor's update, recorded by the first pass.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub param: AnyTensor,
+    pub grad: AnyTensor,
+    /// The moments before the step; `None` before the first.
+    pub moments: Option<(AnyTensor, AnyTensor)>,
+    /// The step's time `t` (from 1).
+    pub time: usize,
+    pub lr: LearningRate,
+    pub adam: AdamSettings,
+}
+
+/// The hyper-parameters of the [`GuardedAdam`] that recorded a [`Pending`] update.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct AdamSettings {
+    pub beta_1: f32,
+    pub beta_2: f32,
+    pub epsilon: f32,
+    pub weight_decay: f32,
+}
+
+/// One tensor's update, done by the batch.
+#[derive(Debug)]
+pub(super) struct Updated {
+    pub param: AnyTensor,
+    pub moments: (AnyTensor, AnyTensor),
+    pub time: usize,
+}
+
+/// What the second pass hands a call.
+#[derive(Debug)]
+pub(super) enum Emit {
+    /// The updated parameter, moments and time.
+    Done(Box<Updated>),
+    /// The recorded tensors, for the call to update alone (the backend has no batched kernels).
+    Alone(Box<Pending>),
 }
 
 /// A gate's tensor on the parameters' device: the gradients' factor, -1 where the update is
@@ -58,9 +115,9 @@ fn in_every_rank(x: Tensor<1>) -> Vec<BridgeTensor> {
 }
 
 impl StepGate {
-    /// Sets the next updates' gradient factor and verdict.
-    pub fn set(&self, factor: Tensor<1>, apply: Tensor<1, Bool>) {
-        let factor = factor.mask_fill(apply.bool_not(), -1.0);
+    /// Sets the next updates' gradient factor and verdict: `factor` (`[1]`, in the parameters'
+    /// type) multiplies the gradients, and is negative where the update is refused.
+    pub fn set(&self, factor: Tensor<1>) {
         let values = GateValues { factor: in_every_rank(factor) };
         *self.values.lock().unwrap_or_else(|e| e.into_inner()) = Some(values);
     }
@@ -82,6 +139,11 @@ impl StepGate {
 
     fn get(&self) -> Option<GateValues> {
         self.values.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The batched update's state.
+    pub(super) fn batch(&self) -> std::sync::MutexGuard<'_, Batch> {
+        self.batch.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -111,6 +173,90 @@ impl Optimizer for GuardedAdam {
         grad: Tensor<D>,
         state: Option<Self::State<D>>,
     ) -> (Tensor<D>, Option<Self::State<D>>) {
+        self.batch_call(lr, tensor, grad, state)
+    }
+
+    fn to_device<const D: usize>(mut state: Self::State<D>, device: &Device) -> Self::State<D> {
+        state.momentum = state.momentum.to_device(device);
+        state
+    }
+}
+
+impl GuardedAdam {
+    /// The step, as part of a batched update if one runs: in the first pass it records its
+    /// tensors and returns the gradient in the parameter's place; in the second it returns the
+    /// result (or updates alone what it recorded). Without a batch, the update of this tensor.
+    fn batch_call<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<AdamWState<D>>,
+    ) -> (Tensor<D>, Option<AdamWState<D>>) {
+        let mut batch = self.gate.batch();
+        match &mut *batch {
+            Batch::Off => {
+                drop(batch);
+                self.update(lr, tensor, grad, state)
+            }
+            Batch::Collecting(pending) => {
+                let (moments, time) = match state {
+                    Some(AdamWState { momentum }) => {
+                        (Some((any(momentum.moment_1), any(momentum.moment_2))), momentum.time + 1)
+                    }
+                    None => (None, 1),
+                };
+                let adam = AdamSettings {
+                    beta_1: self.beta_1,
+                    beta_2: self.beta_2,
+                    epsilon: self.epsilon,
+                    weight_decay: self.weight_decay,
+                };
+                pending.push(Pending { param: any(tensor), grad: any(grad.clone()), moments, time, lr, adam });
+                (grad, None)
+            }
+            Batch::Emitting(queue) => {
+                let emit = queue.pop_front().expect("the second pass steps the tensors of the first");
+                drop(batch);
+                match emit {
+                    Emit::Done(updated) => {
+                        let Updated { param, moments: (moment_1, moment_2), time } = *updated;
+                        let param = Tensor::<D>::from_dispatch(param);
+                        assert_eq!(param.dims(), tensor.dims(), "the second pass steps the tensors of the first");
+                        let momentum = AdaptiveMomentumState {
+                            time,
+                            moment_1: Tensor::from_dispatch(moment_1),
+                            moment_2: Tensor::from_dispatch(moment_2),
+                            max_moment_2: None,
+                        };
+                        (param, Some(AdamWState { momentum }))
+                    }
+                    Emit::Alone(pending) => {
+                        let pending = *pending;
+                        let state = pending.moments.map(|(moment_1, moment_2)| AdamWState {
+                            momentum: AdaptiveMomentumState {
+                                time: pending.time - 1,
+                                moment_1: Tensor::from_dispatch(moment_1),
+                                moment_2: Tensor::from_dispatch(moment_2),
+                                max_moment_2: None,
+                            },
+                        });
+                        let (param, grad) = (Tensor::from_dispatch(pending.param), Tensor::from_dispatch(pending.grad));
+                        self.update(pending.lr, param, grad, state)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The update of one tensor by the element-wise ops.
+    fn update<const D: usize>(
+        &self,
+        lr: LearningRate,
+        tensor: Tensor<D>,
+        grad: Tensor<D>,
+        state: Option<AdamWState<D>>,
+    ) -> (Tensor<D>, Option<AdamWState<D>>) {
         let gate = self.gate.get();
         // Element-wise ops with `[1, ..]` operands only, which the fusion backend fuses with the
         // update into a kernel or two per parameter.
@@ -154,13 +300,6 @@ impl Optimizer for GuardedAdam {
         (keep(updated, Some(tensor)), Some(AdamWState { momentum }))
     }
 
-    fn to_device<const D: usize>(mut state: Self::State<D>, device: &Device) -> Self::State<D> {
-        state.momentum = state.momentum.to_device(device);
-        state
-    }
-}
-
-impl GuardedAdam {
     /// The moments after `grad` (Burn's AdamW's, op for op).
     fn moments<const D: usize>(
         &self,

@@ -1,6 +1,7 @@
 //! Training on burn-train: config, data order, the step (clipping, accumulation), metrics,
 //! checkpoints and the run itself.
 
+mod batched_update;
 mod bench;
 mod budget;
 mod checkpoint;

@@ -49,7 +49,7 @@ struct State {
 }
 
 /// The training step's device-side record of whether every gradient so far was finite.
-pub type SoundFlag = std::sync::Arc<std::sync::Mutex<Option<burn::tensor::Tensor<1, burn::tensor::Bool>>>>;
+pub type SoundFlag = std::sync::Arc<std::sync::Mutex<Option<burn::tensor::Tensor<1>>>>;
 
 /// How many of the last training losses stand for where the training loss ended.
 const RECENT: usize = 16;
@@ -259,7 +259,7 @@ impl RunMonitor {
     fn every_step_was_sound(&self) -> bool {
         let Some(sound) = self.state().sound.clone() else { return true };
         let flag = sound.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        flag.is_none_or(|flag| flag.try_into_scalar::<bool>().unwrap_or(false))
+        flag.is_none_or(|flag| flag.try_into_scalar::<f32>().is_ok_and(|sound| sound > 0.5))
     }
 
     /// Why the run diverged, if it did.

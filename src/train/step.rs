@@ -12,12 +12,14 @@ use burn::tensor::{ExecutionError, Tensor};
 use burn::train::metric::{Adaptor, ItemLazy, LossInput};
 use burn::train::{InferenceStep, TrainOutput, TrainStep};
 
-use super::clip::{clip_factor, clip_known_norm, global_grad_norm, grad_sum_of_squares, read_norm, scale_grads};
+use super::batched_update::{batched_step, batched_update_applies, grads_in_order};
+use super::clip::{clip_known_norm, global_grad_norm, grad_sum_of_squares, read_norm, scale_grads, verdict};
 use super::guarded_adam::StepGate;
 use super::loss_scale::{LossScale, ScaleReport, ScaledStep};
 use super::monitor::{RunMonitor, SoundFlag};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
+use crate::fused::multi_tensor::grad_norm_and_verdict;
 use crate::model::Llama;
 
 /// Settings of the step that are not part of the model.
@@ -42,8 +44,8 @@ pub struct StepSettings {
     /// The step's decision for the optimiser ([`GuardedAdam`](super::guarded_adam::GuardedAdam)
     /// reads it): the same gate the optimiser was built with.
     pub gate: StepGate,
-    /// Whether every step so far had finite gradients, on the device (`[1]`; `None` before the
-    /// first): once one has not, no later update applies, so the weights stay those of the last
+    /// Whether every step so far had finite gradients, on the device (`[1]` f32, 1 or 0; `None`
+    /// before the first): once one has not, no later update applies, so the weights stay those of the last
     /// good step until the host reads the norm and stops the run.
     pub sound: SoundFlag,
 }
@@ -235,29 +237,38 @@ impl TrainStep for TrainingModel {
         let Some(step) = monitor.next_step() else {
             return self;
         };
-        let Some(sum_of_squares) = grad_sum_of_squares(&grads, &self) else {
-            // No gradient at all: nothing to decide (and no earlier step's decision to reuse).
-            self.settings.gate.clear();
-            return optim.step(lr, self, grads);
+        let sound_before = self.settings.sound.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let device = self.model.embed_tokens.weight.val().device();
+        let sound_before = sound_before.unwrap_or_else(|| Tensor::ones([1], &device).without_autodiff());
+        let clip = self.settings.clip_grad_norm;
+        // All tensors in a few launches where the backend has multi-tensor kernels (the GPUs), or
+        // a reduction per tensor and a few element-wise ops.
+        let batched = grad_norm_and_verdict(grads_in_order(&grads, &self), sound_before.clone(), clip);
+        let (sum_of_squares, factor, sound) = match batched {
+            Some(decided) => decided,
+            None => {
+                let Some(sum_of_squares) = grad_sum_of_squares(&grads, &self) else {
+                    // No gradient at all: nothing to decide (and no earlier step's decision to reuse).
+                    *self.settings.sound.lock().unwrap_or_else(|e| e.into_inner()) = Some(sound_before);
+                    self.settings.gate.clear();
+                    return optim.step(lr, self, grads);
+                };
+                let (factor, sound) = verdict(sum_of_squares.clone(), sound_before, clip);
+                (sum_of_squares, factor, sound)
+            }
         };
-        let finite = sum_of_squares.clone().is_finite();
-        let sound = {
-            let mut sound = self.settings.sound.lock().unwrap_or_else(|e| e.into_inner());
-            let now = match sound.take() {
-                Some(before) => before.bool_and(finite),
-                None => finite,
-            };
-            *sound = Some(now.clone());
-            now
-        };
+        *self.settings.sound.lock().unwrap_or_else(|e| e.into_inner()) = Some(sound);
         // In the parameters' type (pure bf16 trains in bf16), as a clip by a host scalar would be.
         let dtype = self.model.embed_tokens.weight.val().dtype();
-        let factor = clip_factor(sum_of_squares.clone(), self.settings.clip_grad_norm).cast(dtype);
-        self.settings.gate.set(factor, sound);
+        self.settings.gate.set(factor.clone().cast(dtype));
         let norm = StepNorm::on_device(sum_of_squares, move |norm| monitor.check_grad_norm(step, norm));
         let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         if let Some(tracker) = &self.settings.tracker {
             tracker.observe(&self.model, &grads);
+        }
+        if batched_update_applies(&grads, &self) {
+            let gate = self.settings.gate.clone();
+            return batched_step(optim, lr, self, grads, &gate, factor);
         }
         optim.step(lr, self, grads)
     }
@@ -275,7 +286,15 @@ impl TrainingModel {
     /// step whose scaled gradients overflowed is skipped and the scale lowered; the others are
     /// unscaled, checked, clipped and applied.
     fn optimize_on_host(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
-        let mut norm = global_grad_norm(&grads, &self);
+        // With multi-tensor kernels and an optimiser that reads the gate, the gradients are
+        // multiplied by the step's factor (unscale and clip) inside the batched update, and the
+        // norm is one kernel's.
+        let batched = self.settings.gate.is_attached() && batched_update_applies(&grads, &self);
+        let mut norm = match batched {
+            true => multi_tensor_norm(&grads, &self).unwrap_or_else(|| global_grad_norm(&grads, &self)),
+            false => global_grad_norm(&grads, &self),
+        };
+        let mut factor = 1.0;
         let slot = self.settings.grad_norm_slot.clone();
         let loss_scale = self.settings.loss_scale.clone();
         // Called after the loss scale's decision: the metrics report the scale it left.
@@ -291,7 +310,10 @@ impl TrainingModel {
                     return self;
                 }
                 ScaledStep::Apply { unscale } => {
-                    scale_grads(&mut grads, &self, unscale);
+                    match batched {
+                        true => factor = unscale,
+                        false => scale_grads(&mut grads, &self, unscale),
+                    }
                     norm *= unscale;
                 }
             }
@@ -301,13 +323,34 @@ impl TrainingModel {
             return self;
         }
         if let Some(tracker) = &self.settings.tracker {
-            tracker.observe(&self.model, &grads);
+            tracker.observe_scaled(&self.model, &grads, factor);
         }
         if let Some(max_norm) = self.settings.clip_grad_norm {
-            clip_known_norm(&mut grads, &self, norm, max_norm);
+            match batched {
+                true if norm > max_norm => factor *= max_norm / (norm + 1e-6),
+                true => {}
+                false => clip_known_norm(&mut grads, &self, norm, max_norm),
+            }
+        }
+        if batched {
+            let device = self.model.embed_tokens.weight.val().device();
+            let factor = Tensor::<1>::from_floats([factor as f32], &device).without_autodiff();
+            let dtype = self.model.embed_tokens.weight.val().dtype();
+            self.settings.gate.set(factor.clone().cast(dtype));
+            let gate = self.settings.gate.clone();
+            return batched_step(optim, lr, self, grads, &gate, factor);
         }
         optim.step(lr, self, grads)
     }
+}
+
+/// The global gradient norm by the multi-tensor kernel, read on the host; `None` where the backend
+/// has none.
+fn multi_tensor_norm(grads: &GradientsParams, model: &TrainingModel) -> Option<f64> {
+    let device = model.model.embed_tokens.weight.val().device();
+    let ones = Tensor::ones([1], &device).without_autodiff();
+    let (sum_of_squares, _, _) = grad_norm_and_verdict(grads_in_order(grads, model), ones, None)?;
+    Some(read_norm(sum_of_squares).unwrap_or_else(|e| panic!("the device failed reading the gradient norm: {e:?}")))
 }
 
 impl InferenceStep for TrainingModel {

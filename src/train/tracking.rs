@@ -78,11 +78,23 @@ impl Tracker {
 
     /// Called with each optimiser step's gradients before they are applied: records when due.
     pub(crate) fn observe(&self, model: &Llama, grads: &GradientsParams) {
+        self.observe_scaled(model, grads, 1.0);
+    }
+
+    /// [`observe`](Self::observe) for gradients still to be multiplied by `factor` (a loss scale's
+    /// unscaling, left to the batched update): the record's are, on the steps it records.
+    pub(crate) fn observe_scaled(&self, model: &Llama, grads: &GradientsParams, factor: f64) {
         let step = self.steps.fetch_add(1, Ordering::SeqCst);
         if !step.is_multiple_of(self.every) {
             return;
         }
-        let record = record(step, model, grads, self.probe.clone());
+        let record = if factor == 1.0 {
+            record(step, model, grads, self.probe.clone())
+        } else {
+            let mut scaled = super::batched_update::copy_of(grads, model);
+            super::clip::scale_grads(&mut scaled, model, factor);
+            record(step, model, &scaled, self.probe.clone())
+        };
         if let Some(sink) = &self.tensorboard {
             sink.scalars(step as u64, &layer_points(&record));
         }

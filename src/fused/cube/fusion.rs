@@ -6,7 +6,7 @@
 //! fusion thread, without waiting for the GPU.
 
 use burn::backend::fusion::custom::{
-    CustomOpIr, HandleContainer, OperationFn, OperationIr, OperationOutput, ScalarIr, StreamId, TensorIr, TensorSpec,
+    CustomOpIr, HandleContainer, OperationFn, OperationIr, ScalarIr, StreamId, TensorIr, TensorSpec,
 };
 use burn::backend::fusion::{FusionRuntime, FusionTensor};
 use burn::backend::{Scalar, TensorMetadata};
@@ -26,6 +26,21 @@ pub(super) fn custom_op<const I: usize, const O: usize>(
     scalars: &[f64],
     run: impl Fn([CubeTensor; I]) -> [CubeTensor; O] + Send + Sync + 'static,
 ) -> [FusionTensor<Runtime>; O] {
+    let outputs = custom_op_of_many(name, inputs.into(), outputs.into(), scalars, move |inputs| {
+        let inputs: [CubeTensor; I] = inputs.try_into().unwrap_or_else(|_| unreachable!("{name}: {I} inputs"));
+        run(inputs).into()
+    });
+    outputs.try_into().unwrap_or_else(|_| unreachable!("{name}: {O} outputs"))
+}
+
+/// [`custom_op`] over any number of inputs and outputs.
+pub(super) fn custom_op_of_many(
+    name: &'static str,
+    inputs: Vec<FusionTensor<Runtime>>,
+    outputs: Vec<TensorSpec>,
+    scalars: &[f64],
+    run: impl Fn(Vec<CubeTensor>) -> Vec<CubeTensor> + Send + Sync + 'static,
+) -> Vec<FusionTensor<Runtime>> {
     let client = inputs[0].client.clone();
     let inputs: Vec<TensorIr> = inputs.into_iter().map(FusionTensor::into_ir).collect();
     let outputs: Vec<TensorIr> = outputs
@@ -39,13 +54,15 @@ pub(super) fn custom_op<const I: usize, const O: usize>(
         scalars: scalars.iter().map(|&value| ScalarIr::from(Scalar::from(value))).collect(),
     };
     let operation = OperationFn(move |handles: &mut HandleContainer<Handle>| {
-        let tensors: [CubeTensor; I] = std::array::from_fn(|i| handles.get_float_tensor::<CubeBackend>(&inputs[i]));
-        for (output, tensor) in outputs.iter().zip(run(tensors)) {
+        let tensors = inputs.iter().map(|input| handles.get_float_tensor::<CubeBackend>(input)).collect();
+        let results = run(tensors);
+        assert_eq!(results.len(), outputs.len(), "{name}: outputs");
+        for (output, tensor) in outputs.iter().zip(results) {
             // Fusion trusts the description: a kernel that returned another shape would corrupt silently.
             debug_assert_eq!((tensor.shape(), tensor.dtype), (output.shape.clone(), output.dtype), "{name}: output");
             handles.register_float_tensor::<CubeBackend>(&output.id, tensor);
         }
         Ok(())
     });
-    client.register(StreamId::current(), OperationIr::Custom(description), operation).outputs::<O>()
+    client.register(StreamId::current(), OperationIr::Custom(description), operation)
 }

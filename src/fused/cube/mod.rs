@@ -7,6 +7,7 @@ mod cross_entropy;
 mod elementwise;
 mod fusion;
 mod layer_norm;
+pub(super) mod multi_tensor;
 mod reduce;
 mod rms_norm;
 mod rope;

@@ -1,0 +1,433 @@
+//! The optimiser step over every parameter tensor in a few launches (as llm.c and PyTorch's fused
+//! AdamW): the global gradient norm, the step's verdict, and AdamW, each kernel taking a group of
+//! tensors at once (a `Sequence` of bindings, as many as the device binds).
+//!
+//! Each tensor of a group is cut into chunks of [`CHUNK`] elements, one cube per chunk; a cube
+//! finds its tensor among the group's by the first cube of each (`first_cube[t] <= cube <
+//! first_cube[t + 1]`, compared unrolled over the group), so that large and small tensors share one
+//! grid without idle cubes. Over all tensors `g_t` with clip `c` (`None`: no clip), the run's
+//! soundness `s` (1 or 0) and per tensor `lr`, decay `wd` and step `t`:
+//!
+//! ```text
+//! partials[cube] = sum over the cube's chunk of g^2                     (sum_of_squares_kernel)
+//! S = sum(partials)   n = sqrt(S)   s' = s and S finite                  (step_verdict_kernel)
+//! f = s' ? (c and n > c ? c / (n + 1e-6) : 1) : -1
+//! g' = f g   m' = b1 m + (1 - b1) g'   v' = b2 v + (1 - b2) g'^2          (adam_kernel)
+//! p' = p (1 - lr wd) - lr (m' / (1 - b1^t)) / (sqrt(v' / (1 - b2^t)) + eps)
+//! (p, m, v) <- f >= 0 ? (p', m', v') : (p, m, v)
+//! ```
+//!
+//! The parameters and moments are updated in place where their buffers are the step's alone (a
+//! shared one is copied first), so the step needs no memory beyond its inputs. Arithmetic in f32
+//! whatever the tensors' type, in the order of Burn's AdamW, so f32 results equal the per-tensor
+//! update's (`tests/multi_tensor.rs`).
+
+use burn::backend::cubecl::dtype_to_storage_type;
+use burn::backend::fusion::custom::TensorSpec;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{BackendTensor, Cube, DType, DispatchTensor, DispatchTensorKind, TensorMetadata};
+use burn_cubecl::cubecl;
+use burn_cubecl::cubecl::server::CubeCountSelection;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+
+use super::fusion::custom_op_of_many;
+use super::reduce::cube_sum;
+use crate::fused::adam_settings::{AdamTensorSettings, AnyTensor};
+
+/// Units per cube.
+const UNITS: usize = 256;
+/// Elements per unit in a chunk.
+const PER_UNIT: usize = 16;
+/// Elements one cube handles: a chunk of one tensor.
+pub(super) const CHUNK: usize = UNITS * PER_UNIT;
+/// Tensors one launch takes at most: the kernels are unrolled over their group, so this bounds
+/// their size (and compile time); the device's bindings may bound it lower.
+const MAX_GROUP: usize = 64;
+
+/// The index of the tensor whose chunks include `cube`, or the group's size (`count`) for a cube
+/// past the last chunk.
+#[cube]
+fn tensor_of(cube: usize, first_cube: &Sequence<usize>, #[comptime] count: usize) -> usize {
+    let mut found = count.runtime();
+    #[unroll]
+    for t in 0..count {
+        if cube >= first_cube[t] && cube < first_cube[t + 1] {
+            found = t;
+        }
+    }
+    found
+}
+
+#[cube(launch)]
+fn sum_of_squares_kernel<F: Float>(
+    grads: &Sequence<OwnedTensor<F>>,
+    partials: &mut Tensor<f32>,
+    first_cube: Sequence<usize>,
+    offset: usize,
+    #[define(F)] _dtype: ElemType,
+) {
+    let count = comptime!(grads.len());
+    let cube = CUBE_POS;
+    let owner = tensor_of(cube, &first_cube, count);
+    let mut squares = 0.0f32;
+    #[unroll]
+    for t in 0..count {
+        if owner == t {
+            let grad = grads.index(t);
+            let start = (cube - first_cube[t]) * CHUNK + UNIT_POS as usize;
+            let end = usize::min(start - UNIT_POS as usize + CHUNK, grad.len());
+            let mut i = start;
+            while i < end {
+                let value = f32::cast_from(grad[i]);
+                squares += value * value;
+                i += UNITS;
+            }
+        }
+    }
+    let total = cube_sum(squares, UNITS);
+    if UNIT_POS == 0 && owner < count {
+        partials[offset + cube] = total;
+    }
+}
+
+#[cube(launch)]
+fn step_verdict_kernel(
+    partials: &Tensor<f32>,
+    sound: &Tensor<f32>,
+    sum_of_squares: &mut Tensor<f32>,
+    factor: &mut Tensor<f32>,
+    sound_after: &mut Tensor<f32>,
+    max_norm: f32,
+    #[comptime] clip: bool,
+) {
+    // A fixed order (each unit strides, then the cube's tree): the same sum on every run.
+    let mut part = 0.0f32;
+    let mut i = UNIT_POS as usize;
+    while i < partials.len() {
+        part += partials[i];
+        i += UNITS;
+    }
+    let total = cube_sum(part, UNITS);
+    if UNIT_POS == 0 {
+        let finite = !(f32::is_nan(total) || f32::is_inf(total));
+        let now_sound = finite && sound[0] > 0.5f32;
+        let mut f = 1.0f32;
+        if clip {
+            let norm = f32::sqrt(total);
+            if norm > max_norm {
+                f = (1.0f32 / (norm + 1e-6f32)) * max_norm;
+            }
+        }
+        sum_of_squares[0] = total;
+        factor[0] = select(now_sound, f, -1.0f32);
+        sound_after[0] = select(now_sound, 1.0f32, 0.0f32);
+    }
+}
+
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn adam_kernel<F: Float>(
+    params: &mut Sequence<OwnedTensor<F>>,
+    grads: &Sequence<OwnedTensor<F>>,
+    moments_1: &mut Sequence<OwnedTensor<F>>,
+    moments_2: &mut Sequence<OwnedTensor<F>>,
+    factor: &Tensor<f32>,
+    first_cube: Sequence<usize>,
+    lr: Sequence<f32>,
+    decay: Sequence<f32>,
+    bias_1: Sequence<f32>,
+    bias_2: Sequence<f32>,
+    betas: Sequence<f32>,
+    epsilon: f32,
+    #[comptime] fresh: bool,
+    #[define(F)] _dtype: ElemType,
+) {
+    let count = comptime!(grads.len());
+    let cube = CUBE_POS;
+    let owner = tensor_of(cube, &first_cube, count);
+    let f = factor[0];
+    let (beta_1, beta_2) = (betas[0], betas[1]);
+    #[unroll]
+    for t in 0..count {
+        if owner == t {
+            let grad = grads.index(t);
+            let param = params.index_mut(t);
+            let moment_1 = moments_1.index_mut(t);
+            let moment_2 = moments_2.index_mut(t);
+            let start = (cube - first_cube[t]) * CHUNK + UNIT_POS as usize;
+            let end = usize::min(start - UNIT_POS as usize + CHUNK, grad.len());
+            let mut i = start;
+            while i < end {
+                let p = f32::cast_from(param[i]);
+                let mut m = 0.0f32.runtime();
+                let mut v = 0.0f32.runtime();
+                if !fresh {
+                    m = f32::cast_from(moment_1[i]);
+                    v = f32::cast_from(moment_2[i]);
+                }
+                if f >= 0.0f32 {
+                    let g = f32::cast_from(grad[i]) * f;
+                    let m_new = m * beta_1 + g * (1.0f32 - beta_1);
+                    let v_new = v * beta_2 + g * g * (1.0f32 - beta_2);
+                    let delta = (m_new / bias_1[t]) / (f32::sqrt(v_new / bias_2[t]) + epsilon);
+                    param[i] = F::cast_from(p * decay[t] - delta * lr[t]);
+                    moment_1[i] = F::cast_from(m_new);
+                    moment_2[i] = F::cast_from(v_new);
+                } else if fresh {
+                    // A refused first step keeps zero moments (the parameter is kept in place).
+                    moment_1[i] = F::cast_from(0.0f32);
+                    moment_2[i] = F::cast_from(0.0f32);
+                }
+                i += UNITS;
+            }
+        }
+    }
+}
+
+/// The tensors a launch of a kernel binding `per_tensor` buffers for each may take on `client`'s
+/// device (`reserved` bindings being the kernel's others).
+fn group_size(tensor: &CubeTensor, per_tensor: usize, reserved: usize) -> usize {
+    let bindings = tensor.client.properties().hardware.max_bindings as usize;
+    (bindings.saturating_sub(reserved) / per_tensor).clamp(1, MAX_GROUP)
+}
+
+/// The first cube of each tensor of `group` and, last, the cubes of all.
+fn first_cubes(group: &[CubeTensor]) -> Vec<usize> {
+    let mut first = vec![0];
+    for tensor in group {
+        first.push(first.last().unwrap() + tensor.shape().num_elements().div_ceil(CHUNK));
+    }
+    first
+}
+
+/// `tensor` contiguous and its buffer its own, to be written in place: a copy where another
+/// tensor shares the buffer.
+fn writable(tensor: CubeTensor) -> CubeTensor {
+    let tensor = into_contiguous(tensor);
+    if tensor.can_mut() && tensor.is_contiguous_buffer() {
+        tensor
+    } else {
+        tensor.copy()
+    }
+}
+
+/// The sum of the squares of all `grads` (one dtype, contiguous), `[1]` f32, with the step's
+/// verdict: `(sum, factor, sound after)` as in the module's doc, each `[1]` f32. `sound` is `[1]`
+/// f32, 1 while every step so far had finite gradients.
+pub(super) fn grad_norm_and_verdict(
+    grads: Vec<CubeTensor>,
+    sound: CubeTensor,
+    max_norm: Option<f32>,
+) -> [CubeTensor; 3] {
+    let grads: Vec<CubeTensor> = grads.into_iter().map(into_contiguous).collect();
+    let (client, device, dtype) = (sound.client.clone(), sound.device.clone(), grads[0].dtype);
+    let group = group_size(&grads[0], 1, 2);
+    let cubes = first_cubes(&grads);
+    let partials = empty_device_dtype(client.clone(), device.clone(), [cubes[cubes.len() - 1]].into(), DType::F32);
+    let mut offset = 0;
+    for chunk in grads.chunks(group) {
+        let first = first_cubes(chunk);
+        let total = first[first.len() - 1];
+        if total > 0 {
+            sum_of_squares_kernel::launch(
+                &client,
+                CubeCountSelection::new(&client, total as u32).cube_count(),
+                CubeDim::new_1d(UNITS as u32),
+                chunk.iter().map(|t| t.clone().into_tensor_arg()).collect(),
+                partials.clone().into_tensor_arg(),
+                first.into_iter().collect(),
+                offset,
+                dtype_to_storage_type(dtype),
+            );
+        }
+        offset += total;
+    }
+    let scalar = || empty_device_dtype(client.clone(), device.clone(), [1].into(), DType::F32);
+    let (sum, factor, sound_after) = (scalar(), scalar(), scalar());
+    step_verdict_kernel::launch(
+        &client,
+        CubeCount::Static(1, 1, 1),
+        CubeDim::new_1d(UNITS as u32),
+        partials.into_tensor_arg(),
+        sound.into_tensor_arg(),
+        sum.clone().into_tensor_arg(),
+        factor.clone().into_tensor_arg(),
+        sound_after.clone().into_tensor_arg(),
+        max_norm.unwrap_or(0.0),
+        max_norm.is_some(),
+    );
+    [sum, factor, sound_after]
+}
+
+/// AdamW over every tensor at once: `params`, `grads` and (`None`: the first step, zero) the
+/// moments, all of one dtype; `factor` the verdict's (`[1]` f32). Returns `(params, moments 1,
+/// moments 2)` updated, in the inputs' order.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn adam(
+    params: Vec<CubeTensor>,
+    grads: Vec<CubeTensor>,
+    moments: Option<(Vec<CubeTensor>, Vec<CubeTensor>)>,
+    factor: CubeTensor,
+    settings: &[AdamTensorSettings],
+    betas: (f32, f32),
+    epsilon: f32,
+) -> (Vec<CubeTensor>, Vec<CubeTensor>, Vec<CubeTensor>) {
+    let fresh = moments.is_none();
+    let params: Vec<CubeTensor> = params.into_iter().map(writable).collect();
+    let grads: Vec<CubeTensor> = grads.into_iter().map(into_contiguous).collect();
+    let (moments_1, moments_2) = match moments {
+        Some((first, second)) => {
+            (first.into_iter().map(writable).collect(), second.into_iter().map(writable).collect())
+        }
+        None => {
+            let empty = |t: &CubeTensor| empty_device_dtype(t.client.clone(), t.device.clone(), t.shape(), t.dtype);
+            (params.iter().map(empty).collect::<Vec<_>>(), params.iter().map(empty).collect::<Vec<_>>())
+        }
+    };
+    let client = factor.client.clone();
+    let dtype = params[0].dtype;
+    let group = group_size(&params[0], 4, 2);
+    for start in (0..params.len()).step_by(group) {
+        let range = start..(start + group).min(params.len());
+        let first = first_cubes(&params[range.clone()]);
+        let total = first[first.len() - 1];
+        if total == 0 {
+            continue;
+        }
+        let args =
+            |tensors: &[CubeTensor]| tensors[range.clone()].iter().map(|t| t.clone().into_tensor_arg()).collect();
+        let each = |value: fn(&AdamTensorSettings) -> f32| settings[range.clone()].iter().map(value).collect();
+        adam_kernel::launch(
+            &client,
+            CubeCountSelection::new(&client, total as u32).cube_count(),
+            CubeDim::new_1d(UNITS as u32),
+            args(&params),
+            args(&grads),
+            args(&moments_1),
+            args(&moments_2),
+            factor.clone().into_tensor_arg(),
+            first.into_iter().collect(),
+            each(|s| s.lr),
+            each(|s| s.decay),
+            each(|s| s.bias_1),
+            each(|s| s.bias_2),
+            [betas.0, betas.1].into_iter().collect(),
+            epsilon,
+            fresh,
+            dtype_to_storage_type(dtype),
+        );
+    }
+    (params, moments_1, moments_2)
+}
+
+/// Whether the kernels take `tensors`: one float type of theirs, each tensor's elements a `u32`
+/// counts. Their shapes are free.
+fn kernels_take(tensors: &[FloatTensor<Cube>]) -> bool {
+    let dtype = tensors[0].dtype;
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+        && tensors.iter().all(|t| t.dtype == dtype && u32::try_from(t.shape.num_elements()).is_ok())
+}
+
+/// `tensor`'s fusion tensor, if it is a float tensor of the CubeCL backend.
+fn fusion_tensor(tensor: AnyTensor) -> Option<FloatTensor<Cube>> {
+    match tensor.kind {
+        DispatchTensorKind::Cube(BackendTensor::Float(tensor)) => Some(tensor),
+        _ => None,
+    }
+}
+
+/// `tensor` as a tensor of any rank.
+fn any_tensor(tensor: FloatTensor<Cube>) -> AnyTensor {
+    DispatchTensor { kind: DispatchTensorKind::Cube(BackendTensor::Float(tensor)), autodiff: Default::default() }
+}
+
+/// Whether the kernels take `tensor`: a float tensor of the CubeCL backend, of a type of theirs,
+/// whose elements a `u32` counts.
+pub(in crate::fused) fn takes(tensor: &AnyTensor) -> bool {
+    match &tensor.kind {
+        DispatchTensorKind::Cube(BackendTensor::Float(tensor)) => kernels_take(std::slice::from_ref(tensor)),
+        _ => false,
+    }
+}
+
+/// All `tensors` as fusion tensors, or `None`.
+fn fusion_tensors(tensors: Vec<AnyTensor>) -> Option<Vec<FloatTensor<Cube>>> {
+    tensors.into_iter().map(fusion_tensor).collect()
+}
+
+/// [`grad_norm_and_verdict`] on the fusion stream, for
+/// [`fused::multi_tensor::grad_norm_and_verdict`](crate::fused::multi_tensor::grad_norm_and_verdict).
+pub(in crate::fused) fn grad_norm_and_verdict_op(
+    grads: Vec<AnyTensor>,
+    sound: AnyTensor,
+    max_norm: Option<f32>,
+) -> Option<[AnyTensor; 3]> {
+    let grads = fusion_tensors(grads)?;
+    let sound = fusion_tensor(sound)?;
+    if grads.is_empty() || !kernels_take(&grads) || sound.dtype != DType::F32 {
+        return None;
+    }
+    let mut inputs = grads;
+    inputs.push(sound);
+    let scalar = TensorSpec::new([1].into(), DType::F32);
+    let scalars = [f64::from(max_norm.unwrap_or(f32::NAN))];
+    let outputs = custom_op_of_many("grad_norm_and_verdict", inputs, vec![scalar; 3], &scalars, move |mut tensors| {
+        let sound = tensors.pop().expect("the soundness flag");
+        grad_norm_and_verdict(tensors, sound, max_norm).into()
+    });
+    let [sum, factor, sound] = outputs.try_into().ok()?;
+    Some([sum, factor, sound].map(any_tensor))
+}
+
+/// [`adam`] on the fusion stream, for
+/// [`fused::multi_tensor::adam_step`](crate::fused::multi_tensor::adam_step); empty moments: the
+/// first step. `None` for tensors the kernels do not take.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+pub(in crate::fused) fn adam_step(
+    params: Vec<AnyTensor>,
+    grads: Vec<AnyTensor>,
+    moments_1: Vec<AnyTensor>,
+    moments_2: Vec<AnyTensor>,
+    factor: AnyTensor,
+    settings: Vec<AdamTensorSettings>,
+    betas: (f32, f32),
+    epsilon: f32,
+) -> Option<(Vec<AnyTensor>, Vec<AnyTensor>, Vec<AnyTensor>)> {
+    let (params, grads) = (fusion_tensors(params)?, fusion_tensors(grads)?);
+    let (moments_1, moments_2) = (fusion_tensors(moments_1)?, fusion_tensors(moments_2)?);
+    let factor = fusion_tensor(factor)?;
+    let count = params.len();
+    let fresh = moments_1.is_empty() && moments_2.is_empty();
+    let same = |others: &[FloatTensor<Cube>]| {
+        others.len() == count && others.iter().zip(&params).all(|(o, p)| o.shape == p.shape && o.dtype == p.dtype)
+    };
+    if count == 0
+        || settings.len() != count
+        || !kernels_take(&params)
+        || !same(&grads)
+        || !(fresh || (same(&moments_1) && same(&moments_2)))
+        || factor.dtype != DType::F32
+    {
+        return None;
+    }
+    let specs: Vec<TensorSpec> = params.iter().map(|p| TensorSpec::new(p.shape.clone(), p.dtype)).collect();
+    let outputs = [specs.clone(), specs.clone(), specs].concat();
+    let mut scalars = vec![f64::from(betas.0), f64::from(betas.1), f64::from(epsilon)];
+    scalars.extend(settings.iter().flat_map(|s| [s.lr, s.decay, s.bias_1, s.bias_2].map(f64::from)));
+    let inputs = [params, grads, moments_1, moments_2, vec![factor]].concat();
+    let outputs = custom_op_of_many("adam_step", inputs, outputs, &scalars, move |mut tensors| {
+        let factor = tensors.pop().expect("the factor");
+        let mut take = |n: usize| tensors.drain(..n).collect::<Vec<_>>();
+        let (params, grads) = (take(count), take(count));
+        let moments = (!fresh).then(|| (take(count), take(count)));
+        let (params, moments_1, moments_2) = adam(params, grads, moments, factor, &settings, betas, epsilon);
+        [params, moments_1, moments_2].concat()
+    });
+    let mut outputs: Vec<AnyTensor> = outputs.into_iter().map(any_tensor).collect();
+    let moments_2 = outputs.split_off(2 * count);
+    let moments_1 = outputs.split_off(count);
+    Some((outputs, moments_1, moments_2))
+}

@@ -1,0 +1,97 @@
+//! The optimiser step over all parameter tensors at once: the global gradient norm with the step's
+//! verdict, and AdamW, each a few kernel launches for the whole model where a backend has
+//! multi-tensor kernels (the CubeCL GPUs: `cube/multi_tensor.rs` has the math), in place of a
+//! reduction and an update per tensor. Other backends answer `None` and the caller keeps its
+//! per-tensor ops (on a CPU a launch costs nothing).
+
+use burn::tensor::Tensor;
+
+pub use super::adam_settings::{any, AdamTensorSettings, AnyTensor};
+
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+use super::cube::multi_tensor as kernels;
+
+/// Whether the backend of `tensor` has multi-tensor kernels for tensors of its type: then
+/// [`adam_step`] takes them.
+pub fn multi_tensor_kernels_take(tensor: &AnyTensor) -> bool {
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    {
+        kernels::takes(tensor)
+    }
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    {
+        let _ = tensor;
+        false
+    }
+}
+
+/// The global gradient norm and the step's verdict in one pass over `grads` (all of one float
+/// type, on one device): `(sum of squares, factor, sound after)`, each `[1]` f32 on the device.
+/// `sound` (`[1]` f32) is 1 while every earlier step had finite gradients; `sound after` is it and
+/// this step's sum finite. `factor` multiplies the gradients: the clip to `max_norm` (`max_norm /
+/// (norm + 1e-6)` where the norm is above it, else 1), or -1 where the step is refused (not sound).
+/// `None` where the backend has no multi-tensor kernels, or for tensors they do not take.
+pub fn grad_norm_and_verdict(
+    grads: Vec<AnyTensor>,
+    sound: Tensor<1>,
+    max_norm: Option<f64>,
+) -> Option<(Tensor<1>, Tensor<1>, Tensor<1>)> {
+    if grads.is_empty() || !grads.iter().all(multi_tensor_kernels_take) {
+        return None;
+    }
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    {
+        let [sum, factor, sound] =
+            kernels::grad_norm_and_verdict_op(grads, sound.into_dispatch(), max_norm.map(|norm| norm as f32))?;
+        Some((Tensor::from_dispatch(sum), Tensor::from_dispatch(factor), Tensor::from_dispatch(sound)))
+    }
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    {
+        let _ = (sound, max_norm);
+        None
+    }
+}
+
+/// The updated tensors of one [`adam_step`], in its inputs' order.
+pub struct AdamUpdate {
+    /// The parameters.
+    pub params: Vec<AnyTensor>,
+    /// The first moments.
+    pub moments_1: Vec<AnyTensor>,
+    /// The second moments.
+    pub moments_2: Vec<AnyTensor>,
+}
+
+/// Adam(W) over all `params` at once (one float type, one device) with their `grads`, the moments
+/// (`None` before the first step) and per tensor its [`AdamTensorSettings`]: the gradients
+/// multiplied by `factor` (`[1]` f32, [`grad_norm_and_verdict`]'s), nothing changed where it is
+/// negative. Burn's AdamW's arithmetic, in f32. For tensors [`multi_tensor_kernels_take`], each
+/// moment and gradient of its parameter's shape and type.
+///
+/// # Panics
+/// For other tensors.
+#[allow(clippy::too_many_arguments)]
+pub fn adam_step(
+    params: Vec<AnyTensor>,
+    grads: Vec<AnyTensor>,
+    moments: Option<(Vec<AnyTensor>, Vec<AnyTensor>)>,
+    factor: Tensor<1>,
+    settings: Vec<AdamTensorSettings>,
+    betas: (f32, f32),
+    epsilon: f32,
+) -> AdamUpdate {
+    assert!(params.iter().all(multi_tensor_kernels_take), "adam_step: tensors the multi-tensor kernels take");
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    {
+        let (moments_1, moments_2) = moments.unwrap_or_default();
+        let (params, moments_1, moments_2) =
+            kernels::adam_step(params, grads, moments_1, moments_2, factor.into_dispatch(), settings, betas, epsilon)
+                .expect("adam_step: tensors the multi-tensor kernels take");
+        AdamUpdate { params, moments_1, moments_2 }
+    }
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    {
+        let _ = (grads, moments, factor, settings, betas, epsilon);
+        unreachable!("no multi-tensor kernels in this build")
+    }
+}
