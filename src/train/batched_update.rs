@@ -4,8 +4,8 @@
 //! Burn's `ModuleOptimizer` steps one tensor per call and keeps the states (which checkpoints
 //! save), so the update runs in two passes over it, through the [`StepGate`] its
 //! [`GuardedAdam`](super::GuardedAdam)s share: the first records each tensor with its gradient
-//! and moments (and leaves the gradient in the parameter's place, so that the parameters and
-//! moments are the update's alone and it may write them in place); the update then runs for all;
+//! and moments (and leaves the gradient in the parameter's place, so that the old parameters and
+//! moments are freed as soon as their group is updated); the update then runs for all;
 //! the second pass hands each call its result, which the optimiser keeps as it would its own.
 //! Checkpoints are unchanged, and a backend without the kernels updates each tensor as before.
 
@@ -144,7 +144,7 @@ fn update_batch(kind: BatchKind, members: Vec<(usize, Pending)>, factor: Tensor<
     let settings: Vec<AdamTensorSettings> = members.iter().map(|(_, update)| settings_of(update)).collect();
     let (mut indices, mut times, mut params, mut grads) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut moments_1, mut moments_2) = (Vec::new(), Vec::new());
-    // Moved, not cloned: the update owns the buffers, and writes the parameters and moments in place.
+    // Moved, not cloned: each group's old tensors are freed once its update ran.
     for (index, update) in members {
         indices.push(index);
         times.push(update.time);

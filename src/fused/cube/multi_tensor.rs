@@ -17,8 +17,11 @@
 //! (p, m, v) <- f >= 0 ? (p', m', v') : (p, m, v)
 //! ```
 //!
-//! The parameters and moments are updated in place where their buffers are the step's alone (a
-//! shared one is copied first), so the step needs no memory beyond its inputs. Arithmetic in f32
+//! The updated parameters and moments go to new buffers, never over the old ones: a checkpoint
+//! being saved on another thread may still be reading them (written in place, a resumed run lost
+//! bit-identity with the run it resumed). Each launch's group is one op on Burn's fusion stream, so
+//! the old tensors of a group are freed once it ran: the step needs one group's new tensors beyond
+//! the model's. Arithmetic in f32
 //! whatever the tensors' type, in the order of Burn's AdamW, so f32 results equal the per-tensor
 //! update's (`tests/multi_tensor.rs`).
 
@@ -130,10 +133,13 @@ fn step_verdict_kernel(
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn adam_kernel<F: Float>(
-    params: &mut Sequence<OwnedTensor<F>>,
+    params: &Sequence<OwnedTensor<F>>,
     grads: &Sequence<OwnedTensor<F>>,
-    moments_1: &mut Sequence<OwnedTensor<F>>,
-    moments_2: &mut Sequence<OwnedTensor<F>>,
+    moments_1: &Sequence<OwnedTensor<F>>,
+    moments_2: &Sequence<OwnedTensor<F>>,
+    params_out: &mut Sequence<OwnedTensor<F>>,
+    moments_1_out: &mut Sequence<OwnedTensor<F>>,
+    moments_2_out: &mut Sequence<OwnedTensor<F>>,
     factor: &Tensor<f32>,
     first_cube: Sequence<usize>,
     lr: Sequence<f32>,
@@ -154,9 +160,10 @@ fn adam_kernel<F: Float>(
     for t in 0..count {
         if owner == t {
             let grad = grads.index(t);
-            let param = params.index_mut(t);
-            let moment_1 = moments_1.index_mut(t);
-            let moment_2 = moments_2.index_mut(t);
+            let param = params.index(t);
+            let param_out = params_out.index_mut(t);
+            let moment_1_out = moments_1_out.index_mut(t);
+            let moment_2_out = moments_2_out.index_mut(t);
             let start = (cube - first_cube[t]) * CHUNK + UNIT_POS as usize;
             let end = usize::min(start - UNIT_POS as usize + CHUNK, grad.len());
             let mut i = start;
@@ -165,21 +172,22 @@ fn adam_kernel<F: Float>(
                 let mut m = 0.0f32.runtime();
                 let mut v = 0.0f32.runtime();
                 if !fresh {
-                    m = f32::cast_from(moment_1[i]);
-                    v = f32::cast_from(moment_2[i]);
+                    m = f32::cast_from(moments_1.index(t)[i]);
+                    v = f32::cast_from(moments_2.index(t)[i]);
                 }
                 if f >= 0.0f32 {
                     let g = f32::cast_from(grad[i]) * f;
                     let m_new = m * beta_1 + g * (1.0f32 - beta_1);
                     let v_new = v * beta_2 + g * g * (1.0f32 - beta_2);
                     let delta = (m_new / bias_1[t]) / (f32::sqrt(v_new / bias_2[t]) + epsilon);
-                    param[i] = F::cast_from(p * decay[t] - delta * lr[t]);
-                    moment_1[i] = F::cast_from(m_new);
-                    moment_2[i] = F::cast_from(v_new);
-                } else if fresh {
-                    // A refused first step keeps zero moments (the parameter is kept in place).
-                    moment_1[i] = F::cast_from(0.0f32);
-                    moment_2[i] = F::cast_from(0.0f32);
+                    param_out[i] = F::cast_from(p * decay[t] - delta * lr[t]);
+                    moment_1_out[i] = F::cast_from(m_new);
+                    moment_2_out[i] = F::cast_from(v_new);
+                } else {
+                    // A refused step keeps the parameter and its moments (zero before the first).
+                    param_out[i] = F::cast_from(p);
+                    moment_1_out[i] = F::cast_from(m);
+                    moment_2_out[i] = F::cast_from(v);
                 }
                 i += UNITS;
             }
@@ -194,6 +202,12 @@ fn group_size(tensor: &CubeTensor, per_tensor: usize, reserved: usize) -> usize 
     (bindings.saturating_sub(reserved) / per_tensor).clamp(1, MAX_GROUP)
 }
 
+/// [`group_size`] for a tensor on Burn's fusion stream.
+fn fusion_group_size(tensor: &FloatTensor<Cube>, per_tensor: usize, reserved: usize) -> usize {
+    let bindings = tensor.client.device().client().properties().hardware.max_bindings as usize;
+    (bindings.saturating_sub(reserved) / per_tensor).clamp(1, MAX_GROUP)
+}
+
 /// The first cube of each tensor of `group` and, last, the cubes of all.
 fn first_cubes(group: &[CubeTensor]) -> Vec<usize> {
     let mut first = vec![0];
@@ -201,17 +215,6 @@ fn first_cubes(group: &[CubeTensor]) -> Vec<usize> {
         first.push(first.last().unwrap() + tensor.shape().num_elements().div_ceil(CHUNK));
     }
     first
-}
-
-/// `tensor` contiguous and its buffer its own, to be written in place: a copy where another
-/// tensor shares the buffer.
-fn writable(tensor: CubeTensor) -> CubeTensor {
-    let tensor = into_contiguous(tensor);
-    if tensor.can_mut() && tensor.is_contiguous_buffer() {
-        tensor
-    } else {
-        tensor.copy()
-    }
 }
 
 /// The sum of the squares of all `grads` (one dtype, contiguous), `[1]` f32, with the step's
@@ -262,11 +265,12 @@ pub(super) fn grad_norm_and_verdict(
     [sum, factor, sound_after]
 }
 
-/// AdamW over every tensor at once: `params`, `grads` and (`None`: the first step, zero) the
-/// moments, all of one dtype; `factor` the verdict's (`[1]` f32). Returns `(params, moments 1,
-/// moments 2)` updated, in the inputs' order.
+/// AdamW over one group of tensors (as many as one launch binds): `params`, `grads` and (`None`:
+/// the first step, zero) the moments, all of one dtype; `factor` the verdict's (`[1]` f32).
+/// Returns `(params, moments 1, moments 2)` updated, in new buffers: the inputs are never
+/// written, as a checkpoint being saved on another thread may still read them.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn adam(
+fn adam(
     params: Vec<CubeTensor>,
     grads: Vec<CubeTensor>,
     moments: Option<(Vec<CubeTensor>, Vec<CubeTensor>)>,
@@ -276,30 +280,18 @@ pub(super) fn adam(
     epsilon: f32,
 ) -> (Vec<CubeTensor>, Vec<CubeTensor>, Vec<CubeTensor>) {
     let fresh = moments.is_none();
-    let params: Vec<CubeTensor> = params.into_iter().map(writable).collect();
-    let grads: Vec<CubeTensor> = grads.into_iter().map(into_contiguous).collect();
-    let (moments_1, moments_2) = match moments {
-        Some((first, second)) => {
-            (first.into_iter().map(writable).collect(), second.into_iter().map(writable).collect())
-        }
-        None => {
-            let empty = |t: &CubeTensor| empty_device_dtype(t.client.clone(), t.device.clone(), t.shape(), t.dtype);
-            (params.iter().map(empty).collect::<Vec<_>>(), params.iter().map(empty).collect::<Vec<_>>())
-        }
-    };
-    let client = factor.client.clone();
-    let dtype = params[0].dtype;
-    let group = group_size(&params[0], 4, 2);
-    for start in (0..params.len()).step_by(group) {
-        let range = start..(start + group).min(params.len());
-        let first = first_cubes(&params[range.clone()]);
-        let total = first[first.len() - 1];
-        if total == 0 {
-            continue;
-        }
-        let args =
-            |tensors: &[CubeTensor]| tensors[range.clone()].iter().map(|t| t.clone().into_tensor_arg()).collect();
-        let each = |value: fn(&AdamTensorSettings) -> f32| settings[range.clone()].iter().map(value).collect();
+    let contiguous = |tensors: Vec<CubeTensor>| tensors.into_iter().map(into_contiguous).collect::<Vec<_>>();
+    let (params, grads) = (contiguous(params), contiguous(grads));
+    let (moments_1, moments_2) = moments.map_or((Vec::new(), Vec::new()), |(m1, m2)| (contiguous(m1), contiguous(m2)));
+    let empty = |t: &CubeTensor| empty_device_dtype(t.client.clone(), t.device.clone(), t.shape(), t.dtype);
+    let outputs = || params.iter().map(empty).collect::<Vec<_>>();
+    let (params_out, moments_1_out, moments_2_out) = (outputs(), outputs(), outputs());
+    let first = first_cubes(&params);
+    let total = first[first.len() - 1];
+    if total > 0 {
+        let client = factor.client.clone();
+        let args = |tensors: &[CubeTensor]| tensors.iter().map(|t| t.clone().into_tensor_arg()).collect();
+        let each = |value: fn(&AdamTensorSettings) -> f32| settings.iter().map(value).collect();
         adam_kernel::launch(
             &client,
             CubeCountSelection::new(&client, total as u32).cube_count(),
@@ -308,7 +300,10 @@ pub(super) fn adam(
             args(&grads),
             args(&moments_1),
             args(&moments_2),
-            factor.clone().into_tensor_arg(),
+            args(&params_out),
+            args(&moments_1_out),
+            args(&moments_2_out),
+            factor.into_tensor_arg(),
             first.into_iter().collect(),
             each(|s| s.lr),
             each(|s| s.decay),
@@ -317,10 +312,10 @@ pub(super) fn adam(
             [betas.0, betas.1].into_iter().collect(),
             epsilon,
             fresh,
-            dtype_to_storage_type(dtype),
+            dtype_to_storage_type(params[0].dtype),
         );
     }
-    (params, moments_1, moments_2)
+    (params_out, moments_1_out, moments_2_out)
 }
 
 /// Whether the kernels take `tensors`: one float type of theirs, each tensor's elements a `u32`
@@ -413,21 +408,38 @@ pub(in crate::fused) fn adam_step(
     {
         return None;
     }
-    let specs: Vec<TensorSpec> = params.iter().map(|p| TensorSpec::new(p.shape.clone(), p.dtype)).collect();
-    let outputs = [specs.clone(), specs.clone(), specs].concat();
-    let mut scalars = vec![f64::from(betas.0), f64::from(betas.1), f64::from(epsilon)];
-    scalars.extend(settings.iter().flat_map(|s| [s.lr, s.decay, s.bias_1, s.bias_2].map(f64::from)));
-    let inputs = [params, grads, moments_1, moments_2, vec![factor]].concat();
-    let outputs = custom_op_of_many("adam_step", inputs, outputs, &scalars, move |mut tensors| {
-        let factor = tensors.pop().expect("the factor");
-        let mut take = |n: usize| tensors.drain(..n).collect::<Vec<_>>();
-        let (params, grads) = (take(count), take(count));
-        let moments = (!fresh).then(|| (take(count), take(count)));
-        let (params, moments_1, moments_2) = adam(params, grads, moments, factor, &settings, betas, epsilon);
-        [params, moments_1, moments_2].concat()
-    });
-    let mut outputs: Vec<AnyTensor> = outputs.into_iter().map(any_tensor).collect();
-    let moments_2 = outputs.split_off(2 * count);
-    let moments_1 = outputs.split_off(count);
+    // One op per launch's group, so that each group's old tensors are freed once its update ran:
+    // the step needs memory for one group's new tensors beyond the model's, not the model's again.
+    let per_tensor = if fresh { 5 } else { 7 };
+    let group = fusion_group_size(&params[0], per_tensor, 2);
+    let (mut params, mut grads, mut moments_1, mut moments_2) = (params, grads, moments_1, moments_2);
+    let (mut new_params, mut new_moments_1, mut new_moments_2) = (Vec::new(), Vec::new(), Vec::new());
+    let mut settings = settings;
+    while !params.is_empty() {
+        let n = group.min(params.len());
+        let take = |tensors: &mut Vec<FloatTensor<Cube>>| tensors.drain(..n.min(tensors.len())).collect::<Vec<_>>();
+        let (group_params, group_grads) = (take(&mut params), take(&mut grads));
+        let (group_moments_1, group_moments_2) = (take(&mut moments_1), take(&mut moments_2));
+        let group_settings: Vec<AdamTensorSettings> = settings.drain(..n).collect();
+        let specs: Vec<TensorSpec> = group_params.iter().map(|p| TensorSpec::new(p.shape.clone(), p.dtype)).collect();
+        let outputs = [specs.clone(), specs.clone(), specs].concat();
+        let mut scalars = vec![f64::from(betas.0), f64::from(betas.1), f64::from(epsilon)];
+        scalars.extend(group_settings.iter().flat_map(|s| [s.lr, s.decay, s.bias_1, s.bias_2].map(f64::from)));
+        let inputs = [group_params, group_grads, group_moments_1, group_moments_2, vec![factor.clone()]].concat();
+        let mut outputs = custom_op_of_many("adam_step", inputs, outputs, &scalars, move |mut tensors| {
+            let factor = tensors.pop().expect("the factor");
+            let mut take = |n: usize| tensors.drain(..n).collect::<Vec<_>>();
+            let (params, grads) = (take(n), take(n));
+            let moments = (!fresh).then(|| (take(n), take(n)));
+            let (params, moments_1, moments_2) = adam(params, grads, moments, factor, &group_settings, betas, epsilon);
+            [params, moments_1, moments_2].concat()
+        });
+        let group_moments_2 = outputs.split_off(2 * n);
+        let group_moments_1 = outputs.split_off(n);
+        new_params.extend(outputs.into_iter().map(any_tensor));
+        new_moments_1.extend(group_moments_1.into_iter().map(any_tensor));
+        new_moments_2.extend(group_moments_2.into_iter().map(any_tensor));
+    }
+    let (outputs, moments_1, moments_2) = (new_params, new_moments_1, new_moments_2);
     Some((outputs, moments_1, moments_2))
 }
