@@ -4,49 +4,31 @@
 
 mod common;
 
-use burn::module::ParamGroup;
-use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::train::TrainStep;
-use common::{cpu, edited, random_tokens, ParamValues};
+use common::optimiser_steps::{self, burns_adamw, config};
+use common::{cpu, ParamValues};
 use layernorm_scaling::data::LmBatch;
-use layernorm_scaling::train::{no_decay_paths, optimizer, StepGate, StepSettings, TrainConfig, TrainingModel};
+use layernorm_scaling::train::{optimizer, StepGate, StepSettings, TrainingModel};
 use layernorm_scaling::{Llama, LlamaConfig};
-
-fn config(clip: Option<f64>) -> TrainConfig {
-    edited(&TrainConfig::default(), |c| {
-        c.model.preset = "tiny".into();
-        c.optim.lr = 3e-3;
-        c.optim.weight_decay = 0.1;
-        c.optim.clip_grad_norm = clip;
-    })
-}
-
-fn batch(seed: u64) -> LmBatch {
-    let tokens = random_tokens(2, 17, 256, seed, &cpu().autodiff());
-    LmBatch::new(tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16))
-}
 
 /// The tiny model's initial weights, the same for every variant of a test.
 fn initial() -> Llama {
     LlamaConfig::tiny().init(&cpu().autodiff()).unwrap()
 }
 
-/// Three steps of `llama` with `optim` (built for the step's gate or another), returning the
-/// weights after each.
+/// Three steps of `llama` on the CPU with the optimiser `make` builds, the weights after each.
 fn three_steps(
     llama: &Llama,
     settings: StepSettings,
     make: impl Fn(&TrainingModel) -> ModuleOptimizer,
 ) -> Vec<Vec<f32>> {
-    let mut model = TrainingModel::new(llama.clone(), settings);
-    let mut optim = make(&model);
-    (0..3)
-        .map(|step| {
-            let output = model.step(batch(step));
-            model = model.clone().optimize(&mut optim, 3e-3.into(), output.grads);
-            ParamValues::flat_of(&model)
-        })
-        .collect()
+    optimiser_steps::three_steps(llama, &cpu(), settings, make)
+}
+
+/// A batch of random tokens on the CPU.
+fn batch(seed: u64) -> LmBatch {
+    optimiser_steps::batch(seed, &cpu())
 }
 
 #[test]
@@ -54,12 +36,7 @@ fn the_guarded_adamw_is_burns_adamw_bit_for_bit() {
     let (config, llama) = (config(None), initial());
     // Burn's AdamW with the run's groups (no decay on gains and the embedding), and ours with no
     // gate attached to the step: the host path, the optimiser's own arithmetic.
-    let burns = three_steps(&llama, StepSettings::default(), |model| {
-        let adamw = |decay: f32| {
-            AdamWConfig::new().with_beta_1(0.9).with_beta_2(0.999).with_epsilon(1e-8).with_weight_decay(decay)
-        };
-        adamw(0.1).init().with_group(ParamGroup::from_paths(no_decay_paths(model)), adamw(0.0).build(), None)
-    });
+    let burns = three_steps(&llama, StepSettings::default(), burns_adamw);
     let ours = three_steps(&llama, StepSettings::default(), |model| {
         optimizer(&config, &LlamaConfig::tiny(), model, &StepGate::default())
     });

@@ -5,18 +5,14 @@
 
 mod common;
 
-use burn::module::ParamGroup;
-use burn::optim::{AdamWConfig, AdamWState, Optimizer};
+use burn::optim::{AdamWState, Optimizer};
 use burn::tensor::{Device, Distribution, Tensor};
-use burn::train::TrainStep;
-use common::{edited, random_tokens, values, ParamValues};
-use layernorm_scaling::data::LmBatch;
+use common::optimiser_steps::{burns_adamw, config, three_steps};
+use common::{values, ParamValues};
 use layernorm_scaling::fused::multi_tensor::{adam_step, any, grad_norm_and_verdict, AdamTensorSettings};
 use layernorm_scaling::parse_device;
-use layernorm_scaling::train::{
-    clip_factor, no_decay_paths, optimizer, GuardedAdam, StepGate, StepSettings, TrainConfig, TrainingModel,
-};
-use layernorm_scaling::{Llama, LlamaConfig};
+use layernorm_scaling::train::{clip_factor, optimizer, GuardedAdam, StepGate, StepSettings};
+use layernorm_scaling::LlamaConfig;
 
 fn gpu() -> Device {
     parse_device("wgpu-cpu").expect("wgpu over lavapipe")
@@ -120,49 +116,12 @@ fn the_multi_tensor_adamw_matches_the_per_tensor_update() {
     let _ = m2;
 }
 
-fn config(clip: Option<f64>) -> TrainConfig {
-    edited(&TrainConfig::default(), |c| {
-        c.model.preset = "tiny".into();
-        c.optim.lr = 3e-3;
-        c.optim.weight_decay = 0.1;
-        c.optim.clip_grad_norm = clip;
-    })
-}
-
-fn batch(seed: u64, device: &Device) -> LmBatch {
-    let tokens = random_tokens(2, 17, 256, seed, &device.clone().autodiff());
-    LmBatch::new(tokens.clone().narrow(1, 0, 16), tokens.narrow(1, 1, 16))
-}
-
-/// Three steps of `llama` on `device` with the optimiser `make` builds, the weights after each.
-fn three_steps(
-    llama: &Llama,
-    device: &Device,
-    settings: StepSettings,
-    make: impl Fn(&TrainingModel) -> burn::optim::ModuleOptimizer,
-) -> Vec<Vec<f32>> {
-    let mut model = TrainingModel::new(llama.clone(), settings);
-    let mut optim = make(&model);
-    (0..3)
-        .map(|step| {
-            let output = model.step(batch(step, device));
-            model = model.clone().optimize(&mut optim, 3e-3.into(), output.grads);
-            ParamValues::flat_of(&model)
-        })
-        .collect()
-}
-
 #[test]
 fn three_batched_training_steps_match_burns_adamw_and_the_host_clip() {
     let device = gpu();
     let llama = LlamaConfig::tiny().init(&device.clone().autodiff()).unwrap();
     let (config, tiny) = (config(None), LlamaConfig::tiny());
-    let burns = three_steps(&llama, &device, StepSettings::default(), |model| {
-        let adamw = |decay: f32| {
-            AdamWConfig::new().with_beta_1(0.9).with_beta_2(0.999).with_epsilon(1e-8).with_weight_decay(decay)
-        };
-        adamw(0.1).init().with_group(ParamGroup::from_paths(no_decay_paths(model)), adamw(0.0).build(), None)
-    });
+    let burns = three_steps(&llama, &device, StepSettings::default(), burns_adamw);
     let batched =
         three_steps(&llama, &device, StepSettings::default(), |model| optimizer(&config, &tiny, model, model.gate()));
     for step in 0..3 {

@@ -70,11 +70,12 @@ pub(super) fn copy_of<M: Module>(grads: &GradientsParams, module: &M) -> Gradien
     copy.to
 }
 
-/// Whether the update of `module` by `grads` runs batched: the backend has multi-tensor kernels for
-/// its first gradient's tensors (a model's parameters share a backend and, but for pure bf16 or
-/// f16 training, a float type; [`batched_step`] updates a mix in batches of one type each).
-pub fn batched_update_applies<M: Module>(grads: &GradientsParams, module: &M) -> bool {
-    grads_in_order(grads, module).first().is_some_and(multi_tensor_kernels_take)
+/// Whether the update by `grads` (a model's, [`grads_in_order`]) runs batched: the backend has
+/// multi-tensor kernels for the first gradient's tensors (a model's parameters share a backend
+/// and, but for pure bf16 or f16 training, a float type; [`batched_step`] updates a mix in batches
+/// of one type each).
+pub fn batched_update_applies(grads: &[AnyTensor]) -> bool {
+    grads.first().is_some_and(multi_tensor_kernels_take)
 }
 
 /// The gradients of `module`'s parameters, in the module's order.

@@ -182,6 +182,17 @@ impl Optimizer for GuardedAdam {
     }
 }
 
+/// Burn's AdamW state of step `time` with the moments `(first, second)`.
+fn adam_state<const D: usize>(time: usize, (moment_1, moment_2): (AnyTensor, AnyTensor)) -> AdamWState<D> {
+    let momentum = AdaptiveMomentumState {
+        time,
+        moment_1: Tensor::from_dispatch(moment_1),
+        moment_2: Tensor::from_dispatch(moment_2),
+        max_moment_2: None,
+    };
+    AdamWState { momentum }
+}
+
 impl GuardedAdam {
     /// The step, as part of a batched update if one runs: in the first pass it records its
     /// tensors and returns the gradient in the parameter's place; in the second it returns the
@@ -220,27 +231,14 @@ impl GuardedAdam {
                 drop(batch);
                 match emit {
                     Emit::Done(updated) => {
-                        let Updated { param, moments: (moment_1, moment_2), time } = *updated;
+                        let Updated { param, moments, time } = *updated;
                         let param = Tensor::<D>::from_dispatch(param);
                         assert_eq!(param.dims(), tensor.dims(), "the second pass steps the tensors of the first");
-                        let momentum = AdaptiveMomentumState {
-                            time,
-                            moment_1: Tensor::from_dispatch(moment_1),
-                            moment_2: Tensor::from_dispatch(moment_2),
-                            max_moment_2: None,
-                        };
-                        (param, Some(AdamWState { momentum }))
+                        (param, Some(adam_state(time, moments)))
                     }
                     Emit::Alone(pending) => {
                         let pending = *pending;
-                        let state = pending.moments.map(|(moment_1, moment_2)| AdamWState {
-                            momentum: AdaptiveMomentumState {
-                                time: pending.time - 1,
-                                moment_1: Tensor::from_dispatch(moment_1),
-                                moment_2: Tensor::from_dispatch(moment_2),
-                                max_moment_2: None,
-                            },
-                        });
+                        let state = pending.moments.map(|moments| adam_state(pending.time - 1, moments));
                         let (param, grad) = (Tensor::from_dispatch(pending.param), Tensor::from_dispatch(pending.grad));
                         self.update(pending.lr, param, grad, state)
                     }

@@ -19,7 +19,7 @@ use super::loss_scale::{LossScale, ScaleReport, ScaledStep};
 use super::monitor::{RunMonitor, SoundFlag};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
-use crate::fused::multi_tensor::grad_norm_and_verdict;
+use crate::fused::multi_tensor::{grad_norm_and_verdict, AnyTensor};
 use crate::model::Llama;
 
 /// Settings of the step that are not part of the model.
@@ -243,7 +243,9 @@ impl TrainStep for TrainingModel {
         let clip = self.settings.clip_grad_norm;
         // All tensors in a few launches where the backend has multi-tensor kernels (the GPUs), or
         // a reduction per tensor and a few element-wise ops.
-        let batched = grad_norm_and_verdict(grads_in_order(&grads, &self), sound_before.clone(), clip);
+        let grads_list = grads_in_order(&grads, &self);
+        let batched_update = batched_update_applies(&grads_list);
+        let batched = grad_norm_and_verdict(grads_list, sound_before.clone(), clip);
         let (sum_of_squares, factor, sound) = match batched {
             Some(decided) => decided,
             None => {
@@ -266,7 +268,7 @@ impl TrainStep for TrainingModel {
         if let Some(tracker) = &self.settings.tracker {
             tracker.observe(&self.model, &grads);
         }
-        if batched_update_applies(&grads, &self) {
+        if batched_update {
             let gate = self.settings.gate.clone();
             return batched_step(optim, lr, self, grads, &gate, factor);
         }
@@ -289,9 +291,10 @@ impl TrainingModel {
         // With multi-tensor kernels and an optimiser that reads the gate, the gradients are
         // multiplied by the step's factor (unscale and clip) inside the batched update, and the
         // norm is one kernel's.
-        let batched = self.settings.gate.is_attached() && batched_update_applies(&grads, &self);
+        let grads_list = grads_in_order(&grads, &self);
+        let batched = self.settings.gate.is_attached() && batched_update_applies(&grads_list);
         let mut norm = match batched {
-            true => multi_tensor_norm(&grads, &self).unwrap_or_else(|| global_grad_norm(&grads, &self)),
+            true => multi_tensor_norm(grads_list, &self).unwrap_or_else(|| global_grad_norm(&grads, &self)),
             false => global_grad_norm(&grads, &self),
         };
         let mut factor = 1.0;
@@ -346,10 +349,10 @@ impl TrainingModel {
 
 /// The global gradient norm by the multi-tensor kernel, read on the host; `None` where the backend
 /// has none.
-fn multi_tensor_norm(grads: &GradientsParams, model: &TrainingModel) -> Option<f64> {
+fn multi_tensor_norm(grads: Vec<AnyTensor>, model: &TrainingModel) -> Option<f64> {
     let device = model.model.embed_tokens.weight.val().device();
     let ones = Tensor::ones([1], &device).without_autodiff();
-    let (sum_of_squares, _, _) = grad_norm_and_verdict(grads_in_order(grads, model), ones, None)?;
+    let (sum_of_squares, _, _) = grad_norm_and_verdict(grads, ones, None)?;
     Some(read_norm(sum_of_squares).unwrap_or_else(|e| panic!("the device failed reading the gradient norm: {e:?}")))
 }
 

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod optimiser_steps;
+
 use burn::module::{ModuleVisitor, Param};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use layernorm_scaling::parse_device;

@@ -64,6 +64,14 @@ fn tensor_of(cube: usize, first_cube: &Sequence<usize>, #[comptime] count: usize
     found
 }
 
+/// The first element this unit handles in the cube's chunk of a tensor of `len` elements, whose
+/// first cube is `first`, and the chunk's end; the unit strides by [`UNITS`].
+#[cube]
+fn chunk_of_unit(cube: usize, first: usize, len: usize) -> (usize, usize) {
+    let chunk_start = (cube - first) * CHUNK;
+    (chunk_start + UNIT_POS as usize, usize::min(chunk_start + CHUNK, len))
+}
+
 #[cube(launch)]
 fn sum_of_squares_kernel<F: Float>(
     grads: &Sequence<OwnedTensor<F>>,
@@ -80,8 +88,7 @@ fn sum_of_squares_kernel<F: Float>(
     for t in 0..count {
         if owner == t {
             let grad = grads.index(t);
-            let start = (cube - first_cube[t]) * CHUNK + UNIT_POS as usize;
-            let end = usize::min(start - UNIT_POS as usize + CHUNK, grad.len());
+            let (start, end) = chunk_of_unit(cube, first_cube[t], grad.len());
             let mut i = start;
             while i < end {
                 let value = f32::cast_from(grad[i]);
@@ -164,8 +171,7 @@ fn adam_kernel<F: Float>(
             let param_out = params_out.index_mut(t);
             let moment_1_out = moments_1_out.index_mut(t);
             let moment_2_out = moments_2_out.index_mut(t);
-            let start = (cube - first_cube[t]) * CHUNK + UNIT_POS as usize;
-            let end = usize::min(start - UNIT_POS as usize + CHUNK, grad.len());
+            let (start, end) = chunk_of_unit(cube, first_cube[t], grad.len());
             let mut i = start;
             while i < end {
                 let p = f32::cast_from(param[i]);
@@ -195,17 +201,10 @@ fn adam_kernel<F: Float>(
     }
 }
 
-/// The tensors a launch of a kernel binding `per_tensor` buffers for each may take on `client`'s
-/// device (`reserved` bindings being the kernel's others).
-fn group_size(tensor: &CubeTensor, per_tensor: usize, reserved: usize) -> usize {
-    let bindings = tensor.client.properties().hardware.max_bindings as usize;
-    (bindings.saturating_sub(reserved) / per_tensor).clamp(1, MAX_GROUP)
-}
-
-/// [`group_size`] for a tensor on Burn's fusion stream.
-fn fusion_group_size(tensor: &FloatTensor<Cube>, per_tensor: usize, reserved: usize) -> usize {
-    let bindings = tensor.client.device().client().properties().hardware.max_bindings as usize;
-    (bindings.saturating_sub(reserved) / per_tensor).clamp(1, MAX_GROUP)
+/// The tensors a launch of a kernel binding `per_tensor` buffers for each may take on a device
+/// that binds `bindings` (`reserved` of them being the kernel's others).
+fn group_size(bindings: u32, per_tensor: usize, reserved: usize) -> usize {
+    ((bindings as usize).saturating_sub(reserved) / per_tensor).clamp(1, MAX_GROUP)
 }
 
 /// The first cube of each tensor of `group` and, last, the cubes of all.
@@ -227,7 +226,7 @@ pub(super) fn grad_norm_and_verdict(
 ) -> [CubeTensor; 3] {
     let grads: Vec<CubeTensor> = grads.into_iter().map(into_contiguous).collect();
     let (client, device, dtype) = (sound.client.clone(), sound.device.clone(), grads[0].dtype);
-    let group = group_size(&grads[0], 1, 2);
+    let group = group_size(client.properties().hardware.max_bindings, 1, 2);
     let cubes = first_cubes(&grads);
     let partials = empty_device_dtype(client.clone(), device.clone(), [cubes[cubes.len() - 1]].into(), DType::F32);
     let mut offset = 0;
@@ -411,7 +410,8 @@ pub(in crate::fused) fn adam_step(
     // One op per launch's group, so that each group's old tensors are freed once its update ran:
     // the step needs memory for one group's new tensors beyond the model's, not the model's again.
     let per_tensor = if fresh { 5 } else { 7 };
-    let group = fusion_group_size(&params[0], per_tensor, 2);
+    let bindings = params[0].client.device().client().properties().hardware.max_bindings;
+    let group = group_size(bindings, per_tensor, 2);
     let (mut params, mut grads, mut moments_1, mut moments_2) = (params, grads, moments_1, moments_2);
     let (mut new_params, mut new_moments_1, mut new_moments_2) = (Vec::new(), Vec::new(), Vec::new());
     let mut settings = settings;
