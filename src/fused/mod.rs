@@ -172,9 +172,9 @@ pub fn current_path() -> OpPath {
 /// RMS normalisation with a constant factor: `x / sqrt(mean(x^2) + epsilon) * gamma * scale`
 /// over the last dimension. Shapes: `x: [..., d]`, `gamma: [d]` -> `[..., d]`.
 ///
-/// The norm modules fold their LNS factor into `gamma` and pass `scale = 1`
-/// ([`RmsNormScaling`](crate::norm::RmsNormScaling)); `scale` multiplies inside the kernel for
-/// other callers. The mean square is accumulated in f32.
+/// [`RmsNormScaling`](crate::norm::RmsNormScaling) passes its LNS factor as `scale`: the kernels
+/// multiply by it with `gamma` (and scale gamma's gradient by it), so the factor costs no launch
+/// of its own. The mean square is accumulated in f32.
 pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, scale: f64) -> Tensor<D> {
     let [d] = gamma.dims();
     assert_eq!(x.dims()[D - 1], d, "rms_norm: the input's last dimension must match gamma's size");

@@ -57,9 +57,8 @@ pub fn apply_depth_scale<const D: usize>(x: Tensor<D>, layer: usize) -> Result<T
 
 /// A norm's per-feature output weight (`gamma` or `beta`, `[d_model]`) with its LNS factor `s`
 /// folded in: `s (N(x) gamma + beta) = N(x) (s gamma) + s beta`, so the factor costs `d_model`
-/// multiplications (none at `s = 1`) rather than a pass over the output. Every norm module
-/// applies its factor this way (`fused::rms_norm` keeps a `scale` argument for its own callers;
-/// the modules pass 1).
+/// multiplications (none at `s = 1`) rather than a pass over the output. Every norm module but
+/// RMSNorm applies its factor this way (`fused::rms_norm` takes the factor itself).
 pub(crate) fn scaled_weight(weight: Tensor<1>, scale: f64) -> Tensor<1> {
     scale_unless_one(weight, scale)
 }

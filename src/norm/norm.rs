@@ -14,8 +14,9 @@ use crate::ConfigError;
 
 /// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`.
 /// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor `c`
-/// (`1/sqrt(l)` in layer `l` under LNS, the plan's `norm_output_scale`) the same way: folded into
-/// its per-feature output weights, `c (N(x) gamma + beta) = N(x) (c gamma) + c beta`.
+/// (`1/sqrt(l)` in layer `l` under LNS, the plan's `norm_output_scale`) the same way: on its
+/// per-feature output weights, `c (N(x) gamma + beta) = N(x) (c gamma) + c beta` (RMSNorm's fused
+/// kernel takes `c` itself, the others fold it into the weights).
 ///
 /// | kind | `N(x)` of layer `l` | parameters |
 /// |---|---|---|

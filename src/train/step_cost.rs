@@ -85,7 +85,7 @@ impl OpFamily {
             OpFamily::Matmul
         } else if has(&["attention", "flash"]) {
             OpFamily::Attention
-        } else if has(&["rmsnorm", "rms_norm", "layernorm", "layer_norm"]) {
+        } else if has(&["rmsnorm", "rms_norm", "layernorm", "layer_norm", "norm_weight"]) {
             OpFamily::Norm
         } else if has(&["cross_entropy", "crossentropy", "lm_head"]) {
             OpFamily::Loss
@@ -302,6 +302,10 @@ mod tests {
             (
                 "layernorm_scaling::fused::cube::swiglu::swiglu_forward_kernel::SwigluForwardKernel",
                 OpFamily::ElementWise,
+            ),
+            (
+                "layernorm_scaling::fused::cube::norm_weight_sums::norm_weight_sums_kernel::NormWeightSumsKernel",
+                OpFamily::Norm,
             ),
             ("burn_cubecl::kernel::prng::PrngKernel<NormalFamily>", OpFamily::Other),
             // A generic argument names a norm; the kernel is an element-wise one.

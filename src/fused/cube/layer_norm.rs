@@ -7,18 +7,17 @@
 //! Backward, with `n = (x - mean) r` and `dn = dy gamma`:
 //!   `dx = r (dn - mean(dn) - n mean(dn n))`: one row per cube;
 //!   `dgamma = sum_rows(dy n)`, `dbeta = sum_rows(dy)`: per-block partial sums per column, summed
-//!   by Burn (WGSL has no float atomics).
+//!   by [`norm_weight_sums`] (WGSL has no float atomics).
 
 use burn::backend::cubecl::dtype_to_storage_type;
-use burn::backend::ops::FloatTensorOps;
 use burn::backend::{DType, Shape, TensorMetadata};
 use burn_cubecl::cubecl;
-use burn_cubecl::kernel::{cast, into_contiguous};
+use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
-use burn_cubecl::CubeBackend;
 use cubecl::prelude::*;
 
+use super::norm_weight_sums::norm_weight_sums;
 use super::reduce::cube_sum;
 use super::rows::{partial_blocks, row_block, row_cubes, rows_and_width, BLOCK};
 
@@ -201,10 +200,7 @@ pub(super) fn backward(
     let gamma_partials = empty_device_dtype(client.clone(), device.clone(), Shape::from([partials, d]), DType::F32);
     let beta_partials = empty_device_dtype(client.clone(), device, Shape::from([partials, d]), DType::F32);
     let gamma_shape = gamma.shape();
-    let summed = |partials: CubeTensor| {
-        let sum = CubeBackend::float_reshape(CubeBackend::float_sum_dim(partials, 0), gamma_shape.clone());
-        cast(sum, gamma_dtype)
-    };
+    let summed = |partials: CubeTensor| norm_weight_sums(partials, 1.0, gamma_shape.clone(), gamma_dtype);
     if d == 0 {
         return [grad_x, summed(gamma_partials), summed(beta_partials)];
     }

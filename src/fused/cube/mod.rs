@@ -3,6 +3,7 @@
 //! here, and dtypes the kernels do not take (f64), run the portable bodies.
 
 mod attention;
+mod norm_weight_sums;
 mod cross_entropy;
 mod elementwise;
 mod fusion;

@@ -7,18 +7,17 @@
 //! Backward, with `g = gamma scale`:
 //!   `dx = r (dy g - x r^2 mean(dy g x))`: one row per cube, as the forward;
 //!   `dgamma = scale sum_rows(dy x r)`: one unit per column and block of rows writes a partial
-//!   sum, and Burn sums the partials (WGSL has no float atomics).
+//!   sum, and [`norm_weight_sums`] sums the partials (WGSL has no float atomics).
 
 use burn::backend::cubecl::dtype_to_storage_type;
-use burn::backend::ops::FloatTensorOps;
-use burn::backend::{DType, Scalar, Shape, TensorMetadata};
+use burn::backend::{DType, Shape, TensorMetadata};
 use burn_cubecl::cubecl;
-use burn_cubecl::kernel::{cast, into_contiguous};
+use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
-use burn_cubecl::CubeBackend;
 use cubecl::prelude::*;
 
+use super::norm_weight_sums::norm_weight_sums;
 use super::reduce::cube_sum;
 use super::rows::{partial_blocks, row_block, row_cubes, rows_and_width, BLOCK};
 
@@ -178,7 +177,7 @@ pub(super) fn backward(
     let (partials_count, rows_per_partial) = partial_blocks(rows);
     let partials = empty_device_dtype(client.clone(), device, Shape::from([partials_count, d]), DType::F32);
     if d == 0 {
-        return [grad_x, cast(CubeBackend::float_reshape(partials, gamma.shape()), gamma_dtype)];
+        return [grad_x, norm_weight_sums(partials, scale, gamma.shape(), gamma_dtype)];
     }
     if rows > 0 {
         rms_norm_grad_x_kernel::launch(
@@ -212,6 +211,5 @@ pub(super) fn backward(
         rows_per_partial as u32,
         dtype_to_storage_type(dtype),
     );
-    let summed = CubeBackend::float_reshape(CubeBackend::float_sum_dim(partials, 0), gamma.shape());
-    [grad_x, cast(CubeBackend::float_mul_scalar(summed, Scalar::from(scale)), gamma_dtype)]
+    [grad_x, norm_weight_sums(partials, scale, gamma.shape(), gamma_dtype)]
 }
