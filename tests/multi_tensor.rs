@@ -9,9 +9,13 @@ use burn::optim::{AdamWState, Optimizer};
 use burn::tensor::{Device, Distribution, Tensor};
 use common::optimiser_steps::{burns_adamw, config, three_steps};
 use common::{values, ParamValues};
-use layernorm_scaling::fused::multi_tensor::{adam_step, any, grad_norm_and_verdict, AdamTensorSettings};
+use layernorm_scaling::fused::multi_tensor::{
+    adam_step, any, grad_norm_and_verdict, scaled_grad_norm_and_verdict, AdamTensorSettings, LossScaleRule,
+};
 use layernorm_scaling::parse_device;
-use layernorm_scaling::train::{clip_factor, optimizer, GuardedAdam, StepGate, StepSettings};
+use layernorm_scaling::train::{
+    clip_factor, optimizer, GuardedAdam, LossScale, ScaledStep, StepGate, StepSettings, GROWTH_INTERVAL, MIN_LOSS_SCALE,
+};
 use layernorm_scaling::LlamaConfig;
 
 fn gpu() -> Device {
@@ -64,6 +68,105 @@ fn the_norm_and_verdict_match_burns_ops_and_refuse_what_is_not_finite() {
 }
 
 #[test]
+fn the_scaled_verdict_decides_as_the_host_loss_scale_does() {
+    let device = gpu();
+    let (a, b, c) = gradients(&device);
+    let exact: f64 = [values(&a), values(&b), values(&c)].concat().iter().map(|&v| f64::from(v) * f64::from(v)).sum();
+    let rule = LossScaleRule { growth_interval: GROWTH_INTERVAL, min_scale: MIN_LOSS_SCALE };
+    // The gradients of a loss scaled by `scale`, and NaN ones.
+    let scaled = |scale: f64| vec![any(a.clone() * scale), any(b.clone() * scale), any(c.clone() * scale)];
+    let overflowed = || vec![any(a.clone()), any(b.clone() * f64::INFINITY), any(c.clone())];
+    let ones = || Tensor::<1>::ones([1], &device);
+    let state = |values: [f32; 3]| Tensor::<1>::from_floats(values, &device);
+    let good = GROWTH_INTERVAL as f32;
+    // (gradients, state before, clip): each against the host's LossScale from the same state.
+    let cases: [(Vec<_>, bool, [f32; 3], Option<f64>); 6] = [
+        (scaled(8.0), false, [8.0, 5.0, 2.0], None),
+        (scaled(8.0), false, [8.0, 5.0, 2.0], Some(0.5)),
+        (scaled(8.0), false, [8.0, good - 1.0, 0.0], None),
+        (overflowed(), true, [8.0, 5.0, 2.0], Some(0.5)),
+        (overflowed(), true, [1.0, 5.0, 2.0], None),
+        (scaled(65536.0), false, [65536.0, 0.0, 0.0], None),
+    ];
+    for (grads, overflow, before, clip) in cases {
+        let verdict = scaled_grad_norm_and_verdict(grads, ones(), state(before), clip, rule).expect("kernels on wgpu");
+        let (factor, after) = (values(&verdict.factor), values(&verdict.scale_state));
+        let sum = f64::from(scalar(verdict.sum_of_squares));
+        let host = LossScale::new(before[0].into());
+        host.restore(before[0].into(), before[1] as usize, before[2] as usize);
+        let scaled_norm = if overflow { f64::INFINITY } else { exact.sqrt() * f64::from(before[0]) };
+        let case = format!("state {before:?}, clip {clip:?}: factor {factor:?}, state after {after:?}");
+        match host.step(scaled_norm) {
+            ScaledStep::Apply { unscale } if !overflow => {
+                // Unscaled, clipped, applied; the norm reported is the unscaled gradients'.
+                assert!((sum - exact).abs() <= 1e-6 * exact, "{case}: sum {sum} against {exact}");
+                let clip = clip.map_or(1.0, |c| if exact.sqrt() > c { c / (exact.sqrt() + 1e-6) } else { 1.0 });
+                let want = (clip * unscale) as f32;
+                assert!((factor[0] - want).abs() <= 2e-6 * want, "{case}: want {want}");
+                assert_eq!(scalar(verdict.sound), 1.0, "{case}");
+                assert_eq!(after[3], 0.0, "{case}: not skipped");
+            }
+            ScaledStep::Apply { .. } => {
+                // At the lowest scale an overflow is a divergence: refused, and the run unsound.
+                assert_eq!((factor[0], scalar(verdict.sound), after[3]), (-1.0, 0.0, 0.0), "{case}");
+            }
+            ScaledStep::Skip { lowered_to } => {
+                assert_eq!((factor[0], after[0], after[3]), (-1.0, lowered_to as f32, 1.0), "{case}");
+                assert_eq!(scalar(verdict.sound), 1.0, "{case}: a skipped step leaves the run sound");
+            }
+        }
+        let report = host.report();
+        assert_eq!(
+            (after[0], after[1], after[2]),
+            (report.scale as f32, host.good_steps() as f32, report.skipped as f32),
+            "{case}"
+        );
+        assert_eq!(factor[1], after[2], "{case}: the factor carries the skipped steps");
+    }
+    // An unsound run refuses a finite step; the scale goes on as the step's gradients say.
+    let verdict =
+        scaled_grad_norm_and_verdict(scaled(8.0), Tensor::zeros([1], &device), state([8.0, 0.0, 0.0]), None, rule)
+            .unwrap();
+    assert_eq!((scalar(verdict.factor), scalar(verdict.sound)), (-1.0, 0.0));
+}
+
+#[test]
+fn adam_does_not_count_the_skipped_steps_in_its_time() {
+    let device = gpu();
+    let normal = Distribution::Normal(0.0, 0.1);
+    let (param, grad) =
+        (Tensor::<1>::random([4096 + 9], normal, &device), Tensor::<1>::random([4096 + 9], normal, &device));
+    let (betas, epsilon, lr) = ((0.9f32, 0.95f32), 1e-8f32, 3e-3f32);
+    let settings = |time: i32| AdamTensorSettings {
+        lr,
+        decay: 1.0 - lr * 0.1,
+        bias_1: 1.0 - betas.0.powi(time),
+        bias_2: 1.0 - betas.1.powi(time),
+        time: time as f32,
+    };
+    let step = |time: i32, factor: Vec<f32>| {
+        let update = adam_step(
+            vec![any(param.clone())],
+            vec![any(grad.clone())],
+            None,
+            Tensor::<1>::from_floats(factor.as_slice(), &device),
+            vec![settings(time)],
+            betas,
+            epsilon,
+        );
+        values(&Tensor::<1>::from_dispatch(update.params[0].clone()))
+    };
+    // Adam's third call after two skipped steps is its first step.
+    let first = step(1, vec![0.5]);
+    let after_skips = step(3, vec![0.5, 2.0]);
+    let worst = common::max_diff(&first, &after_skips);
+    assert!(worst <= 1e-7, "time 3 with 2 skipped against time 1: {worst}");
+    // Without skips the host's bias corrections stand.
+    assert_eq!(step(3, vec![0.5, 0.0]), step(3, vec![0.5]));
+    assert!(common::max_diff(&step(3, vec![0.5]), &first) > 1e-5, "time changes the update");
+}
+
+#[test]
 fn the_multi_tensor_adamw_matches_the_per_tensor_update() {
     let device = gpu();
     let normal = Distribution::Normal(0.0, 0.1);
@@ -91,6 +194,7 @@ fn the_multi_tensor_adamw_matches_the_per_tensor_update() {
             decay: (1.0 - lr * f64::from(decay)) as f32,
             bias_1: 1.0 - betas.0.powi(time),
             bias_2: 1.0 - betas.1.powi(time),
+            time: time as f32,
         });
         let update = adam_step(
             vec![any(q1), any(q2)],

@@ -1031,10 +1031,18 @@ fn a_resume_on_another_number_of_devices_is_refused_either_way() {
 /// resumed steps applied what the uninterrupted run skipped).
 #[test]
 fn an_f16_mixed_run_resumes_with_its_loss_scale_bit_identically() {
+    // On flex the host decides from the norm it reads; over wgpu the verdict kernel decides on the
+    // device, and the checkpoint reads the scale back.
+    an_f16_mixed_run_resumes_bit_identically_on("flex");
+    #[cfg(feature = "wgpu")]
+    an_f16_mixed_run_resumes_bit_identically_on("wgpu-cpu");
+}
+
+fn an_f16_mixed_run_resumes_bit_identically_on(device: &str) {
     let dir = tempfile::tempdir().unwrap();
     let f16_run = |out: &Path, extra: &[&str], crash_at: Option<&str>| {
         let mut command = Command::new(example("train"));
-        command.args(["--device", "flex", "--model", "tiny", "--steps", "20", "--eval-every", "5"]);
+        command.args(["--device", device, "--model", "tiny", "--steps", "20", "--eval-every", "5"]);
         command.args(["--precision", "f16-mixed", "--batch-size", "4", "--seq-len", "32", "--builtin-docs", "300"]);
         command.args(["--samples", "0", "--log-every", "1", "--out"]).arg(out).args(extra);
         command.env(FAIL_AT, "f16-overflow").env_remove("LAYERNORM_SCALING_CRASH_AT");
@@ -1046,11 +1054,11 @@ fn an_f16_mixed_run_resumes_with_its_loss_scale_bit_identically() {
     let whole = dir.path().join("whole");
     let output = f16_run(&whole, &[], None);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
+    assert!(output.status.success(), "{device}: {stderr}");
     let skipped = |step: usize| stderr.contains(&format!("step {step}: the scaled f16 gradients overflowed"));
     // The scale had moved by the checkpoint (step 5), was still too high after it, and came down.
-    assert!(skipped(1) && skipped(6), "{stderr}");
-    assert!(!skipped(20), "{stderr}");
+    assert!(skipped(1) && skipped(6), "{device}: {stderr}");
+    assert!(!skipped(20), "{device}: {stderr}");
 
     let killed = dir.path().join("killed");
     assert!(!f16_run(&killed, &[], Some("checkpoint:2")).status.success());
@@ -1063,8 +1071,8 @@ fn an_f16_mixed_run_resumes_with_its_loss_scale_bit_identically() {
         let rows = read_metrics(out).unwrap().into_iter().filter(|r| r.metric == "Loss");
         rows.map(|r| (r.split, r.epoch, r.batch, r.value.to_bits())).collect()
     };
-    assert_eq!(losses(&killed), losses(&whole), "the same losses, to the last bit");
-    assert!(weights(&killed) == weights(&whole), "the same final weights, bit for bit");
+    assert_eq!(losses(&killed), losses(&whole), "{device}: the same losses, to the last bit");
+    assert!(weights(&killed) == weights(&whole), "{device}: the same final weights, bit for bit");
 }
 
 /// Ctrl-C (SIGINT) or a scheduler's SIGTERM stops a training with one line on standard error: the

@@ -16,6 +16,20 @@ pub struct AdamTensorSettings {
     pub bias_1: f32,
     /// `1 - beta_2^t`.
     pub bias_2: f32,
+    /// The step `t` (from 1). After steps skipped for an f16 overflow (the factor's second
+    /// element), the kernel recomputes the bias corrections for `t` minus them.
+    pub time: f32,
+}
+
+/// How a dynamic loss scale moves (f16 mixed precision, as PyTorch's `GradScaler`): halved on an
+/// overflow (the step skipped) down to `min_scale`, doubled after `growth_interval` good steps in a
+/// row. At `min_scale` an overflow is a divergence.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossScaleRule {
+    /// Good steps in a row after which the scale doubles.
+    pub growth_interval: usize,
+    /// The lowest scale.
+    pub min_scale: f64,
 }
 
 /// A tensor of any rank, as the multi-tensor ops take it.

@@ -6,7 +6,7 @@
 
 use burn::tensor::Tensor;
 
-pub use super::adam_settings::{any, AdamTensorSettings, AnyTensor};
+pub use super::adam_settings::{any, AdamTensorSettings, AnyTensor, LossScaleRule};
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 use super::cube::multi_tensor as kernels;
@@ -52,6 +52,60 @@ pub fn grad_norm_and_verdict(
     }
 }
 
+/// The verdict of a step under a dynamic loss scale (f16), all on the device: `(sum of squares,
+/// factor, sound after, scale state after)`.
+pub struct ScaledVerdict {
+    /// The sum of the unscaled gradients' squares, `[1]` f32 (the scaled one where it overflowed).
+    pub sum_of_squares: Tensor<1>,
+    /// `[2]` f32: the factor the gradients are multiplied by (`1 / scale` times the clip), or -1
+    /// where the step is skipped or refused; then the steps skipped so far, for [`adam_step`].
+    pub factor: Tensor<1>,
+    /// `[1]` f32: 1 while every step had finite gradients, an overflow at the lowest scale included.
+    pub sound: Tensor<1>,
+    /// `[4]` f32: the scale, the good steps in a row, the steps skipped so far, and 1 if this step
+    /// was skipped (else 0).
+    pub scale_state: Tensor<1>,
+}
+
+/// [`grad_norm_and_verdict`] for the gradients of a loss multiplied by a dynamic loss scale:
+/// `scale_state` is `[scale, good steps in a row, steps skipped]` (`[3]` or more, f32). A finite
+/// norm is unscaled, clipped and applied (the scale doubling after `rule.growth_interval` good
+/// steps); an overflow skips the step and halves the scale, unless it is at `rule.min_scale`: then
+/// the step is refused and the run marked unsound (a divergence). `None` as
+/// [`grad_norm_and_verdict`].
+pub fn scaled_grad_norm_and_verdict(
+    grads: Vec<AnyTensor>,
+    sound: Tensor<1>,
+    scale_state: Tensor<1>,
+    max_norm: Option<f64>,
+    rule: LossScaleRule,
+) -> Option<ScaledVerdict> {
+    if grads.is_empty() || !grads.iter().all(multi_tensor_kernels_take) {
+        return None;
+    }
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    {
+        let [sum, factor, sound, state] = kernels::scaled_grad_norm_and_verdict_op(
+            grads,
+            sound.into_dispatch(),
+            scale_state.into_dispatch(),
+            max_norm.map(|norm| norm as f32),
+            rule,
+        )?;
+        Some(ScaledVerdict {
+            sum_of_squares: Tensor::from_dispatch(sum),
+            factor: Tensor::from_dispatch(factor),
+            sound: Tensor::from_dispatch(sound),
+            scale_state: Tensor::from_dispatch(state),
+        })
+    }
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    {
+        let _ = (sound, scale_state, max_norm, rule);
+        None
+    }
+}
+
 /// The updated tensors of one [`adam_step`], in its inputs' order.
 pub struct AdamUpdate {
     /// The parameters.
@@ -64,8 +118,9 @@ pub struct AdamUpdate {
 
 /// Adam(W) over all `params` at once (one float type, one device) with their `grads`, the moments
 /// (`None` before the first step) and per tensor its [`AdamTensorSettings`]: the gradients
-/// multiplied by `factor` (`[1]` f32, [`grad_norm_and_verdict`]'s), nothing changed where it is
-/// negative. Burn's AdamW's arithmetic, in f32. For tensors [`multi_tensor_kernels_take`], each
+/// multiplied by `factor` (`[1]` f32, [`grad_norm_and_verdict`]'s, or `[2]`,
+/// [`scaled_grad_norm_and_verdict`]'s, whose skipped steps do not count in Adam's time), nothing
+/// changed where it is negative. Burn's AdamW's arithmetic, in f32. For tensors [`multi_tensor_kernels_take`], each
 /// moment and gradient of its parameter's shape and type.
 ///
 /// # Panics

@@ -21,7 +21,8 @@ use super::guarded_adam::{Batch, Emit, Pending, StepGate, Updated};
 use crate::fused::multi_tensor::{adam_step, any, multi_tensor_kernels_take, AdamTensorSettings, AnyTensor};
 
 /// Steps `module` with `optim` (whose Adam(W)s read `gate`) by `grads`, all tensors at once, with
-/// the gradients multiplied by `factor` (`[1]` f32; negative: the update is refused).
+/// the gradients multiplied by `factor` (`[1]` f32; negative: the update is refused; `[2]`: then
+/// the steps skipped for an f16 overflow, which Adam's time does not count).
 pub fn batched_step<M: Module>(
     optim: &mut ModuleOptimizer,
     lr: ModuleLearningRate,
@@ -175,5 +176,6 @@ fn settings_of(update: &Pending) -> AdamTensorSettings {
         decay: (1.0 - update.lr * f64::from(update.adam.weight_decay)) as f32,
         bias_1: 1f32 - update.adam.beta_1.powi(time),
         bias_2: 1f32 - update.adam.beta_2.powi(time),
+        time: update.time as f32,
     }
 }

@@ -6,6 +6,13 @@
 //! is doubled. At [`MIN_LOSS_SCALE`] an overflow is no longer skipped: it is a divergence, and
 //! stops the run.
 //!
+//! On the GPUs the decision stays on the device ([`scaled_grad_norm_and_verdict`]): the scale, its
+//! count of good steps and the steps skipped live in a `[scale, good, skipped]` tensor that each
+//! step's verdict kernel replaces, and the host reads them only when asked (the metrics, on their
+//! own thread; a checkpoint). Elsewhere the host decides from the norm it reads ([`LossScale::step`]).
+//!
+//! [`scaled_grad_norm_and_verdict`]: crate::fused::multi_tensor::scaled_grad_norm_and_verdict
+//!
 //! The scale and its count of good steps are part of each checkpoint, as PyTorch's
 //! `GradScaler.state_dict()` is: [`WithLossScale`] records them beside the learning-rate schedule's
 //! step (in `scheduler-step-N.bpk`), so a resumed f16 run goes on with the scale it had.
@@ -14,6 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use burn::lr_scheduler::{LrScheduler, LrSchedulerRecord};
 use burn::optim::LearningRate;
+use burn::tensor::{Device, Tensor};
 
 use super::events::Events;
 use crate::Precision;
@@ -63,12 +71,57 @@ struct State {
     scale: f64,
     good_steps: usize,
     skipped: usize,
+    /// The state on the device, `[scale, good steps, skipped, ..]` f32, where the device decides:
+    /// newer than the fields above until read back.
+    on_device: Option<Tensor<1>>,
 }
+
+impl State {
+    /// Takes the device's state into the fields (a read: the host waits for the device).
+    fn read_back(&mut self) {
+        let Some(tensor) = self.on_device.take() else { return };
+        match tensor.clone().into_data().try_to_vec::<f32>() {
+            Ok(values) if values.len() >= 3 => {
+                (self.scale, self.good_steps, self.skipped) = (values[0].into(), values[1] as usize, values[2] as usize)
+            }
+            // A failed read keeps the device's tensor: the next step goes on from it.
+            _ => self.on_device = Some(tensor),
+        }
+    }
+}
+
+/// What the rule of [`LossScale`] is, for the device's verdict kernel.
+pub(crate) const LOSS_SCALE_RULE: crate::fused::multi_tensor::LossScaleRule =
+    crate::fused::multi_tensor::LossScaleRule { growth_interval: GROWTH_INTERVAL, min_scale: MIN_LOSS_SCALE };
 
 impl LossScale {
     /// A scale starting at `initial` (a power of two keeps the scaling exact).
     pub fn new(initial: f64) -> Self {
-        Self { state: Mutex::new(State { scale: initial, good_steps: 0, skipped: 0 }) }
+        Self { state: Mutex::new(State { scale: initial, good_steps: 0, skipped: 0, on_device: None }) }
+    }
+
+    /// The loss multiplied by the scale now: by the device's scale where the device decides (no
+    /// wait), else by the host's.
+    pub(crate) fn apply(&self, loss: Tensor<1>) -> Tensor<1> {
+        let state = self.state();
+        match &state.on_device {
+            Some(on_device) => loss * on_device.clone().narrow(0, 0, 1),
+            None => loss * state.scale,
+        }
+    }
+
+    /// The state as the device's verdict takes it, `[scale, good steps, skipped]` (`[3]` or more,
+    /// f32, without autodiff), put on `device` from the host's values the first time.
+    pub(crate) fn on_device(&self, device: &Device) -> Tensor<1> {
+        let mut state = self.state();
+        let values = [state.scale as f32, state.good_steps as f32, state.skipped as f32];
+        state.on_device.get_or_insert_with(|| Tensor::<1>::from_floats(values, device).without_autodiff()).clone()
+    }
+
+    /// Keeps the state the device's verdict left (`[4]` f32: the scale, the good steps, the
+    /// skipped steps, whether this step was skipped).
+    pub(crate) fn set_on_device(&self, state_after: Tensor<1>) {
+        self.state().on_device = Some(state_after);
     }
 
     /// The loss scale a run in `precision` needs: one from [`INITIAL_LOSS_SCALE`] for f16 mixed
@@ -83,24 +136,31 @@ impl LossScale {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state with the device's read back.
+    fn read_state(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut state = self.state();
+        state.read_back();
+        state
+    }
+
     /// The factor the loss is multiplied by now.
     pub fn scale(&self) -> f64 {
-        self.state().scale
+        self.read_state().scale
     }
 
     /// Steps skipped for overflow so far.
     pub fn skipped(&self) -> usize {
-        self.state().skipped
+        self.read_state().skipped
     }
 
     /// Good steps in a row since the scale last changed (it doubles at [`GROWTH_INTERVAL`]).
     pub fn good_steps(&self) -> usize {
-        self.state().good_steps
+        self.read_state().good_steps
     }
 
     /// The scale now and the steps skipped so far, as the metrics report them after a step.
     pub fn report(&self) -> ScaleReport {
-        let state = self.state();
+        let state = self.read_state();
         ScaleReport { scale: state.scale, skipped: state.skipped }
     }
 
@@ -109,13 +169,14 @@ impl LossScale {
     pub fn restore(&self, scale: f64, good_steps: usize, skipped: usize) {
         let mut state = self.state();
         (state.scale, state.good_steps, state.skipped) = (scale, good_steps, skipped);
+        state.on_device = None;
     }
 
     /// Decides an optimiser step from the global norm of its scaled gradients, and updates the
     /// scale: halved on overflow (not below [`MIN_LOSS_SCALE`]), doubled after
     /// [`GROWTH_INTERVAL`] good steps.
     pub fn step(&self, scaled_norm: f64) -> ScaledStep {
-        let mut state = self.state();
+        let mut state = self.read_state();
         if scaled_norm.is_finite() {
             let unscale = 1.0 / state.scale;
             state.good_steps += 1;
@@ -168,11 +229,11 @@ impl<S: LrScheduler + Clone + 'static> LrScheduler for WithLossScale<S> {
         let record = self.schedule.to_record();
         match &self.loss_scale {
             Some(scale) => {
-                let skipped = scale.skipped() as u64;
+                let state = scale.read_state();
                 record
-                    .with_scalar(SCALE_KEY, scale.scale())
-                    .with_scalar(GOOD_STEPS_KEY, scale.good_steps() as u64)
-                    .with_scalar(SKIPPED_KEY, skipped)
+                    .with_scalar(SCALE_KEY, state.scale)
+                    .with_scalar(GOOD_STEPS_KEY, state.good_steps as u64)
+                    .with_scalar(SKIPPED_KEY, state.skipped as u64)
             }
             None => record,
         }
@@ -247,6 +308,26 @@ mod tests {
         assert_eq!((fresh.scale(), fresh.good_steps()), (32.0, 2), "halved once, then two good steps");
         assert_eq!(fresh.report(), ScaleReport { scale: 32.0, skipped: 1 }, "the skipped step is counted on");
         assert_eq!(resumed.step(), saved.step(), "the schedule's step comes back too");
+    }
+
+    #[test]
+    fn the_state_a_device_decided_is_read_back_for_the_checkpoint_and_restored_to_the_host() {
+        let device = crate::parse_device("flex").unwrap();
+        let scale = Arc::new(LossScale::new(64.0));
+        let loss = Tensor::<1>::from_floats([2.0], &device);
+        assert_eq!(scale.apply(loss.clone()).into_scalar::<f32>(), 128.0, "the host's scale before the device has one");
+        assert_eq!(scale.on_device(&device).into_data().try_to_vec::<f32>().unwrap(), [64.0, 0.0, 0.0]);
+        // A verdict left: scale 32, 5 good steps, 3 skipped, this one skipped.
+        scale.set_on_device(Tensor::from_floats([32.0, 5.0, 3.0, 1.0], &device));
+        assert_eq!(scale.apply(loss).into_scalar::<f32>(), 64.0, "the device's scale, read by no one");
+        let schedule = crate::train::WarmupCosineConfig::new(1e-3, 100).init().unwrap();
+        let record = WithLossScale::new(schedule, Some(scale.clone()), Events::default()).to_record();
+        assert_eq!(record.scalar::<f64>(SCALE_KEY), Some(32.0));
+        assert_eq!(record.scalar::<u64>(GOOD_STEPS_KEY), Some(5));
+        assert_eq!(record.scalar::<u64>(SKIPPED_KEY), Some(3));
+        // A restored checkpoint replaces the device's state: the next step starts from it.
+        scale.restore(8.0, 1, 2);
+        assert_eq!(scale.on_device(&device).into_data().try_to_vec::<f32>().unwrap(), [8.0, 1.0, 2.0]);
     }
 
     #[test]

@@ -230,6 +230,13 @@ impl RunMonitor {
             state.steps += 1;
             state.steps
         };
+        self.report_skipped_step(step, lowered_to);
+    }
+
+    /// Says that step `step` (counted by [`next_step`](Self::next_step) when the device decided
+    /// it) was skipped because its scaled f16 gradients overflowed, the loss scale lowered to
+    /// `lowered_to`: heard when the metrics read the step's norm.
+    pub fn report_skipped_step(&self, step: usize, lowered_to: f64) {
         self.report(TrainEvent::Note(format!(
             "step {step}: the scaled f16 gradients overflowed; the step is skipped and the loss scale lowered to \
              {lowered_to}"

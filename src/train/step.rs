@@ -15,11 +15,11 @@ use burn::train::{InferenceStep, TrainOutput, TrainStep};
 use super::batched_update::{batched_step, batched_update_applies, grads_in_order};
 use super::clip::{clip_known_norm, global_grad_norm, grad_sum_of_squares, read_norm, scale_grads, verdict};
 use super::guarded_adam::StepGate;
-use super::loss_scale::{LossScale, ScaleReport, ScaledStep};
+use super::loss_scale::{LossScale, ScaleReport, ScaledStep, LOSS_SCALE_RULE};
 use super::monitor::{RunMonitor, SoundFlag};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
-use crate::fused::multi_tensor::{grad_norm_and_verdict, AnyTensor};
+use crate::fused::multi_tensor::{grad_norm_and_verdict, scaled_grad_norm_and_verdict, AnyTensor};
 use crate::model::Llama;
 
 /// Settings of the step that are not part of the model.
@@ -99,48 +99,80 @@ pub struct StepNorm {
     /// The sum of the gradients' squares, `[1]` f32, until read.
     sum_of_squares: Mutex<Option<Tensor<1>>>,
     value: OnceLock<f64>,
-    /// Told the norm once it is read (the run's monitor: a non-finite norm is a divergence).
-    on_read: Option<Box<dyn Fn(f64) + Send + Sync>>,
+    /// Told the norm once it is read, and whether the step was skipped for an f16 overflow (the
+    /// run's monitor: a non-finite norm of a step not skipped is a divergence).
+    on_read: Option<OnRead>,
     /// Under a loss scale (f16): the scale after this step's decision, and the steps skipped.
-    scale: Option<ScaleReport>,
+    scale: OnceLock<Option<ScaleReport>>,
+    /// Where the device decided the loss scale: its state after the step, `[4]` f32 (the scale,
+    /// the good steps, the steps skipped, whether this one was), until read with the norm.
+    scale_on_device: Mutex<Option<Tensor<1>>>,
 }
+
+/// What a [`StepNorm`] tells once read: the norm, and the scale that a step skipped for an f16
+/// overflow lowered the loss scale to (`None`: not skipped).
+type OnRead = Box<dyn Fn(f64, Option<f64>) + Send + Sync>;
 
 impl StepNorm {
     /// A norm the host knows already.
     pub fn known(norm: f64) -> Self {
         let value = OnceLock::new();
         let _ = value.set(norm);
-        Self { sum_of_squares: Mutex::new(None), value, on_read: None, scale: None }
+        Self {
+            sum_of_squares: Mutex::new(None),
+            value,
+            on_read: None,
+            scale: OnceLock::new(),
+            scale_on_device: Mutex::new(None),
+        }
     }
 
     /// The norm, with the loss scale's state after the step (`None`: no loss scale).
-    pub fn with_scale(mut self, scale: Option<ScaleReport>) -> Self {
-        self.scale = scale;
+    pub fn with_scale(self, scale: Option<ScaleReport>) -> Self {
+        let _ = self.scale.set(scale);
         self
     }
 
-    /// The loss scale after the step and the steps skipped so far, under a loss scale (f16).
-    pub fn scale(&self) -> Option<ScaleReport> {
-        self.scale
+    /// The norm, with the loss scale's state after the step on the device (`[4]` f32, see
+    /// [`scaled_grad_norm_and_verdict`](crate::fused::multi_tensor::scaled_grad_norm_and_verdict)),
+    /// read with the norm.
+    pub fn with_scale_on_device(self, state_after: Tensor<1>) -> Self {
+        *self.scale_on_device.lock().unwrap_or_else(|e| e.into_inner()) = Some(state_after);
+        self
     }
 
-    /// The norm of `sum_of_squares` (on the device), and who to tell once it is read.
-    pub fn on_device(sum_of_squares: Tensor<1>, on_read: impl Fn(f64) + Send + Sync + 'static) -> Self {
+    /// The loss scale after the step and the steps skipped so far, under a loss scale (f16); known
+    /// once the norm is read ([`value`](Self::value)).
+    pub fn scale(&self) -> Option<ScaleReport> {
+        self.scale.get().copied().flatten()
+    }
+
+    /// The norm of `sum_of_squares` (on the device), and who to tell once it is read: the norm,
+    /// and for a step skipped for an f16 overflow the scale it lowered the loss scale to.
+    pub fn on_device(sum_of_squares: Tensor<1>, on_read: impl Fn(f64, Option<f64>) + Send + Sync + 'static) -> Self {
         Self {
             sum_of_squares: Mutex::new(Some(sum_of_squares)),
             value: OnceLock::new(),
             on_read: Some(Box::new(on_read)),
-            scale: None,
+            scale: OnceLock::new(),
+            scale_on_device: Mutex::new(None),
         }
     }
 
-    /// The norm: read from the device the first time (NaN if the device fails).
+    /// The norm: read from the device the first time (NaN if the device fails), with the loss
+    /// scale's state where the device decided it.
     pub fn value(&self) -> f64 {
         *self.value.get_or_init(|| {
             let sum = self.sum_of_squares.lock().unwrap_or_else(|e| e.into_inner()).take();
             let norm = sum.map_or(0.0, |sum| read_norm(sum).unwrap_or(f64::NAN));
+            let state = self.scale_on_device.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let state = state.and_then(|state| state.into_data().try_to_vec::<f32>().ok()).filter(|s| s.len() == 4);
+            let skipped_to = state.as_ref().and_then(|s| (s[3] > 0.5).then_some(f64::from(s[0])));
+            if let Some(state) = state {
+                let _ = self.scale.set(Some(ScaleReport { scale: state[0].into(), skipped: state[2] as usize }));
+            }
             if let Some(on_read) = &self.on_read {
-                on_read(norm);
+                on_read(norm, skipped_to);
             }
             norm
         })
@@ -214,7 +246,7 @@ impl TrainStep for TrainingModel {
         output.step_micro_batches = parts.max(1);
         let mut objective = if parts > 1 { output.loss.clone() / parts as f64 } else { output.loss.clone() };
         if let Some(loss_scale) = &self.settings.loss_scale {
-            objective = objective * loss_scale.scale();
+            objective = loss_scale.apply(objective);
         }
         if self.infinite_loss {
             output.loss = output.loss.clone().add_scalar(f64::INFINITY);
@@ -230,8 +262,11 @@ impl TrainStep for TrainingModel {
     /// the run with the weights of the last good step. Under a loss scale (f16), or with an
     /// optimiser that does not read the step's gate, the norm is read on the host instead.
     fn optimize(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, grads: GradientsParams) -> Self {
-        if self.settings.loss_scale.is_some() || !self.settings.gate.is_attached() {
+        if !self.settings.gate.is_attached() {
             return self.optimize_on_host(optim, lr, grads);
+        }
+        if let Some(loss_scale) = self.settings.loss_scale.clone() {
+            return self.optimize_scaled(optim, lr, grads, &loss_scale);
         }
         let monitor = self.settings.monitor.clone();
         let Some(step) = monitor.next_step() else {
@@ -263,7 +298,7 @@ impl TrainStep for TrainingModel {
         // In the parameters' type (pure bf16 trains in bf16), as a clip by a host scalar would be.
         let dtype = self.model.embed_tokens.weight.val().dtype();
         self.settings.gate.set(factor.clone().cast(dtype));
-        let norm = StepNorm::on_device(sum_of_squares, move |norm| monitor.check_grad_norm(step, norm));
+        let norm = StepNorm::on_device(sum_of_squares, move |norm, _| monitor.check_grad_norm(step, norm));
         let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         if let Some(tracker) = &self.settings.tracker {
             tracker.observe(&self.model, &grads);
@@ -281,6 +316,61 @@ impl TrainingModel {
     /// ([`optimizer`](super::optimizer)) so that the step decides on the device.
     pub fn gate(&self) -> &StepGate {
         &self.settings.gate
+    }
+
+    /// [`TrainStep::optimize`] under a loss scale (f16), decided on the device where the backend
+    /// has multi-tensor kernels: the verdict kernel unscales, clips and checks the norm, skips an
+    /// overflowed step and moves the scale, and the batched update applies the step (Adam's time
+    /// not counting the skipped steps), so the host never waits. The metrics read the norm and the
+    /// scale on their own thread; the monitor hears of a skipped step (or a divergence) then.
+    /// Elsewhere, [`optimize_on_host`](Self::optimize_on_host).
+    fn optimize_scaled(
+        self,
+        optim: &mut ModuleOptimizer,
+        lr: ModuleLearningRate,
+        grads: GradientsParams,
+        loss_scale: &Arc<LossScale>,
+    ) -> Self {
+        let grads_list = grads_in_order(&grads, &self);
+        if !batched_update_applies(&grads_list) {
+            return self.optimize_on_host(optim, lr, grads);
+        }
+        let monitor = self.settings.monitor.clone();
+        let Some(step) = monitor.next_step() else {
+            return self;
+        };
+        let device = self.model.embed_tokens.weight.val().device();
+        let sound_before = self.settings.sound.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let sound_before = sound_before.unwrap_or_else(|| Tensor::ones([1], &device).without_autodiff());
+        let state_before = loss_scale.on_device(&device);
+        let clip = self.settings.clip_grad_norm;
+        let Some(verdict) =
+            scaled_grad_norm_and_verdict(grads_list, sound_before, state_before.clone(), clip, LOSS_SCALE_RULE)
+        else {
+            unreachable!("the multi-tensor kernels take these gradients (batched_update_applies)")
+        };
+        *self.settings.sound.lock().unwrap_or_else(|e| e.into_inner()) = Some(verdict.sound);
+        loss_scale.set_on_device(verdict.scale_state.clone());
+        let dtype = self.model.embed_tokens.weight.val().dtype();
+        self.settings.gate.set(verdict.factor.clone().narrow(0, 0, 1).cast(dtype));
+        let on_read = move |norm: f64, skipped_to: Option<f64>| match skipped_to {
+            Some(lowered_to) => monitor.report_skipped_step(step, lowered_to),
+            None => monitor.check_grad_norm(step, norm),
+        };
+        let norm =
+            StepNorm::on_device(verdict.sum_of_squares, on_read).with_scale_on_device(verdict.scale_state.clone());
+        let _ = self.settings.grad_norm_slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
+        if let Some(tracker) = &self.settings.tracker {
+            // On the steps it records: the scale before the step unscales (a skipped step has none).
+            let unscale = || {
+                let skipped = verdict.scale_state.clone().narrow(0, 3, 1).into_scalar::<f32>() > 0.5;
+                let scale = state_before.narrow(0, 0, 1).into_scalar::<f64>();
+                (!skipped).then(|| 1.0 / scale)
+            };
+            tracker.observe_scaled(&self.model, &grads, unscale);
+        }
+        let gate = self.settings.gate.clone();
+        batched_step(optim, lr, self, grads, &gate, verdict.factor)
     }
 
     /// [`TrainStep::optimize`] with the norm read on the host (one wait per step), under a loss
@@ -326,7 +416,7 @@ impl TrainingModel {
             return self;
         }
         if let Some(tracker) = &self.settings.tracker {
-            tracker.observe_scaled(&self.model, &grads, factor);
+            tracker.observe_scaled(&self.model, &grads, || Some(factor));
         }
         if let Some(max_norm) = self.settings.clip_grad_norm {
             match batched {

@@ -78,16 +78,19 @@ impl Tracker {
 
     /// Called with each optimiser step's gradients before they are applied: records when due.
     pub(crate) fn observe(&self, model: &Llama, grads: &GradientsParams) {
-        self.observe_scaled(model, grads, 1.0);
+        self.observe_scaled(model, grads, || Some(1.0));
     }
 
-    /// [`observe`](Self::observe) for gradients still to be multiplied by `factor` (a loss scale's
-    /// unscaling, left to the batched update): the record's are, on the steps it records.
-    pub(crate) fn observe_scaled(&self, model: &Llama, grads: &GradientsParams, factor: f64) {
+    /// [`observe`](Self::observe) for gradients still to be multiplied by a factor (a loss scale's
+    /// unscaling, left to the batched update): the record's are, on the steps it records. `factor`
+    /// is asked only then (it may read the device); `None`: the step was skipped for an f16
+    /// overflow, and nothing is recorded.
+    pub(crate) fn observe_scaled(&self, model: &Llama, grads: &GradientsParams, factor: impl FnOnce() -> Option<f64>) {
         let step = self.steps.fetch_add(1, Ordering::SeqCst);
         if !step.is_multiple_of(self.every) {
             return;
         }
+        let Some(factor) = factor() else { return };
         let record = if factor == 1.0 {
             record(step, model, grads, self.probe.clone())
         } else {

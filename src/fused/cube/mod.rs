@@ -3,12 +3,12 @@
 //! here, and dtypes the kernels do not take (f64), run the portable bodies.
 
 mod attention;
-mod norm_weight_sums;
 mod cross_entropy;
 mod elementwise;
 mod fusion;
 mod layer_norm;
 pub(super) mod multi_tensor;
+mod norm_weight_sums;
 mod reduce;
 mod rms_norm;
 mod rope;

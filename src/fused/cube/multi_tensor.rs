@@ -38,7 +38,7 @@ use cubecl::prelude::*;
 
 use super::fusion::custom_op_of_many;
 use super::reduce::cube_sum;
-use crate::fused::adam_settings::{AdamTensorSettings, AnyTensor};
+use crate::fused::adam_settings::{AdamTensorSettings, AnyTensor, LossScaleRule};
 
 /// Units per cube.
 const UNITS: usize = 256;
@@ -103,6 +103,29 @@ fn sum_of_squares_kernel<F: Float>(
     }
 }
 
+/// The sum of all `partials`, in a fixed order (each unit strides, then the cube's tree): the same
+/// sum on every run. Every unit of the (one) cube gets it.
+#[cube]
+fn total_of(partials: &Tensor<f32>) -> f32 {
+    let mut part = 0.0f32;
+    let mut i = UNIT_POS as usize;
+    while i < partials.len() {
+        part += partials[i];
+        i += UNITS;
+    }
+    cube_sum(part, UNITS)
+}
+
+/// The clip factor for a gradient of norm `norm`: `max_norm / (norm + 1e-6)` above `max_norm`, else 1.
+#[cube]
+fn clip_factor(norm: f32, max_norm: f32, #[comptime] clip: bool) -> f32 {
+    let mut f = 1.0f32.runtime();
+    if clip {
+        f = select(norm > max_norm, (1.0f32 / (norm + 1e-6f32)) * max_norm, 1.0f32);
+    }
+    f
+}
+
 #[cube(launch)]
 fn step_verdict_kernel(
     partials: &Tensor<f32>,
@@ -113,27 +136,68 @@ fn step_verdict_kernel(
     max_norm: f32,
     #[comptime] clip: bool,
 ) {
-    // A fixed order (each unit strides, then the cube's tree): the same sum on every run.
-    let mut part = 0.0f32;
-    let mut i = UNIT_POS as usize;
-    while i < partials.len() {
-        part += partials[i];
-        i += UNITS;
-    }
-    let total = cube_sum(part, UNITS);
+    let total = total_of(partials);
     if UNIT_POS == 0 {
         let finite = !(f32::is_nan(total) || f32::is_inf(total));
         let now_sound = finite && sound[0] > 0.5f32;
-        let mut f = 1.0f32;
-        if clip {
-            let norm = f32::sqrt(total);
-            if norm > max_norm {
-                f = (1.0f32 / (norm + 1e-6f32)) * max_norm;
-            }
-        }
+        let f = clip_factor(f32::sqrt(total), max_norm, clip);
         sum_of_squares[0] = total;
         factor[0] = select(now_sound, f, -1.0f32);
         sound_after[0] = select(now_sound, 1.0f32, 0.0f32);
+    }
+}
+
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn scaled_step_verdict_kernel(
+    partials: &Tensor<f32>,
+    sound: &Tensor<f32>,
+    scale_state: &Tensor<f32>,
+    sum_of_squares: &mut Tensor<f32>,
+    factor: &mut Tensor<f32>,
+    sound_after: &mut Tensor<f32>,
+    scale_state_after: &mut Tensor<f32>,
+    max_norm: f32,
+    growth_interval: f32,
+    min_scale: f32,
+    #[comptime] clip: bool,
+) {
+    let total = total_of(partials);
+    if UNIT_POS == 0 {
+        let mut scale = scale_state[0];
+        let mut good = scale_state[1];
+        let mut skipped = scale_state[2];
+        let finite = !(f32::is_nan(total) || f32::is_inf(total));
+        let mut now_sound = sound[0] > 0.5f32;
+        let mut f = (-1.0f32).runtime();
+        let mut skipped_now = 0.0f32.runtime();
+        let mut reported = total;
+        if finite {
+            // The norm of the unscaled gradients decides the clip and is the one reported.
+            reported = total / (scale * scale);
+            f = clip_factor(f32::sqrt(reported), max_norm, clip) / scale;
+            good += 1.0f32;
+            if good >= growth_interval {
+                scale *= 2.0f32;
+                good = 0.0f32;
+            }
+        } else if scale > min_scale {
+            scale = f32::max(scale * 0.5f32, min_scale);
+            good = 0.0f32;
+            skipped += 1.0f32;
+            skipped_now = 1.0f32;
+        } else {
+            // Scaling cannot cure it: a divergence, the step refused and the run no longer sound.
+            now_sound = false;
+        }
+        sum_of_squares[0] = reported;
+        factor[0] = select(now_sound, f, -1.0f32);
+        factor[1] = skipped;
+        sound_after[0] = select(now_sound, 1.0f32, 0.0f32);
+        scale_state_after[0] = scale;
+        scale_state_after[1] = good;
+        scale_state_after[2] = skipped;
+        scale_state_after[3] = skipped_now;
     }
 }
 
@@ -153,19 +217,33 @@ fn adam_kernel<F: Float>(
     decay: Sequence<f32>,
     bias_1: Sequence<f32>,
     bias_2: Sequence<f32>,
+    time: Sequence<f32>,
     betas: Sequence<f32>,
     epsilon: f32,
     #[comptime] fresh: bool,
+    #[comptime] counts_skips: bool,
     #[define(F)] _dtype: ElemType,
 ) {
     let count = comptime!(grads.len());
     let cube = CUBE_POS;
     let owner = tensor_of(cube, &first_cube, count);
     let f = factor[0];
+    let mut skipped = 0.0f32.runtime();
+    if counts_skips {
+        skipped = factor[1];
+    }
     let (beta_1, beta_2) = (betas[0], betas[1]);
     #[unroll]
     for t in 0..count {
         if owner == t {
+            // Steps skipped for an f16 overflow were no steps for Adam: its time is `t - skipped`.
+            let mut b1 = bias_1[t];
+            let mut b2 = bias_2[t];
+            if skipped > 0.0f32 {
+                let steps = f32::max(time[t] - skipped, 1.0f32);
+                b1 = 1.0f32 - f32::powf(beta_1, steps);
+                b2 = 1.0f32 - f32::powf(beta_2, steps);
+            }
             let grad = grads.index(t);
             let param = params.index(t);
             let param_out = params_out.index_mut(t);
@@ -185,7 +263,7 @@ fn adam_kernel<F: Float>(
                     let g = f32::cast_from(grad[i]) * f;
                     let m_new = m * beta_1 + g * (1.0f32 - beta_1);
                     let v_new = v * beta_2 + g * g * (1.0f32 - beta_2);
-                    let delta = (m_new / bias_1[t]) / (f32::sqrt(v_new / bias_2[t]) + epsilon);
+                    let delta = (m_new / b1) / (f32::sqrt(v_new / b2) + epsilon);
                     param_out[i] = F::cast_from(p * decay[t] - delta * lr[t]);
                     moment_1_out[i] = F::cast_from(m_new);
                     moment_2_out[i] = F::cast_from(v_new);
@@ -216,19 +294,14 @@ fn first_cubes(group: &[CubeTensor]) -> Vec<usize> {
     first
 }
 
-/// The sum of the squares of all `grads` (one dtype, contiguous), `[1]` f32, with the step's
-/// verdict: `(sum, factor, sound after)` as in the module's doc, each `[1]` f32. `sound` is `[1]`
-/// f32, 1 while every step so far had finite gradients.
-pub(super) fn grad_norm_and_verdict(
-    grads: Vec<CubeTensor>,
-    sound: CubeTensor,
-    max_norm: Option<f32>,
-) -> [CubeTensor; 3] {
+/// The per-chunk sums of the squares of all `grads` (one dtype, contiguous), f32: one value per
+/// cube, summed by the verdict kernels.
+fn partial_sums_of_squares(grads: Vec<CubeTensor>, like: &CubeTensor) -> CubeTensor {
     let grads: Vec<CubeTensor> = grads.into_iter().map(into_contiguous).collect();
-    let (client, device, dtype) = (sound.client.clone(), sound.device.clone(), grads[0].dtype);
+    let (client, device, dtype) = (like.client.clone(), like.device.clone(), grads[0].dtype);
     let group = group_size(client.properties().hardware.max_bindings, 1, 2);
     let cubes = first_cubes(&grads);
-    let partials = empty_device_dtype(client.clone(), device.clone(), [cubes[cubes.len() - 1]].into(), DType::F32);
+    let partials = empty_device_dtype(client.clone(), device, [cubes[cubes.len() - 1]].into(), DType::F32);
     let mut offset = 0;
     for chunk in grads.chunks(group) {
         let first = first_cubes(chunk);
@@ -247,10 +320,26 @@ pub(super) fn grad_norm_and_verdict(
         }
         offset += total;
     }
-    let scalar = || empty_device_dtype(client.clone(), device.clone(), [1].into(), DType::F32);
-    let (sum, factor, sound_after) = (scalar(), scalar(), scalar());
+    partials
+}
+
+/// An f32 tensor of `len` elements on `like`'s device, to be written.
+fn f32_output(like: &CubeTensor, len: usize) -> CubeTensor {
+    empty_device_dtype(like.client.clone(), like.device.clone(), [len].into(), DType::F32)
+}
+
+/// The sum of the squares of all `grads` (one dtype, contiguous), `[1]` f32, with the step's
+/// verdict: `(sum, factor, sound after)` as in the module's doc, each `[1]` f32. `sound` is `[1]`
+/// f32, 1 while every step so far had finite gradients.
+pub(super) fn grad_norm_and_verdict(
+    grads: Vec<CubeTensor>,
+    sound: CubeTensor,
+    max_norm: Option<f32>,
+) -> [CubeTensor; 3] {
+    let partials = partial_sums_of_squares(grads, &sound);
+    let (sum, factor, sound_after) = (f32_output(&sound, 1), f32_output(&sound, 1), f32_output(&sound, 1));
     step_verdict_kernel::launch(
-        &client,
+        &sound.client.clone(),
         CubeCount::Static(1, 1, 1),
         CubeDim::new_1d(UNITS as u32),
         partials.into_tensor_arg(),
@@ -264,8 +353,43 @@ pub(super) fn grad_norm_and_verdict(
     [sum, factor, sound_after]
 }
 
+/// [`grad_norm_and_verdict`] for gradients of a loss multiplied by a dynamic loss scale (f16):
+/// `scale_state` is `[scale, good steps, skipped steps]` (`[3]` f32). Returns `(sum, factor,
+/// sound after, state after)`: the sum of the unscaled gradients' squares (the scaled one where it
+/// overflowed), the factor `[2]` (the unscale times the clip, or -1; then the steps skipped so
+/// far), and the state `[4]` (then whether this step was skipped).
+pub(super) fn scaled_grad_norm_and_verdict(
+    grads: Vec<CubeTensor>,
+    sound: CubeTensor,
+    scale_state: CubeTensor,
+    max_norm: Option<f32>,
+    rule: LossScaleRule,
+) -> [CubeTensor; 4] {
+    let partials = partial_sums_of_squares(grads, &sound);
+    let (sum, factor, sound_after) = (f32_output(&sound, 1), f32_output(&sound, 2), f32_output(&sound, 1));
+    let state_after = f32_output(&sound, 4);
+    scaled_step_verdict_kernel::launch(
+        &sound.client.clone(),
+        CubeCount::Static(1, 1, 1),
+        CubeDim::new_1d(UNITS as u32),
+        partials.into_tensor_arg(),
+        sound.into_tensor_arg(),
+        into_contiguous(scale_state).into_tensor_arg(),
+        sum.clone().into_tensor_arg(),
+        factor.clone().into_tensor_arg(),
+        sound_after.clone().into_tensor_arg(),
+        state_after.clone().into_tensor_arg(),
+        max_norm.unwrap_or(0.0),
+        rule.growth_interval as f32,
+        rule.min_scale as f32,
+        max_norm.is_some(),
+    );
+    [sum, factor, sound_after, state_after]
+}
+
 /// AdamW over one group of tensors (as many as one launch binds): `params`, `grads` and (`None`:
-/// the first step, zero) the moments, all of one dtype; `factor` the verdict's (`[1]` f32).
+/// the first step, zero) the moments, all of one dtype; `factor` the verdict's (`[1]` f32, or `[2]`
+/// with the steps skipped so far for an f16 overflow).
 /// Returns `(params, moments 1, moments 2)` updated, in new buffers: the inputs are never
 /// written, as a checkpoint being saved on another thread may still read them.
 #[allow(clippy::too_many_arguments)]
@@ -279,6 +403,7 @@ fn adam(
     epsilon: f32,
 ) -> (Vec<CubeTensor>, Vec<CubeTensor>, Vec<CubeTensor>) {
     let fresh = moments.is_none();
+    let counts_skips = factor.shape().num_elements() == 2;
     let contiguous = |tensors: Vec<CubeTensor>| tensors.into_iter().map(into_contiguous).collect::<Vec<_>>();
     let (params, grads) = (contiguous(params), contiguous(grads));
     let (moments_1, moments_2) = moments.map_or((Vec::new(), Vec::new()), |(m1, m2)| (contiguous(m1), contiguous(m2)));
@@ -308,9 +433,11 @@ fn adam(
             each(|s| s.decay),
             each(|s| s.bias_1),
             each(|s| s.bias_2),
+            each(|s| s.time),
             [betas.0, betas.1].into_iter().collect(),
             epsilon,
             fresh,
+            counts_skips,
             dtype_to_storage_type(params[0].dtype),
         );
     }
@@ -376,6 +503,39 @@ pub(in crate::fused) fn grad_norm_and_verdict_op(
     Some([sum, factor, sound].map(any_tensor))
 }
 
+/// [`scaled_grad_norm_and_verdict`] on the fusion stream, for
+/// [`fused::multi_tensor::scaled_grad_norm_and_verdict`](crate::fused::multi_tensor::scaled_grad_norm_and_verdict).
+pub(in crate::fused) fn scaled_grad_norm_and_verdict_op(
+    grads: Vec<AnyTensor>,
+    sound: AnyTensor,
+    scale_state: AnyTensor,
+    max_norm: Option<f32>,
+    rule: LossScaleRule,
+) -> Option<[AnyTensor; 4]> {
+    let grads = fusion_tensors(grads)?;
+    let (sound, scale_state) = (fusion_tensor(sound)?, fusion_tensor(scale_state)?);
+    if grads.is_empty()
+        || !kernels_take(&grads)
+        || sound.dtype != DType::F32
+        || scale_state.dtype != DType::F32
+        || scale_state.shape.num_elements() < 3
+    {
+        return None;
+    }
+    let mut inputs = grads;
+    inputs.extend([sound, scale_state]);
+    let spec = |len: usize| TensorSpec::new([len].into(), DType::F32);
+    let outputs = vec![spec(1), spec(2), spec(1), spec(4)];
+    let scalars = [max_norm.unwrap_or(f32::NAN), rule.growth_interval as f32, rule.min_scale as f32].map(f64::from);
+    let outputs = custom_op_of_many("scaled_grad_norm_and_verdict", inputs, outputs, &scalars, move |mut tensors| {
+        let scale_state = tensors.pop().expect("the loss scale's state");
+        let sound = tensors.pop().expect("the soundness flag");
+        scaled_grad_norm_and_verdict(tensors, sound, scale_state, max_norm, rule).into()
+    });
+    let [sum, factor, sound, state] = outputs.try_into().ok()?;
+    Some([sum, factor, sound, state].map(any_tensor))
+}
+
 /// [`adam`] on the fusion stream, for
 /// [`fused::multi_tensor::adam_step`](crate::fused::multi_tensor::adam_step); empty moments: the
 /// first step. `None` for tensors the kernels do not take.
@@ -404,6 +564,7 @@ pub(in crate::fused) fn adam_step(
         || !same(&grads)
         || !(fresh || (same(&moments_1) && same(&moments_2)))
         || factor.dtype != DType::F32
+        || !matches!(factor.shape.num_elements(), 1 | 2)
     {
         return None;
     }
@@ -424,7 +585,7 @@ pub(in crate::fused) fn adam_step(
         let specs: Vec<TensorSpec> = group_params.iter().map(|p| TensorSpec::new(p.shape.clone(), p.dtype)).collect();
         let outputs = [specs.clone(), specs.clone(), specs].concat();
         let mut scalars = vec![f64::from(betas.0), f64::from(betas.1), f64::from(epsilon)];
-        scalars.extend(group_settings.iter().flat_map(|s| [s.lr, s.decay, s.bias_1, s.bias_2].map(f64::from)));
+        scalars.extend(group_settings.iter().flat_map(|s| [s.lr, s.decay, s.bias_1, s.bias_2, s.time].map(f64::from)));
         let inputs = [group_params, group_grads, group_moments_1, group_moments_2, vec![factor.clone()]].concat();
         let mut outputs = custom_op_of_many("adam_step", inputs, outputs, &scalars, move |mut tensors| {
             let factor = tensors.pop().expect("the factor");
