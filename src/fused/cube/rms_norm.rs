@@ -4,10 +4,12 @@
 //! Forward, one row per cube of [`row_block`] units (each strides over the row; the sum of squares is
 //! reduced in shared memory):
 //!   `r = 1 / sqrt(mean(x^2) + epsilon)`, `y = x r gamma scale`.
-//! Backward, with `g = gamma scale`:
-//!   `dx = r (dy g - x r^2 mean(dy g x))`: one row per cube, as the forward;
-//!   `dgamma = scale sum_rows(dy x r)`: one unit per column and block of rows writes a partial
-//!   sum, and [`norm_weight_sums`] sums the partials (WGSL has no float atomics).
+//! Backward, with `g = gamma scale`, in one pass over `x` and `dy`:
+//!   `dx = r (dy g - x r^2 mean(dy g x))`, `dgamma = scale sum_rows(dy x r)`.
+//! A cube takes a block of rows, one after the other, the whole cube on each row; each unit owns
+//! the columns `unit + k block` and keeps their `g`, the row's values and their running
+//! `sum(dy x r)` in registers, and writes those sums as the block's partials, which
+//! [`norm_weight_sums`] sums (WGSL has no float atomics).
 
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::{DType, Shape, TensorMetadata};
@@ -19,7 +21,7 @@ use cubecl::prelude::*;
 
 use super::norm_weight_sums::norm_weight_sums;
 use super::reduce::cube_sum;
-use super::rows::{partial_blocks, row_block, row_cubes, rows_and_width, BLOCK};
+use super::rows::{partial_blocks, row_block, row_cubes, rows_and_width};
 
 #[cube(launch)]
 fn rms_norm_forward_kernel<F: Float, G: Float>(
@@ -61,73 +63,75 @@ fn rms_norm_forward_kernel<F: Float, G: Float>(
 }
 
 #[cube(launch)]
-fn rms_norm_grad_x_kernel<F: Float, G: Float>(
+#[allow(clippy::too_many_arguments)]
+fn rms_norm_backward_kernel<F: Float, G: Float>(
     x: &Tensor<F>,
     gamma: &Tensor<G>,
     inv_rms: &Tensor<f32>,
     grad: &Tensor<F>,
     grad_x: &mut Tensor<F>,
+    partials: &mut Tensor<f32>,
     rows: u32,
     d: u32,
     inv_d: f32,
     scale: f32,
+    rows_per_partial: u32,
     #[comptime] block: usize,
+    #[comptime] per_unit: usize,
     #[define(F, G)] _dtypes: [ElemType; 2],
 ) {
-    let row = CUBE_POS;
-    if row >= rows as usize {
-        terminate!();
-    }
     let d = d as usize;
-    let start = row * d;
-    let mut dot = 0.0f32;
-    let mut i = UNIT_POS as usize;
-    while i < d {
-        let g = f32::cast_from(gamma[i]) * scale;
-        dot += f32::cast_from(grad[start + i]) * g * f32::cast_from(x[start + i]);
-        i += block;
-    }
-    let r = inv_rms[row];
-    let correction = r * r * cube_sum(dot, block) * inv_d;
-    let mut j = UNIT_POS as usize;
-    while j < d {
-        let g = f32::cast_from(gamma[j]) * scale;
-        let value = f32::cast_from(grad[start + j]) * g - f32::cast_from(x[start + j]) * correction;
-        grad_x[start + j] = F::cast_from(r * value);
-        j += block;
-    }
-}
-
-#[cube(launch)]
-fn rms_norm_grad_gamma_partials_kernel<F: Float>(
-    x: &Tensor<F>,
-    inv_rms: &Tensor<f32>,
-    grad: &Tensor<F>,
-    partials: &mut Tensor<f32>,
-    rows: u32,
-    d: u32,
-    rows_per_partial: u32,
-    #[define(F)] _dtype: ElemType,
-) {
-    let d = d as usize;
-    let column = ABSOLUTE_POS_X as usize;
-    if column >= d {
-        terminate!();
-    }
-    let partial = CUBE_POS_Y as usize;
+    let partial = CUBE_POS;
     let first = partial * rows_per_partial as usize;
-    let mut end = first + rows_per_partial as usize;
-    if end > rows as usize {
-        end = rows as usize;
+    let end = usize::min(first + rows_per_partial as usize, rows as usize);
+    // Unit `u` owns columns `u + k block`: their gamma, this row's values, and their share of dgamma.
+    let mut g = Array::<f32>::new(per_unit);
+    let mut xs = Array::<f32>::new(per_unit);
+    let mut dys = Array::<f32>::new(per_unit);
+    let mut dgamma = Array::<f32>::new(per_unit);
+    #[unroll]
+    for k in 0..per_unit {
+        let j = UNIT_POS as usize + k * block;
+        g[k] = 0.0;
+        if j < d {
+            g[k] = f32::cast_from(gamma[j]) * scale;
+        }
+        dgamma[k] = 0.0;
     }
-    let mut sum = 0.0f32;
     let mut row = first;
     while row < end {
-        let at = row * d + column;
-        sum += f32::cast_from(grad[at]) * f32::cast_from(x[at]) * inv_rms[row];
+        let start = row * d;
+        let r = inv_rms[row];
+        let mut dot = 0.0f32;
+        #[unroll]
+        for k in 0..per_unit {
+            let j = UNIT_POS as usize + k * block;
+            xs[k] = 0.0;
+            dys[k] = 0.0;
+            if j < d {
+                xs[k] = f32::cast_from(x[start + j]);
+                dys[k] = f32::cast_from(grad[start + j]);
+            }
+            dot += dys[k] * g[k] * xs[k];
+            dgamma[k] += dys[k] * xs[k] * r;
+        }
+        let correction = r * r * cube_sum(dot, block) * inv_d;
+        #[unroll]
+        for k in 0..per_unit {
+            let j = UNIT_POS as usize + k * block;
+            if j < d {
+                grad_x[start + j] = F::cast_from(r * (dys[k] * g[k] - xs[k] * correction));
+            }
+        }
         row += 1;
     }
-    partials[partial * d + column] = sum;
+    #[unroll]
+    for k in 0..per_unit {
+        let j = UNIT_POS as usize + k * block;
+        if j < d {
+            partials[partial * d + j] = dgamma[k];
+        }
+    }
 }
 
 /// `(y: x's shape and dtype, inverse RMS: [..., 1] in f32)`.
@@ -160,7 +164,8 @@ pub(super) fn forward(x: CubeTensor, gamma: CubeTensor, epsilon: f64, scale: f64
     [y, inv_rms]
 }
 
-/// `(grad x: x's shape and dtype, grad gamma: [d] in gamma's dtype)`.
+/// `(grad x: x's shape and dtype, grad gamma: [d] in gamma's dtype)`: two launches, the
+/// one-pass kernel and [`norm_weight_sums`].
 pub(super) fn backward(
     x: CubeTensor,
     gamma: CubeTensor,
@@ -176,40 +181,28 @@ pub(super) fn backward(
     let grad_x = empty_device_dtype(client.clone(), device.clone(), shape, dtype);
     let (partials_count, rows_per_partial) = partial_blocks(rows);
     let partials = empty_device_dtype(client.clone(), device, Shape::from([partials_count, d]), DType::F32);
-    if d == 0 {
-        return [grad_x, norm_weight_sums(partials, scale, gamma.shape(), gamma_dtype)];
-    }
-    if rows > 0 {
-        rms_norm_grad_x_kernel::launch(
+    if d > 0 {
+        // Without rows each cube writes zero partials: the gradient of gamma is zero.
+        let block = row_block(d);
+        rms_norm_backward_kernel::launch(
             &client,
-            row_cubes(&x, rows),
-            CubeDim::new_1d(row_block(d) as u32),
-            x.clone().into_tensor_arg(),
+            CubeCount::Static(partials_count as u32, 1, 1),
+            CubeDim::new_1d(block as u32),
+            x.into_tensor_arg(),
             gamma.clone().into_tensor_arg(),
-            inv_rms.clone().into_tensor_arg(),
-            grad.clone().into_tensor_arg(),
+            inv_rms.into_tensor_arg(),
+            grad.into_tensor_arg(),
             grad_x.clone().into_tensor_arg(),
+            partials.clone().into_tensor_arg(),
             rows as u32,
             d as u32,
             1.0 / d as f32,
             scale as f32,
-            row_block(d),
+            rows_per_partial as u32,
+            block,
+            d.div_ceil(block),
             [dtype_to_storage_type(dtype), dtype_to_storage_type(gamma_dtype)],
         );
     }
-    // Without rows every partial stays 0: the gradient of gamma is zero.
-    rms_norm_grad_gamma_partials_kernel::launch(
-        &client,
-        CubeCount::Static(d.div_ceil(BLOCK) as u32, partials_count as u32, 1),
-        CubeDim::new_1d(BLOCK as u32),
-        x.into_tensor_arg(),
-        inv_rms.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        partials.clone().into_tensor_arg(),
-        rows as u32,
-        d as u32,
-        rows_per_partial as u32,
-        dtype_to_storage_type(dtype),
-    );
     [grad_x, norm_weight_sums(partials, scale, gamma.shape(), gamma_dtype)]
 }
