@@ -383,6 +383,25 @@ fn two_devices_take_the_same_steps_as_one_device_with_twice_the_batch() {
     assert!(diff < 1e-3 * one.valid_loss, "validation loss {} vs {}", one.valid_loss, two.valid_loss);
 }
 
+/// `f16-mixed` on two GPU devices: the loss scale the first device's verdict leaves scales the
+/// other device's loss too (moved to it: each device's loss is on its own device), and the run
+/// ends with a finite validation loss, its steps applied.
+#[cfg(feature = "wgpu")]
+#[test]
+fn two_gpu_devices_train_in_f16_mixed_under_the_devices_loss_scale() {
+    let _turn = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = quick(&dir.path().join("run"), 6, 6);
+    (config.device, config.optim.batch_size, config.data.seq_len) = ("wgpu-cpu,wgpu".into(), 2, 32);
+    config.precision = Some(layernorm_scaling::Precision::F16Mixed);
+    let report = train(&config, Start::New, |_| {}).unwrap();
+    assert_eq!(report.verdict, None);
+    assert!(report.valid_loss.is_finite(), "{}", report.valid_loss);
+    let rows = read_metrics(&config.output.out).unwrap();
+    let scales: Vec<f64> = rows.iter().filter(|r| r.metric == "Loss scale" && !r.is_final).map(|r| r.value).collect();
+    assert_eq!(scales, [65536.0; 6], "one loss scale a step, none skipped");
+}
+
 /// On several devices each device's micro-batch reaches the metrics on its own, in the order the
 /// devices finish, and only one of them carries the step's gradient norm. The metrics that stand
 /// for a step (the gradient norm, tokens per second) are logged once per step, when the whole step

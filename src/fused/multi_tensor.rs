@@ -72,7 +72,7 @@ pub struct ScaledVerdict {
 /// norm is unscaled, clipped and applied (the scale doubling after `rule.growth_interval` good
 /// steps); an overflow skips the step and halves the scale, unless it is at `rule.min_scale`: then
 /// the step is refused and the run marked unsound (a divergence). `None` as
-/// [`grad_norm_and_verdict`].
+/// [`grad_norm_and_verdict`], and for a state that is not f32 with at least 3 values.
 pub fn scaled_grad_norm_and_verdict(
     grads: Vec<AnyTensor>,
     sound: Tensor<1>,
@@ -124,7 +124,8 @@ pub struct AdamUpdate {
 /// moment and gradient of its parameter's shape and type.
 ///
 /// # Panics
-/// For other tensors.
+/// For other tensors: parameters the kernels do not take, gradients or moments of other shapes or
+/// types, a settings count other than the parameters', a factor of other than 1 or 2 f32 values.
 #[allow(clippy::too_many_arguments)]
 pub fn adam_step(
     params: Vec<AnyTensor>,
@@ -135,13 +136,15 @@ pub fn adam_step(
     betas: (f32, f32),
     epsilon: f32,
 ) -> AdamUpdate {
-    assert!(params.iter().all(multi_tensor_kernels_take), "adam_step: tensors the multi-tensor kernels take");
+    const TAKES: &str = "adam_step takes parameters the multi-tensor kernels take, gradients (and moments) of \
+                         their shapes and types, one settings per parameter, and a factor of 1 or 2 f32 values";
+    assert!(params.iter().all(multi_tensor_kernels_take), "{TAKES}");
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
         let (moments_1, moments_2) = moments.unwrap_or_default();
         let (params, moments_1, moments_2) =
             kernels::adam_step(params, grads, moments_1, moments_2, factor.into_dispatch(), settings, betas, epsilon)
-                .expect("adam_step: tensors the multi-tensor kernels take");
+                .expect(TAKES);
         AdamUpdate { params, moments_1, moments_2 }
     }
     #[cfg(not(any(feature = "wgpu", feature = "cuda")))]

@@ -17,7 +17,7 @@
 //! results are bit for bit Burn's; the state is Burn's `AdamWState`, so checkpoints are unchanged.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use burn::optim::{AdamWState, AdaptiveMomentumState, LearningRate, Optimizer};
@@ -37,6 +37,10 @@ pub struct StepGate {
     attached: Arc<AtomicBool>,
     /// The update of all tensors at once, while the step runs it ([`batched`](super::batched_update)).
     batch: Arc<Mutex<Batch>>,
+    /// Steps skipped so far for an f16 overflow, where the host decides them: Adam's time counts
+    /// them, its bias corrections do not (the device's verdict hands its own count to the
+    /// batched update).
+    skipped: Arc<AtomicUsize>,
 }
 
 /// Where a [`batched`](super::batched_update) update stands: the optimiser's calls record their
@@ -130,6 +134,12 @@ impl StepGate {
     /// Whether an optimiser reads this gate.
     pub fn is_attached(&self) -> bool {
         self.attached.load(Ordering::Relaxed)
+    }
+
+    /// Sets the steps skipped so far for an f16 overflow (host-decided): the bias corrections of
+    /// the next updates are those of Adam's time minus them.
+    pub fn set_skipped(&self, skipped: usize) {
+        self.skipped.store(skipped, Ordering::Relaxed);
     }
 
     /// Forgets the decision: the next updates apply as they come.
@@ -265,7 +275,7 @@ impl GuardedAdam {
         };
         let previous = state.clone().map(|state| state.momentum);
         let momentum = self.moments(grad, previous);
-        let time = momentum.time as i32;
+        let time = momentum.time.saturating_sub(self.gate.skipped.load(Ordering::Relaxed)).max(1) as i32;
         let moment_1 = momentum.moment_1.clone().div_scalar(1f32 - self.beta_1.powi(time));
         let moment_2 = momentum.moment_2.clone().div_scalar(1f32 - self.beta_2.powi(time));
         let delta = moment_1.div(moment_2.sqrt().add_scalar(self.epsilon));

@@ -77,15 +77,21 @@ struct State {
 }
 
 impl State {
-    /// Takes the device's state into the fields (a read: the host waits for the device).
-    fn read_back(&mut self) {
-        let Some(tensor) = self.on_device.take() else { return };
+    /// Takes the device's state into the fields (a read: the host waits for the device); false
+    /// if the device failed to give it (the fields are then older than the device's state).
+    fn read_back(&mut self) -> bool {
+        let Some(tensor) = self.on_device.take() else { return true };
         match tensor.clone().into_data().try_to_vec::<f32>() {
             Ok(values) if values.len() >= 3 => {
-                (self.scale, self.good_steps, self.skipped) = (values[0].into(), values[1] as usize, values[2] as usize)
+                (self.scale, self.good_steps, self.skipped) =
+                    (values[0].into(), values[1] as usize, values[2] as usize);
+                true
             }
             // A failed read keeps the device's tensor: the next step goes on from it.
-            _ => self.on_device = Some(tensor),
+            _ => {
+                self.on_device = Some(tensor);
+                false
+            }
         }
     }
 }
@@ -105,7 +111,13 @@ impl LossScale {
     pub(crate) fn apply(&self, loss: Tensor<1>) -> Tensor<1> {
         let state = self.state();
         match &state.on_device {
-            Some(on_device) => loss * on_device.clone().narrow(0, 0, 1),
+            Some(on_device) => {
+                let scale = on_device.clone().narrow(0, 0, 1);
+                // Each device of a data-parallel run scales its own loss: the scale goes to it.
+                let device = loss.clone().without_autodiff().device();
+                let scale = if scale.device() == device { scale } else { scale.to_device(&device) };
+                loss * scale
+            }
             None => loss * state.scale,
         }
     }
@@ -136,7 +148,7 @@ impl LossScale {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The state with the device's read back.
+    /// The state with the device's read back (where the device fails, the last one read).
     fn read_state(&self) -> std::sync::MutexGuard<'_, State> {
         let mut state = self.state();
         state.read_back();
@@ -229,7 +241,14 @@ impl<S: LrScheduler + Clone + 'static> LrScheduler for WithLossScale<S> {
         let record = self.schedule.to_record();
         match &self.loss_scale {
             Some(scale) => {
-                let state = scale.read_state();
+                let mut state = scale.state();
+                if !state.read_back() {
+                    self.events.warn(format!(
+                        "the device did not give the f16 loss scale back for the checkpoint: it records the last one \
+                         read ({}), and a run resumed from it may differ from this one",
+                        state.scale
+                    ));
+                }
                 record
                     .with_scalar(SCALE_KEY, state.scale)
                     .with_scalar(GOOD_STEPS_KEY, state.good_steps as u64)

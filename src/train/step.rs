@@ -19,7 +19,7 @@ use super::loss_scale::{LossScale, ScaleReport, ScaledStep, LOSS_SCALE_RULE};
 use super::monitor::{RunMonitor, SoundFlag};
 use super::tracking::Tracker;
 use crate::data::LmBatch;
-use crate::fused::multi_tensor::{grad_norm_and_verdict, scaled_grad_norm_and_verdict, AnyTensor};
+use crate::fused::multi_tensor::{grad_norm_and_verdict, scaled_grad_norm_and_verdict};
 use crate::model::Llama;
 
 /// Settings of the step that are not part of the model.
@@ -378,16 +378,7 @@ impl TrainingModel {
     /// step whose scaled gradients overflowed is skipped and the scale lowered; the others are
     /// unscaled, checked, clipped and applied.
     fn optimize_on_host(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, mut grads: GradientsParams) -> Self {
-        // With multi-tensor kernels and an optimiser that reads the gate, the gradients are
-        // multiplied by the step's factor (unscale and clip) inside the batched update, and the
-        // norm is one kernel's.
-        let grads_list = grads_in_order(&grads, &self);
-        let batched = self.settings.gate.is_attached() && batched_update_applies(&grads_list);
-        let mut norm = match batched {
-            true => multi_tensor_norm(grads_list, &self).unwrap_or_else(|| global_grad_norm(&grads, &self)),
-            false => global_grad_norm(&grads, &self),
-        };
-        let mut factor = 1.0;
+        let mut norm = global_grad_norm(&grads, &self);
         let slot = self.settings.grad_norm_slot.clone();
         let loss_scale = self.settings.loss_scale.clone();
         // Called after the loss scale's decision: the metrics report the scale it left.
@@ -396,17 +387,20 @@ impl TrainingModel {
             let _ = slot.lock().unwrap_or_else(|e| e.into_inner()).set(norm);
         };
         if let Some(loss_scale) = &self.settings.loss_scale {
+            // The crate's AdamW counts every step in its time and leaves the skipped ones out of
+            // its bias corrections, as on the device: a checkpoint resumes on either.
+            self.settings.gate.set_skipped(loss_scale.skipped());
             match loss_scale.step(norm) {
                 ScaledStep::Skip { lowered_to } => {
                     set_norm(norm);
                     self.settings.monitor.skip_overflowed_step(lowered_to);
-                    return self;
+                    if let Some(tracker) = &self.settings.tracker {
+                        tracker.observe_scaled(&self.model, &grads, || None);
+                    }
+                    return self.skip_step(optim, lr, grads);
                 }
                 ScaledStep::Apply { unscale } => {
-                    match batched {
-                        true => factor = unscale,
-                        false => scale_grads(&mut grads, &self, unscale),
-                    }
+                    scale_grads(&mut grads, &self, unscale);
                     norm *= unscale;
                 }
             }
@@ -416,34 +410,29 @@ impl TrainingModel {
             return self;
         }
         if let Some(tracker) = &self.settings.tracker {
-            tracker.observe_scaled(&self.model, &grads, || Some(factor));
+            tracker.observe(&self.model, &grads);
         }
         if let Some(max_norm) = self.settings.clip_grad_norm {
-            match batched {
-                true if norm > max_norm => factor *= max_norm / (norm + 1e-6),
-                true => {}
-                false => clip_known_norm(&mut grads, &self, norm, max_norm),
-            }
-        }
-        if batched {
-            let device = self.model.embed_tokens.weight.val().device();
-            let factor = Tensor::<1>::from_floats([factor as f32], &device).without_autodiff();
-            let dtype = self.model.embed_tokens.weight.val().dtype();
-            self.settings.gate.set(factor.clone().cast(dtype));
-            let gate = self.settings.gate.clone();
-            return batched_step(optim, lr, self, grads, &gate, factor);
+            clip_known_norm(&mut grads, &self, norm, max_norm);
         }
         optim.step(lr, self, grads)
     }
-}
 
-/// The global gradient norm by the multi-tensor kernel, read on the host; `None` where the backend
-/// has none.
-fn multi_tensor_norm(grads: Vec<AnyTensor>, model: &TrainingModel) -> Option<f64> {
-    let device = model.model.embed_tokens.weight.val().device();
-    let ones = Tensor::ones([1], &device).without_autodiff();
-    let (sum_of_squares, _, _) = grad_norm_and_verdict(grads, ones, None)?;
-    Some(read_norm(sum_of_squares).unwrap_or_else(|e| panic!("the device failed reading the gradient norm: {e:?}")))
+    /// A step skipped for an f16 overflow: nothing changes, but an optimiser that reads the gate
+    /// ([`GuardedAdam`](super::guarded_adam::GuardedAdam)) takes it as a refused step, as the
+    /// device's verdict makes it, so that its time counts it (its bias corrections do not).
+    fn skip_step(self, optim: &mut ModuleOptimizer, lr: ModuleLearningRate, grads: GradientsParams) -> Self {
+        if !self.settings.gate.is_attached() {
+            return self;
+        }
+        let weight = self.model.embed_tokens.weight.val();
+        let refuse = Tensor::<1>::from_floats([-1.0], &weight.device()).without_autodiff().cast(weight.dtype());
+        self.settings.gate.set(refuse);
+        let gate = self.settings.gate.clone();
+        let model = optim.step(lr, self, grads);
+        gate.clear();
+        model
+    }
 }
 
 impl InferenceStep for TrainingModel {

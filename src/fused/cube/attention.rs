@@ -11,7 +11,8 @@
 //!
 //! - forward, over keys `j <= i` with a running maximum `m` and sum `l` (online softmax):
 //!   `s_ij = scale q_i . k_j`, `O_i = sum_j exp(s_ij - m) v_j / l`, `lse_i = m + ln(l)`;
-//! - backward, with `P_ij = exp(s_ij - lse_i)`, `D_i = dO_i . O_i` (given) and
+//! - backward, with `P_ij = exp(s_ij - lse_i)`, `D_i = dO_i . O_i` (the dQ kernel computes it
+//!   from its row and writes it for the dK, dV kernel, which runs next) and
 //!   `dS_ij = P_ij (dO_i . v_j - D_i)`:
 //!   `dQ_i = scale sum_{j <= i} dS_ij k_j` per query row;
 //!   `dV_j = sum_{i >= j} P_ij dO_i`, `dK_j = scale sum_{i >= j} dS_ij q_i` per key row and
@@ -162,10 +163,11 @@ fn attention_grad_q_kernel<F: Float>(
     q: &Tensor<F>,
     k: &Tensor<F>,
     v: &Tensor<F>,
+    output: &Tensor<F>,
     lse: &Tensor<f32>,
-    delta: &Tensor<f32>,
     grad: &Tensor<F>,
     grad_q: &mut Tensor<F>,
+    delta: &mut Tensor<f32>,
     seq: u32,
     heads: u32,
     kv_heads: u32,
@@ -186,17 +188,22 @@ fn attention_grad_q_kernel<F: Float>(
     let kv_head = head / (heads / kv_heads);
     let q_start = row_start(batch, row, head, seq, heads, hd);
     let row_lse = lse[(batch * heads + head) * seq + row];
-    let row_delta = delta[(batch * seq + row) * heads + head];
     let mut keys = Shared::<[f32]>::new_slice(tile * hd);
     let mut values = Shared::<[f32]>::new_slice(tile * hd);
     let mut query = Array::<f32>::new(hd);
     let mut grad_out = Array::<f32>::new(hd);
     let mut acc = Array::<f32>::new(hd);
+    let mut row_delta = 0.0f32;
     #[unroll]
     for c in 0..hd {
         query[c] = f32::cast_from(q[q_start + c]) * scale;
         grad_out[c] = f32::cast_from(grad[q_start + c]);
+        row_delta += grad_out[c] * f32::cast_from(output[q_start + c]);
         acc[c] = 0.0;
+    }
+    // D_i, for the dK, dV kernel that runs next.
+    if active {
+        delta[(batch * seq + row) * heads + head] = row_delta;
     }
     let mut first = 0usize;
     while first <= last {
@@ -232,24 +239,25 @@ fn attention_grad_q_kernel<F: Float>(
     }
 }
 
-/// `grad_k` and `grad_v` are per query head, `[b, s, h, hd]` in f32.
+/// `grad_k` and `grad_v` are per query head, `[b, s, h, hd]`: in f32 where a group's heads are
+/// summed afterwards, in the inputs' type without groups.
 #[cube(launch)]
-fn attention_grad_kv_kernel<F: Float>(
+fn attention_grad_kv_kernel<F: Float, G: Float>(
     q: &Tensor<F>,
     k: &Tensor<F>,
     v: &Tensor<F>,
     lse: &Tensor<f32>,
     delta: &Tensor<f32>,
     grad: &Tensor<F>,
-    grad_k: &mut Tensor<f32>,
-    grad_v: &mut Tensor<f32>,
+    grad_k: &mut Tensor<G>,
+    grad_v: &mut Tensor<G>,
     seq: u32,
     heads: u32,
     kv_heads: u32,
     scale: f32,
     #[comptime] hd: usize,
     #[comptime] tile: usize,
-    #[define(F)] _dtype: ElemType,
+    #[define(F, G)] _dtypes: [ElemType; 2],
 ) {
     let seq = seq as usize;
     let heads = heads as usize;
@@ -315,8 +323,8 @@ fn attention_grad_kv_kernel<F: Float>(
         let out_start = row_start(batch, j, head, seq, heads, hd);
         #[unroll]
         for c in 0..hd {
-            grad_k[out_start + c] = acc_k[c] * scale;
-            grad_v[out_start + c] = acc_v[c];
+            grad_k[out_start + c] = G::cast_from(acc_k[c] * scale);
+            grad_v[out_start + c] = G::cast_from(acc_v[c]);
         }
     }
 }
@@ -383,15 +391,16 @@ pub(super) fn backward(
         (into_contiguous(q), into_contiguous(k), into_contiguous(v), into_contiguous(lse), into_contiguous(grad));
     let [batch, seq, heads, hd] = q.shape().dims::<4>();
     let kv_heads = k.shape()[2];
+    let output = into_contiguous(output);
     let (client, device, dtype) = (q.client.clone(), q.device.clone(), q.dtype);
-    // D_i = dO_i . O_i, [b, s, h, 1] in f32.
-    let f32_of = |t: CubeTensor| cast(t, DType::F32);
-    let delta =
-        into_contiguous(CubeBackend::float_sum_dim(CubeBackend::float_mul(f32_of(grad.clone()), f32_of(output)), 3));
+    // D_i = dO_i . O_i, [b, s, h, 1] in f32: written by the dQ kernel, read by the dK, dV kernel.
+    let delta = empty_device_dtype(client.clone(), device.clone(), Shape::from([batch, seq, heads, 1]), DType::F32);
     let grad_q = empty_device_dtype(client.clone(), device.clone(), q.shape(), dtype);
     let per_head = Shape::from([batch, seq, heads, hd]);
-    let grad_k = empty_device_dtype(client.clone(), device.clone(), per_head.clone(), DType::F32);
-    let grad_v = empty_device_dtype(client.clone(), device, per_head, DType::F32);
+    // Without groups to sum, the per-head gradients are the result: in the inputs' type at once.
+    let grad_kv_dtype = if heads == kv_heads { dtype } else { DType::F32 };
+    let grad_k = empty_device_dtype(client.clone(), device.clone(), per_head.clone(), grad_kv_dtype);
+    let grad_v = empty_device_dtype(client.clone(), device, per_head, grad_kv_dtype);
     if batch * seq * heads * hd > 0 {
         attention_grad_q_kernel::launch(
             &client,
@@ -400,10 +409,11 @@ pub(super) fn backward(
             q.clone().into_tensor_arg(),
             k.clone().into_tensor_arg(),
             v.clone().into_tensor_arg(),
+            output.into_tensor_arg(),
             lse.clone().into_tensor_arg(),
-            delta.clone().into_tensor_arg(),
             grad.clone().into_tensor_arg(),
             grad_q.clone().into_tensor_arg(),
+            delta.clone().into_tensor_arg(),
             seq as u32,
             heads as u32,
             kv_heads as u32,
@@ -430,7 +440,7 @@ pub(super) fn backward(
             scale as f32,
             hd,
             tile_rows(hd),
-            dtype_to_storage_type(dtype),
+            [dtype_to_storage_type(dtype), dtype_to_storage_type(grad_kv_dtype)],
         );
     }
     [grad_q, sum_groups(grad_k, kv_heads, dtype), sum_groups(grad_v, kv_heads, dtype)]

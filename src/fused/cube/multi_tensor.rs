@@ -174,7 +174,7 @@ fn scaled_step_verdict_kernel(
         let mut reported = total;
         if finite {
             // The norm of the unscaled gradients decides the clip and is the one reported.
-            reported = total / (scale * scale);
+            reported = total / scale / scale;
             f = clip_factor(f32::sqrt(reported), max_norm, clip) / scale;
             good += 1.0f32;
             if good >= growth_interval {
