@@ -7,7 +7,7 @@ use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::Autodiff;
+use burn::backend::{Autodiff, DType, TensorMetadata};
 
 use super::kernels::{FusedKernels, FusedOps};
 use super::profile::{timed, OpKind};
@@ -96,6 +96,23 @@ impl<B: FusedKernels> Backward<B, 2> for SwigluBackward {
     }
 }
 
+/// Keeps the packed gate and up.
+#[derive(Debug)]
+struct SwigluPackedBackward;
+
+impl<B: FusedKernels> Backward<B, 1> for SwigluPackedBackward {
+    type State = FloatTensor<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_gate_up] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        if let Some(node) = node_gate_up {
+            let grad_gate_up = timed(OpKind::Swiglu, || B::swiglu_packed_backward(ops.state, grad));
+            grads.register::<B>(node.id, grad_gate_up);
+        }
+    }
+}
+
 /// Keeps the tables; the gradient is the rotation by minus the angle.
 #[derive(Debug)]
 struct RopeBackward;
@@ -130,6 +147,57 @@ impl<B: FusedKernels> Backward<B, 3> for AttentionBackward {
         for (node, grad) in [(node_q, grad_q), (node_k, grad_k), (node_v, grad_v)] {
             if let Some(node) = node {
                 grads.register::<B>(node.id, grad);
+            }
+        }
+    }
+}
+
+/// Keeps the packed `qkv`, the tables, the output and each row's log-sum-exp.
+#[derive(Debug)]
+struct PackedAttentionBackward;
+
+/// What [`PackedAttentionBackward`] keeps: `qkv`, `cos`, `sin`, the output, the log-sum-exp.
+#[derive(Debug, Clone)]
+struct PackedAttentionState<B: FusedKernels> {
+    tensors: [FloatTensor<B>; 5],
+    heads: usize,
+    kv_heads: usize,
+    scale: f64,
+}
+
+impl<B: FusedKernels> Backward<B, 1> for PackedAttentionBackward {
+    type State = PackedAttentionState<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_qkv] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let PackedAttentionState { tensors: [qkv, cos, sin, output, lse], heads, kv_heads, scale } = ops.state;
+        if let Some(node) = node_qkv {
+            let grad_qkv = timed(OpKind::Attention, || {
+                B::packed_attention_backward(qkv, cos, sin, output, lse, grad, heads, kv_heads, scale)
+            });
+            grads.register::<B>(node.id, grad_qkv);
+        }
+    }
+}
+
+/// Keeps each part's width and dtype: the gradient of a part is its columns of the gradient.
+#[derive(Debug)]
+struct PackColumnsBackward;
+
+impl<B: FusedKernels> Backward<B, 3> for PackColumnsBackward {
+    type State = [(usize, DType); 3];
+
+    fn backward(self, ops: Ops<Self::State, 3>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let grad = grads.consume::<B>(&ops.node);
+        // The parts without columns took no part in the pack.
+        let parts: Vec<_> = ops.parents.into_iter().zip(ops.state).filter(|(_, (width, _))| *width > 0).collect();
+        let widths = parts.iter().map(|(_, (width, _))| *width).collect();
+        let dtypes = parts.iter().map(|(_, (_, dtype))| *dtype).collect();
+        let part_grads = timed(OpKind::Linear, || B::unpack_columns(grad, widths, dtypes));
+        for ((node, _), part_grad) in parts.into_iter().zip(part_grads) {
+            if let Some(node) = node {
+                grads.register::<B>(node.id, part_grad);
             }
         }
     }
@@ -209,6 +277,17 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         }
     }
 
+    fn fused_swiglu_packed(gate_up: FloatTensor<Self>) -> FloatTensor<Self> {
+        match SwigluPackedBackward.prepare::<C>([gate_up.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let gate_up = gate_up.into_primitive();
+                let output = timed(OpKind::Swiglu, || B::swiglu_packed_forward(gate_up.clone()));
+                prep.finish(gate_up, output)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::swiglu_packed_forward(gate_up.into_primitive())),
+        }
+    }
+
     fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
         let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
         match RopeBackward.prepare::<C>([x.node()]).compute_bound().stateful() {
@@ -256,6 +335,46 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(B::attention_forward(q.into_primitive(), k.into_primitive(), v.into_primitive(), scale).0)
             }
+        }
+    }
+
+    fn fused_packed_attention(
+        qkv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        heads: usize,
+        kv_heads: usize,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
+        match PackedAttentionBackward.prepare::<C>([qkv.node()]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let qkv = qkv.into_primitive();
+                let (output, lse) = timed(OpKind::Attention, || {
+                    B::packed_attention_forward(qkv.clone(), cos.clone(), sin.clone(), heads, kv_heads, scale)
+                });
+                let tensors = [qkv, cos, sin, output.clone(), lse];
+                prep.finish(PackedAttentionState { tensors, heads, kv_heads, scale }, output)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(B::packed_attention_forward(qkv.into_primitive(), cos, sin, heads, kv_heads, scale).0)
+            }
+        }
+    }
+
+    fn fused_pack_columns(
+        first: FloatTensor<Self>,
+        second: FloatTensor<Self>,
+        third: FloatTensor<Self>,
+        dtype: DType,
+    ) -> FloatTensor<Self> {
+        let parents = [first.node(), second.node(), third.node()];
+        let parts = [first, second, third].map(|part| part.into_primitive());
+        let state = parts.each_ref().map(|part| (part.shape()[1], part.dtype()));
+        let packed = timed(OpKind::Linear, || B::pack_columns(super::packed::nonempty_columns::<B>(parts), dtype));
+        match PackColumnsBackward.prepare::<C>(parents).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish(state, packed),
+            OpsKind::UnTracked(prep) => prep.finish(packed),
         }
     }
 }

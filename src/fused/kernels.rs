@@ -10,9 +10,9 @@
 
 use burn::backend::backend_extension;
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::Backend;
+use burn::backend::{Backend, DType};
 
-use super::portable;
+use super::{packed, portable};
 
 /// The fused ops as a Burn backend extension: what `Dispatch` routes to each backend.
 /// Shapes as the tensor-level functions of [`fused`](super).
@@ -35,6 +35,8 @@ pub trait FusedOps: Backend {
     ) -> FloatTensor<Self>;
     /// `silu(gate) * up`.
     fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self>;
+    /// `silu(gate) * up` of the halves of `gate_up: [..., 2 d]` -> `[..., d]`.
+    fn fused_swiglu_packed(gate_up: FloatTensor<Self>) -> FloatTensor<Self>;
     /// `x * cos + rotate_half(x) * sin`, `x: [b, s, h, hd]`, tables `[s, hd]`.
     fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self>;
     /// `x @ weight`, `x: [rows, d_in]`, `weight: [d_in, d_out]` -> `[rows, d_out]`: a linear
@@ -61,6 +63,24 @@ pub trait FusedOps: Backend {
         k: FloatTensor<Self>,
         v: FloatTensor<Self>,
         scale: f64,
+    ) -> FloatTensor<Self>;
+    /// Causal attention of a packed projection `qkv: [b, s, (h + 2 kv) hd]` (queries, keys,
+    /// values side by side), queries and keys rotated by `cos, sin: [s, hd]` -> `[b, s, h, hd]`.
+    fn fused_packed_attention(
+        qkv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        heads: usize,
+        kv_heads: usize,
+        scale: f64,
+    ) -> FloatTensor<Self>;
+    /// `[first | second | third]` in `dtype`: the columns of three `[d_in, d_i]` matrices side by
+    /// side (`third` may have no columns), as one weight for their common input.
+    fn fused_pack_columns(
+        first: FloatTensor<Self>,
+        second: FloatTensor<Self>,
+        third: FloatTensor<Self>,
+        dtype: DType,
     ) -> FloatTensor<Self>;
 }
 
@@ -125,6 +145,16 @@ pub trait FusedKernels: Backend {
         grad: FloatTensor<Self>,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         portable::swiglu_backward::<Self>(gate, up, grad)
+    }
+
+    /// `silu(gate) * up` of the halves of `gate_up: [..., 2 d]` -> `[..., d]`.
+    fn swiglu_packed_forward(gate_up: FloatTensor<Self>) -> FloatTensor<Self> {
+        packed::swiglu_forward::<Self>(gate_up)
+    }
+
+    /// The gradient of [`swiglu_packed_forward`](Self::swiglu_packed_forward)'s `gate_up`.
+    fn swiglu_packed_backward(gate_up: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        packed::swiglu_backward::<Self>(gate_up, grad)
     }
 
     /// RoPE on `x: [b, s, h, hd]`; its backward is `rope_forward(grad, cos, -sin)`.
@@ -192,6 +222,46 @@ pub trait FusedKernels: Backend {
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         portable::attention_backward::<Self>(q, k, v, output, lse, grad, scale)
     }
+
+    /// Packed causal attention forward ([`FusedOps::fused_packed_attention`]) -> `(output: [b, s,
+    /// h, hd], log-sum-exp: [b, h, s, 1] in f32)`.
+    fn packed_attention_forward(
+        qkv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        heads: usize,
+        kv_heads: usize,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        packed::attention_forward::<Self>(qkv, cos, sin, heads, kv_heads, scale)
+    }
+
+    /// Packed causal attention backward -> the gradient of `qkv`.
+    #[allow(clippy::too_many_arguments)]
+    fn packed_attention_backward(
+        qkv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        output: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        heads: usize,
+        kv_heads: usize,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        packed::attention_backward::<Self>(qkv, cos, sin, output, lse, grad, heads, kv_heads, scale)
+    }
+
+    /// The columns of `parts` (`[d_in, d_i]` each, at least one column each) side by side, in `dtype`.
+    fn pack_columns(parts: Vec<FloatTensor<Self>>, dtype: DType) -> FloatTensor<Self> {
+        packed::pack_columns::<Self>(parts, dtype)
+    }
+
+    /// `packed: [d_in, sum widths]` cut back into `[d_in, widths[i]]` parts, each in `dtypes[i]`:
+    /// the gradients of [`pack_columns`](Self::pack_columns)'s parts.
+    fn unpack_columns(packed: FloatTensor<Self>, widths: Vec<usize>, dtypes: Vec<DType>) -> Vec<FloatTensor<Self>> {
+        packed::unpack_columns::<Self>(packed, widths, dtypes)
+    }
 }
 
 /// [`FusedOps`] of a backend without autodiff: each kernel's forward, its saved values dropped.
@@ -216,6 +286,9 @@ macro_rules! fused_ops_from_kernels {
             }
             fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self> {
                 Self::swiglu_forward(gate, up)
+            }
+            fn fused_swiglu_packed(gate_up: FloatTensor<Self>) -> FloatTensor<Self> {
+                Self::swiglu_packed_forward(gate_up)
             }
             fn fused_rope(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
                 Self::rope_forward(x, cos, sin)
@@ -243,6 +316,24 @@ macro_rules! fused_ops_from_kernels {
                 scale: f64,
             ) -> FloatTensor<Self> {
                 Self::attention_forward(q, k, v, scale).0
+            }
+            fn fused_packed_attention(
+                qkv: FloatTensor<Self>,
+                cos: FloatTensor<Self>,
+                sin: FloatTensor<Self>,
+                heads: usize,
+                kv_heads: usize,
+                scale: f64,
+            ) -> FloatTensor<Self> {
+                Self::packed_attention_forward(qkv, cos, sin, heads, kv_heads, scale).0
+            }
+            fn fused_pack_columns(
+                first: FloatTensor<Self>,
+                second: FloatTensor<Self>,
+                third: FloatTensor<Self>,
+                dtype: burn::backend::DType,
+            ) -> FloatTensor<Self> {
+                Self::pack_columns(super::packed::nonempty_columns::<Self>([first, second, third]), dtype)
             }
         }
     };

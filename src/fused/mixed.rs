@@ -118,16 +118,20 @@ pub fn cast_counted<const D: usize>(x: Tensor<D>, dtype: DType, of: CastOf) -> T
     if x.dtype() == dtype {
         return x;
     }
-    let bytes = (x.shape().num_elements() * dtype.size()) as u64;
+    count_cast(x.shape().num_elements() * dtype.size(), of);
+    x.cast(dtype)
+}
+
+/// Counts `bytes` written by a cast of `of` that an op makes on its own (see [`cast_bytes`]).
+pub fn count_cast(bytes: usize, of: CastOf) {
     CAST_BYTES.with(|counted| {
         let mut sum = counted.get();
         match of {
-            CastOf::Weight => sum.weights += bytes,
-            CastOf::Activation => sum.activations += bytes,
+            CastOf::Weight => sum.weights += bytes as u64,
+            CastOf::Activation => sum.activations += bytes as u64,
         }
         counted.set(sum);
     });
-    x.cast(dtype)
 }
 
 /// `f` applied to `x` cast to `dtype`, its result cast back to `x`'s type (both counted as

@@ -37,6 +37,7 @@ mod kernels;
 mod libtorch;
 pub mod mixed;
 pub mod multi_tensor;
+mod packed;
 mod portable;
 pub mod profile;
 pub(crate) mod reference;
@@ -53,7 +54,7 @@ use mixed::CastOf::{Activation, Weight};
 use mixed::{cast_around, cast_counted};
 pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute, RestoreHalfCompute};
 pub use reference::{
-    causal_attention_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
+    causal_attention_packed_reference, causal_attention_reference, swiglu_packed_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
     lm_head_cross_entropy_with_gradients_reference, rms_norm_reference, rope_reference, swiglu_reference,
 };
 
@@ -293,6 +294,48 @@ fn linear_in_input_type<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tens
     }
 }
 
+/// Several linear layers of one input (no biases) as one matrix product: `x @ [w_1 | w_2 | ...]`,
+/// `x: [..., d_in]`, `weights[i]: [d_in, d_i]` (one to three of them) -> `[..., sum d_i]`, the
+/// layers' outputs side by side. Each weight's gradient is its own columns of the packed one.
+///
+/// The weights are packed into one matrix each pass (on the GPUs one launch, which under mixed
+/// precision is also their cast; its backward one more): for q, k and v that is three products
+/// forward and six backward made one and two.
+pub fn linear_packed<const D: usize>(x: Tensor<D>, weights: &[Tensor<2>]) -> Tensor<D> {
+    let compute = compute_dtype(x.dtype(), &x.device());
+    cast_around(x, compute, |x| linear_in_input_type(x, pack_columns(weights, compute)))
+}
+
+/// The columns of `parts` (one to three `[d_in, d_i]` matrices) side by side, `[d_in, sum d_i]`,
+/// in `dtype`; each part's gradient is its columns of the gradient. The bytes converted count
+/// as cast weights ([`mixed::cast_bytes`]).
+pub fn pack_columns(parts: &[Tensor<2>], dtype: burn::tensor::DType) -> Tensor<2> {
+    assert!((1..=3).contains(&parts.len()), "pack_columns: takes one to three matrices, not {}", parts.len());
+    let rows = parts[0].dims()[0];
+    assert!(parts.iter().all(|part| part.dims()[0] == rows), "pack_columns: the matrices must have the same rows");
+    if parts.len() == 1 {
+        return cast_counted(parts[0].clone(), dtype, Weight);
+    }
+    let casts: usize = parts.iter().filter(|part| part.dtype() != dtype).map(|part| part.shape().num_elements()).sum();
+    mixed::count_cast(casts * dtype.size(), Weight);
+    match current_path() {
+        OpPath::Reference => Tensor::cat(parts.iter().map(|part| part.clone().cast(dtype)).collect(), 1),
+        OpPath::Fused => {
+            let device = parts[0].device();
+            let [first, second, third] = [0, 1, 2].map(|i| match parts.get(i) {
+                Some(part) => part.clone(),
+                None => Tensor::<2>::empty([rows, 0], &device),
+            });
+            Tensor::from_dispatch(<Dispatch as FusedOps>::fused_pack_columns(
+                first.into_dispatch(),
+                second.into_dispatch(),
+                third.into_dispatch(),
+                dtype,
+            ))
+        }
+    }
+}
+
 /// SwiGLU's gating: `silu(gate) * up`. Shapes: `[..., d_ff]` each -> `[..., d_ff]`.
 pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
     assert_eq!(gate.dims(), up.dims(), "swiglu: gate and up must have the same shape");
@@ -301,6 +344,17 @@ pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
         OpPath::Fused => {
             Tensor::from_dispatch(<Dispatch as FusedOps>::fused_swiglu(gate.into_dispatch(), up.into_dispatch()))
         }
+    }
+}
+
+/// SwiGLU's gating of one packed projection: `silu(gate) * up` of the halves of `gate_up: [...,
+/// 2 d_ff]` (the gate's columns, then up's, as [`linear_packed`] makes them) -> `[..., d_ff]`. On
+/// the GPUs the kernels read both halves in place and write the packed gradient.
+pub fn swiglu_packed<const D: usize>(gate_up: Tensor<D>) -> Tensor<D> {
+    assert!(gate_up.dims()[D - 1].is_multiple_of(2), "swiglu_packed: the last dimension must hold two halves");
+    match current_path() {
+        OpPath::Reference => swiglu_packed_reference(gate_up),
+        OpPath::Fused => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_swiglu_packed(gate_up.into_dispatch())),
     }
 }
 
@@ -336,6 +390,48 @@ pub fn causal_attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     let compute = compute_dtype(dtype, &q.device());
     let [q, k, v] = [q, k, v].map(|x| cast_counted(x, compute, Activation));
     cast_counted(causal_attention_in_input_type(q, k, v), dtype, Activation)
+}
+
+/// [`causal_attention`] of one packed projection, with RoPE: `qkv: [batch, seq, (heads + 2
+/// kv_heads) * head_dim]` holds the queries, keys and values side by side (as [`linear_packed`]
+/// makes them from the three projections); the queries and keys are rotated by `cos, sin: [seq,
+/// head_dim]` as [`rope`] does. -> `[batch, seq, heads, head_dim]`.
+///
+/// On the GPUs the kernels read the three parts in place and rotate them as they load them; the
+/// backward writes the packed gradient, rotated back, in the same two launches as
+/// [`causal_attention`]'s (grouped heads, `kv_heads < heads`, take the portable body). Under mixed
+/// precision the input is cast to the half type and the output comes back in `qkv`'s type.
+pub fn causal_attention_packed(
+    qkv: Tensor<3>,
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    heads: usize,
+    kv_heads: usize,
+) -> Tensor<4> {
+    let [_, seq, width] = qkv.dims();
+    assert!(
+        kv_heads > 0 && heads.is_multiple_of(kv_heads) && width.is_multiple_of(heads + 2 * kv_heads),
+        "causal_attention_packed: a width of {width} does not hold {heads} query and 2 x {kv_heads} key/value heads"
+    );
+    let head_dim = width / (heads + 2 * kv_heads);
+    assert!(head_dim.is_multiple_of(2), "causal_attention_packed: head_dim must be even");
+    assert_eq!(cos.dims(), [seq, head_dim], "causal_attention_packed: the tables must be [seq, head_dim]");
+    assert_eq!(sin.dims(), [seq, head_dim], "causal_attention_packed: the tables must be [seq, head_dim]");
+    let dtype = qkv.dtype();
+    let compute = compute_dtype(dtype, &qkv.device());
+    let qkv = cast_counted(qkv, compute, Activation);
+    let output = match current_path() {
+        OpPath::Reference => causal_attention_packed_reference(qkv, cos, sin, heads, kv_heads),
+        OpPath::Fused => Tensor::from_dispatch(<Dispatch as FusedOps>::fused_packed_attention(
+            qkv.into_dispatch(),
+            cos.into_dispatch(),
+            sin.into_dispatch(),
+            heads,
+            kv_heads,
+            1.0 / (head_dim as f64).sqrt(),
+        )),
+    };
+    cast_counted(output, dtype, Activation)
 }
 
 /// [`causal_attention`] in the inputs' own type.

@@ -92,3 +92,27 @@ pub fn causal_attention_reference(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> T
     let context = attention(head_major(q), head_major(k), head_major(v), None, None, options);
     context.swap_dims(1, 2)
 }
+
+/// [`causal_attention_packed`](super::causal_attention_packed) from Burn's ops: the parts cut out
+/// with `narrow`, rotated by [`rope_reference`], and passed to [`causal_attention_reference`].
+pub fn causal_attention_packed_reference(
+    qkv: Tensor<3>,
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    heads: usize,
+    kv_heads: usize,
+) -> Tensor<4> {
+    let [batch, seq, width] = qkv.dims();
+    let hd = width / (heads + 2 * kv_heads);
+    let part = |first: usize, count: usize| qkv.clone().narrow(2, first * hd, count * hd).reshape([batch, seq, count, hd]);
+    let (q, k, v) = (part(0, heads), part(heads, kv_heads), part(heads + kv_heads, kv_heads));
+    let dtype = qkv.dtype();
+    let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));
+    causal_attention_reference(rope_reference(q, cos.clone(), sin.clone()), rope_reference(k, cos, sin), v)
+}
+
+/// [`swiglu_packed`](super::swiglu_packed) from Burn's ops: the halves cut out with `narrow`.
+pub fn swiglu_packed_reference<const D: usize>(gate_up: Tensor<D>) -> Tensor<D> {
+    let d = gate_up.dims()[D - 1] / 2;
+    swiglu_reference(gate_up.clone().narrow(D - 1, 0, d), gate_up.narrow(D - 1, d, d))
+}

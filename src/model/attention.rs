@@ -78,9 +78,10 @@ impl Attention {
     /// Attends over the positions in `x` and, if given, those already in `cache` (which is then
     /// extended with `x`'s keys and values). `rope` holds the angles of `x`'s positions.
     ///
-    /// Without earlier positions (training, and the first chunk of decoding) this is
-    /// [`fused::causal_attention`]; after them, Burn's attention over the cache's buffers with a
-    /// mask.
+    /// Without a cache (training, scoring) the three projections are one matrix product
+    /// ([`fused::linear_packed`]) read in place by [`fused::causal_attention_packed`], which applies
+    /// RoPE as it loads. With one, the first chunk of decoding is [`fused::causal_attention`] and
+    /// later ones Burn's attention over the cache's buffers with a mask.
     ///
     /// Under mixed precision the input is cast to the half type once; the projections, RoPE and
     /// attention run in it (the cache holds half keys and values), and the output comes back in
@@ -92,6 +93,13 @@ impl Attention {
     /// [`forward`](Self::forward) in `x`'s own type.
     fn attend(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> Tensor<3> {
         let [batch, seq, _] = x.dims();
+        if cache.is_none() && self.packs_projections() {
+            let weights = [&self.q_proj, &self.k_proj, &self.v_proj].map(|layer| layer.weight.val());
+            let qkv = fused::linear_packed(x, &weights); // [b, s, (h + 2 kv) hd]
+            let (cos, sin) = rope.tables_in(qkv.dtype());
+            let context = fused::causal_attention_packed(qkv, cos, sin, self.n_heads, self.n_kv_heads);
+            return project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]));
+        }
         let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]); // [b, s, n, hd]
         let query = rope.apply_seq_major(split(project(&self.q_proj, x.clone()), self.n_heads));
         let key = rope.apply_seq_major(split(project(&self.k_proj, x.clone()), self.n_kv_heads));
@@ -105,6 +113,12 @@ impl Attention {
             None => fused::causal_attention(query, key, value),
         }; // [b, s, h, hd]
         project(&self.o_proj, context.reshape([batch, seq, self.n_heads * self.head_dim]))
+    }
+
+    /// Whether the queries, keys and values are made by one matrix product and read in place by
+    /// [`fused::causal_attention_packed`]: without biases (a Qwen2 layer's take Burn's `Linear`).
+    fn packs_projections(&self) -> bool {
+        [&self.q_proj, &self.k_proj, &self.v_proj].iter().all(|layer| layer.bias.is_none())
     }
 
     /// Attention of new positions (`query: [b, s, h, hd]`, `key`, `value: [b, s, kv, hd]`) over

@@ -48,13 +48,20 @@ impl FeedForwardConfig {
 }
 
 impl FeedForward {
-    /// Applies the network; the gating is [`fused::swiglu`]. Under mixed precision the input is
-    /// cast to the half type once, the products and the gating run in it, and the output comes
-    /// back in `x`'s type.
+    /// Applies the network: the gate and up projections as one matrix product
+    /// ([`fused::linear_packed`]), gated in place by [`fused::swiglu_packed`]. Under mixed
+    /// precision the input is cast to the half type once, the products and the gating run in it,
+    /// and the output comes back in `x`'s type.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         in_compute_dtype(x, |x| {
-            let gate = project(&self.gate_proj, x.clone()); // [.., d_ff]
-            project(&self.down_proj, fused::swiglu(gate, project(&self.up_proj, x)))
+            if self.gate_proj.bias.is_some() || self.up_proj.bias.is_some() {
+                // Layers given biases by hand take Burn's `Linear`, one product each.
+                let gate = project(&self.gate_proj, x.clone()); // [.., d_ff]
+                return project(&self.down_proj, fused::swiglu(gate, project(&self.up_proj, x)));
+            }
+            let weights = [self.gate_proj.weight.val(), self.up_proj.weight.val()];
+            let gate_up = fused::linear_packed(x, &weights); // [.., 2 d_ff]
+            project(&self.down_proj, fused::swiglu_packed(gate_up))
         })
     }
 }

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{DType, Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use crate::{fused, ConfigError};
@@ -154,16 +154,22 @@ impl RopeTables {
     /// Rotates queries or keys in the projections' layout ([`fused::rope`]).
     /// Shapes: `[batch, seq, heads, head_dim] -> same`.
     pub fn apply_seq_major(&self, x: Tensor<4>) -> Tensor<4> {
-        let dtype = x.dtype();
+        let (cos, sin) = self.tables_in(x.dtype());
+        fused::rope(x, cos, sin)
+    }
+
+    /// `(cos, sin)` for queries and keys of `dtype`: in it when it is the pass's half type (cast
+    /// once for every layer of the pass), else the f32 tables.
+    pub fn tables_in(&self, dtype: DType) -> (Tensor<2>, Tensor<2>) {
         if dtype == self.cos.dtype() {
-            return fused::rope(x, self.cos.clone(), self.sin.clone());
+            return (self.cos.clone(), self.sin.clone());
         }
         let (cos, sin) = self.in_half.get_or_init(|| (self.cos.clone().cast(dtype), self.sin.clone().cast(dtype)));
         // A pass in one half type: a tensor of another (never, in this crate) takes its own cast.
         if cos.dtype() == dtype {
-            fused::rope(x, cos.clone(), sin.clone())
+            (cos.clone(), sin.clone())
         } else {
-            fused::rope(x, self.cos.clone(), self.sin.clone())
+            (self.cos.clone(), self.sin.clone())
         }
     }
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod op_check;
 pub mod optimiser_steps;
 
 use burn::module::{ModuleVisitor, Param};

@@ -3,6 +3,7 @@
 //! here, and dtypes the kernels do not take (f64), run the portable bodies.
 
 mod attention;
+mod columns;
 mod cross_entropy;
 mod elementwise;
 mod fusion;
@@ -18,9 +19,10 @@ mod swiglu;
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Cube, DType, Shape};
+use burn_cubecl::tensor::CubeTensor;
 
 use super::kernels::FusedKernels;
-use super::portable;
+use super::{packed, portable};
 use super::row_stats_shape;
 
 /// Whether the kernels take tensors of `dtype`: the float types GPUs compute in.
@@ -34,6 +36,20 @@ fn swiglu_kernels_take(gate: &FloatTensor<Cube>, others: &[&FloatTensor<Cube>]) 
     kernel_dtype(gate.dtype)
         && others.iter().all(|t| t.dtype == gate.dtype && t.shape == gate.shape)
         && elementwise::countable(gate.shape.num_elements())
+}
+
+/// Whether the packed SwiGLU kernels take `gate_up: [..., 2 d]` (and `grad: [..., d]`): a dtype of
+/// theirs for both, an even last dimension, and elements a `u32` counts.
+fn swiglu_packed_kernels_take(gate_up: &FloatTensor<Cube>, grad: Option<&FloatTensor<Cube>>) -> bool {
+    let rank = gate_up.shape.num_dims();
+    if rank == 0 || !gate_up.shape[rank - 1].is_multiple_of(2) {
+        return false;
+    }
+    let mut half = gate_up.shape.clone();
+    half[rank - 1] /= 2;
+    kernel_dtype(gate_up.dtype)
+        && grad.is_none_or(|grad| grad.dtype == gate_up.dtype && grad.shape == half)
+        && elementwise::countable(gate_up.shape.num_elements())
 }
 
 /// Whether the RoPE kernel takes `x: [b, s, h, hd]` with `cos, sin: [s, hd]`: dtypes of its own
@@ -68,6 +84,46 @@ fn attention_kernels_take(q: &FloatTensor<Cube>, k: &FloatTensor<Cube>, v: &Floa
         && head_dim <= attention::MAX_HEAD_DIM
         && batch <= 65_535
         && heads <= 65_535
+}
+
+/// Whether the packed attention kernels take `qkv: [b, s, (h + 2 kv) hd]` with `cos, sin: [s,
+/// hd]`: what [`attention_kernels_take`] asks of the parts, no groups (`h = kv`: each part's
+/// gradient is then written in place), `hd` even, and offsets a `u32` counts.
+fn packed_attention_kernels_take(
+    qkv: &FloatTensor<Cube>,
+    cos: &FloatTensor<Cube>,
+    sin: &FloatTensor<Cube>,
+    heads: usize,
+    kv_heads: usize,
+) -> bool {
+    if qkv.shape.num_dims() != 3 || heads == 0 || heads != kv_heads {
+        return false;
+    }
+    let [batch, seq, width] = qkv.shape.dims::<3>();
+    let hd = width / (heads + 2 * kv_heads);
+    let table = Shape::from([seq, hd]);
+    kernel_dtype(qkv.dtype)
+        && kernel_dtype(cos.dtype)
+        && sin.dtype == cos.dtype
+        && cos.shape == table
+        && sin.shape == table
+        && hd.is_multiple_of(2)
+        && hd <= attention::MAX_HEAD_DIM
+        && batch <= 65_535
+        && heads <= 65_535
+        && elementwise::countable(qkv.shape.num_elements())
+}
+
+/// Whether the column kernels take two or three `[d_in, w]` parts of one kernel dtype, packed
+/// into `dtype`, with elements a `u32` counts.
+fn column_kernels_take(parts: &[&FloatTensor<Cube>], dtype: DType) -> bool {
+    let rows = parts[0].shape[0];
+    let elements: usize = parts.iter().map(|part| part.shape.num_elements()).sum();
+    (2..=3).contains(&parts.len())
+        && kernel_dtype(dtype)
+        && parts.iter().all(|part| part.shape.num_dims() == 2 && part.shape[0] == rows && part.dtype == parts[0].dtype)
+        && kernel_dtype(parts[0].dtype)
+        && elementwise::countable(elements)
 }
 
 impl FusedKernels for Cube {
@@ -181,6 +237,32 @@ impl FusedKernels for Cube {
         (grad_gate, grad_up)
     }
 
+    fn swiglu_packed_forward(gate_up: FloatTensor<Self>) -> FloatTensor<Self> {
+        if !swiglu_packed_kernels_take(&gate_up, None) {
+            return packed::swiglu_forward::<Self>(gate_up);
+        }
+        let mut shape = gate_up.shape.clone();
+        let last = shape.num_dims() - 1;
+        shape[last] /= 2;
+        let output = [TensorSpec::new(shape, gate_up.dtype)];
+        let [y] = fusion::custom_op("swiglu_packed_forward", [gate_up], output, &[], |[gate_up]| {
+            swiglu::packed_forward(gate_up)
+        });
+        y
+    }
+
+    fn swiglu_packed_backward(gate_up: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
+        if !swiglu_packed_kernels_take(&gate_up, Some(&grad)) {
+            return packed::swiglu_backward::<Self>(gate_up, grad);
+        }
+        let output = [TensorSpec::new(gate_up.shape.clone(), gate_up.dtype)];
+        let [grad_gate_up] =
+            fusion::custom_op("swiglu_packed_backward", [gate_up, grad], output, &[], |[gate_up, grad]| {
+                swiglu::packed_backward(gate_up, grad)
+            });
+        grad_gate_up
+    }
+
     fn rope_forward(x: FloatTensor<Self>, cos: FloatTensor<Self>, sin: FloatTensor<Self>) -> FloatTensor<Self> {
         if !rope_kernel_takes(&x, &cos, &sin) {
             return portable::rope_forward::<Self>(x, cos, sin);
@@ -250,5 +332,93 @@ impl FusedKernels for Cube {
             move |[q, k, v, output, lse, grad]| attention::backward(q, k, v, output, lse, grad, scale),
         );
         (grad_q, grad_k, grad_v)
+    }
+
+    fn packed_attention_forward(
+        qkv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        heads: usize,
+        kv_heads: usize,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !packed_attention_kernels_take(&qkv, &cos, &sin, heads, kv_heads) {
+            return packed::attention_forward::<Self>(qkv, cos, sin, heads, kv_heads, scale);
+        }
+        let [batch, seq, width] = qkv.shape.dims::<3>();
+        let hd = width / (heads + 2 * kv_heads);
+        let outputs = [
+            TensorSpec::new(Shape::from([batch, seq, heads, hd]), qkv.dtype),
+            TensorSpec::new(Shape::from([batch, heads, seq, 1]), DType::F32),
+        ];
+        let settings = [heads as f64, kv_heads as f64, scale];
+        let [output, lse] =
+            fusion::custom_op("packed_attention_forward", [qkv, cos, sin], outputs, &settings, move |[qkv, cos, sin]| {
+                attention::packed_forward(qkv, cos, sin, heads, kv_heads, scale)
+            });
+        (output, lse)
+    }
+
+    fn packed_attention_backward(
+        qkv: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        output: FloatTensor<Self>,
+        lse: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        heads: usize,
+        kv_heads: usize,
+        scale: f64,
+    ) -> FloatTensor<Self> {
+        // The forward took the same path: the log-sum-exp is the kernels', or the portable body's.
+        let same = [&output, &grad].iter().all(|t| t.dtype == qkv.dtype);
+        if !(packed_attention_kernels_take(&qkv, &cos, &sin, heads, kv_heads) && same && lse.dtype == DType::F32) {
+            return packed::attention_backward::<Self>(qkv, cos, sin, output, lse, grad, heads, kv_heads, scale);
+        }
+        let outputs = [TensorSpec::new(qkv.shape.clone(), qkv.dtype)];
+        let settings = [heads as f64, kv_heads as f64, scale];
+        let [grad_qkv] = fusion::custom_op(
+            "packed_attention_backward",
+            [qkv, cos, sin, output, lse, grad],
+            outputs,
+            &settings,
+            move |[qkv, cos, sin, output, lse, grad]| {
+                [attention::packed_backward(qkv, cos, sin, output, lse, grad, heads, kv_heads, scale)]
+            },
+        );
+        grad_qkv
+    }
+
+    fn pack_columns(parts: Vec<FloatTensor<Self>>, dtype: DType) -> FloatTensor<Self> {
+        if !column_kernels_take(&parts.iter().collect::<Vec<_>>(), dtype) {
+            return packed::pack_columns::<Self>(parts, dtype);
+        }
+        let rows = parts[0].shape[0];
+        let width = parts.iter().map(|part| part.shape[1]).sum::<usize>();
+        let output = vec![TensorSpec::new(Shape::from([rows, width]), dtype)];
+        let mut packed = fusion::custom_op_of_many("pack_columns", parts, output, &[], move |parts| {
+            columns::pack(parts, dtype).into()
+        });
+        packed.remove(0)
+    }
+
+    fn unpack_columns(packed: FloatTensor<Self>, widths: Vec<usize>, dtypes: Vec<DType>) -> Vec<FloatTensor<Self>> {
+        let dtype = dtypes[0];
+        let takes = (2..=3).contains(&widths.len())
+            && dtypes.iter().all(|&d| d == dtype)
+            && kernel_dtype(dtype)
+            && kernel_dtype(packed.dtype)
+            && packed.shape.num_dims() == 2
+            && widths.iter().sum::<usize>() == packed.shape[1]
+            && elementwise::countable(packed.shape.num_elements());
+        if !takes {
+            return packed::unpack_columns::<Self>(packed, widths, dtypes);
+        }
+        let rows = packed.shape[0];
+        let outputs = widths.iter().map(|&width| TensorSpec::new(Shape::from([rows, width]), dtype)).collect();
+        fusion::custom_op_of_many("unpack_columns", vec![packed], outputs, &[], move |inputs| {
+            let [packed] = <[CubeTensor; 1]>::try_from(inputs).unwrap_or_else(|_| unreachable!("unpack: one input"));
+            columns::unpack(packed, widths.clone(), dtype)
+        })
     }
 }
