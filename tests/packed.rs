@@ -6,8 +6,8 @@
 mod common;
 
 use burn::tensor::{DType, FloatDType, Tensor};
-use common::op_check::{assert_close, check, half_check, on_path, seeded, tolerance};
 use common::all_backends;
+use common::op_check::{assert_close, check, half_check, on_path, seeded, tolerance};
 use layernorm_scaling::fused::{self, with_half_compute, OpPath};
 use layernorm_scaling::model::RotaryEmbedding;
 
@@ -21,7 +21,8 @@ const SHAPES: [(usize, usize, usize, usize, usize); 6] =
 fn separate_attention(qkv: Tensor<3>, cos: Tensor<2>, sin: Tensor<2>, heads: usize, kv_heads: usize) -> Tensor<4> {
     let [batch, seq, width] = qkv.dims();
     let hd = width / (heads + 2 * kv_heads);
-    let part = |first: usize, count: usize| qkv.clone().narrow(2, first * hd, count * hd).reshape([batch, seq, count, hd]);
+    let part =
+        |first: usize, count: usize| qkv.clone().narrow(2, first * hd, count * hd).reshape([batch, seq, count, hd]);
     let (q, k, v) = (part(0, heads), part(heads, kv_heads), part(heads + kv_heads, kv_heads));
     let q = fused::rope(q, cos.clone(), sin.clone());
     fused::causal_attention(q, fused::rope(k, cos, sin), v)
@@ -37,7 +38,9 @@ fn packed_attention_matches_the_reference_and_the_separate_ops_on_every_backend(
             // Positions from 3: the tables' rows are the sequence's, not position 0's.
             let tables = RotaryEmbedding::new(hd, 10_000.0).tables(3, seq, &device);
             let what = format!("{backend} packed attention b{batch} s{seq} h{heads} kv{kv_heads} d{hd}");
-            let packed = |t: Vec<Tensor<3>>| fused::causal_attention_packed(t[0].clone(), tables.cos(), tables.sin(), heads, kv_heads);
+            let packed = |t: Vec<Tensor<3>>| {
+                fused::causal_attention_packed(t[0].clone(), tables.cos(), tables.sin(), heads, kv_heads)
+            };
             check(&what, std::slice::from_ref(&qkv), &weights, tolerance(backend), packed);
             let (out, grads) = on_path(OpPath::Fused, std::slice::from_ref(&qkv), &weights, &packed);
             let (want_out, want_grads) = on_path(OpPath::Fused, std::slice::from_ref(&qkv), &weights, &|t| {
@@ -57,8 +60,12 @@ fn packed_swiglu_matches_the_reference_and_the_separate_op_on_every_backend() {
             let d = shape[2] / 2;
             let weights = seeded([shape[0], shape[1], d], 24, &device);
             let what = format!("{backend} packed swiglu {shape:?}");
-            check(&what, std::slice::from_ref(&gate_up), &weights, tolerance(backend), |t| fused::swiglu_packed(t[0].clone()));
-            let (out, grads) = on_path(OpPath::Fused, std::slice::from_ref(&gate_up), &weights, &|t| fused::swiglu_packed(t[0].clone()));
+            check(&what, std::slice::from_ref(&gate_up), &weights, tolerance(backend), |t| {
+                fused::swiglu_packed(t[0].clone())
+            });
+            let (out, grads) = on_path(OpPath::Fused, std::slice::from_ref(&gate_up), &weights, &|t| {
+                fused::swiglu_packed(t[0].clone())
+            });
             let (want_out, want_grads) = on_path(OpPath::Fused, std::slice::from_ref(&gate_up), &weights, &|t| {
                 fused::swiglu(t[0].clone().narrow(2, 0, d), t[0].clone().narrow(2, d, d))
             });
@@ -69,7 +76,8 @@ fn packed_swiglu_matches_the_reference_and_the_separate_op_on_every_backend() {
 }
 
 /// `x`, and the weights' widths: three parts (q, k, v with grouped heads), two (gate, up), one.
-const LINEAR_CASES: [([usize; 3], &[usize]); 3] = [([2, 5, 16], &[16, 8, 8]), ([3, 33, 40], &[96, 96]), ([1, 4, 8], &[3])];
+const LINEAR_CASES: [([usize; 3], &[usize]); 3] =
+    [([2, 5, 16], &[16, 8, 8]), ([3, 33, 40], &[96, 96]), ([1, 4, 8], &[3])];
 
 #[test]
 fn a_packed_linear_layer_matches_separate_layers_and_each_weight_gets_its_gradient() {
@@ -120,16 +128,22 @@ fn packed_ops_in_the_half_types_match_the_f32_reference() {
                 fused::causal_attention_packed(t[0].clone(), tables.cos(), tables.sin(), heads, kv_heads)
             });
             let gate_up = seeded([2, seq, 32], 33, &device);
-            half_check(&what("swiglu"), std::slice::from_ref(&gate_up), &seeded([2, seq, 16], 34, &device), half, tol, |t| {
-                fused::swiglu_packed(t[0].clone())
-            });
+            half_check(
+                &what("swiglu"),
+                std::slice::from_ref(&gate_up),
+                &seeded([2, seq, 16], 34, &device),
+                half,
+                tol,
+                |t| fused::swiglu_packed(t[0].clone()),
+            );
             // Under mixed precision: f32 inputs, the product in the half type.
             let widths = [8, 4, 4];
             let mut inputs = vec![seeded([2, seq, 16], 35, &device)];
             inputs.extend(widths.iter().enumerate().map(|(i, &w)| seeded([1, 16, w], 36 + i as u64, &device)));
             let upstream = seeded([2, seq, 16], 40, &device);
             let packed = |t: Vec<Tensor<3>>| {
-                let parts: Vec<Tensor<2>> = t[1..].iter().zip(widths).map(|(p, w)| p.clone().reshape([16, w])).collect();
+                let parts: Vec<Tensor<2>> =
+                    t[1..].iter().zip(widths).map(|(p, w)| p.clone().reshape([16, w])).collect();
                 let output = fused::linear_packed(t[0].clone(), &parts);
                 assert_eq!(output.dtype(), t[0].dtype(), "{}: the output comes back in x's type", what("linear"));
                 output

@@ -54,8 +54,9 @@ use mixed::CastOf::{Activation, Weight};
 use mixed::{cast_around, cast_counted};
 pub use mixed::{compute_dtype, half_compute, set_half_compute, with_half_compute, RestoreHalfCompute};
 pub use reference::{
-    causal_attention_packed_reference, causal_attention_reference, swiglu_packed_reference, cross_entropy_with_gradient_reference, layer_norm_reference,
-    lm_head_cross_entropy_with_gradients_reference, rms_norm_reference, rope_reference, swiglu_reference,
+    causal_attention_packed_reference, causal_attention_reference, cross_entropy_with_gradient_reference,
+    layer_norm_reference, lm_head_cross_entropy_with_gradients_reference, rms_norm_reference, rope_reference,
+    swiglu_packed_reference, swiglu_reference,
 };
 
 /// `[..., d] -> [..., 1]`: the shape of one statistic per row (the norms' kernels).

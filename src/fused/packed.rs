@@ -131,7 +131,11 @@ pub fn pack_columns<B: Backend>(parts: Vec<FloatTensor<B>>, dtype: DType) -> Flo
 }
 
 /// See [`FusedKernels::unpack_columns`](super::FusedKernels::unpack_columns).
-pub fn unpack_columns<B: Backend>(packed: FloatTensor<B>, widths: Vec<usize>, dtypes: Vec<DType>) -> Vec<FloatTensor<B>> {
+pub fn unpack_columns<B: Backend>(
+    packed: FloatTensor<B>,
+    widths: Vec<usize>,
+    dtypes: Vec<DType>,
+) -> Vec<FloatTensor<B>> {
     let mut start = 0;
     widths
         .into_iter()

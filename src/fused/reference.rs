@@ -104,7 +104,8 @@ pub fn causal_attention_packed_reference(
 ) -> Tensor<4> {
     let [batch, seq, width] = qkv.dims();
     let hd = width / (heads + 2 * kv_heads);
-    let part = |first: usize, count: usize| qkv.clone().narrow(2, first * hd, count * hd).reshape([batch, seq, count, hd]);
+    let part =
+        |first: usize, count: usize| qkv.clone().narrow(2, first * hd, count * hd).reshape([batch, seq, count, hd]);
     let (q, k, v) = (part(0, heads), part(heads, kv_heads), part(heads + kv_heads, kv_heads));
     let dtype = qkv.dtype();
     let (cos, sin) = (cos.cast(dtype), sin.cast(dtype));

@@ -103,4 +103,3 @@ pub fn half_check<const D: usize, const O: usize>(
         assert_close(&format!("{what}: gradient of input {i}"), fused, reference, tol);
     }
 }
-

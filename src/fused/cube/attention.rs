@@ -57,7 +57,15 @@ fn tile_rows(hd: usize) -> usize {
 /// rows are `stride` values apart, beginning `offset` values into the buffer: a tensor `[b, s,
 /// heads, hd]` of its own has `stride = heads hd`, `offset = 0`.
 #[cube]
-fn row_start(batch: usize, row: usize, head: usize, seq: usize, stride: usize, offset: usize, #[comptime] hd: usize) -> usize {
+fn row_start(
+    batch: usize,
+    row: usize,
+    head: usize,
+    seq: usize,
+    stride: usize,
+    offset: usize,
+    #[comptime] hd: usize,
+) -> usize {
     (batch * seq + row) * stride + offset + head * hd
 }
 
@@ -706,7 +714,8 @@ pub(super) fn backward(
         &Target { tensor: grad_kv.clone(), stride: heads * hd, offset: 0, second_offset: per_head },
     );
     let part = |index: usize| {
-        let slices = [Slice::from(index..index + 1), Slice::from(..), Slice::from(..), Slice::from(..), Slice::from(..)];
+        let slices =
+            [Slice::from(index..index + 1), Slice::from(..), Slice::from(..), Slice::from(..), Slice::from(..)];
         let one = CubeBackend::float_slice(grad_kv.clone(), &slices);
         sum_groups(CubeBackend::float_reshape(one, Shape::from([batch, seq, heads, hd])), kv_heads, dtype)
     };
@@ -729,12 +738,8 @@ pub(super) fn packed_backward(
 ) -> CubeTensor {
     assert_eq!(heads, kv_heads, "packed attention backward: grouped heads take the portable body");
     let operands = Operands::packed(qkv, cos, sin, heads, kv_heads);
-    let grad_qkv = empty_device_dtype(
-        operands.q.client.clone(),
-        operands.q.device.clone(),
-        operands.q.shape(),
-        operands.q.dtype,
-    );
+    let grad_qkv =
+        empty_device_dtype(operands.q.client.clone(), operands.q.device.clone(), operands.q.shape(), operands.q.dtype);
     let (stride, k_offset, v_offset) = (operands.q_stride, operands.k_offset, operands.v_offset);
     launch_backward(
         operands,

@@ -22,8 +22,8 @@ use burn::backend::{Cube, DType, Shape};
 use burn_cubecl::tensor::CubeTensor;
 
 use super::kernels::FusedKernels;
-use super::{packed, portable};
 use super::row_stats_shape;
+use super::{packed, portable};
 
 /// Whether the kernels take tensors of `dtype`: the float types GPUs compute in.
 fn kernel_dtype(dtype: DType) -> bool {
@@ -352,10 +352,13 @@ impl FusedKernels for Cube {
             TensorSpec::new(Shape::from([batch, heads, seq, 1]), DType::F32),
         ];
         let settings = [heads as f64, kv_heads as f64, scale];
-        let [output, lse] =
-            fusion::custom_op("packed_attention_forward", [qkv, cos, sin], outputs, &settings, move |[qkv, cos, sin]| {
-                attention::packed_forward(qkv, cos, sin, heads, kv_heads, scale)
-            });
+        let [output, lse] = fusion::custom_op(
+            "packed_attention_forward",
+            [qkv, cos, sin],
+            outputs,
+            &settings,
+            move |[qkv, cos, sin]| attention::packed_forward(qkv, cos, sin, heads, kv_heads, scale),
+        );
         (output, lse)
     }
 
