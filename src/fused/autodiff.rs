@@ -125,7 +125,7 @@ impl<B: FusedKernels> Backward<B, 1> for RopeBackward {
         let grad = grads.consume::<B>(&ops.node);
         let (cos, sin) = ops.state;
         if let Some(node) = node_x {
-            grads.register::<B>(node.id, timed(OpKind::Rope, || B::rope_forward(grad, cos, B::float_neg(sin))));
+            grads.register::<B>(node.id, timed(OpKind::Attention, || B::rope_forward(grad, cos, B::float_neg(sin))));
         }
     }
 }
@@ -292,7 +292,7 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
         let (cos, sin) = (cos.into_primitive(), sin.into_primitive());
         match RopeBackward.prepare::<C>([x.node()]).compute_bound().stateful() {
             OpsKind::Tracked(prep) => {
-                let output = timed(OpKind::Rope, || B::rope_forward(x.into_primitive(), cos.clone(), sin.clone()));
+                let output = timed(OpKind::Attention, || B::rope_forward(x.into_primitive(), cos.clone(), sin.clone()));
                 prep.finish((cos, sin), output)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::rope_forward(x.into_primitive(), cos, sin)),

@@ -10,29 +10,28 @@ use std::time::Instant;
 /// The op kinds timed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
-    /// [`causal_attention`](super::causal_attention).
+    /// [`causal_attention`](super::causal_attention), [`causal_attention_packed`](super::causal_attention_packed)
+    /// (which applies the model's RoPE as it loads) and [`rope`](super::rope) on its own.
     Attention,
     /// [`rms_norm`](super::rms_norm) and [`layer_norm`](super::layer_norm).
     Norm,
-    /// [`swiglu`](super::swiglu).
+    /// [`swiglu`](super::swiglu) and [`swiglu_packed`](super::swiglu_packed).
     Swiglu,
-    /// [`rope`](super::rope).
-    Rope,
-    /// [`linear`](super::linear): the linear layers' matrix products.
+    /// [`linear`](super::linear) and [`linear_packed`](super::linear_packed): the linear layers'
+    /// matrix products, and the packing of their weights.
     Linear,
 }
 
 impl OpKind {
     /// Every kind, in report order.
-    pub const ALL: [OpKind; 5] = [OpKind::Attention, OpKind::Norm, OpKind::Swiglu, OpKind::Rope, OpKind::Linear];
+    pub const ALL: [OpKind; 4] = [OpKind::Attention, OpKind::Norm, OpKind::Swiglu, OpKind::Linear];
 
     /// The kind's name in reports.
     pub fn name(self) -> &'static str {
         match self {
-            OpKind::Attention => "attention",
+            OpKind::Attention => "attention with RoPE",
             OpKind::Norm => "norms (RMSNorm, LayerNorm)",
             OpKind::Swiglu => "SwiGLU",
-            OpKind::Rope => "RoPE",
             OpKind::Linear => "linear layers (matmuls)",
         }
     }
