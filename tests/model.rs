@@ -3,7 +3,7 @@
 mod common;
 
 use burn::module::Module;
-use burn::tensor::{FloatDType, Int, Tensor};
+use burn::tensor::{Device, FloatDType, Int, Tensor};
 use common::{all_backends, cpu, max_abs_diff, random_tokens};
 use layernorm_scaling::model::{cast_weights, generate, SamplingConfig};
 use layernorm_scaling::{ConfigError, LlamaConfig, NormKind, NormScheme};
@@ -24,7 +24,12 @@ fn changing_future_tokens_leaves_earlier_logits_unchanged() {
 }
 
 fn decode_in_chunks(config: LlamaConfig, chunks: &[usize]) {
-    let device = cpu();
+    decode_in_chunks_on(config, chunks, &cpu(), 1e-4);
+}
+
+/// [`decode_in_chunks`] on `device`, the logits within `tolerance`.
+fn decode_in_chunks_on(config: LlamaConfig, chunks: &[usize], device: &Device, tolerance: f32) {
+    let device = device.clone();
     let model = config.init(&device).unwrap();
     let total: usize = chunks.iter().sum();
     let tokens = random_tokens(2, total, config.vocab_size, 11, &device);
@@ -34,7 +39,7 @@ fn decode_in_chunks(config: LlamaConfig, chunks: &[usize]) {
     for &len in chunks {
         let logits = model.forward_cached(tokens.clone().narrow(1, start, len), &mut cache);
         let diff = max_abs_diff(&logits, &full.clone().narrow(1, start, len));
-        assert!(diff < 1e-4, "chunk at {start}+{len}: {diff}");
+        assert!(diff < tolerance, "chunk at {start}+{len}: {diff}");
         start += len;
         assert_eq!(cache.len(), start);
     }
@@ -54,6 +59,16 @@ fn kv_cache_decoding_equals_the_full_forward() {
     decode_in_chunks(gqa, &[3, 1, 2, 1]);
     // Across the buffers' growth (16 -> 32 -> 64 positions), in one chunk and token by token.
     decode_in_chunks(LlamaConfig::tiny(), &[5, 12, 1, 20, 1]);
+    // Without biases the full forward takes the packed projections (attention reading q, k and v
+    // in place, RoPE at load) and decoding the separate ones: grouped heads and one key/value
+    // head, on every backend (the GPUs' kernels, and their portable body for groups).
+    for (name, device) in all_backends() {
+        for kv_heads in [2, 1, 4] {
+            let config = LlamaConfig::tiny().with_n_kv_heads(Some(kv_heads));
+            let tolerance = if name == "wgpu-cpu" { 1e-3 } else { 1e-4 };
+            decode_in_chunks_on(config, &[3, 1, 2, 1], &device, tolerance);
+        }
+    }
 }
 
 /// A half-precision model (a pure-bf16 run's weights) decodes on a device whose float type is

@@ -158,3 +158,45 @@ fn packed_ops_in_the_half_types_match_the_f32_reference() {
         }
     }
 }
+
+/// Empty inputs give empty outputs of the right shape on every backend (flex's gemm faulted on a
+/// product without rows, and parts cut from an empty tensor tripped its kernels), and degenerate
+/// sizes are refused with a message naming them.
+#[test]
+fn empty_inputs_give_empty_outputs_and_degenerate_sizes_are_refused() {
+    for (backend, device) in all_backends() {
+        let weights = [seeded([16, 4], 1, &device), seeded([16, 4], 2, &device)];
+        for x in [seeded([0, 3, 16], 3, &device), seeded([2, 0, 16], 3, &device)] {
+            let dims = x.dims();
+            assert_eq!(fused::linear_packed(x, &weights).dims(), [dims[0], dims[1], 8], "{backend}");
+        }
+        for (batch, seq) in [(0, 4), (2, 0)] {
+            let tables = RotaryEmbedding::new(8, 10_000.0).tables(0, seq, &device);
+            let qkv = seeded([batch, seq, 48], 4, &device).autodiff().require_grad();
+            let out = fused::causal_attention_packed(qkv.clone(), tables.cos(), tables.sin(), 2, 2);
+            assert_eq!(out.dims(), [batch, seq, 2, 8], "{backend}");
+            let grads = out.sum().backward();
+            assert_eq!(qkv.grad(&grads).map(|g| g.dims()), Some([batch, seq, 48]), "{backend}");
+            assert_eq!(fused::swiglu_packed(seeded([batch, seq, 6], 5, &device)).dims(), [batch, seq, 3], "{backend}");
+        }
+    }
+    let device = common::cpu();
+    let refused = |f: &dyn Fn()| {
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a refusal");
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    };
+    let tables = RotaryEmbedding::new(12, 10_000.0).tables(0, 4, &device);
+    let message = refused(&|| {
+        fused::causal_attention_packed(seeded([1, 4, 48], 6, &device), tables.cos(), tables.sin(), 0, 2);
+    });
+    assert!(message.contains("does not hold 0 query"), "{message}");
+    let message = refused(&|| {
+        let no_columns = Tensor::<2>::zeros([16, 0], &device);
+        fused::linear_packed(seeded([2, 3, 16], 7, &device), &[no_columns.clone(), no_columns]);
+    });
+    assert!(message.contains("no columns"), "{message}");
+}

@@ -149,12 +149,12 @@ pub trait FusedKernels: Backend {
 
     /// `silu(gate) * up` of the halves of `gate_up: [..., 2 d]` -> `[..., d]`.
     fn swiglu_packed_forward(gate_up: FloatTensor<Self>) -> FloatTensor<Self> {
-        packed::swiglu_forward::<Self>(gate_up)
+        packed::swiglu_forward::<Self>(gate_up, Self::swiglu_forward)
     }
 
     /// The gradient of [`swiglu_packed_forward`](Self::swiglu_packed_forward)'s `gate_up`.
     fn swiglu_packed_backward(gate_up: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
-        packed::swiglu_backward::<Self>(gate_up, grad)
+        packed::swiglu_backward::<Self>(gate_up, grad, Self::swiglu_backward)
     }
 
     /// RoPE on `x: [b, s, h, hd]`; its backward is `rope_forward(grad, cos, -sin)`.
@@ -233,7 +233,7 @@ pub trait FusedKernels: Backend {
         kv_heads: usize,
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        packed::attention_forward::<Self>(qkv, cos, sin, heads, kv_heads, scale)
+        packed::attention_forward::<Self>(qkv, cos, sin, heads, kv_heads, scale, &attention_ops::<Self>())
     }
 
     /// Packed causal attention backward -> the gradient of `qkv`.
@@ -249,7 +249,18 @@ pub trait FusedKernels: Backend {
         kv_heads: usize,
         scale: f64,
     ) -> FloatTensor<Self> {
-        packed::attention_backward::<Self>(qkv, cos, sin, output, lse, grad, heads, kv_heads, scale)
+        packed::attention_backward::<Self>(
+            qkv,
+            cos,
+            sin,
+            output,
+            lse,
+            grad,
+            heads,
+            kv_heads,
+            scale,
+            &attention_ops::<Self>(),
+        )
     }
 
     /// The columns of `parts` (`[d_in, d_i]` each, at least one column each) side by side, in `dtype`.
@@ -262,6 +273,11 @@ pub trait FusedKernels: Backend {
     fn unpack_columns(packed: FloatTensor<Self>, widths: Vec<usize>, dtypes: Vec<DType>) -> Vec<FloatTensor<Self>> {
         packed::unpack_columns::<Self>(packed, widths, dtypes)
     }
+}
+
+/// `B`'s RoPE and attention, for the packed attention's portable body.
+pub(super) fn attention_ops<B: FusedKernels>() -> packed::AttentionOps<B> {
+    packed::AttentionOps { rope: B::rope_forward, forward: B::attention_forward, backward: B::attention_backward }
 }
 
 /// [`FusedOps`] of a backend without autodiff: each kernel's forward, its saved values dropped.

@@ -291,6 +291,13 @@ fn linear_in_input_type<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tens
             out_dims[D - 1] = d_out;
             output.reshape(out_dims)
         }
+        // An empty output holds nothing to compute (and flex's gemm faults on some empty inputs):
+        // zeros of its shape, a constant.
+        _ if dims[..D - 1].contains(&0) || d_out == 0 => {
+            let mut out_dims = dims;
+            out_dims[D - 1] = d_out;
+            Tensor::<D>::zeros(out_dims, &x.device()).cast(x.dtype())
+        }
         _ => burn::tensor::module::linear(x, weight, None),
     }
 }
@@ -314,6 +321,7 @@ pub fn pack_columns(parts: &[Tensor<2>], dtype: burn::tensor::DType) -> Tensor<2
     assert!((1..=3).contains(&parts.len()), "pack_columns: takes one to three matrices, not {}", parts.len());
     let rows = parts[0].dims()[0];
     assert!(parts.iter().all(|part| part.dims()[0] == rows), "pack_columns: the matrices must have the same rows");
+    assert!(parts.iter().any(|part| part.dims()[1] > 0), "pack_columns: the matrices have no columns");
     if parts.len() == 1 {
         return cast_counted(parts[0].clone(), dtype, Weight);
     }
@@ -411,11 +419,14 @@ pub fn causal_attention_packed(
 ) -> Tensor<4> {
     let [_, seq, width] = qkv.dims();
     assert!(
-        kv_heads > 0 && heads.is_multiple_of(kv_heads) && width.is_multiple_of(heads + 2 * kv_heads),
+        heads > 0 && kv_heads > 0 && heads.is_multiple_of(kv_heads) && width.is_multiple_of(heads + 2 * kv_heads),
         "causal_attention_packed: a width of {width} does not hold {heads} query and 2 x {kv_heads} key/value heads"
     );
     let head_dim = width / (heads + 2 * kv_heads);
-    assert!(head_dim.is_multiple_of(2), "causal_attention_packed: head_dim must be even");
+    assert!(
+        head_dim > 0 && head_dim.is_multiple_of(2),
+        "causal_attention_packed: head_dim must be even, not {head_dim}"
+    );
     assert_eq!(cos.dims(), [seq, head_dim], "causal_attention_packed: the tables must be [seq, head_dim]");
     assert_eq!(sin.dims(), [seq, head_dim], "causal_attention_packed: the tables must be [seq, head_dim]");
     let dtype = qkv.dtype();

@@ -8,8 +8,6 @@
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, DType, Shape, Slice, TensorMetadata};
 
-use super::kernels::FusedKernels;
-
 fn cast<B: Backend>(x: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
     if x.dtype() == dtype {
         x
@@ -37,38 +35,71 @@ pub(super) fn split_qkv<B: Backend>(qkv: FloatTensor<B>, heads: usize, kv_heads:
     })
 }
 
-/// The queries and keys of `qkv` rotated, and the values: the operands of attention.
-fn rotated_operands<B: FusedKernels>(
+/// `x, cos, sin -> x rotated`: a backend's RoPE.
+type Rope<B> = fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>;
+
+/// A backend's RoPE and attention, forward and backward: what the packed attention's portable body
+/// builds on (the backend's [`FusedKernels`](super::FusedKernels) methods of those names).
+pub struct AttentionOps<B: Backend> {
+    /// RoPE on `[b, s, heads, hd]`.
+    pub rope: Rope<B>,
+    /// `q, k, v, scale -> (output, log-sum-exp)`.
+    #[allow(clippy::type_complexity)]
+    pub forward: fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, f64) -> (FloatTensor<B>, FloatTensor<B>),
+    /// `q, k, v, output, log-sum-exp, grad, scale -> (grad q, grad k, grad v)`.
+    #[allow(clippy::type_complexity)]
+    pub backward: fn(
+        FloatTensor<B>,
+        FloatTensor<B>,
+        FloatTensor<B>,
+        FloatTensor<B>,
+        FloatTensor<B>,
+        FloatTensor<B>,
+        f64,
+    ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>),
+}
+
+/// The queries and keys of `qkv` rotated by `rope`, and the values: the operands of attention.
+fn rotated_operands<B: Backend>(
     qkv: FloatTensor<B>,
     cos: FloatTensor<B>,
     sin: FloatTensor<B>,
     heads: usize,
     kv_heads: usize,
+    rope: Rope<B>,
 ) -> [FloatTensor<B>; 3] {
     let dtype = qkv.dtype();
     let (cos, sin) = (cast::<B>(cos, dtype), cast::<B>(sin, dtype));
     let [q, k, v] = split_qkv::<B>(qkv, heads, kv_heads);
-    [B::rope_forward(q, cos.clone(), sin.clone()), B::rope_forward(k, cos, sin), v]
+    [rope(q, cos.clone(), sin.clone()), rope(k, cos, sin), v]
 }
 
 /// See [`FusedKernels::packed_attention_forward`](super::FusedKernels::packed_attention_forward).
-pub fn attention_forward<B: FusedKernels>(
+pub fn attention_forward<B: Backend>(
     qkv: FloatTensor<B>,
     cos: FloatTensor<B>,
     sin: FloatTensor<B>,
     heads: usize,
     kv_heads: usize,
     scale: f64,
+    ops: &AttentionOps<B>,
 ) -> (FloatTensor<B>, FloatTensor<B>) {
-    let [q, k, v] = rotated_operands::<B>(qkv, cos, sin, heads, kv_heads);
-    B::attention_forward(q, k, v, scale)
+    let [batch, seq, width] = qkv.shape().dims::<3>();
+    if qkv.shape().num_elements() == 0 {
+        // No rows to attend: empty results (a part cut from an empty tensor trips flex).
+        let hd = width / (heads + 2 * kv_heads);
+        let zeros = |dims: [usize; 4], dtype: DType| B::float_zeros(Shape::from(dims), &qkv.device(), dtype.into());
+        return (zeros([batch, seq, heads, hd], qkv.dtype()), zeros([batch, heads, seq, 1], DType::F32));
+    }
+    let [q, k, v] = rotated_operands::<B>(qkv, cos, sin, heads, kv_heads, ops.rope);
+    (ops.forward)(q, k, v, scale)
 }
 
 /// See [`FusedKernels::packed_attention_backward`](super::FusedKernels::packed_attention_backward):
 /// the rotations recomputed, attention's backward, the gradients of the queries and keys rotated
 /// back (RoPE by minus the angles), and the three put side by side.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_backward<B: FusedKernels>(
+pub fn attention_backward<B: Backend>(
     qkv: FloatTensor<B>,
     cos: FloatTensor<B>,
     sin: FloatTensor<B>,
@@ -78,14 +109,18 @@ pub fn attention_backward<B: FusedKernels>(
     heads: usize,
     kv_heads: usize,
     scale: f64,
+    ops: &AttentionOps<B>,
 ) -> FloatTensor<B> {
     let [batch, seq, width] = qkv.shape().dims::<3>();
     let dtype = qkv.dtype();
-    let [q, k, v] = rotated_operands::<B>(qkv, cos.clone(), sin.clone(), heads, kv_heads);
-    let (grad_q, grad_k, grad_v) = B::attention_backward(q, k, v, output, lse, grad, scale);
+    if qkv.shape().num_elements() == 0 {
+        return B::float_zeros(qkv.shape(), &qkv.device(), dtype.into());
+    }
+    let [q, k, v] = rotated_operands::<B>(qkv, cos.clone(), sin.clone(), heads, kv_heads, ops.rope);
+    let (grad_q, grad_k, grad_v) = (ops.backward)(q, k, v, output, lse, grad, scale);
     let (cos, minus_sin) = (cast::<B>(cos, dtype), B::float_neg(cast::<B>(sin, dtype)));
-    let grad_q = B::rope_forward(grad_q, cos.clone(), minus_sin.clone());
-    let grad_k = B::rope_forward(grad_k, cos, minus_sin);
+    let grad_q = (ops.rope)(grad_q, cos.clone(), minus_sin.clone());
+    let grad_k = (ops.rope)(grad_k, cos, minus_sin);
     let flat = |x: FloatTensor<B>| {
         let n = x.shape().num_elements() / (batch * seq).max(1);
         B::float_reshape(x, Shape::from([batch, seq, n]))
@@ -102,17 +137,36 @@ fn halves<B: Backend>(gate_up: FloatTensor<B>) -> [FloatTensor<B>; 2] {
     [columns::<B>(gate_up.clone(), 0, d), columns::<B>(gate_up, d, 2 * d)]
 }
 
-/// See [`FusedKernels::swiglu_packed_forward`](super::FusedKernels::swiglu_packed_forward).
-pub fn swiglu_forward<B: FusedKernels>(gate_up: FloatTensor<B>) -> FloatTensor<B> {
+/// See [`FusedKernels::swiglu_packed_forward`](super::FusedKernels::swiglu_packed_forward), on the
+/// backend's `swiglu` of separate halves.
+pub fn swiglu_forward<B: Backend>(
+    gate_up: FloatTensor<B>,
+    swiglu: fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<B> {
+    if gate_up.shape().num_elements() == 0 {
+        let mut shape = gate_up.shape();
+        let last = shape.num_dims() - 1;
+        shape[last] /= 2;
+        return B::float_zeros(shape, &gate_up.device(), gate_up.dtype().into());
+    }
     let [gate, up] = halves::<B>(gate_up);
-    B::swiglu_forward(gate, up)
+    swiglu(gate, up)
 }
 
-/// See [`FusedKernels::swiglu_packed_backward`](super::FusedKernels::swiglu_packed_backward).
-pub fn swiglu_backward<B: FusedKernels>(gate_up: FloatTensor<B>, grad: FloatTensor<B>) -> FloatTensor<B> {
+/// See [`FusedKernels::swiglu_packed_backward`](super::FusedKernels::swiglu_packed_backward), on
+/// the backend's `swiglu_backward` of separate halves.
+#[allow(clippy::type_complexity)]
+pub fn swiglu_backward<B: Backend>(
+    gate_up: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    swiglu_backward: fn(FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
+) -> FloatTensor<B> {
+    if gate_up.shape().num_elements() == 0 {
+        return B::float_zeros(gate_up.shape(), &gate_up.device(), gate_up.dtype().into());
+    }
     let last = grad.shape().num_dims() - 1;
     let [gate, up] = halves::<B>(gate_up);
-    let (grad_gate, grad_up) = B::swiglu_backward(gate, up, grad);
+    let (grad_gate, grad_up) = swiglu_backward(gate, up, grad);
     B::float_cat(vec![grad_gate, grad_up], last)
 }
 

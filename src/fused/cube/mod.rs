@@ -21,7 +21,7 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Cube, DType, Shape};
 use burn_cubecl::tensor::CubeTensor;
 
-use super::kernels::FusedKernels;
+use super::kernels::{attention_ops, FusedKernels};
 use super::row_stats_shape;
 use super::{packed, portable};
 
@@ -239,7 +239,7 @@ impl FusedKernels for Cube {
 
     fn swiglu_packed_forward(gate_up: FloatTensor<Self>) -> FloatTensor<Self> {
         if !swiglu_packed_kernels_take(&gate_up, None) {
-            return packed::swiglu_forward::<Self>(gate_up);
+            return packed::swiglu_forward::<Self>(gate_up, Self::swiglu_forward);
         }
         let mut shape = gate_up.shape.clone();
         let last = shape.num_dims() - 1;
@@ -253,7 +253,7 @@ impl FusedKernels for Cube {
 
     fn swiglu_packed_backward(gate_up: FloatTensor<Self>, grad: FloatTensor<Self>) -> FloatTensor<Self> {
         if !swiglu_packed_kernels_take(&gate_up, Some(&grad)) {
-            return packed::swiglu_backward::<Self>(gate_up, grad);
+            return packed::swiglu_backward::<Self>(gate_up, grad, Self::swiglu_backward);
         }
         let output = [TensorSpec::new(gate_up.shape.clone(), gate_up.dtype)];
         let [grad_gate_up] =
@@ -343,7 +343,7 @@ impl FusedKernels for Cube {
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         if !packed_attention_kernels_take(&qkv, &cos, &sin, heads, kv_heads) {
-            return packed::attention_forward::<Self>(qkv, cos, sin, heads, kv_heads, scale);
+            return packed::attention_forward::<Self>(qkv, cos, sin, heads, kv_heads, scale, &attention_ops::<Self>());
         }
         let [batch, seq, width] = qkv.shape.dims::<3>();
         let hd = width / (heads + 2 * kv_heads);
@@ -376,7 +376,8 @@ impl FusedKernels for Cube {
         // The forward took the same path: the log-sum-exp is the kernels', or the portable body's.
         let same = [&output, &grad].iter().all(|t| t.dtype == qkv.dtype);
         if !(packed_attention_kernels_take(&qkv, &cos, &sin, heads, kv_heads) && same && lse.dtype == DType::F32) {
-            return packed::attention_backward::<Self>(qkv, cos, sin, output, lse, grad, heads, kv_heads, scale);
+            let ops = attention_ops::<Self>();
+            return packed::attention_backward::<Self>(qkv, cos, sin, output, lse, grad, heads, kv_heads, scale, &ops);
         }
         let outputs = [TensorSpec::new(qkv.shape.clone(), qkv.dtype)];
         let settings = [heads as f64, kv_heads as f64, scale];
