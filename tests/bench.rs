@@ -326,7 +326,7 @@ fn a_kernel_profile_lists_the_gpu_kernels_and_says_when_there_is_none() {
     }
     // The fused ops' own kernels ran on the GPU device, each at least once per layer and step.
     let kernels = &records[1].kernels;
-    for name in ["RmsNormForwardKernel", "AttentionGradQKernel", "SwigluBackwardKernel", "RopeKernel"] {
+    for name in ["RmsNormForwardKernel", "AttentionGradQKernel", "SwigluBackwardKernel", "PackColumnsKernel"] {
         assert!(
             kernels.iter().any(|k| k.name == name && k.launches >= 4 && k.milliseconds > 0.0),
             "{name}: {kernels:?}"
