@@ -277,26 +277,23 @@ fn linear_in_input_type<const D: usize>(x: Tensor<D>, weight: Tensor<2>) -> Tens
     let dims = x.dims();
     let [d_in, d_out] = weight.dims();
     assert_eq!(dims[D - 1], d_in, "linear: the input's last dimension must match the weight's rows");
-    // An empty product has nothing to fuse (and a reshape would read its 0 as "keep").
-    let empty = dims.contains(&0) || d_out == 0;
+    let mut out_dims = dims;
+    out_dims[D - 1] = d_out;
+    // An empty output holds nothing to compute (and flex's gemm faults on some empty inputs):
+    // zeros of its shape, a constant.
+    if out_dims.contains(&0) {
+        return Tensor::<D>::zeros(out_dims, &x.device()).cast(x.dtype());
+    }
     match current_path() {
-        OpPath::Fused if !empty => {
+        // A sum over nothing (`d_in = 0`) has nothing to fuse (and a reshape would read its 0 as "keep").
+        OpPath::Fused if d_in > 0 => {
             let rows = dims[..D - 1].iter().product();
             let x = x.reshape([rows, d_in]);
             let output = Tensor::<2>::from_dispatch(<Dispatch as FusedOps>::fused_linear(
                 x.into_dispatch(),
                 weight.into_dispatch(),
             ));
-            let mut out_dims = dims;
-            out_dims[D - 1] = d_out;
             output.reshape(out_dims)
-        }
-        // An empty output holds nothing to compute (and flex's gemm faults on some empty inputs):
-        // zeros of its shape, a constant.
-        _ if dims[..D - 1].contains(&0) || d_out == 0 => {
-            let mut out_dims = dims;
-            out_dims[D - 1] = d_out;
-            Tensor::<D>::zeros(out_dims, &x.device()).cast(x.dtype())
         }
         _ => burn::tensor::module::linear(x, weight, None),
     }
