@@ -33,6 +33,63 @@ impl<B: FusedKernels> Backward<B, 2> for RmsNormBackward {
     }
 }
 
+/// The residual sum `base + branch` of [`fused_residual_rms_norm`](FusedOps::fused_residual_rms_norm),
+/// computed by its norm's kernel: the gradient passes to both terms as it is, cast to the
+/// branch's type (kept) where that differs from the sum's.
+#[derive(Debug)]
+struct ResidualSumBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for ResidualSumBackward {
+    type State = DType;
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_base, node_branch] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        if let Some(node) = node_branch {
+            let branch_grad = match grad.dtype() == ops.state {
+                true => grad.clone(),
+                false => B::float_cast(grad.clone(), ops.state.into()),
+            };
+            grads.register::<B>(node.id, branch_grad);
+        }
+        if let Some(node) = node_base {
+            grads.register::<B>(node.id, grad);
+        }
+    }
+}
+
+/// The RMSNorm of a residual sum: keeps the sum (as its autodiff tensor, to take the gradient its
+/// other uses gave it), gamma, the inverse RMS of each row and the scale.
+///
+/// The sum's other uses (the next residual add) are deeper in the graph, so their backward has
+/// run when this one does: their gradient is taken out and added in the norm's backward pass, in
+/// place of a separate add when both are registered.
+#[derive(Debug)]
+struct ResidualRmsNormBackward;
+
+impl<B: FusedKernels> Backward<B, 2> for ResidualRmsNormBackward {
+    type State = (FloatTensor<Autodiff<B>>, FloatTensor<B>, FloatTensor<B>, f64);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let [node_x, node_gamma] = ops.parents;
+        let grad = grads.consume::<B>(&ops.node);
+        let (sum, gamma, inv_rms, scale) = ops.state;
+        let x = sum.primitive().clone();
+        let (grad_x, grad_gamma) = match node_x.as_ref().and_then(|_| sum.grad_remove(grads)) {
+            Some(grad_residual) => {
+                timed(OpKind::Norm, || B::rms_norm_backward_adding(x, gamma, inv_rms, grad, grad_residual, scale))
+            }
+            None => timed(OpKind::Norm, || B::rms_norm_backward(x, gamma, inv_rms, grad, scale)),
+        };
+        if let Some(node) = node_x {
+            grads.register::<B>(node.id, grad_x);
+        }
+        if let Some(node) = node_gamma {
+            grads.register::<B>(node.id, grad_gamma);
+        }
+    }
+}
+
 /// Keeps x, gamma, and each row's mean and inverse standard deviation.
 #[derive(Debug)]
 struct LayerNormBackward;
@@ -234,6 +291,32 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
                 prep.finish(B::rms_norm_forward(x.into_primitive(), gamma.into_primitive(), epsilon, scale).0)
             }
         }
+    }
+
+    fn fused_residual_rms_norm(
+        base: FloatTensor<Self>,
+        branch: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+        scale: f64,
+        out_dtype: DType,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let sum_parents = [base.node(), branch.node()];
+        let (gamma_node, branch_dtype) = (gamma.node(), branch.dtype());
+        let gamma = gamma.into_primitive();
+        let (base, branch) = (base.into_primitive(), branch.into_primitive());
+        let (x, y, inv_rms) = timed(OpKind::Norm, || {
+            B::residual_rms_norm_forward(base, branch, gamma.clone(), epsilon, scale, out_dtype)
+        });
+        let sum = match ResidualSumBackward.prepare::<C>(sum_parents).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish(branch_dtype, x),
+            OpsKind::UnTracked(prep) => prep.finish(x),
+        };
+        let y = match ResidualRmsNormBackward.prepare::<C>([sum.node(), gamma_node]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => prep.finish((sum.clone(), gamma, inv_rms, scale), y),
+            OpsKind::UnTracked(prep) => prep.finish(y),
+        };
+        (sum, y)
     }
 
     fn fused_layer_norm(

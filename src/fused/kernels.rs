@@ -10,8 +10,9 @@
 
 use burn::backend::backend_extension;
 use burn::backend::tensor::{FloatTensor, IntTensor};
-use burn::backend::{Backend, DType};
+use burn::backend::{Backend, DType, TensorMetadata};
 
+use super::mixed::{self, CastOf};
 use super::{packed, portable};
 
 /// The fused ops as a Burn backend extension: what `Dispatch` routes to each backend.
@@ -26,6 +27,16 @@ use super::{packed, portable};
 pub trait FusedOps: Backend {
     /// `x / sqrt(mean(x^2) + epsilon) * gamma * scale` over the last dimension.
     fn fused_rms_norm(x: FloatTensor<Self>, gamma: FloatTensor<Self>, epsilon: f64, scale: f64) -> FloatTensor<Self>;
+    /// `(base + branch, rms_norm(base + branch))`: a residual add and the next RMSNorm, one pass;
+    /// the branch is cast to the base's type, the norm's output made in `out_dtype`.
+    fn fused_residual_rms_norm(
+        base: FloatTensor<Self>,
+        branch: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+        scale: f64,
+        out_dtype: DType,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
     /// `(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last dimension.
     fn fused_layer_norm(
         x: FloatTensor<Self>,
@@ -110,6 +121,33 @@ pub trait FusedKernels: Backend {
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         portable::rms_norm_backward::<Self>(x, gamma, inv_rms, grad, scale)
+    }
+
+    /// RMSNorm of the residual sum `x = base + branch` (one shape; the branch cast to the base's
+    /// type) -> `(x, y in out_dtype, inverse RMS)`, as [`rms_norm_forward`](Self::rms_norm_forward)
+    /// of the sum.
+    fn residual_rms_norm_forward(
+        base: FloatTensor<Self>,
+        branch: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+        scale: f64,
+        out_dtype: DType,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        add_then_rms_norm::<Self>(base, branch, gamma, epsilon, scale, out_dtype)
+    }
+
+    /// [`rms_norm_backward`](Self::rms_norm_backward) with `grad_residual` (x's shape and type:
+    /// the gradient of the residual sum from its other uses) added to grad x.
+    fn rms_norm_backward_adding(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        inv_rms: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        grad_residual: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        rms_norm_backward_then_add::<Self>(x, gamma, inv_rms, grad, grad_residual, scale)
     }
 
     /// LayerNorm forward -> `(y: x's shape, mean, inverse standard deviation: [..., 1] in f32)`.
@@ -275,6 +313,41 @@ pub trait FusedKernels: Backend {
     }
 }
 
+/// [`FusedKernels::residual_rms_norm_forward`] as a separate add and `B`'s RMSNorm, with casts
+/// (counted as activations' in [`mixed::cast_bytes`]) where the types differ.
+pub(super) fn add_then_rms_norm<B: FusedKernels>(
+    base: FloatTensor<B>,
+    branch: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    epsilon: f64,
+    scale: f64,
+    out_dtype: DType,
+) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
+    let cast = |tensor: FloatTensor<B>, dtype: DType| {
+        if tensor.dtype() != dtype {
+            mixed::count_cast(tensor.shape().num_elements() * dtype.size(), CastOf::Activation);
+        }
+        portable::cast::<B>(tensor, dtype)
+    };
+    let dtype = base.dtype();
+    let x = B::float_add(base, cast(branch, dtype));
+    let (y, inv_rms) = B::rms_norm_forward(x.clone(), gamma, epsilon, scale);
+    (x, cast(y, out_dtype), inv_rms)
+}
+
+/// [`FusedKernels::rms_norm_backward_adding`] as `B`'s RMSNorm backward and a separate add.
+pub(super) fn rms_norm_backward_then_add<B: FusedKernels>(
+    x: FloatTensor<B>,
+    gamma: FloatTensor<B>,
+    inv_rms: FloatTensor<B>,
+    grad: FloatTensor<B>,
+    grad_residual: FloatTensor<B>,
+    scale: f64,
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let (grad_x, grad_gamma) = B::rms_norm_backward(x, gamma, inv_rms, grad, scale);
+    (B::float_add(grad_x, grad_residual), grad_gamma)
+}
+
 /// `B`'s RoPE and attention, for the packed attention's portable body.
 pub(super) fn attention_ops<B: FusedKernels>() -> packed::AttentionOps<B> {
     packed::AttentionOps { rope: B::rope_forward, forward: B::attention_forward, backward: B::attention_backward }
@@ -291,6 +364,17 @@ macro_rules! fused_ops_from_kernels {
                 scale: f64,
             ) -> FloatTensor<Self> {
                 Self::rms_norm_forward(x, gamma, epsilon, scale).0
+            }
+            fn fused_residual_rms_norm(
+                base: FloatTensor<Self>,
+                branch: FloatTensor<Self>,
+                gamma: FloatTensor<Self>,
+                epsilon: f64,
+                scale: f64,
+                out_dtype: DType,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                let (x, y, _) = Self::residual_rms_norm_forward(base, branch, gamma, epsilon, scale, out_dtype);
+                (x, y)
             }
             fn fused_layer_norm(
                 x: FloatTensor<Self>,

@@ -149,7 +149,8 @@ pub fn cast_around<const D: usize, const E: usize>(
 /// half type), its result back in `x`'s type. A sub-block (attention, the feed-forward network)
 /// runs in this, so that its projections, RoPE, attention and SwiGLU pass half-precision tensors
 /// between them and the backward saves the half copies, as PyTorch's autocast does; the residual
-/// stream and the norms stay f32.
+/// stream and the norms' statistics stay f32. An input already in the half type (an RMSNorm's
+/// output, made in it) is not cast, nor is the result cast back.
 pub fn in_compute_dtype<const D: usize, const E: usize>(
     x: Tensor<D>,
     f: impl FnOnce(Tensor<D>) -> Tensor<E>,

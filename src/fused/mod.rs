@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | [`causal_attention`] | q, k, v, the output, each row's log-sum-exp | recomputes the probabilities block by block |
 //! | [`rms_norm`] | x, gamma, each row's inverse RMS | closed form |
+//! | [`residual_rms_norm`] | as [`rms_norm`], of the residual sum it adds | closed form, adding the sum's other gradient |
 //! | [`layer_norm`] | x, gamma, each row's mean and inverse standard deviation | closed form |
 //! | [`swiglu`] | gate, up | closed form |
 //! | [`rope`] | nothing but the tables | the rotation by minus the angle |
@@ -46,7 +47,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use burn::backend::Dispatch;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Int, Tensor};
 
 pub(crate) use heads::repeat_kv;
 pub use kernels::{FusedKernels, FusedOps};
@@ -189,6 +190,56 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, sc
             scale,
         )),
     }
+}
+
+/// A residual add and the RMSNorm of its sum in one pass: `(x, rms_norm(x))` with `x = base +
+/// branch`. Shapes: `base, branch: [..., d]` (the same), `gamma: [d]` -> two `[..., d]`.
+///
+/// A Pre-LN block adds each sub-layer's output to the residual stream and normalises the sum
+/// for the next sub-layer; here both are one kernel forward, and backward the gradient the sum
+/// gets from its other use (the next residual add) is added in the norm's own pass. The sum is
+/// in the base's (the stream's) type, the branch cast to it as it is read: where both have one
+/// type, the separate add's, bit for bit. See [`residual_rms_norm_in`] for the norm's output in
+/// another type.
+pub fn residual_rms_norm<const D: usize>(
+    base: Tensor<D>,
+    branch: Tensor<D>,
+    gamma: Tensor<1>,
+    epsilon: f64,
+    scale: f64,
+) -> (Tensor<D>, Tensor<D>) {
+    let dtype = base.dtype();
+    residual_rms_norm_in(base, branch, gamma, epsilon, scale, dtype)
+}
+
+/// [`residual_rms_norm`] with the norm's output made in `dtype`: under mixed precision the half
+/// type the next sub-layer computes in, so that neither the branch's way into the sum nor the
+/// norm's way out costs a cast of its own (nor one for its gradient).
+pub fn residual_rms_norm_in<const D: usize>(
+    base: Tensor<D>,
+    branch: Tensor<D>,
+    gamma: Tensor<1>,
+    epsilon: f64,
+    scale: f64,
+    dtype: DType,
+) -> (Tensor<D>, Tensor<D>) {
+    assert_eq!(base.dims(), branch.dims(), "residual_rms_norm: both terms of the sum must have one shape");
+    let [d] = gamma.dims();
+    assert_eq!(base.dims()[D - 1], d, "residual_rms_norm: the input's last dimension must match gamma's size");
+    if current_path() == OpPath::Reference {
+        let base_dtype = base.dtype();
+        let x = base + branch.cast(base_dtype);
+        return (x.clone(), rms_norm_reference(x, gamma, epsilon, scale).cast(dtype));
+    }
+    let (x, y) = <Dispatch as FusedOps>::fused_residual_rms_norm(
+        base.into_dispatch(),
+        branch.into_dispatch(),
+        gamma.into_dispatch(),
+        epsilon,
+        scale,
+        dtype,
+    );
+    (Tensor::from_dispatch(x), Tensor::from_dispatch(y))
 }
 
 /// Layer normalisation over the last dimension: `(x - mean) / sqrt(var + epsilon) * gamma + beta`

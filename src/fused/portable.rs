@@ -10,7 +10,7 @@ fn f32_of<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
     cast::<B>(x, DType::F32)
 }
 
-fn cast<B: Backend>(x: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
+pub(super) fn cast<B: Backend>(x: FloatTensor<B>, dtype: DType) -> FloatTensor<B> {
     if x.dtype() == dtype {
         x
     } else {

@@ -2,12 +2,15 @@
 
 use burn::module::{Module, Param};
 use burn::nn::Initializer;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{DType, Device, Tensor};
 
 use super::attention::{Attention, AttentionConfig};
 use super::feed_forward::{FeedForward, FeedForwardConfig};
 use super::kv_cache::LayerKv;
+use super::residual::Residual;
 use super::rope::RopeTables;
+use crate::fused::compute_dtype;
+use crate::fused::mixed::{cast_counted, CastOf};
 use crate::norm::{gpas, scale_unless_one, BranchGate, LayerPlan, Norm, NormKind, Placement};
 use crate::ConfigError;
 
@@ -17,6 +20,15 @@ pub struct BlockOutput {
     /// The block's output (the next block's input).
     pub output: Tensor<3>,
     /// The hidden state after the attention sub-layer and its residual.
+    pub after_attention: Tensor<3>,
+}
+
+/// The outputs of [`Block::forward_residual`]: the output with its last add maybe pending.
+#[derive(Clone, Debug)]
+pub struct BlockResidualOutput {
+    /// The block's output (the next block's input).
+    pub output: Residual,
+    /// The hidden state after the attention sub-layer and its residual, `[batch, seq, d_model]`.
     pub after_attention: Tensor<3>,
 }
 
@@ -123,6 +135,40 @@ impl Block {
     /// Applies the block to `x: [batch, seq, d_model]`; `rope` holds the angles of `x`'s positions
     /// and `cache`, when given, the keys and values of earlier positions.
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> BlockOutput {
+        let out = self.forward_residual(Residual::Sum(x), rope, cache);
+        BlockOutput { output: out.output.sum(), after_attention: out.after_attention }
+    }
+
+    /// [`forward`](Self::forward) on the residual stream: a pending input sum is added by the
+    /// block's first norm, and a Pre-LN block with RMSNorm leaves its own last add pending, for the
+    /// next norm (the next block's or the model's final one) to add in its pass. Each residual add
+    /// of such a block is then made inside a norm's kernel, forward and backward.
+    pub fn forward_residual(
+        &self,
+        x: Residual,
+        rope: &RopeTables,
+        cache: Option<&mut Option<LayerKv>>,
+    ) -> BlockResidualOutput {
+        let plan = &self.plan;
+        if plan.placement == Placement::Pre && self.gpas_gate.is_none() && plan.norm_input_scale == 1.0 {
+            // Pre-LN as below, each `x + branch` added by the norm that follows it. Under mixed
+            // precision the norms answer in the half type the sub-layers compute in, and their
+            // outputs join the stream in that type: the casts happen in the norms' kernels.
+            let half = compute_dtype(x.dtype(), &x.device());
+            let (x, attn_in) = x.normed_in(&self.attn_norm, half);
+            let attn = self.self_attn.forward(attn_in, rope, cache);
+            let branch = self.branch(attn, plan.attn_output_scale, &self.attn_gate, x.dtype());
+            let (h, ffn_in) = Residual::Pending { base: x, branch }.normed_in(&self.ffn_norm, half);
+            let ffn = self.mlp.forward(ffn_in);
+            let branch = self.branch(ffn, plan.ffn_output_scale, &self.ffn_gate, h.dtype());
+            return BlockResidualOutput { output: Residual::Pending { base: h.clone(), branch }, after_attention: h };
+        }
+        let out = self.forward_sum(x.sum(), rope, cache);
+        BlockResidualOutput { output: Residual::Sum(out.output), after_attention: out.after_attention }
+    }
+
+    /// [`forward`](Self::forward) with every residual add made here.
+    fn forward_sum(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> BlockOutput {
         let plan = &self.plan;
         match plan.placement {
             Placement::Pre => {
@@ -154,6 +200,16 @@ impl Block {
                 BlockOutput { output, after_attention: h }
             }
         }
+    }
+
+    /// A sub-layer's output as it joins the stream (of type `stream`): scaled, and gated where
+    /// the scheme gates (the gate's product in the stream's type).
+    fn branch(&self, output: Tensor<3>, scale: f64, gate: &Option<Param<Tensor<1>>>, stream: DType) -> Tensor<3> {
+        let output = match gate {
+            Some(_) => cast_counted(output, stream, CastOf::Activation),
+            None => output,
+        };
+        gated(scale_unless_one(output, scale), gate)
     }
 
     /// [`gpas`] on a residual sum `r: [batch, seq, d_model]` with this block's gate; `r` itself

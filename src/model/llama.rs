@@ -11,6 +11,7 @@ use super::config::LlamaConfig;
 use super::kv_cache::KvCache;
 use super::linear::normal_linear;
 use super::loss::{cross_entropy_counting, lm_head_cross_entropy};
+use super::residual::Residual;
 use super::rope::RotaryEmbedding;
 use crate::memory::{float_bytes, host_memory_available};
 use crate::norm::{Norm, NormKind};
@@ -228,19 +229,22 @@ impl Llama {
         if let Some(trace) = trace.as_mut() {
             trace.hidden.push(x.clone());
         }
+        // Each block's last residual add is left to the next norm, which makes it in its pass.
+        let mut x = Residual::Sum(x);
         for (index, block) in self.layers.iter().enumerate() {
             if skip.contains(&(index + 1)) {
                 continue;
             }
             let layer_cache = cache.as_mut().map(|cache| &mut cache.layers[index]);
-            let out = block.forward(x, &rope, layer_cache);
+            let out = block.forward_residual(x, &rope, layer_cache);
             if let Some(trace) = trace.as_mut() {
                 trace.after_attention.push(out.after_attention);
-                trace.hidden.push(out.output.clone());
+                trace.hidden.push(out.output.clone().sum());
             }
             x = out.output;
         }
-        self.norm.forward(x)
+        let dtype = x.dtype();
+        x.normed_in(&self.norm, dtype).1
     }
 
     /// The LM head: `[batch, seq, d_model] -> [batch, seq, vocab]`.

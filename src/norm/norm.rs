@@ -2,7 +2,7 @@
 //! Hyperbolic Tanh, each with LayerNorm Scaling built in.
 
 use burn::module::Module;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -10,6 +10,7 @@ use super::{
     DynamicTanhScalingConfig, LayerNormScaling, LayerNormScalingConfig, RmsNormScaling, RmsNormScalingConfig,
     BHYT_LAMBDA_INIT, DERF_ALPHA_INIT, DYT_ALPHA_INIT,
 };
+use crate::fused::mixed::{cast_counted, CastOf};
 use crate::ConfigError;
 
 /// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`.
@@ -158,6 +159,25 @@ impl Norm {
             Norm::Dyt(norm) => norm.forward(x),
             Norm::Derf(norm) => norm.forward(x),
             Norm::Bhyt(norm) => norm.forward(x),
+        }
+    }
+
+    /// The residual sum `x = base + branch` (in the base's type) and the norm of it, `(x,
+    /// forward(x))`: RMSNorm adds and normalises in one pass, its output made in `dtype`
+    /// ([`RmsNormScaling::forward_residual_in`]); the other kinds add first and answer in the
+    /// sum's type.
+    pub fn forward_residual_in<const D: usize>(
+        &self,
+        base: Tensor<D>,
+        branch: Tensor<D>,
+        dtype: DType,
+    ) -> (Tensor<D>, Tensor<D>) {
+        match self {
+            Norm::RmsNorm(norm) => norm.forward_residual_in(base, branch, dtype),
+            other => {
+                let x = base.clone() + cast_counted(branch, base.dtype(), CastOf::Activation);
+                (x.clone(), other.forward(x))
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 use burn::config::Config;
 use burn::module::{Content, DisplaySettings, Module, ModuleDisplay, Param};
 use burn::nn::{Initializer, RmsNorm};
-use burn::tensor::{assert_shape, Device, Tensor};
+use burn::tensor::{assert_shape, DType, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
 use crate::{fused, ConfigError};
@@ -86,6 +86,31 @@ impl RmsNormScaling {
         // The factor goes to the kernel, which applies it with gamma: folding it into gamma first
         // (as the other kinds do) would cost two more launches per norm on a GPU.
         fused::rms_norm(x, self.gamma.val(), self.epsilon, self.scale)
+    }
+
+    /// The residual sum `x = base + branch` and its norm, `(x, forward(x))`, in one pass
+    /// ([`fused::residual_rms_norm`]): how a Pre-LN block adds a sub-layer's output and
+    /// normalises the stream for the next. Shapes: `base, branch: [..., d_model]` -> two of that.
+    ///
+    /// # Panics
+    ///
+    /// As [`forward`](Self::forward), and if `base` and `branch` differ in shape.
+    pub fn forward_residual<const D: usize>(&self, base: Tensor<D>, branch: Tensor<D>) -> (Tensor<D>, Tensor<D>) {
+        let dtype = base.dtype();
+        self.forward_residual_in(base, branch, dtype)
+    }
+
+    /// [`forward_residual`](Self::forward_residual) with the norm's output made in `dtype` (under
+    /// mixed precision, the half type of the sub-layer it feeds): [`fused::residual_rms_norm_in`].
+    pub fn forward_residual_in<const D: usize>(
+        &self,
+        base: Tensor<D>,
+        branch: Tensor<D>,
+        dtype: DType,
+    ) -> (Tensor<D>, Tensor<D>) {
+        let [d_model] = self.gamma.shape().dims();
+        assert_shape!(base, [.., d_model]);
+        fused::residual_rms_norm_in(base, branch, self.gamma.val(), self.epsilon, self.scale, dtype)
     }
 }
 

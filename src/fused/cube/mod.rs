@@ -21,7 +21,7 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Cube, DType, Shape};
 use burn_cubecl::tensor::CubeTensor;
 
-use super::kernels::{attention_ops, FusedKernels};
+use super::kernels::{self, attention_ops, FusedKernels};
 use super::row_stats_shape;
 use super::{packed, portable};
 
@@ -156,7 +156,10 @@ impl FusedKernels for Cube {
         grad: FloatTensor<Self>,
         scale: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        if !(kernel_dtype(x.dtype) && kernel_dtype(gamma.dtype) && grad.dtype == x.dtype && inv_rms.dtype == DType::F32)
+        if !(kernel_dtype(x.dtype)
+            && kernel_dtype(gamma.dtype)
+            && kernel_dtype(grad.dtype)
+            && inv_rms.dtype == DType::F32)
         {
             return portable::rms_norm_backward::<Self>(x, gamma, inv_rms, grad, scale);
         }
@@ -166,7 +169,62 @@ impl FusedKernels for Cube {
             [x, gamma, inv_rms, grad],
             outputs,
             &[scale],
-            move |[x, gamma, inv_rms, grad]| rms_norm::backward(x, gamma, inv_rms, grad, scale),
+            move |[x, gamma, inv_rms, grad]| rms_norm::backward(x, gamma, inv_rms, grad, None, scale),
+        );
+        (grad_x, grad_gamma)
+    }
+
+    fn residual_rms_norm_forward(
+        base: FloatTensor<Self>,
+        branch: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        epsilon: f64,
+        scale: f64,
+        out_dtype: DType,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        if ![base.dtype, branch.dtype, gamma.dtype, out_dtype].into_iter().all(kernel_dtype) {
+            return kernels::add_then_rms_norm::<Self>(base, branch, gamma, epsilon, scale, out_dtype);
+        }
+        let outputs = [
+            TensorSpec::new(base.shape.clone(), base.dtype),
+            TensorSpec::new(base.shape.clone(), out_dtype),
+            TensorSpec::new(row_stats_shape(&base.shape), DType::F32),
+        ];
+        let [x, y, inv_rms] = fusion::custom_op(
+            "residual_rms_norm_forward",
+            [base, branch, gamma],
+            outputs,
+            &[epsilon, scale],
+            move |[base, branch, gamma]| rms_norm::residual_forward(base, branch, gamma, epsilon, scale, out_dtype),
+        );
+        (x, y, inv_rms)
+    }
+
+    fn rms_norm_backward_adding(
+        x: FloatTensor<Self>,
+        gamma: FloatTensor<Self>,
+        inv_rms: FloatTensor<Self>,
+        grad: FloatTensor<Self>,
+        grad_residual: FloatTensor<Self>,
+        scale: f64,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !(kernel_dtype(x.dtype)
+            && kernel_dtype(gamma.dtype)
+            && kernel_dtype(grad.dtype)
+            && grad_residual.dtype == x.dtype
+            && inv_rms.dtype == DType::F32)
+        {
+            return kernels::rms_norm_backward_then_add::<Self>(x, gamma, inv_rms, grad, grad_residual, scale);
+        }
+        let outputs = [TensorSpec::new(x.shape.clone(), x.dtype), TensorSpec::new(gamma.shape.clone(), gamma.dtype)];
+        let [grad_x, grad_gamma] = fusion::custom_op(
+            "rms_norm_backward_adding",
+            [x, gamma, inv_rms, grad, grad_residual],
+            outputs,
+            &[scale],
+            move |[x, gamma, inv_rms, grad, grad_residual]| {
+                rms_norm::backward(x, gamma, inv_rms, grad, Some(grad_residual), scale)
+            },
         );
         (grad_x, grad_gamma)
     }

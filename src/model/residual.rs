@@ -1,0 +1,61 @@
+//! The residual stream between Pre-LN blocks, its last add left to the next norm.
+
+use burn::tensor::{DType, Device, Tensor};
+
+use crate::fused::mixed::{cast_counted, CastOf};
+use crate::norm::Norm;
+
+/// The hidden state `[batch, seq, d_model]` passed from block to block: either added up, or a
+/// sum `base + branch` whose add is left to whatever normalises it next, which adds in its own
+/// pass ([`Norm::forward_residual`]: one kernel launch fewer forward, and one backward, per
+/// residual add on a GPU). Under mixed precision the branch may be in the half type: it is cast
+/// to the stream's type as it is added.
+#[derive(Clone, Debug)]
+pub enum Residual {
+    /// The hidden state itself.
+    Sum(Tensor<3>),
+    /// The hidden state `base + branch`, not added yet.
+    Pending {
+        /// The stream before the sub-layer.
+        base: Tensor<3>,
+        /// The sub-layer's output (gated and scaled as the scheme says).
+        branch: Tensor<3>,
+    },
+}
+
+impl Residual {
+    /// The hidden state, added where it is pending (the branch cast to the base's type).
+    pub fn sum(self) -> Tensor<3> {
+        match self {
+            Residual::Sum(x) => x,
+            Residual::Pending { base, branch } => {
+                let dtype = base.dtype();
+                base + cast_counted(branch, dtype, CastOf::Activation)
+            }
+        }
+    }
+
+    /// `(x, norm(x))` of the hidden state `x` (in the stream's type), the add (where pending) made
+    /// in the norm's pass, which answers in `dtype` where it can (RMSNorm's kernels; the others
+    /// answer in the stream's type).
+    pub fn normed_in(self, norm: &Norm, dtype: DType) -> (Tensor<3>, Tensor<3>) {
+        match self {
+            Residual::Sum(x) => (x.clone(), norm.forward(x)),
+            Residual::Pending { base, branch } => norm.forward_residual_in(base, branch, dtype),
+        }
+    }
+
+    /// The stream's type: the hidden state's, or the base's where the add is pending.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Residual::Sum(x) | Residual::Pending { base: x, .. } => x.dtype(),
+        }
+    }
+
+    /// The device of the stream.
+    pub fn device(&self) -> Device {
+        match self {
+            Residual::Sum(x) | Residual::Pending { base: x, .. } => x.device(),
+        }
+    }
+}
