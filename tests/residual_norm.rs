@@ -42,8 +42,13 @@ fn the_fused_sum_and_norm_match_add_then_norm_on_every_backend() {
             let [base, branch, gamma] = inputs(shape, &device);
             let weights = seeded(shape, 4, &device);
             let tol = if shape[1] > 100 { 4.0 * tolerance(backend) } else { tolerance(backend) };
-            // Against Burn's decomposed ops (the reference path adds, then normalises).
-            check(&format!("{backend} residual_rms_norm {shape:?}"), &[base, branch, gamma], &weights, tol, |t| {
+            // Against Burn's decomposed ops (the reference path adds, then normalises); with a
+            // backward pass promised, the sum's other gradient is added in the norm's kernel.
+            let inputs = [base, branch, gamma];
+            check(&format!("{backend} residual_rms_norm {shape:?}"), &inputs, &weights, tol, |t| {
+                fused::with_backward_following(|| two_residual_sums(t, true))
+            });
+            check(&format!("{backend} residual_rms_norm {shape:?}, no promise"), &inputs, &weights, tol, |t| {
                 two_residual_sums(t, true)
             });
         }
@@ -58,8 +63,9 @@ fn in_f32_the_fused_op_equals_the_separate_add_bit_for_bit() {
         let shape = [2, 9, 48];
         let inputs = inputs(shape, &device);
         let weights = seeded(shape, 5, &device);
+        let op = |fuse: bool| move |t| fused::with_backward_following(|| two_residual_sums(t, fuse));
         let [(fused_out, fused_grads), (separate_out, separate_grads)] =
-            [true, false].map(|fuse| on_path(OpPath::Fused, &inputs, &weights, &|t| two_residual_sums(t, fuse)));
+            [true, false].map(|fuse| on_path(OpPath::Fused, &inputs, &weights, &op(fuse)));
         assert_eq!(fused_out, separate_out, "{backend}: output");
         for (i, (fused, separate)) in fused_grads.iter().zip(&separate_grads).enumerate() {
             assert_eq!(fused, separate, "{backend}: gradient of input {i}");
@@ -82,7 +88,7 @@ fn half_inputs_match_the_f32_reference_within_the_half_types_precision() {
                 &weights,
                 half,
                 tol,
-                |t| two_residual_sums(t, true),
+                |t| fused::with_backward_following(|| two_residual_sums(t, true)),
             );
         }
     }
@@ -165,17 +171,26 @@ fn the_models_gradients_match_the_reference_path_on_every_backend() {
         let model = config.init(&device).unwrap().map(&mut common::Redraw::new(31, 0.02));
         let tokens = common::random_tokens(2, 16, 256, 32, &device);
         let targets = common::random_tokens(2, 16, 256, 33, &device);
-        let [fused, reference] = [OpPath::Fused, OpPath::Reference].map(|path| {
+        // The fused path with a backward pass promised (the norms add the residual gradients),
+        // the fused path without, and the reference path.
+        let gradients = |path: OpPath, promised: bool| {
             with_path(path, || {
-                let grads = model.next_token_loss(tokens.clone(), targets.clone()).backward();
+                let loss = || model.next_token_loss(tokens.clone(), targets.clone());
+                let loss = if promised { fused::with_backward_following(loss) } else { loss() };
+                let grads = loss.backward();
                 let mut visitor = Grads { grads: &grads, found: Vec::new() };
                 model.visit(&mut visitor);
                 visitor.found
             })
-        });
-        assert_eq!(fused.len(), reference.len());
-        for (i, (fused, reference)) in fused.iter().zip(&reference).enumerate() {
-            assert_close(&format!("{backend}: gradient of parameter {i}"), fused, reference, 10.0 * tolerance(backend));
+        };
+        let reference = gradients(OpPath::Reference, false);
+        for promised in [true, false] {
+            let fused = gradients(OpPath::Fused, promised);
+            assert_eq!(fused.len(), reference.len());
+            for (i, (fused, reference)) in fused.iter().zip(&reference).enumerate() {
+                let what = format!("{backend} (promised: {promised}): gradient of parameter {i}");
+                assert_close(&what, fused, reference, 10.0 * tolerance(backend));
+            }
         }
     }
 }

@@ -58,24 +58,27 @@ impl<B: FusedKernels> Backward<B, 2> for ResidualSumBackward {
     }
 }
 
-/// The RMSNorm of a residual sum: keeps the sum (as its autodiff tensor, to take the gradient its
-/// other uses gave it), gamma, the inverse RMS of each row and the scale.
+/// The RMSNorm of a residual sum: keeps the sum, gamma, the inverse RMS of each row, the scale,
+/// and inside [`with_backward_following`](super::with_backward_following) the sum's autodiff
+/// tensor, to take the gradient its other uses gave it.
 ///
 /// The sum's other uses (the next residual add) are deeper in the graph, so their backward has
 /// run when this one does: their gradient is taken out and added in the norm's backward pass, in
-/// place of a separate add when both are registered.
+/// place of a separate add when both are registered. Keeping the tensor keeps the sum's node
+/// referenced until this step runs, so a graph dropped without a backward pass would not be freed:
+/// hence only where a backward pass is promised.
 #[derive(Debug)]
 struct ResidualRmsNormBackward;
 
 impl<B: FusedKernels> Backward<B, 2> for ResidualRmsNormBackward {
-    type State = (FloatTensor<Autodiff<B>>, FloatTensor<B>, FloatTensor<B>, f64);
+    type State = (Option<FloatTensor<Autodiff<B>>>, FloatTensor<B>, FloatTensor<B>, FloatTensor<B>, f64);
 
     fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
         let [node_x, node_gamma] = ops.parents;
         let grad = grads.consume::<B>(&ops.node);
-        let (sum, gamma, inv_rms, scale) = ops.state;
-        let x = sum.primitive().clone();
-        let (grad_x, grad_gamma) = match node_x.as_ref().and_then(|_| sum.grad_remove(grads)) {
+        let (sum, x, gamma, inv_rms, scale) = ops.state;
+        let residual = node_x.as_ref().and(sum.as_ref()).and_then(|sum| sum.grad_remove(grads));
+        let (grad_x, grad_gamma) = match residual {
             Some(grad_residual) => {
                 timed(OpKind::Norm, || B::rms_norm_backward_adding(x, gamma, inv_rms, grad, grad_residual, scale))
             }
@@ -309,11 +312,14 @@ impl<B: FusedKernels, C: CheckpointStrategy> FusedOps for Autodiff<B, C> {
             B::residual_rms_norm_forward(base, branch, gamma.clone(), epsilon, scale, out_dtype)
         });
         let sum = match ResidualSumBackward.prepare::<C>(sum_parents).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => prep.finish(branch_dtype, x),
-            OpsKind::UnTracked(prep) => prep.finish(x),
+            OpsKind::Tracked(prep) => prep.finish(branch_dtype, x.clone()),
+            OpsKind::UnTracked(prep) => prep.finish(x.clone()),
         };
         let y = match ResidualRmsNormBackward.prepare::<C>([sum.node(), gamma_node]).compute_bound().stateful() {
-            OpsKind::Tracked(prep) => prep.finish((sum.clone(), gamma, inv_rms, scale), y),
+            OpsKind::Tracked(prep) => {
+                let kept = super::backward_follows().then(|| sum.clone());
+                prep.finish((kept, x, gamma, inv_rms, scale), y)
+            }
             OpsKind::UnTracked(prep) => prep.finish(y),
         };
         (sum, y)

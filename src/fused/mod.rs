@@ -137,6 +137,24 @@ pub fn with_path<R>(path: OpPath, f: impl FnOnce() -> R) -> R {
     with_thread_value(&THREAD_PATH, Some(path), f)
 }
 
+thread_local! {
+    static BACKWARD_FOLLOWS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f`, whose autodiff graph the caller promises to run backward before dropping it (as a
+/// training step does): the residual norms ([`residual_rms_norm`]) then add the sum's gradient
+/// from its other uses inside their backward kernel, one launch fewer per residual add. For that
+/// each keeps the sum's node in its graph until the backward pass: a graph recorded here and
+/// dropped without one would not be freed. Elsewhere Burn adds the two gradients.
+pub fn with_backward_following<R>(f: impl FnOnce() -> R) -> R {
+    with_thread_value(&BACKWARD_FOLLOWS, true, f)
+}
+
+/// Whether this thread is inside [`with_backward_following`].
+fn backward_follows() -> bool {
+    BACKWARD_FOLLOWS.with(Cell::get)
+}
+
 /// Runs `f` with the thread-local `cell` set to `value`, then puts its previous value back (also
 /// when `f` panics).
 fn with_thread_value<T: Copy + 'static, R>(
@@ -197,7 +215,8 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, epsilon: f64, sc
 ///
 /// A Pre-LN block adds each sub-layer's output to the residual stream and normalises the sum
 /// for the next sub-layer; here both are one kernel forward, and backward the gradient the sum
-/// gets from its other use (the next residual add) is added in the norm's own pass. The sum is
+/// gets from its other use (the next residual add) is added in the norm's own pass, inside
+/// [`with_backward_following`] (elsewhere Burn adds it after the norm's backward). The sum is
 /// in the base's (the stream's) type, the branch cast to it as it is read: where both have one
 /// type, the separate add's, bit for bit. See [`residual_rms_norm_in`] for the norm's output in
 /// another type.

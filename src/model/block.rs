@@ -203,11 +203,12 @@ impl Block {
     }
 
     /// A sub-layer's output as it joins the stream (of type `stream`): scaled, and gated where
-    /// the scheme gates (the gate's product in the stream's type).
+    /// the scheme gates, both in the stream's type (a half-precision output is cast first); an
+    /// output joining as it is stays in its type, for the next norm to add.
     fn branch(&self, output: Tensor<3>, scale: f64, gate: &Option<Param<Tensor<1>>>, stream: DType) -> Tensor<3> {
-        let output = match gate {
-            Some(_) => cast_counted(output, stream, CastOf::Activation),
-            None => output,
+        let output = match gate.is_some() || scale != 1.0 {
+            true => cast_counted(output, stream, CastOf::Activation),
+            false => output,
         };
         gated(scale_unless_one(output, scale), gate)
     }

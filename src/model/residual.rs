@@ -7,7 +7,7 @@ use crate::norm::Norm;
 
 /// The hidden state `[batch, seq, d_model]` passed from block to block: either added up, or a
 /// sum `base + branch` whose add is left to whatever normalises it next, which adds in its own
-/// pass ([`Norm::forward_residual`]: one kernel launch fewer forward, and one backward, per
+/// pass ([`Norm::forward_residual_in`]: one kernel launch fewer forward, and one backward, per
 /// residual add on a GPU). Under mixed precision the branch may be in the half type: it is cast
 /// to the stream's type as it is added.
 #[derive(Clone, Debug)]

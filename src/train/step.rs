@@ -240,7 +240,8 @@ impl TrainStep for TrainingModel {
     type Output = LmOutput;
 
     fn step(&self, batch: LmBatch) -> TrainOutput<LmOutput> {
-        let mut output = self.loss(batch);
+        // The backward pass follows at once: the residual norms may keep their sums for it.
+        let mut output = crate::fused::with_backward_following(|| self.loss(batch));
         output.grad_norm = self.grad_norm_slot();
         let parts = self.settings.micro_batches;
         output.step_micro_batches = parts.max(1);
