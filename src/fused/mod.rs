@@ -151,6 +151,7 @@ pub fn with_backward_following<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Whether this thread is inside [`with_backward_following`].
+#[cfg(feature = "autodiff")]
 fn backward_follows() -> bool {
     BACKWARD_FOLLOWS.with(Cell::get)
 }

@@ -135,7 +135,7 @@ impl Block {
     /// Applies the block to `x: [batch, seq, d_model]`; `rope` holds the angles of `x`'s positions
     /// and `cache`, when given, the keys and values of earlier positions.
     pub fn forward(&self, x: Tensor<3>, rope: &RopeTables, cache: Option<&mut Option<LayerKv>>) -> BlockOutput {
-        let out = self.forward_residual(Residual::Sum(x), rope, cache);
+        let out = self.forward_residual(Residual::new(x), rope, cache);
         BlockOutput { output: out.output.sum(), after_attention: out.after_attention }
     }
 
@@ -158,13 +158,13 @@ impl Block {
             let (x, attn_in) = x.normed_in(&self.attn_norm, half);
             let attn = self.self_attn.forward(attn_in, rope, cache);
             let branch = self.branch(attn, plan.attn_output_scale, &self.attn_gate, x.dtype());
-            let (h, ffn_in) = Residual::Pending { base: x, branch }.normed_in(&self.ffn_norm, half);
+            let (h, ffn_in) = Residual::pending(x, branch).normed_in(&self.ffn_norm, half);
             let ffn = self.mlp.forward(ffn_in);
             let branch = self.branch(ffn, plan.ffn_output_scale, &self.ffn_gate, h.dtype());
-            return BlockResidualOutput { output: Residual::Pending { base: h.clone(), branch }, after_attention: h };
+            return BlockResidualOutput { output: Residual::pending(h.clone(), branch), after_attention: h };
         }
         let out = self.forward_sum(x.sum(), rope, cache);
-        BlockResidualOutput { output: Residual::Sum(out.output), after_attention: out.after_attention }
+        BlockResidualOutput { output: Residual::new(out.output), after_attention: out.after_attention }
     }
 
     /// [`forward`](Self::forward) with every residual add made here.

@@ -230,7 +230,7 @@ impl Llama {
             trace.hidden.push(x.clone());
         }
         // Each block's last residual add is left to the next norm, which makes it in its pass.
-        let mut x = Residual::Sum(x);
+        let mut x = Residual::new(x);
         for (index, block) in self.layers.iter().enumerate() {
             if skip.contains(&(index + 1)) {
                 continue;

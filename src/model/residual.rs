@@ -11,26 +11,31 @@ use crate::norm::Norm;
 /// residual add on a GPU). Under mixed precision the branch may be in the half type: it is cast
 /// to the stream's type as it is added.
 #[derive(Clone, Debug)]
-pub enum Residual {
-    /// The hidden state itself.
-    Sum(Tensor<3>),
-    /// The hidden state `base + branch`, not added yet.
-    Pending {
-        /// The stream before the sub-layer.
-        base: Tensor<3>,
-        /// The sub-layer's output (gated and scaled as the scheme says).
-        branch: Tensor<3>,
-    },
+pub struct Residual {
+    /// The hidden state, or where a branch is pending, the stream before that sub-layer.
+    pub base: Tensor<3>,
+    /// The sub-layer's output (gated and scaled as the scheme says) not added yet, if any.
+    pub branch: Option<Tensor<3>>,
 }
 
 impl Residual {
+    /// The hidden state `x` itself.
+    pub fn new(x: Tensor<3>) -> Self {
+        Self { base: x, branch: None }
+    }
+
+    /// The hidden state `base + branch`, not added yet.
+    pub fn pending(base: Tensor<3>, branch: Tensor<3>) -> Self {
+        Self { base, branch: Some(branch) }
+    }
+
     /// The hidden state, added where it is pending (the branch cast to the base's type).
     pub fn sum(self) -> Tensor<3> {
-        match self {
-            Residual::Sum(x) => x,
-            Residual::Pending { base, branch } => {
-                let dtype = base.dtype();
-                base + cast_counted(branch, dtype, CastOf::Activation)
+        match self.branch {
+            None => self.base,
+            Some(branch) => {
+                let dtype = self.base.dtype();
+                self.base + cast_counted(branch, dtype, CastOf::Activation)
             }
         }
     }
@@ -39,23 +44,19 @@ impl Residual {
     /// in the norm's pass, which answers in `dtype` where it can (RMSNorm's kernels; the others
     /// answer in the stream's type).
     pub fn normed_in(self, norm: &Norm, dtype: DType) -> (Tensor<3>, Tensor<3>) {
-        match self {
-            Residual::Sum(x) => (x.clone(), norm.forward(x)),
-            Residual::Pending { base, branch } => norm.forward_residual_in(base, branch, dtype),
+        match self.branch {
+            None => (self.base.clone(), norm.forward(self.base)),
+            Some(branch) => norm.forward_residual_in(self.base, branch, dtype),
         }
     }
 
-    /// The stream's type: the hidden state's, or the base's where the add is pending.
+    /// The stream's type: the base's.
     pub fn dtype(&self) -> DType {
-        match self {
-            Residual::Sum(x) | Residual::Pending { base: x, .. } => x.dtype(),
-        }
+        self.base.dtype()
     }
 
-    /// The device of the stream.
+    /// The stream's device.
     pub fn device(&self) -> Device {
-        match self {
-            Residual::Sum(x) | Residual::Pending { base: x, .. } => x.device(),
-        }
+        self.base.device()
     }
 }
