@@ -46,11 +46,7 @@ impl<B: FusedKernels> Backward<B, 2> for ResidualSumBackward {
         let [node_base, node_branch] = ops.parents;
         let grad = grads.consume::<B>(&ops.node);
         if let Some(node) = node_branch {
-            let branch_grad = match grad.dtype() == ops.state {
-                true => grad.clone(),
-                false => B::float_cast(grad.clone(), ops.state.into()),
-            };
-            grads.register::<B>(node.id, branch_grad);
+            grads.register::<B>(node.id, super::portable::cast::<B>(grad.clone(), ops.state));
         }
         if let Some(node) = node_base {
             grads.register::<B>(node.id, grad);
