@@ -233,6 +233,30 @@ fn causal_attention_matches_the_reference_on_every_backend() {
     }
 }
 
+/// Scores that climb along the sequence (2 a key, to 126: past `exp`'s f32 range at 88), so that
+/// the forward's reference maximum must move past its rescale margin many times a row, with heads
+/// on both sides of the dK, dV split (32: one launch; 64: two).
+#[test]
+fn attention_with_climbing_scores_matches_the_reference_on_every_backend() {
+    for (backend, device) in all_backends() {
+        for head_dim in [32, 64] {
+            let (batch, seq, heads) = (1, 64, 2);
+            let step = 2.0 / (head_dim as f32).sqrt();
+            let ramp: Vec<f32> = (0..seq).flat_map(|j| vec![step * j as f32; heads * head_dim]).collect();
+            let ramp = Tensor::<4>::from_data(TensorData::new(ramp, [batch, seq, heads, head_dim]), &device);
+            let q = seeded([batch, seq, heads, head_dim], 33, &device) * 0.3 + 1.0;
+            let k = seeded([batch, seq, heads, head_dim], 34, &device) * 0.3 + ramp;
+            let v = seeded([batch, seq, heads, head_dim], 35, &device);
+            let weights = seeded([batch, seq, heads, head_dim], 36, &device);
+            let what = format!("{backend} attention with climbing scores d{head_dim}");
+            // Scores near 126 carry f32's rounding (126 x 6e-8) into every probability.
+            check(&what, &[q, k, v], &weights, 4.0 * tolerance(backend), |t| {
+                fused::causal_attention(t[0].clone(), t[1].clone(), t[2].clone())
+            });
+        }
+    }
+}
+
 #[test]
 fn bf16_inputs_take_the_portable_bodies_within_bf16_precision() {
     let device = cpu();

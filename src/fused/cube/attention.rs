@@ -16,14 +16,18 @@
 //! tile of [`tile_rows`] rows at a time, loaded once per cube with neighbouring units reading
 //! neighbouring values; tiles wholly above the causal diagonal are never loaded.
 //!
-//! - forward, over keys `j <= i` with a running maximum `m` and sum `l` (online softmax):
-//!   `s_ij = scale q_i . k_j`, `O_i = sum_j exp(s_ij - m) v_j / l`, `lse_i = m + ln(l)`;
+//! - forward, over keys `j <= i` with a reference maximum `m` and sum `l` (online softmax):
+//!   `s_ij = scale q_i . k_j`, `O_i = sum_j exp(s_ij - m) v_j / l`, `lse_i = m + ln(l)`; `m`
+//!   moves (and the sums are rescaled) only when a score passes it by more than
+//!   [`RESCALE_MARGIN`], not at every key;
 //! - backward, with `P_ij = exp(s_ij - lse_i)`, `D_i = dO_i . O_i` (the dQ kernel computes it
 //!   from its row and writes it for the dK, dV kernel, which runs next) and
 //!   `dS_ij = P_ij (dO_i . v_j - D_i)`:
 //!   `dQ_i = scale sum_{j <= i} dS_ij k_j` per query row;
 //!   `dV_j = sum_{i >= j} P_ij dO_i`, `dK_j = scale sum_{i >= j} dS_ij q_i` per key row and
-//!   query head, summed over a group's query heads afterwards.
+//!   query head, summed over a group's query heads afterwards. For heads wider than
+//!   [`MAX_JOINT_HEAD_DIM`] dV and dK are two launches, so that a unit holds two or three rows
+//!   (`k_j` and `dV_j`; `k_j`, `v_j` and `dK_j`) where both at once would hold four.
 //!
 //! The products are the units' own multiply-adds: no tensor cores (`cmma`) yet.
 
@@ -40,12 +44,20 @@ use cubecl::prelude::*;
 /// Rows (units) per cube.
 const ROWS_PER_CUBE: usize = 64;
 
+/// How far (in natural-log units) a score may pass the forward's reference maximum before the
+/// running sums are rescaled to it: each term is then at most `e^8` (about 3,000), far inside f32.
+const RESCALE_MARGIN: f32 = 8.0;
+
 /// Shared memory a cube uses for its tiles: 16 KiB, what every WebGPU device offers.
 const TILE_BYTES: usize = 16 * 1024;
 
-/// The largest head size the kernels take: each unit keeps up to four rows of `hd` values in
+/// The largest head size the kernels take: each unit keeps up to three rows of `hd` values in
 /// registers, and a tile's row must fit [`TILE_BYTES`]. Larger heads take the portable body.
 pub(super) const MAX_HEAD_DIM: usize = 256;
+
+/// The widest head whose dK and dV one launch computes together, a unit holding four rows (128
+/// f32 values, half of CUDA's 255 registers a thread); wider heads take a launch for each.
+const MAX_JOINT_HEAD_DIM: usize = 32;
 
 /// Rows per shared-memory tile for head size `hd`: two rows of `hd` f32 values and two f32
 /// row statistics each (the `dK, dV` kernel's tiles; the others use less), within [`TILE_BYTES`].
@@ -224,15 +236,23 @@ fn attention_forward_kernel<F: Float, T: Float>(
                 for c in 0..hd {
                     score += query[c] * keys[at + c];
                 }
-                let new_max = max(row_max, score);
-                let correction = (row_max - new_max).exp();
-                let p = (score - new_max).exp();
-                sum = sum * correction + p;
+                // The sums are rescaled only when a score passes the reference maximum by more
+                // than RESCALE_MARGIN: a few times a row, not at every key.
+                if score > row_max + RESCALE_MARGIN {
+                    let correction = (row_max - score).exp();
+                    sum *= correction;
+                    #[unroll]
+                    for c in 0..hd {
+                        acc[c] *= correction;
+                    }
+                    row_max = score;
+                }
+                let p = (score - row_max).exp();
+                sum += p;
                 #[unroll]
                 for c in 0..hd {
-                    acc[c] = acc[c] * correction + p * values[at + c];
+                    acc[c] += p * values[at + c];
                 }
-                row_max = new_max;
             }
         }
         sync_cube();
@@ -344,9 +364,10 @@ fn attention_grad_q_kernel<F: Float, T: Float>(
     }
 }
 
-/// Writes `dK` and `dV` of each query head into `grad_kv` (rows `grad_kv_stride` apart, from
-/// `grad_k_offset` and `grad_v_offset`; `dK` rotated back with `rope`): in f32 where a
-/// group's heads are summed afterwards, in the inputs' type without groups. `grad` is `[b, s, h, hd]`.
+/// Writes `dK` (with `writes_k`) and `dV` (with `writes_v`) of each query head into `grad_kv`
+/// (rows `grad_kv_stride` apart, from `grad_k_offset` and `grad_v_offset`; `dK` rotated back with
+/// `rope`): in f32 where a group's heads are summed afterwards, in the inputs' type without
+/// groups. `grad` is `[b, s, h, hd]`.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn attention_grad_kv_kernel<F: Float, G: Float, T: Float>(
@@ -367,6 +388,8 @@ fn attention_grad_kv_kernel<F: Float, G: Float, T: Float>(
     #[comptime] hd: usize,
     #[comptime] tile: usize,
     #[comptime] rope: bool,
+    #[comptime] writes_k: bool,
+    #[comptime] writes_v: bool,
     #[define(F, G, T)] _dtypes: [ElemType; 3],
 ) {
     let seq = layout.seq as usize;
@@ -386,16 +409,29 @@ fn attention_grad_kv_kernel<F: Float, G: Float, T: Float>(
     let mut grads = Shared::<[f32]>::new_slice(tile * hd);
     let mut lses = Shared::<[f32]>::new_slice(tile);
     let mut deltas = Shared::<[f32]>::new_slice(tile);
+    // The rows a unit holds: its key, and its value and dK where it writes dK, dV where dV.
+    let k_width = comptime!(if writes_k { hd } else { 1 });
+    let v_width = comptime!(if writes_v { hd } else { 1 });
     let mut key = Array::<f32>::new(hd);
-    let mut value = Array::<f32>::new(hd);
-    let mut acc_k = Array::<f32>::new(hd);
-    let mut acc_v = Array::<f32>::new(hd);
+    let mut value = Array::<f32>::new(k_width);
+    let mut acc_k = Array::<f32>::new(k_width);
+    let mut acc_v = Array::<f32>::new(v_width);
     #[unroll]
     for c in 0..hd {
         key[c] = load_value(k, k_start, c, row, cos, sin, hd, rope) * scale;
-        value[c] = f32::cast_from(v[v_start + c]);
-        acc_k[c] = 0.0;
-        acc_v[c] = 0.0;
+    }
+    if writes_k {
+        #[unroll]
+        for c in 0..hd {
+            value[c] = f32::cast_from(v[v_start + c]);
+            acc_k[c] = 0.0;
+        }
+    }
+    if writes_v {
+        #[unroll]
+        for c in 0..hd {
+            acc_v[c] = 0.0;
+        }
     }
     // Query rows below the cube's first key row see none of its keys: the sweep starts there.
     let mut first = first_key;
@@ -414,18 +450,28 @@ fn attention_grad_kv_kernel<F: Float, G: Float, T: Float>(
             for i in select(j > first, j, first)..end {
                 let at = (i - first) * hd;
                 let mut score = 0.0f32;
-                let mut grad_p = 0.0f32;
                 #[unroll]
                 for c in 0..hd {
                     score += key[c] * queries[at + c];
-                    grad_p += value[c] * grads[at + c];
                 }
                 let p = (score - lses[i - first]).exp();
-                let grad_score = p * (grad_p - deltas[i - first]);
-                #[unroll]
-                for c in 0..hd {
-                    acc_v[c] += p * grads[at + c];
-                    acc_k[c] += grad_score * queries[at + c];
+                if writes_v {
+                    #[unroll]
+                    for c in 0..hd {
+                        acc_v[c] += p * grads[at + c];
+                    }
+                }
+                if writes_k {
+                    let mut grad_p = 0.0f32;
+                    #[unroll]
+                    for c in 0..hd {
+                        grad_p += value[c] * grads[at + c];
+                    }
+                    let grad_score = p * (grad_p - deltas[i - first]);
+                    #[unroll]
+                    for c in 0..hd {
+                        acc_k[c] += grad_score * queries[at + c];
+                    }
                 }
             }
         }
@@ -433,17 +479,24 @@ fn attention_grad_kv_kernel<F: Float, G: Float, T: Float>(
         first += tile;
     }
     if active {
-        #[unroll]
-        for c in 0..hd {
-            acc_k[c] *= scale;
-        }
         let stride = grad_kv_stride as usize;
-        let k_out = row_start(batch, j, head, seq, stride, grad_k_offset as usize, hd);
-        let v_out = row_start(batch, j, head, seq, stride, grad_v_offset as usize, hd);
-        #[unroll]
-        for c in 0..hd {
-            grad_kv[k_out + c] = G::cast_from(unrotated(&acc_k, c, j, cos, sin, hd, rope));
-            grad_kv[v_out + c] = G::cast_from(acc_v[c]);
+        if writes_k {
+            #[unroll]
+            for c in 0..hd {
+                acc_k[c] *= scale;
+            }
+            let k_out = row_start(batch, j, head, seq, stride, grad_k_offset as usize, hd);
+            #[unroll]
+            for c in 0..hd {
+                grad_kv[k_out + c] = G::cast_from(unrotated(&acc_k, c, j, cos, sin, hd, rope));
+            }
+        }
+        if writes_v {
+            let v_out = row_start(batch, j, head, seq, stride, grad_v_offset as usize, hd);
+            #[unroll]
+            for c in 0..hd {
+                grad_kv[v_out + c] = G::cast_from(acc_v[c]);
+            }
         }
     }
 }
@@ -648,29 +701,40 @@ fn launch_backward(
         rope,
         [dtype_to_storage_type(dtype), dtype_to_storage_type(table_dtype)],
     );
-    attention_grad_kv_kernel::launch(
-        &client,
-        grid(batch, seq, heads),
-        CubeDim::new_1d(ROWS_PER_CUBE as u32),
-        operands.q.clone().into_tensor_arg(),
-        operands.k.clone().into_tensor_arg(),
-        operands.v.clone().into_tensor_arg(),
-        cos.into_tensor_arg(),
-        sin.into_tensor_arg(),
-        lse.into_tensor_arg(),
-        delta.into_tensor_arg(),
-        grad.into_tensor_arg(),
-        grad_kv.tensor.clone().into_tensor_arg(),
-        operands.layout(),
-        u(grad_kv.stride),
-        u(grad_kv.offset),
-        u(grad_kv.second_offset),
-        scale as f32,
-        hd,
-        tile_rows(hd),
-        rope,
-        [dtype_to_storage_type(dtype), dtype_to_storage_type(grad_kv.tensor.dtype), dtype_to_storage_type(table_dtype)],
-    );
+    // (writes dK, writes dV) per launch: both at once for narrow heads, else one each.
+    let parts: &[(bool, bool)] =
+        if hd <= MAX_JOINT_HEAD_DIM { &[(true, true)] } else { &[(false, true), (true, false)] };
+    for &(writes_k, writes_v) in parts {
+        attention_grad_kv_kernel::launch(
+            &client,
+            grid(batch, seq, heads),
+            CubeDim::new_1d(ROWS_PER_CUBE as u32),
+            operands.q.clone().into_tensor_arg(),
+            operands.k.clone().into_tensor_arg(),
+            operands.v.clone().into_tensor_arg(),
+            cos.clone().into_tensor_arg(),
+            sin.clone().into_tensor_arg(),
+            lse.clone().into_tensor_arg(),
+            delta.clone().into_tensor_arg(),
+            grad.clone().into_tensor_arg(),
+            grad_kv.tensor.clone().into_tensor_arg(),
+            operands.layout(),
+            u(grad_kv.stride),
+            u(grad_kv.offset),
+            u(grad_kv.second_offset),
+            scale as f32,
+            hd,
+            tile_rows(hd),
+            rope,
+            writes_k,
+            writes_v,
+            [
+                dtype_to_storage_type(dtype),
+                dtype_to_storage_type(grad_kv.tensor.dtype),
+                dtype_to_storage_type(table_dtype),
+            ],
+        );
+    }
 }
 
 /// `[b, s, h, hd] -> [b, s, kv, hd]` in `dtype`: the gradients of a group's query heads summed.
