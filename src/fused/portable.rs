@@ -265,17 +265,30 @@ pub fn attention_backward<B: Backend>(
     (B::float_swap_dims(grad_q, 1, 2), seq_major_summed::<B>(grad_k, kv_heads), seq_major_summed::<B>(grad_v, kv_heads))
 }
 
-/// Rows of logits per block of the LM head that makes `block_values` logits at once (a backend's
-/// [`LM_HEAD_BLOCK_VALUES`](super::FusedKernels::LM_HEAD_BLOCK_VALUES)), for a vocabulary of
-/// `vocab`: at least one.
-pub(super) fn lm_head_block_rows(vocab: usize, block_values: usize) -> usize {
-    (block_values / vocab.max(1)).max(1)
+/// Rows of logits per block of the LM head that makes `block_values` logits at once, counted in
+/// f32's bytes (a backend's [`LM_HEAD_BLOCK_VALUES`](super::FusedKernels::LM_HEAD_BLOCK_VALUES)),
+/// for a vocabulary of `vocab` in `dtype`: at least one.
+pub(super) fn lm_head_block_rows(vocab: usize, block_values: usize, dtype: DType) -> usize {
+    (block_values * 4 / dtype.size().max(1) / vocab.max(1)).max(1)
+}
+
+/// See [`FusedKernels::unit_cross_entropy`](super::FusedKernels::unit_cross_entropy), from a
+/// backend's `cross_entropy` (of f32 logits, the mean's gradient): the logits cast to f32, the
+/// gradient multiplied by the rows and cast back.
+pub fn unit_cross_entropy<B: Backend>(
+    logits: FloatTensor<B>,
+    targets: IntTensor<B>,
+    cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
+) -> (FloatTensor<B>, FloatTensor<B>) {
+    let (rows, dtype) = (logits.shape()[0], logits.dtype());
+    let (value, grad) = cross_entropy(f32_of::<B>(logits), targets);
+    (value, cast::<B>(B::float_mul_scalar(grad, scalar(rows as f64)), dtype))
 }
 
 /// See [`FusedKernels::lm_head_cross_entropy`](super::FusedKernels::lm_head_cross_entropy): per
 /// block of rows (`block_values` logits at most), the logits in the inputs' type, the backend's
-/// `cross_entropy` of them in f32 (rescaled from the block's mean to the whole mean), and the
-/// block's part of both gradients: products in the inputs' type of `softmax - onehot` (within
+/// `unit_cross_entropy` of them (the value rescaled from the block's mean to the whole mean), and
+/// the block's part of both gradients: products in the inputs' type of `softmax - onehot` (within
 /// [-1, 1], so nothing underflows in f16), divided by the token count and summed over blocks in
 /// f32. The value and both gradients are f32.
 pub fn lm_head_cross_entropy<B: Backend>(
@@ -283,10 +296,10 @@ pub fn lm_head_cross_entropy<B: Backend>(
     weight: FloatTensor<B>,
     targets: IntTensor<B>,
     block_values: usize,
-    cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
+    unit_cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
-    let block = lm_head_block_rows(weight.shape()[1], block_values);
-    lm_head_cross_entropy_in_blocks::<B>(hidden, weight, targets, block, cross_entropy)
+    let block = lm_head_block_rows(weight.shape()[1], block_values, hidden.dtype());
+    lm_head_cross_entropy_in_blocks::<B>(hidden, weight, targets, block, unit_cross_entropy)
 }
 
 /// [`lm_head_cross_entropy`] over blocks of `block` rows.
@@ -295,10 +308,9 @@ fn lm_head_cross_entropy_in_blocks<B: Backend>(
     weight: FloatTensor<B>,
     targets: IntTensor<B>,
     block: usize,
-    cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
+    unit_cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
     let (tokens, d_model) = (hidden.shape()[0], hidden.shape()[1]);
-    let dtype = hidden.dtype();
     let per_token = scalar(1.0 / tokens as f64);
     let weight_t = B::float_transpose(weight.clone());
     let (mut value, mut grad_hidden, mut grad_weight) = (None, Vec::new(), None);
@@ -306,10 +318,8 @@ fn lm_head_cross_entropy_in_blocks<B: Backend>(
         let end = (start + block).min(tokens);
         let share = scalar((end - start) as f64 / tokens as f64);
         let h = B::float_slice(hidden.clone(), &[Slice::from(start..end), Slice::from(0..d_model)]);
-        let logits = f32_of::<B>(B::float_matmul(h.clone(), weight.clone()));
-        let (block_value, grad) = cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
-        // `(softmax - onehot) / rows` (f32, as the logits) times the block's rows.
-        let unit = cast::<B>(B::float_mul_scalar(grad, scalar((end - start) as f64)), dtype);
+        let logits = B::float_matmul(h.clone(), weight.clone());
+        let (block_value, unit) = unit_cross_entropy(logits, B::int_slice(targets.clone(), &[Slice::from(start..end)]));
         let block_value = B::float_mul_scalar(block_value, share);
         value = Some(match value {
             None => block_value,
@@ -356,7 +366,7 @@ mod tests {
                 weight.clone(),
                 targets.clone(),
                 block,
-                cross_entropy::<Flex>,
+                |logits, targets| unit_cross_entropy::<Flex>(logits, targets, cross_entropy::<Flex>),
             );
             [values(value), values(grad_hidden), values(grad_weight)]
         };

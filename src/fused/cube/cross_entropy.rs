@@ -1,10 +1,13 @@
 //! The cross-entropy of `logits: [tokens, vocab]` (contiguous) against `targets: [tokens]` and its
 //! gradient as CubeCL kernels, in f32 whatever the logits' precision.
 //!
-//! Per row, one cube of [`row_block`] units, three passes over the row (which stays in cache):
-//!   `m = max(x)`, `l = sum(exp(x - m))`,
+//! Per row, one cube of [`row_block`] units, two passes over the row (the second from cache):
+//!   `m, l` with `l = sum(exp(x - m))` and `m = max(x)` in one pass (online softmax: each unit
+//!   keeps its own running maximum and rescales its sum when it moves; the cube then brings the
+//!   units' sums to the row's maximum), then
 //!   `loss = m + ln(l) - x[target]` (finite however small the target's probability),
-//!   `grad = (exp(x - m) / l - onehot(target)) / tokens`.
+//!   `grad = (exp(x - m) / l - onehot(target)) * grad_scale` in the logits' type, with
+//!   `grad_scale = 1 / tokens` for the mean's gradient or 1 for the LM head's blocks.
 //! Then one cube sums the rows' losses in a fixed order: `value = sum(loss) / tokens`.
 
 use burn::backend::cubecl::dtype_to_storage_type;
@@ -26,7 +29,7 @@ fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
     losses: &mut Tensor<f32>,
     rows: u32,
     vocab: u32,
-    inv_tokens: f32,
+    grad_scale: f32,
     not_a_number: f32,
     #[comptime] block: usize,
     #[define(F, I)] _dtypes: [ElemType; 2],
@@ -37,20 +40,21 @@ fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
     }
     let vocab = vocab as usize;
     let start = row * vocab;
-    let mut max = f32::cast_from(logits[start]);
+    // Below any finite logit: a unit with no values keeps a sum of 0 under it.
+    let mut max = f32::new(-3.0e38);
+    let mut total = 0.0f32;
     let mut i = UNIT_POS as usize;
     while i < vocab {
-        max = f32::max(max, f32::cast_from(logits[start + i]));
+        let x = f32::cast_from(logits[start + i]);
+        if x > max {
+            total *= (max - x).exp();
+            max = x;
+        }
+        total += (x - max).exp();
         i += block;
     }
     let row_max = cube_max(max, block);
-    let mut total = 0.0f32;
-    let mut j = UNIT_POS as usize;
-    while j < vocab {
-        total += (f32::cast_from(logits[start + j]) - row_max).exp();
-        j += block;
-    }
-    let row_total = cube_sum(total, block);
+    let row_total = cube_sum(total * (max - row_max).exp(), block);
     let target = usize::cast_from(targets[row]);
     if UNIT_POS == 0 {
         // Targets are not checked on the GPU (that would wait for it): one out of range gives a
@@ -69,7 +73,7 @@ fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
         if k == target {
             p -= 1.0f32;
         }
-        grad[start + k] = F::cast_from(p * inv_tokens);
+        grad[start + k] = F::cast_from(p * grad_scale);
         k += block;
     }
 }
@@ -94,8 +98,9 @@ fn cross_entropy_mean_kernel(
     }
 }
 
-/// `(value: [1] in f32, grad: logits' shape and dtype)`; `vocab` must not be 0.
-pub(super) fn cross_entropy(logits: CubeTensor, targets: CubeTensor) -> [CubeTensor; 2] {
+/// `(value: [1] in f32, grad: logits' shape and dtype)`, the gradient the mean's (`per_token`) or
+/// `softmax - onehot`; `vocab` must not be 0.
+pub(super) fn cross_entropy(logits: CubeTensor, targets: CubeTensor, per_token: bool) -> [CubeTensor; 2] {
     let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
     let (rows, vocab) = rows_and_width(&logits);
     let (client, device, dtype) = (logits.client.clone(), logits.device.clone(), logits.dtype);
@@ -114,7 +119,7 @@ pub(super) fn cross_entropy(logits: CubeTensor, targets: CubeTensor) -> [CubeTen
             losses.clone().into_tensor_arg(),
             rows as u32,
             vocab as u32,
-            inv_tokens,
+            if per_token { inv_tokens } else { 1.0 },
             f32::NAN,
             row_block(vocab),
             [dtype_to_storage_type(dtype), dtype_to_storage_type(targets.dtype)],

@@ -126,9 +126,34 @@ fn column_kernels_take(parts: &[&FloatTensor<Cube>], dtype: DType) -> bool {
         && elementwise::countable(elements)
 }
 
+/// Whether the cross-entropy kernel takes `logits: [rows, vocab]` and `targets: [rows]`.
+fn cross_entropy_kernel_takes(logits: &FloatTensor<Cube>, targets: &IntTensor<Cube>) -> bool {
+    let [rows, vocab] = logits.shape.dims::<2>();
+    kernel_dtype(logits.dtype)
+        && vocab > 0
+        && targets.shape.num_elements() == rows
+        && elementwise::countable(rows * vocab)
+}
+
+/// The cross-entropy kernel on the fusion stream: `(value, gradient)`, the gradient the mean's
+/// (`per_token`) or `softmax - onehot`, in the logits' type.
+fn cross_entropy_op(
+    logits: FloatTensor<Cube>,
+    targets: IntTensor<Cube>,
+    per_token: bool,
+) -> (FloatTensor<Cube>, FloatTensor<Cube>) {
+    let outputs = [TensorSpec::new(Shape::from([1]), DType::F32), TensorSpec::new(logits.shape.clone(), logits.dtype)];
+    let name = if per_token { "cross_entropy" } else { "unit_cross_entropy" };
+    let [value, grad] = fusion::custom_op(name, [logits, targets], outputs, &[], move |[logits, targets]| {
+        cross_entropy::cross_entropy(logits, targets, per_token)
+    });
+    (value, grad)
+}
+
 impl FusedKernels for Cube {
-    /// 128 MiB of f32 logits: a thousand rows at a LLaMA vocabulary, whose products fill a GPU
-    /// (the CPU's 32 MiB is 260), and no larger than WebGPU's default limit on one buffer binding.
+    /// 128 MiB of logits: a thousand rows of f32 at a LLaMA vocabulary (two thousand of a half
+    /// type), whose products fill a GPU (the CPU's 32 MiB is 260), and no larger than WebGPU's
+    /// default limit on one buffer binding.
     const LM_HEAD_BLOCK_VALUES: usize = 1 << 25;
 
     fn rms_norm_forward(
@@ -331,20 +356,20 @@ impl FusedKernels for Cube {
     }
 
     fn cross_entropy(logits: FloatTensor<Self>, targets: IntTensor<Self>) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let [rows, vocab] = logits.shape.dims::<2>();
-        if !(kernel_dtype(logits.dtype)
-            && vocab > 0
-            && targets.shape.num_elements() == rows
-            && elementwise::countable(rows * vocab))
-        {
+        if !cross_entropy_kernel_takes(&logits, &targets) {
             return portable::cross_entropy::<Self>(logits, targets);
         }
-        let outputs =
-            [TensorSpec::new(Shape::from([1]), DType::F32), TensorSpec::new(logits.shape.clone(), logits.dtype)];
-        let [value, grad] = fusion::custom_op("cross_entropy", [logits, targets], outputs, &[], |[logits, targets]| {
-            cross_entropy::cross_entropy(logits, targets)
-        });
-        (value, grad)
+        cross_entropy_op(logits, targets, true)
+    }
+
+    fn unit_cross_entropy(
+        logits: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        if !cross_entropy_kernel_takes(&logits, &targets) {
+            return portable::unit_cross_entropy::<Self>(logits, targets, Self::cross_entropy);
+        }
+        cross_entropy_op(logits, targets, false)
     }
 
     fn attention_forward(

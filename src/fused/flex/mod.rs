@@ -207,13 +207,19 @@ impl FusedKernels for Flex {
     ) -> (FlexTensor, FlexTensor, FlexTensor) {
         if !all_f32(&[&hidden, &weight]) {
             let block_values = Self::LM_HEAD_BLOCK_VALUES;
-            return portable::lm_head_cross_entropy::<Flex>(hidden, weight, targets, block_values, Self::cross_entropy);
+            return portable::lm_head_cross_entropy::<Flex>(
+                hidden,
+                weight,
+                targets,
+                block_values,
+                Self::unit_cross_entropy,
+            );
         }
         let (hidden_shape, weight_shape) = (hidden.shape(), weight.shape());
         let sizes = lm_head::Sizes { tokens: hidden_shape[0], d_model: hidden_shape[1], vocab: weight_shape[1] };
         let weight = matrix_view(&weight);
         let ids = token_ids(targets);
-        let block = portable::lm_head_block_rows(sizes.vocab, Self::LM_HEAD_BLOCK_VALUES);
+        let block = portable::lm_head_block_rows(sizes.vocab, Self::LM_HEAD_BLOCK_VALUES, DType::F32);
         let (value, grad_hidden, grad_weight) =
             lm_head::lm_head_cross_entropy(sizes, &values(&hidden), weight.view(), &ids, block);
         (tensor(vec![value], [1]), tensor(grad_hidden, hidden_shape), tensor(grad_weight, weight_shape))
