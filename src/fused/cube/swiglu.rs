@@ -1,27 +1,30 @@
-//! SwiGLU as CubeCL kernels, forward and backward, one unit per element of the output `[..., d]`,
-//! computed in f32 whatever the inputs' precision. With `s = sigmoid(gate)` and `silu = gate s`:
+//! SwiGLU as CubeCL kernels, forward and backward, one unit per vector of the output `[..., d]`
+//! (up to 16 bytes of consecutive values, loaded and stored as one: [`vector_size`]), computed in
+//! f32 whatever the inputs' precision. With `s = sigmoid(gate)` and `silu = gate s`:
 //!   forward: `y = silu up`;
 //!   backward: `d up = dy silu`, `d gate = dy up (s + silu - silu s)` (`s (1 + gate (1 - s))`),
 //!   both written by one pass that reads `gate`, `up` and `dy` once.
 //!
 //! `gate` and `up` are either tensors of their own (contiguous, one dtype) or the two halves of
 //! one packed projection `[..., 2d]` (what one matrix product of the gate and up projections
-//! makes), read in place: element `i` of a half is at `(i / d) stride + offset + i % d` ([`Halves`]).
+//! makes), read in place: element `i` of a half is at `(i / d) stride + offset + i % d` ([`Halves`],
+//! counted in vectors).
 //! The backward writes both gradients into one buffer laid out the same way.
 
 use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::{Shape, Slice, TensorMetadata};
 use burn_cubecl::cubecl;
+use burn_cubecl::cubecl::calculate_cube_count_elemwise;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeBackend;
 use cubecl::prelude::*;
 
-use super::elementwise::{element_cubes, UNITS};
+use super::elementwise::UNITS;
 
-/// Where the gate's and up's rows of `d` values lie: `stride` values apart, from `gate_offset`
+/// Where the gate's and up's rows of `d` vectors lie: `stride` vectors apart, from `gate_offset`
 /// and `up_offset`.
 #[derive(CubeType, CubeLaunch, Clone, Copy)]
 pub struct Halves {
@@ -41,65 +44,93 @@ fn places(i: usize, halves: &Halves) -> (usize, usize) {
 
 /// `(sigmoid(g), g sigmoid(g))` in f32.
 #[cube]
-fn sigmoid_and_silu(g: f32) -> (f32, f32) {
-    let s = 1.0f32 / (1.0f32 + (-g).exp());
+fn sigmoid_and_silu<N: Size>(g: Vector<f32, N>) -> (Vector<f32, N>, Vector<f32, N>) {
+    let one = Vector::<f32, N>::new(1.0);
+    let s = one / (one + (-g).exp());
     (s, g * s)
 }
 
+/// Vector `at` of `x` in f32.
+#[cube]
+fn load<F: Float, N: Size>(x: &Tensor<Vector<F, N>>, at: usize) -> Vector<f32, N> {
+    Vector::<f32, N>::cast_from(x[at])
+}
+
 #[cube(launch)]
-fn swiglu_forward_kernel<F: Float>(
-    gate: &Tensor<F>,
-    up: &Tensor<F>,
-    y: &mut Tensor<F>,
-    n: u32,
+fn swiglu_forward_kernel<F: Float, N: Size>(
+    gate: &Tensor<Vector<F, N>>,
+    up: &Tensor<Vector<F, N>>,
+    y: &mut Tensor<Vector<F, N>>,
+    vectors: u32,
     halves: &Halves,
     #[define(F)] _dtype: ElemType,
 ) {
     let i = ABSOLUTE_POS;
-    if i >= n as usize {
+    if i >= vectors as usize {
         terminate!();
     }
     let (at_gate, at_up) = places(i, halves);
-    let (_, silu) = sigmoid_and_silu(f32::cast_from(gate[at_gate]));
-    y[i] = F::cast_from(silu * f32::cast_from(up[at_up]));
+    let (_, silu) = sigmoid_and_silu::<N>(load::<F, N>(gate, at_gate));
+    y[i] = Vector::<F, N>::cast_from(silu * load::<F, N>(up, at_up));
 }
 
 #[cube(launch)]
-fn swiglu_backward_kernel<F: Float>(
-    gate: &Tensor<F>,
-    up: &Tensor<F>,
-    grad: &Tensor<F>,
-    grad_gate_up: &mut Tensor<F>,
-    n: u32,
+#[allow(clippy::too_many_arguments)]
+fn swiglu_backward_kernel<F: Float, N: Size>(
+    gate: &Tensor<Vector<F, N>>,
+    up: &Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    grad_gate_up: &mut Tensor<Vector<F, N>>,
+    vectors: u32,
     halves: &Halves,
     grad_halves: &Halves,
     #[define(F)] _dtype: ElemType,
 ) {
     let i = ABSOLUTE_POS;
-    if i >= n as usize {
+    if i >= vectors as usize {
         terminate!();
     }
     let (at_gate, at_up) = places(i, halves);
-    let (s, silu) = sigmoid_and_silu(f32::cast_from(gate[at_gate]));
-    let dy = f32::cast_from(grad[i]);
+    let (s, silu) = sigmoid_and_silu::<N>(load::<F, N>(gate, at_gate));
+    let dy = load::<F, N>(grad, i);
     let (grad_gate, grad_up) = places(i, grad_halves);
-    grad_gate_up[grad_up] = F::cast_from(dy * silu);
-    grad_gate_up[grad_gate] = F::cast_from(dy * f32::cast_from(up[at_up]) * (s + silu - silu * s));
+    grad_gate_up[grad_up] = Vector::<F, N>::cast_from(dy * silu);
+    grad_gate_up[grad_gate] = Vector::<F, N>::cast_from(dy * load::<F, N>(up, at_up) * (s + silu - silu * s));
 }
 
-fn halves(d: usize, stride: usize, gate_offset: usize, up_offset: usize) -> HalvesLaunch {
-    HalvesLaunch::new(d as u32, stride as u32, gate_offset as u32, up_offset as u32)
+/// The layout of halves of rows of `d` values, `stride` apart from `gate_offset` and `up_offset`
+/// (all counted in values), in vectors of `vector` values.
+fn halves(vector: usize, d: usize, stride: usize, gate_offset: usize, up_offset: usize) -> HalvesLaunch {
+    let v = |n: usize| (n / vector) as u32;
+    HalvesLaunch::new(v(d), v(stride), v(gate_offset), v(up_offset))
 }
 
-/// `y: [..., d]` of `gate`, `up` laid out as `layout` says; `shape` is `y`'s.
-fn launch_forward(gate: CubeTensor, up: CubeTensor, shape: Shape, layout: HalvesLaunch) -> CubeTensor {
-    let (client, dtype, n) = (gate.client.clone(), gate.dtype, shape.num_elements());
+/// The values a unit loads at once for `gate`'s dtype: the widest vector the device favours (16
+/// bytes) that divides each of `sizes` (the row's width, strides and offsets), or 1.
+fn vector_size(gate: &CubeTensor, sizes: &[usize]) -> usize {
+    gate.client
+        .io_optimized_vector_sizes(gate.dtype.size())
+        .filter(|&v| sizes.iter().all(|n| n.is_multiple_of(v)))
+        .max()
+        .unwrap_or(1)
+}
+
+/// Cubes of [`UNITS`] units for `n` vectors.
+fn vector_cubes(x: &CubeTensor, n: usize) -> CubeCount {
+    calculate_cube_count_elemwise(&x.client, n, CubeDim::new_1d(UNITS as u32))
+}
+
+/// `y: [..., d]` of `gate`, `up` laid out as `layout` says (in vectors of `vector` values);
+/// `shape` is `y`'s.
+fn launch_forward(gate: CubeTensor, up: CubeTensor, shape: Shape, vector: usize, layout: HalvesLaunch) -> CubeTensor {
+    let (client, dtype, n) = (gate.client.clone(), gate.dtype, shape.num_elements() / vector);
     let y = empty_device_dtype(client.clone(), gate.device.clone(), shape, dtype);
     if n > 0 {
         swiglu_forward_kernel::launch(
             &client,
-            element_cubes(&gate, n),
+            vector_cubes(&gate, n),
             CubeDim::new_1d(UNITS as u32),
+            vector,
             gate.into_tensor_arg(),
             up.into_tensor_arg(),
             y.clone().into_tensor_arg(),
@@ -112,21 +143,22 @@ fn launch_forward(gate: CubeTensor, up: CubeTensor, shape: Shape, layout: Halves
 }
 
 /// Writes the gradients of `gate`, `up` (laid out as `layout`) into `grad_gate_up` (laid out as
-/// `grad_layout`) from `grad: [..., d]`.
+/// `grad_layout`) from `grad: [..., d]`, in vectors of `vector` values.
 fn launch_backward(
     gate: CubeTensor,
     up: CubeTensor,
     grad: CubeTensor,
     grad_gate_up: &CubeTensor,
-    layout: HalvesLaunch,
-    grad_layout: HalvesLaunch,
+    vector: usize,
+    [layout, grad_layout]: [HalvesLaunch; 2],
 ) {
-    let (client, dtype, n) = (gate.client.clone(), gate.dtype, grad.shape().num_elements());
+    let (client, dtype, n) = (gate.client.clone(), gate.dtype, grad.shape().num_elements() / vector);
     if n > 0 {
         swiglu_backward_kernel::launch(
             &client,
-            element_cubes(&gate, n),
+            vector_cubes(&gate, n),
             CubeDim::new_1d(UNITS as u32),
+            vector,
             gate.into_tensor_arg(),
             up.into_tensor_arg(),
             grad.into_tensor_arg(),
@@ -144,7 +176,8 @@ pub(super) fn forward(gate: CubeTensor, up: CubeTensor) -> [CubeTensor; 1] {
     let (gate, up) = (into_contiguous(gate), into_contiguous(up));
     let shape = gate.shape();
     let d = shape[shape.num_dims() - 1];
-    [launch_forward(gate, up, shape, halves(d, d, 0, 0))]
+    let vector = vector_size(&gate, &[d]);
+    [launch_forward(gate, up, shape, vector, halves(vector, d, d, 0, 0))]
 }
 
 /// `(grad gate, grad up)`: `gate`'s shape and dtype, written one after the other into one buffer.
@@ -153,7 +186,9 @@ pub(super) fn backward(gate: CubeTensor, up: CubeTensor, grad: CubeTensor) -> [C
     let shape = gate.shape();
     let (d, n) = (shape[shape.num_dims() - 1], shape.num_elements());
     let both = empty_device_dtype(gate.client.clone(), gate.device.clone(), Shape::from([2 * n]), gate.dtype);
-    launch_backward(gate, up, grad, &both, halves(d, d, 0, 0), halves(d, d, 0, n));
+    let vector = vector_size(&gate, &[d]);
+    let layouts = [halves(vector, d, d, 0, 0), halves(vector, d, d, 0, n)];
+    launch_backward(gate, up, grad, &both, vector, layouts);
     let part = |range: std::ops::Range<usize>| {
         CubeBackend::float_reshape(CubeBackend::float_slice(both.clone(), &[Slice::from(range)]), shape.clone())
     };
@@ -167,7 +202,8 @@ pub(super) fn packed_forward(gate_up: CubeTensor) -> [CubeTensor; 1] {
     let last = shape.num_dims() - 1;
     let d = shape[last] / 2;
     shape[last] = d;
-    [launch_forward(gate_up.clone(), gate_up, shape, halves(d, 2 * d, 0, d))]
+    let vector = vector_size(&gate_up, &[d]);
+    [launch_forward(gate_up.clone(), gate_up, shape, vector, halves(vector, d, 2 * d, 0, d))]
 }
 
 /// The gradient of [`packed_forward`]'s `gate_up`, `[..., 2d]`, from `grad: [..., d]`.
@@ -176,7 +212,8 @@ pub(super) fn packed_backward(gate_up: CubeTensor, grad: CubeTensor) -> [CubeTen
     let shape = gate_up.shape();
     let d = shape[shape.num_dims() - 1] / 2;
     let grad_gate_up = empty_device_dtype(gate_up.client.clone(), gate_up.device.clone(), shape, gate_up.dtype);
-    let layout = || halves(d, 2 * d, 0, d);
-    launch_backward(gate_up.clone(), gate_up, grad, &grad_gate_up, layout(), layout());
+    let vector = vector_size(&gate_up, &[d]);
+    let layout = || halves(vector, d, 2 * d, 0, d);
+    launch_backward(gate_up.clone(), gate_up, grad, &grad_gate_up, vector, [layout(), layout()]);
     [grad_gate_up]
 }
