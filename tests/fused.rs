@@ -171,7 +171,8 @@ fn linear_matches_the_reference_on_every_backend() {
 #[test]
 fn swiglu_matches_the_reference_on_every_backend() {
     for (backend, device) in all_backends() {
-        for shape in [[3, 5, 11], [1, 1, 1], [2, 64, 176]] {
+        // Widths 11 and 1: a value a unit; 6: vectors of 2; 176: vectors of 4 (8 on CUDA in half).
+        for shape in [[3, 5, 11], [1, 1, 1], [2, 3, 6], [2, 64, 176]] {
             let (gate, up) = (seeded(shape, 4, &device) * 3.0, seeded(shape, 5, &device));
             let weights = seeded(shape, 6, &device);
             check(&format!("{backend} swiglu {shape:?}"), &[gate, up], &weights, tolerance(backend), |t| {
@@ -324,20 +325,39 @@ fn half_inputs_match_the_f32_reference_within_the_half_types_precision() {
             });
             assert_close(&what("loss: value"), &values(&value), &values(&reference.0), tol);
             assert_close(&what("loss: gradient"), &values(&grad), &values(&reference.1), tol);
+            // The LM head keeps its logits and `softmax - onehot` in the half type (the GPU's
+            // kernel reads and writes them so); its value and gradients are f32.
+            let hidden = seeded([40, 16], 19, &device).cast(half);
+            let weight = (seeded([16, 300], 20, &device) * 0.5).cast(half);
+            let (value, grad_hidden, grad_weight) =
+                fused::lm_head_cross_entropy_with_gradients(hidden.clone(), weight.clone(), targets.clone());
+            let dtypes = [value.dtype(), grad_hidden.dtype(), grad_weight.dtype()];
+            assert_eq!(dtypes, [DType::F32; 3], "{}", what("lm head"));
+            let reference = with_path(OpPath::Reference, || {
+                fused::lm_head_cross_entropy_with_gradients(hidden.cast(DType::F32), weight.cast(DType::F32), targets)
+            });
+            // Two products in the half type, each rounding its result.
+            assert_close(&what("lm head: value"), &values(&value), &values(&reference.0), 2.0 * tol);
+            assert_close(&what("lm head: hidden's gradient"), &values(&grad_hidden), &values(&reference.1), 2.0 * tol);
+            assert_close(&what("lm head: weight's gradient"), &values(&grad_weight), &values(&reference.2), 2.0 * tol);
         }
     }
 }
 
 /// More elements than one grid axis of 256-unit cubes holds (65535 x 256): the element-wise
 /// kernels (SwiGLU, RoPE) spread their cubes over the grid's axes. Against the CPU's fused path.
+/// SwiGLU's rows are an odd width, so that it takes one value a unit (a vector of 4 would need
+/// four times the elements to fill the axis).
 #[test]
 fn element_wise_ops_over_more_cubes_than_a_grid_axis_match_the_cpu() {
     let shape = [1, 4097, 8, 512]; // 16.8 million elements
+    let odd = [1, 4099, 8, 513]; // 16.8 million too
     let run = |device: &Device| {
         let x = seeded(shape, 33, device);
         let tables = RotaryEmbedding::new(shape[3], 10_000.0).tables(0, shape[1], device);
-        let swiglu = fused::swiglu(x.clone(), x.clone() * 0.5);
         let rope = fused::rope(x, tables.cos(), tables.sin());
+        let x = seeded(odd, 34, device);
+        let swiglu = fused::swiglu(x.clone(), x * 0.5);
         [values(&swiglu), values(&rope)]
     };
     let want = run(&cpu());

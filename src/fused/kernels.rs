@@ -98,8 +98,8 @@ pub trait FusedOps: Backend {
 /// Forward (with what the backward needs) and backward of each fused op on one backend.
 /// Shapes: `rows` is the product of all dimensions but the last.
 pub trait FusedKernels: Backend {
-    /// Logits the LM head makes at once, a block of rows at a time, counted in f32's bytes (twice
-    /// as many in a half type): 32 MiB by default, what a CPU's caches favour.
+    /// Logits the LM head makes at once, a block of rows at a time: 32 MiB of f32 by default,
+    /// what a CPU's caches favour.
     const LM_HEAD_BLOCK_VALUES: usize = 1 << 23;
 
     /// RMSNorm forward -> `(y: x's shape, inverse RMS: [..., 1] in f32)`.
@@ -224,7 +224,7 @@ pub trait FusedKernels: Backend {
     /// The cross-entropy of a block of the LM head's `logits: [rows, vocab]` (in the inputs'
     /// type) against `targets: [rows]`: `(mean loss: [1] in f32, softmax(logits) -
     /// onehot(targets))`, that gradient in the logits' type and not divided by the rows (within
-    /// [-1, 1], so nothing underflows in f16).
+    /// [-1, 1]: in f16 only probabilities below its least value, 6e-8, flush to 0).
     fn unit_cross_entropy(
         logits: FloatTensor<Self>,
         targets: IntTensor<Self>,

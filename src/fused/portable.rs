@@ -265,11 +265,11 @@ pub fn attention_backward<B: Backend>(
     (B::float_swap_dims(grad_q, 1, 2), seq_major_summed::<B>(grad_k, kv_heads), seq_major_summed::<B>(grad_v, kv_heads))
 }
 
-/// Rows of logits per block of the LM head that makes `block_values` logits at once, counted in
-/// f32's bytes (a backend's [`LM_HEAD_BLOCK_VALUES`](super::FusedKernels::LM_HEAD_BLOCK_VALUES)),
-/// for a vocabulary of `vocab` in `dtype`: at least one.
-pub(super) fn lm_head_block_rows(vocab: usize, block_values: usize, dtype: DType) -> usize {
-    (block_values * 4 / dtype.size().max(1) / vocab.max(1)).max(1)
+/// Rows of logits per block of the LM head that makes `block_values` logits at once (a backend's
+/// [`LM_HEAD_BLOCK_VALUES`](super::FusedKernels::LM_HEAD_BLOCK_VALUES)), for a vocabulary of
+/// `vocab`: at least one.
+pub(super) fn lm_head_block_rows(vocab: usize, block_values: usize) -> usize {
+    (block_values / vocab.max(1)).max(1)
 }
 
 /// See [`FusedKernels::unit_cross_entropy`](super::FusedKernels::unit_cross_entropy), from a
@@ -289,8 +289,9 @@ pub fn unit_cross_entropy<B: Backend>(
 /// block of rows (`block_values` logits at most), the logits in the inputs' type, the backend's
 /// `unit_cross_entropy` of them (the value rescaled from the block's mean to the whole mean), and
 /// the block's part of both gradients: products in the inputs' type of `softmax - onehot` (within
-/// [-1, 1], so nothing underflows in f16), divided by the token count and summed over blocks in
-/// f32. The value and both gradients are f32.
+/// [-1, 1]: undivided by the tokens, only probabilities below f16's least value, 6e-8, flush to
+/// 0), divided by the token count and summed over blocks in f32. The value and both gradients
+/// are f32.
 pub fn lm_head_cross_entropy<B: Backend>(
     hidden: FloatTensor<B>,
     weight: FloatTensor<B>,
@@ -298,7 +299,7 @@ pub fn lm_head_cross_entropy<B: Backend>(
     block_values: usize,
     unit_cross_entropy: impl Fn(FloatTensor<B>, IntTensor<B>) -> (FloatTensor<B>, FloatTensor<B>),
 ) -> (FloatTensor<B>, FloatTensor<B>, FloatTensor<B>) {
-    let block = lm_head_block_rows(weight.shape()[1], block_values, hidden.dtype());
+    let block = lm_head_block_rows(weight.shape()[1], block_values);
     lm_head_cross_entropy_in_blocks::<B>(hidden, weight, targets, block, unit_cross_entropy)
 }
 

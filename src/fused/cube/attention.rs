@@ -27,7 +27,8 @@
 //!   `dV_j = sum_{i >= j} P_ij dO_i`, `dK_j = scale sum_{i >= j} dS_ij q_i` per key row and
 //!   query head, summed over a group's query heads afterwards. For heads wider than
 //!   [`MAX_JOINT_HEAD_DIM`] dV and dK are two launches, so that a unit holds two or three rows
-//!   (`k_j` and `dV_j`; `k_j`, `v_j` and `dK_j`) where both at once would hold four.
+//!   (`k_j` and `dV_j`; `k_j`, `v_j` and `dK_j`) where both at once would hold four; each then
+//!   computes the scores and loads the query and output-gradient tiles again.
 //!
 //! The products are the units' own multiply-adds: no tensor cores (`cmma`) yet.
 
@@ -46,13 +47,15 @@ const ROWS_PER_CUBE: usize = 64;
 
 /// How far (in natural-log units) a score may pass the forward's reference maximum before the
 /// running sums are rescaled to it: each term is then at most `e^8` (about 3,000), far inside f32.
+/// (FlashAttention-4's threshold is the same idea on base-2 scores.)
 const RESCALE_MARGIN: f32 = 8.0;
 
 /// Shared memory a cube uses for its tiles: 16 KiB, what every WebGPU device offers.
 const TILE_BYTES: usize = 16 * 1024;
 
-/// The largest head size the kernels take: each unit keeps up to three rows of `hd` values in
-/// registers, and a tile's row must fit [`TILE_BYTES`]. Larger heads take the portable body.
+/// The largest head size the kernels take: each unit keeps up to four rows of `hd` values in
+/// registers (three past [`MAX_JOINT_HEAD_DIM`]), and a tile's row must fit [`TILE_BYTES`].
+/// Larger heads take the portable body.
 pub(super) const MAX_HEAD_DIM: usize = 256;
 
 /// The widest head whose dK and dV one launch computes together, a unit holding four rows (128

@@ -47,14 +47,15 @@ fn cross_entropy_rows_kernel<F: Float, I: Numeric>(
     while i < vocab {
         let x = f32::cast_from(logits[start + i]);
         if x > max {
-            total *= (max - x).exp();
+            // Before its first value a unit's sum is 0, and stays so (no exp of the sentinel).
+            total = select(total > 0.0f32, total * (max - x).exp(), 0.0f32);
             max = x;
         }
         total += (x - max).exp();
         i += block;
     }
     let row_max = cube_max(max, block);
-    let row_total = cube_sum(total * (max - row_max).exp(), block);
+    let row_total = cube_sum(select(total > 0.0f32, total * (max - row_max).exp(), 0.0f32), block);
     let target = usize::cast_from(targets[row]);
     if UNIT_POS == 0 {
         // Targets are not checked on the GPU (that would wait for it): one out of range gives a

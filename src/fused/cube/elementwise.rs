@@ -7,7 +7,7 @@ use burn_cubecl::tensor::CubeTensor;
 /// Units per cube in the element-wise kernels.
 pub(super) const UNITS: usize = 256;
 
-/// Cubes of [`UNITS`] units for `n` elements, spread over the grid's axes where there are many
+/// Cubes of [`UNITS`] units for `n` elements (or vectors), spread over the grid's axes where there are many
 /// (a kernel reads its element from `ABSOLUTE_POS`, which counts across the axes).
 pub(super) fn element_cubes(x: &CubeTensor, n: usize) -> CubeCount {
     calculate_cube_count_elemwise(&x.client, n, CubeDim::new_1d(UNITS as u32))

@@ -151,9 +151,10 @@ fn cross_entropy_op(
 }
 
 impl FusedKernels for Cube {
-    /// 128 MiB of logits: a thousand rows of f32 at a LLaMA vocabulary (two thousand of a half
-    /// type), whose products fill a GPU (the CPU's 32 MiB is 260), and no larger than WebGPU's
-    /// default limit on one buffer binding.
+    /// 128 MiB of f32 logits (64 MiB of a half type): a thousand rows at a LLaMA vocabulary,
+    /// whose products fill a GPU (the CPU's 32 MiB is 260), and no larger than WebGPU's default
+    /// limit on one buffer binding. (Twice the rows in a half type would double what each
+    /// element of a block's f16 weight gradient sums, nearer f16's 65504.)
     const LM_HEAD_BLOCK_VALUES: usize = 1 << 25;
 
     fn rms_norm_forward(

@@ -1,5 +1,6 @@
 //! SwiGLU as CubeCL kernels, forward and backward, one unit per vector of the output `[..., d]`
-//! (up to 16 bytes of consecutive values, loaded and stored as one: [`vector_size`]), computed in
+//! (up to 16 bytes of consecutive values, as many as the runtime vectorises: 4 on wgpu, up to 8
+//! half values on CUDA; loaded and stored as one: [`vector_size`]), computed in
 //! f32 whatever the inputs' precision. With `s = sigmoid(gate)` and `silu = gate s`:
 //!   forward: `y = silu up`;
 //!   backward: `d up = dy silu`, `d gate = dy up (s + silu - silu s)` (`s (1 + gate (1 - s))`),
@@ -15,14 +16,13 @@ use burn::backend::cubecl::dtype_to_storage_type;
 use burn::backend::ops::FloatTensorOps;
 use burn::backend::{Shape, Slice, TensorMetadata};
 use burn_cubecl::cubecl;
-use burn_cubecl::cubecl::calculate_cube_count_elemwise;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeBackend;
 use cubecl::prelude::*;
 
-use super::elementwise::UNITS;
+use super::elementwise::{element_cubes, UNITS};
 
 /// Where the gate's and up's rows of `d` vectors lie: `stride` vectors apart, from `gate_offset`
 /// and `up_offset`.
@@ -101,23 +101,22 @@ fn swiglu_backward_kernel<F: Float, N: Size>(
 /// The layout of halves of rows of `d` values, `stride` apart from `gate_offset` and `up_offset`
 /// (all counted in values), in vectors of `vector` values.
 fn halves(vector: usize, d: usize, stride: usize, gate_offset: usize, up_offset: usize) -> HalvesLaunch {
-    let v = |n: usize| (n / vector) as u32;
+    let v = |n: usize| {
+        debug_assert!(n.is_multiple_of(vector), "SwiGLU's layout: {n} values are not whole vectors of {vector}");
+        (n / vector) as u32
+    };
     HalvesLaunch::new(v(d), v(stride), v(gate_offset), v(up_offset))
 }
 
-/// The values a unit loads at once for `gate`'s dtype: the widest vector the device favours (16
-/// bytes) that divides each of `sizes` (the row's width, strides and offsets), or 1.
+/// The values a unit loads at once for `gate`'s dtype: the widest vector the device favours (at
+/// most 16 bytes) that divides each of `sizes`, or 1. The callers pass the row's width `d`, of
+/// which every stride and offset of their layouts is a multiple.
 fn vector_size(gate: &CubeTensor, sizes: &[usize]) -> usize {
     gate.client
         .io_optimized_vector_sizes(gate.dtype.size())
         .filter(|&v| sizes.iter().all(|n| n.is_multiple_of(v)))
         .max()
         .unwrap_or(1)
-}
-
-/// Cubes of [`UNITS`] units for `n` vectors.
-fn vector_cubes(x: &CubeTensor, n: usize) -> CubeCount {
-    calculate_cube_count_elemwise(&x.client, n, CubeDim::new_1d(UNITS as u32))
 }
 
 /// `y: [..., d]` of `gate`, `up` laid out as `layout` says (in vectors of `vector` values);
@@ -128,7 +127,7 @@ fn launch_forward(gate: CubeTensor, up: CubeTensor, shape: Shape, vector: usize,
     if n > 0 {
         swiglu_forward_kernel::launch(
             &client,
-            vector_cubes(&gate, n),
+            element_cubes(&gate, n),
             CubeDim::new_1d(UNITS as u32),
             vector,
             gate.into_tensor_arg(),
@@ -156,7 +155,7 @@ fn launch_backward(
     if n > 0 {
         swiglu_backward_kernel::launch(
             &client,
-            vector_cubes(&gate, n),
+            element_cubes(&gate, n),
             CubeDim::new_1d(UNITS as u32),
             vector,
             gate.into_tensor_arg(),

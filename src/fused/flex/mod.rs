@@ -219,7 +219,7 @@ impl FusedKernels for Flex {
         let sizes = lm_head::Sizes { tokens: hidden_shape[0], d_model: hidden_shape[1], vocab: weight_shape[1] };
         let weight = matrix_view(&weight);
         let ids = token_ids(targets);
-        let block = portable::lm_head_block_rows(sizes.vocab, Self::LM_HEAD_BLOCK_VALUES, DType::F32);
+        let block = portable::lm_head_block_rows(sizes.vocab, Self::LM_HEAD_BLOCK_VALUES);
         let (value, grad_hidden, grad_weight) =
             lm_head::lm_head_cross_entropy(sizes, &values(&hidden), weight.view(), &ids, block);
         (tensor(vec![value], [1]), tensor(grad_hidden, hidden_shape), tensor(grad_weight, weight_shape))
