@@ -125,9 +125,11 @@ fn layer_norm_checkpoints_load_both_ways_and_outputs_scale() {
     let back = LayerNormConfig::new(16).init(&device).load_record(scaled.clone().into_record());
     assert!(max_abs_diff(&back.forward(x.clone()), &plain.forward(x.clone())) < 1e-6);
 
-    // Layer 1 is exactly the plain norm.
+    // Layer 1 is the plain norm: the same function, computed by the fused kernel where Burn's
+    // LayerNorm takes its own ops, so to f32 rounding of outputs up to ~5 (as the scaled one above;
+    // 1e-6 failed now and then on random inputs).
     let first = LayerNormScalingConfig::new(16, 1).init(&device).unwrap().load_record(plain.clone().into_record());
-    assert!(max_abs_diff(&first.forward(x.clone()), &plain.forward(x)) < 1e-6);
+    assert!(max_abs_diff(&first.forward(x.clone()), &plain.forward(x)) < 1e-5);
 }
 
 /// `tanh` of the four inputs `alpha * x` below, from tables (to 16 digits).
