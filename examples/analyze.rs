@@ -151,6 +151,7 @@ fn request(args: Args, options: AnalysisOptions, order: &[(bool, usize)]) -> Ana
 }
 
 fn run(request: AnalysisRequest) -> Result<(), Error> {
+    cli::say_auto_device(&request.device);
     let analysis = request.prepare()?;
     for note in analysis.notes() {
         outln!("{note}");

@@ -137,6 +137,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
     config.validate()?;
     check_paths(args, config)?;
     if args.single {
+        cli::say_auto_device(&config.device);
         let device = parse_device(&config.device)?;
         let record = benchmark_step(config, &device, args.warmup_iters, args.iters)?;
         outln!("{RECORD}{}", serde_json::to_string(&record).expect("a record serialises"));

@@ -56,6 +56,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Error> {
+    cli::say_auto_device(&args.device);
     let device = parse_device(&args.device)?;
     let schemes = args.schemes.iter().map(|s| s.parse::<NormScheme>()).collect::<Result<Vec<_>, _>>()?;
     let base = LlamaConfig { n_layers: args.layers, ..LlamaConfig::preset(&args.preset)? };

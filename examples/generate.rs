@@ -56,6 +56,7 @@ fn main() -> ExitCode {
 
 fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     sampling.validate()?;
+    cli::say_auto_device(&args.device);
     let device = parse_device(&args.device)?;
     let hf_dir = args.hf_dir.as_deref().map(require_hf_dir).transpose()?;
     let dir = args.run.as_ref().or(hf_dir.as_ref()).expect("clap requires --run or --hf-dir");

@@ -91,6 +91,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Error> {
+    cli::say_auto_device(&args.device);
     let device = parse_device(&args.device)?;
     match args.command {
         Command::Logits { hf_dir, tokens, text, json } => {

@@ -81,6 +81,7 @@ fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) 
         SweepLists { schemes: &args.schemes, seeds: args.seeds.as_deref(), inits: args.inits.as_deref(), depths };
     let sweep = cli::sweep_settings(matches, args.config.as_deref(), defaults, lists)?;
     check_removal_threshold(args.removal_threshold)?;
+    cli::say_auto_device(&sweep.config.device);
     let baseline = parse_baseline(&sweep, args.baseline.as_deref())?;
     if let Some(note) = cli::shared_init_note(&sweep) {
         outln!("{note}");

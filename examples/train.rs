@@ -47,6 +47,7 @@ fn run(matches: &clap::ArgMatches) -> Result<(), Error> {
         _ => Start::New,
     };
     let config = cli::train_settings(matches, args.config.as_deref(), start)?;
+    cli::say_auto_device(&config.device);
     // Ctrl-C or a scheduler's SIGTERM: say what the run kept and how to go on from it.
     let out = config.output.out.clone();
     console::on_stop_signal(move |signal| layernorm_scaling::train::stopped_note(&out, signal))

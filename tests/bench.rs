@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::example;
+use common::{example, require_fault_points};
 use layernorm_scaling::train::StepBenchmark;
 
 #[test]
@@ -161,6 +161,7 @@ fn a_measurement_that_crashes_says_why() {
     // A measurement that aborts (as a failed allocation does): its message and signal reach the
     // user, not Rust's note on backtraces.
     let args = ["--model", "tiny", "--seq-len", "64", "--batch-size", "4", "--iters", "1", "--warmup-iters", "0"];
+    require_fault_points();
     let output = Command::new(example("bench"))
         .args(args)
         .args(["--device", "flex", "--bf16", "false"])

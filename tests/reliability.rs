@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{edited, example, expect_error, finished_run, quick, snapshot, weights};
+use common::{edited, example, expect_error, finished_run, quick, require_fault_points, snapshot, weights};
 use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::read_metrics;
@@ -634,6 +634,7 @@ fn a_finished_run_with_a_damaged_model_and_no_checkpoint_says_to_train_again() {
 /// that stay finite): the run stops there instead of training on to the end.
 #[test]
 fn an_infinite_training_loss_stops_the_run_where_it_happens() {
+    require_fault_points();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let output = std::process::Command::new(example("train"))
@@ -934,38 +935,6 @@ fn the_token_cache_is_never_written_into_the_run_directory() {
 }
 
 #[test]
-fn checkpoints_named_by_epoch_are_renamed_by_step_when_the_run_is_resumed() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = finished_run(dir.path());
-    std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
-    // As version 0.1 named them: `<kind>-<epoch>.bpk`, epochs of 5 steps.
-    let checkpoints = config.output.out.join("checkpoint");
-    let steps = layernorm_scaling::run::checkpoint_steps(&checkpoints);
-    assert!(steps.contains(&10), "{steps:?}");
-    for &step in &steps {
-        for kind in ["model", "optim", "scheduler"] {
-            for suffix in ["", ".sum"] {
-                let from = checkpoints.join(format!("{kind}-step-{step}.bpk{suffix}"));
-                std::fs::rename(from, checkpoints.join(format!("{kind}-{}.bpk{suffix}", step / 5))).unwrap();
-            }
-        }
-    }
-    // Read where they are, by their step, before any rename.
-    let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let before = common::ParamValues::flat_of(&load_run_model(&config.output.out, Some(10), &cpu).unwrap().0);
-    let err = load_run_model(&config.output.out, Some(7), &cpu).unwrap_err().to_string();
-    assert!(err.contains("--step 5, 10"), "{err}");
-
-    let mut events = Vec::new();
-    train(&config, Start::Resume, |event| events.push(event)).unwrap();
-    assert_eq!(events, [TrainEvent::WritingFinalModel { step: 10 }], "resumed from the renamed checkpoint");
-    assert_eq!(layernorm_scaling::run::checkpoint_steps(&checkpoints), steps);
-    assert!(layernorm_scaling::run::epoch_named_checkpoints(&checkpoints).is_empty());
-    let (after, _) = load_run_model(&config.output.out, Some(10), &cpu).unwrap();
-    assert!(before == common::ParamValues::flat_of(&after));
-}
-
-#[test]
 fn a_bf16_run_resumes_from_its_checkpoint() {
     // A process of its own: a device's precision is fixed by its first tensor.
     let dir = tempfile::tempdir().unwrap();
@@ -976,6 +945,7 @@ fn a_bf16_run_resumes_from_its_checkpoint() {
         command.args(["--batch-size", "4", "--seq-len", "32", "--builtin-docs", "300", "--samples", "0", "--out"]);
         command.arg(&out).args(extra).env_remove("LAYERNORM_SCALING_CRASH_AT");
         if let Some(point) = crash_at {
+            require_fault_points();
             command.env("LAYERNORM_SCALING_CRASH_AT", point);
         }
         command.output().unwrap()
@@ -1045,8 +1015,10 @@ fn an_f16_mixed_run_resumes_bit_identically_on(device: &str) {
         command.args(["--device", device, "--model", "tiny", "--steps", "20", "--eval-every", "5"]);
         command.args(["--precision", "f16-mixed", "--batch-size", "4", "--seq-len", "32", "--builtin-docs", "300"]);
         command.args(["--samples", "0", "--log-every", "1", "--out"]).arg(out).args(extra);
+        require_fault_points();
         command.env(FAIL_AT, "f16-overflow").env_remove("LAYERNORM_SCALING_CRASH_AT");
         if let Some(point) = crash_at {
+            require_fault_points();
             command.env("LAYERNORM_SCALING_CRASH_AT", point);
         }
         command.output().unwrap()

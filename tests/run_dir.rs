@@ -9,7 +9,7 @@ use common::edited;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{cpu, example, quick, snapshot, weights};
+use common::{cpu, example, quick, require_fault_points, snapshot, weights};
 use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::PREVIOUS_RUN;
@@ -83,6 +83,7 @@ fn train_command(out: &Path, extra: &[&str], crash_at: Option<&str>) -> Command 
     }
     command.env_remove(CRASH_AT).env_remove(FAIL_AT);
     if let Some(point) = crash_at {
+        require_fault_points();
         command.env(CRASH_AT, point);
     }
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -148,6 +149,7 @@ fn a_checkpoint_that_cannot_be_saved_never_costs_the_one_before_it() {
     // Keeping one checkpoint (0 means 1): the second save fails, as on a full disk.
     let keep_one = ["--keep-checkpoints", "0", "--steps", "15"];
     let mut command = train_command(&out, &keep_one, None);
+    require_fault_points();
     let failed = command.env(FAIL_AT, "save:optim-10").output().unwrap();
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert_eq!(failed.status.code(), Some(1), "{stderr}");

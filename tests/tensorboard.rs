@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::example;
+use common::{example, require_fault_points};
 use layernorm_scaling::io::{CRASH_AT, FAIL_AT};
 use layernorm_scaling::tensorboard::proto::{ValueKind, What};
 use layernorm_scaling::tensorboard::record::{read_events, read_records};
@@ -24,6 +24,9 @@ fn train(out: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
     command.arg("--cache-dir").arg(out.parent().unwrap().join("cache"));
     if !extra.contains(&"--steps") {
         command.args(["--steps", "10"]);
+    }
+    if !env.is_empty() {
+        require_fault_points();
     }
     command.env_remove(CRASH_AT).env_remove(FAIL_AT).envs(env.iter().copied());
     command.stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap()

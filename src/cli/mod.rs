@@ -38,6 +38,18 @@ pub use train_settings::train_settings;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use serde::Serialize;
 
+/// Says on standard error which device `auto` stands for on this machine, and why, when `spec`
+/// (a `--device` value) is `auto` and `BURN_DEVICE` does not name the device: the library picks
+/// without a word ([`auto_choice`](crate::device::auto_choice)).
+pub fn say_auto_device(spec: &str) {
+    if !spec.trim().eq_ignore_ascii_case("auto") || crate::device::burn_device_for_auto().is_some() {
+        return;
+    }
+    if let Some(choice) = crate::device::auto_choice() {
+        crate::errln!("device auto: {} ({})", choice.device, choice.reason);
+    }
+}
+
 /// `command` with the arguments of `T` added (its own description kept), each help ending in the
 /// value of `defaults` ([`show_defaults`]).
 pub fn augment<T: Args + Serialize>(command: Command, defaults: &T) -> Command {

@@ -3,8 +3,6 @@
 //! offers on a machine without a GPU) is never picked while a CPU backend is compiled in: it
 //! trains many times slower than flex. `wgpu-cpu` names it explicitly.
 
-use std::sync::Once;
-
 use super::adapters::wgpu_adapter_infos;
 
 /// A graphics adapter as [`choose_auto`] sees it.
@@ -83,16 +81,19 @@ pub fn choose_auto(compiled: &[&str], adapters: &[AdapterKind], nvidia_gpu: bool
 }
 
 /// [`choose_auto`] on this machine: the backends compiled in, the adapters wgpu finds (asked only
-/// where a wgpu backend is compiled in) and the NVIDIA driver's list of GPUs. The choice is
-/// printed on standard error the first time.
+/// where a wgpu backend is compiled in) and the NVIDIA driver's list of GPUs. Nothing is printed:
+/// a program says what was picked (`cli::say_auto_device`).
 pub fn auto_choice() -> Option<AutoChoice> {
     let compiled = super::compiled_backends();
     // A GPU CUDA can use: present, and not hidden by CUDA_VISIBLE_DEVICES.
     let nvidia_gpu = super::gpu::cuda_problem_here(0).is_none();
-    let choice = choose_auto(&compiled, &wgpu_adapters(), nvidia_gpu)?;
-    static PRINTED: Once = Once::new();
-    PRINTED.call_once(|| crate::errln!("device auto: {} ({})", choice.device, choice.reason));
-    Some(choice)
+    choose_auto(&compiled, &wgpu_adapters(), nvidia_gpu)
+}
+
+/// The device that `BURN_DEVICE` names for `auto`, when it names one (set, not empty, not
+/// `auto` itself); [`auto_choice`] decides otherwise.
+pub fn burn_device_for_auto() -> Option<String> {
+    std::env::var("BURN_DEVICE").ok().map(|name| name.trim().to_string()).filter(|n| !n.is_empty() && n != "auto")
 }
 
 /// The kinds of the adapters wgpu finds ([`wgpu_adapter_infos`]).

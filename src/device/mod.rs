@@ -21,7 +21,7 @@ mod gpu;
 
 use burn::tensor::{Device, FloatDType};
 
-pub use auto::{auto_choice, choose_auto, AdapterKind, AutoChoice};
+pub use auto::{auto_choice, burn_device_for_auto, choose_auto, AdapterKind, AutoChoice};
 pub use gpu::{gpu_name, known_peak_tflops, nvidia_gpu_names, KNOWN_PEAK_TFLOPS};
 
 use crate::ConfigError;
@@ -59,8 +59,8 @@ pub fn compiled_backends() -> Vec<&'static str> {
 /// Turns a device string (see the module docs) into a [`Device`].
 ///
 /// A backend whose feature is not compiled in is an error that names the feature to enable; a bad
-/// `BURN_DEVICE` (read for `auto`) is an error that names the variable. `auto` prints what it
-/// picked, and why, on standard error the first time ([`auto_choice`]).
+/// `BURN_DEVICE` (read for `auto`) is an error that names the variable. What `auto` picks, and
+/// why, is [`auto_choice`] (a program says it: `cli::say_auto_device`).
 ///
 /// ```
 /// let device = layernorm_scaling::parse_device("flex").unwrap();
@@ -73,14 +73,14 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
     }
     let spec = spec.trim().to_ascii_lowercase();
     if spec == "auto" {
-        return match std::env::var("BURN_DEVICE") {
-            Ok(name) if !name.trim().is_empty() && name.trim() != "auto" => parse_device(&name).map_err(|error| {
+        return match burn_device_for_auto() {
+            Some(name) => parse_device(&name).map_err(|error| {
                 ConfigError::Conflict(format!(
                     "the environment variable BURN_DEVICE={name}, which picks the device `auto` stands for: \
                      {error}; set BURN_DEVICE to a valid device, unset it, or give the device explicitly"
                 ))
             }),
-            _ => {
+            None => {
                 let choice = auto_choice().ok_or(ConfigError::NoBackend)?;
                 build_device(choice.device, 0).ok_or(ConfigError::NoBackend)
             }

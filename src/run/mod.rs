@@ -48,8 +48,7 @@ pub use model_dir::{
 #[cfg(feature = "train")]
 pub(crate) use record_log::{keep_damaged_metrics, RecordLog};
 pub use run_model::{
-    checkpoint_file, checkpoint_steps, epoch_named_checkpoints, load_run_model, record_start, save_run_model,
-    RunModelInfo, CHECKPOINT_KINDS,
+    checkpoint_file, checkpoint_steps, load_run_model, record_start, save_run_model, RunModelInfo, CHECKPOINT_KINDS,
 };
 pub use state::{
     has_settings, holds_a_run, is_finished, is_replacing, run_of_config_file, training_in, RunProgress, RunState,
@@ -57,16 +56,16 @@ pub use state::{
 #[cfg(feature = "tensorboard")]
 pub(crate) use tracking_file::read_tracking_lines;
 pub use tracking_file::{read_tracking, read_tracking_skipping_damage, BadLine, TrackRecord};
-// Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`,
-// and checkpoints that version 0.1 named by epoch) speaks of them.
+// Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`)
+// speaks of them.
 #[cfg(feature = "cli")]
 pub(crate) use run_model::step_of_epoch;
 #[cfg(feature = "train")]
 pub(crate) use run_model::EpochSteps;
 #[cfg(feature = "train")]
 pub(crate) use run_model::{
-    invalid_model_info, is_checkpoint_file_name, missing_final_model, model_info_edited, name_checkpoints_by_step,
-    read_model_info, ModelInfoError,
+    invalid_model_info, is_checkpoint_file_name, missing_final_model, model_info_edited, read_model_info,
+    ModelInfoError,
 };
 
 /// Every setting of the training, resolved: `train.json`.

@@ -64,7 +64,12 @@ pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
 /// The optimiser steps that have a checkpoint file of any kind in the checkpoint directory
 /// `dir` (`<kind>-step-<step>.bpk`), oldest first.
 pub fn checkpoint_steps(dir: &Path) -> Vec<usize> {
-    numbered_checkpoints(dir, "-step-")
+    let mut steps: Vec<usize> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().filter_map(|e| checkpoint_step(&e.file_name().to_string_lossy())).collect())
+        .unwrap_or_default();
+    steps.sort_unstable();
+    steps.dedup();
+    steps
 }
 
 /// `<dir>/<kind>-step-<step>.bpk`.
@@ -72,68 +77,17 @@ pub fn checkpoint_file(dir: &Path, kind: &str, step: usize) -> PathBuf {
     dir.join(format!("{kind}-step-{step}.bpk"))
 }
 
-/// `<dir>/<kind>-<epoch>.bpk`: a checkpoint as version 0.1 named it.
-fn epoch_named_file(dir: &Path, kind: &str, epoch: usize) -> PathBuf {
-    dir.join(format!("{kind}-{epoch}.bpk"))
-}
-
-/// The checkpoints in `dir` named by burn-train's epoch (`<kind>-<epoch>.bpk`, as version 0.1
-/// wrote them): their epochs, oldest first. A resume renames them by step.
-pub fn epoch_named_checkpoints(dir: &Path) -> Vec<usize> {
-    numbered_checkpoints(dir, "-")
-}
-
-/// Renames the checkpoints of the run in `run_dir` that version 0.1 named by epoch
-/// (`model-3.bpk`) by the step they were taken at (`model-step-30.bpk`), from the run's
-/// `train.json`; a run without a readable one keeps them as they are. Each checksum is renamed
-/// before its file, so that a rename cut short is finished by the next call. Call it holding the
-/// run directory's lock.
-#[cfg(feature = "train")]
-pub(crate) fn name_checkpoints_by_step(run_dir: &Path) -> std::io::Result<()> {
-    let dir = run_dir.join(CHECKPOINTS);
-    let epochs = epoch_named_checkpoints(&dir);
-    if epochs.is_empty() {
-        return Ok(());
-    }
-    let Ok(steps) = EpochSteps::of_run(run_dir) else { return Ok(()) };
-    for epoch in epochs {
-        let Some(step) = steps.checked_step(epoch) else { return Ok(()) };
-        for kind in CHECKPOINT_KINDS {
-            let (old, new) = (epoch_named_file(&dir, kind, epoch), checkpoint_file(&dir, kind, step));
-            for (from, to) in [(crate::io::sum_path(&old), crate::io::sum_path(&new)), (old, new)] {
-                if from.exists() {
-                    std::fs::rename(from, to)?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The numbers `n` of the files `<kind><separator><n>.bpk` in `dir`, sorted and unique.
-fn numbered_checkpoints(dir: &Path, separator: &str) -> Vec<usize> {
-    let mut numbers: Vec<usize> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries.flatten().filter_map(|e| checkpoint_number(&e.file_name().to_string_lossy(), separator)).collect()
-        })
-        .unwrap_or_default();
-    numbers.sort_unstable();
-    numbers.dedup();
-    numbers
-}
-
-/// The number in a checkpoint file's name `<kind><separator><number>.bpk`, if it is one.
-fn checkpoint_number(name: &str, separator: &str) -> Option<usize> {
+/// The step in a checkpoint file's name `<kind>-step-<step>.bpk`, if it is one.
+fn checkpoint_step(name: &str) -> Option<usize> {
     let stem = name.strip_suffix(".bpk")?;
-    CHECKPOINT_KINDS.iter().find_map(|kind| stem.strip_prefix(&format!("{kind}{separator}"))?.parse().ok())
+    CHECKPOINT_KINDS.iter().find_map(|kind| stem.strip_prefix(&format!("{kind}-step-"))?.parse().ok())
 }
 
-/// Whether `name` is a checkpoint file's or its checksum's: by step (`model-step-5.bpk`), or by
-/// epoch as version 0.1 named them (`model-3.bpk`), with or without `.sum`.
+/// Whether `name` is a checkpoint file's or its checksum's (`model-step-5.bpk`, with or without
+/// `.sum`).
 #[cfg(feature = "train")]
 pub(crate) fn is_checkpoint_file_name(name: &str) -> bool {
-    let name = name.strip_suffix(".sum").unwrap_or(name);
-    checkpoint_number(name, "-step-").is_some() || checkpoint_number(name, "-").is_some()
+    checkpoint_step(name.strip_suffix(".sum").unwrap_or(name)).is_some()
 }
 
 /// How a run's validation intervals (burn-train's epochs, of `steps_per_epoch` optimiser steps)
@@ -297,46 +251,28 @@ pub(crate) fn load_run_model_as_saved(
         ));
     }
     let checkpoints = dir.join(CHECKPOINTS);
-    // A run of version 0.1 names its checkpoints by epoch: read where they are, by their step.
-    let epoch_named = epoch_named_checkpoints(&checkpoints);
-    let epoch_steps = if epoch_named.is_empty() { None } else { EpochSteps::of_run(dir).ok() };
-    let by_epoch: Vec<(usize, usize)> =
-        epoch_named.iter().filter_map(|&epoch| epoch_steps?.checked_step(epoch).map(|step| (step, epoch))).collect();
     // The checkpoints that can be loaded: those with a model file and its checksum (a training
     // prunes the kinds one by one, and writes the checksum once the file is complete).
-    let mut steps: Vec<usize> = checkpoint_steps(&checkpoints)
+    let steps: Vec<usize> = checkpoint_steps(&checkpoints)
         .into_iter()
         .filter(|&step| {
             let model = checkpoint_file(&checkpoints, "model", step);
             model.is_file() && crate::io::sum_path(&model).is_file()
         })
         .collect();
-    steps.extend(by_epoch.iter().map(|&(step, _)| step));
-    steps.sort_unstable();
-    steps.dedup();
     let listed = || {
         if !steps.is_empty() {
             format!(
                 "the run's checkpoints are --step {}",
                 steps.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
             )
-        } else if !epoch_named.is_empty() {
-            "its checkpoints are named by epoch (`model-<epoch>.bpk`, as version 0.1 wrote them) and its \
-             train.json, which says their steps, cannot be read; rename each to model-step-<step>.bpk (with its \
-             .sum), the step being epoch x eval_every"
-                .to_string()
         } else {
             "the run has no checkpoints".to_string()
         }
     };
-    let (path, prefixed) = match step {
-        None => (dir.join(MODEL), false),
-        Some(step) => match by_epoch.iter().find(|&&(s, _)| s == step) {
-            Some(&(_, epoch)) if !checkpoint_file(&checkpoints, "model", step).exists() => {
-                (epoch_named_file(&checkpoints, "model", epoch), true)
-            }
-            _ => (checkpoint_file(&checkpoints, "model", step), true),
-        },
+    let path = match step {
+        None => dir.join(MODEL),
+        Some(step) => checkpoint_file(&checkpoints, "model", step),
     };
     let finish = how_to_finish(dir, !steps.is_empty());
     // What else to load: a checkpoint, when the run has one.
@@ -402,8 +338,8 @@ pub(crate) fn load_run_model_as_saved(
     }
     let record = burn::store::ModuleRecord::from_bytes(burn::tensor::Bytes::from_bytes_vec(bytes))
         .map_err(|e| mismatch(e.to_string()))?;
-    let model = if prefixed {
-        // Epoch checkpoints hold the training wrapper, whose parameters live under `model.`.
+    let model = if step.is_some() {
+        // Checkpoints hold burn-train's training wrapper, whose parameters live under `model.`.
         Checkpointed { model }.try_load_record(record).map_err(|e| mismatch(e.to_string()))?.model
     } else {
         model.try_load_record(record).map_err(|e| mismatch(e.to_string()))?
@@ -557,7 +493,7 @@ pub(super) fn not_a_run(dir: &Path) -> String {
     }
 }
 
-/// The record layout of an epoch checkpoint: burn-train saves the training wrapper, whose only
+/// The record layout of a checkpoint: burn-train saves the training wrapper, whose only
 /// parameters are the model's, under `model.`.
 #[derive(Module, Debug)]
 struct Checkpointed {

@@ -135,7 +135,7 @@ impl EventWriter {
     }
 
     fn write_summary(&mut self, step: u64, wall_time: f64, summary: Summary) -> std::io::Result<()> {
-        crate::io::fail_point(&format!("{FAIL_POINT}:{step}"))?;
+        crate::io::fail_point(format_args!("{FAIL_POINT}:{step}"))?;
         let step = i64::try_from(step).unwrap_or(i64::MAX);
         self.write_event(Event { wall_time, step, what: Some(What::Summary(summary)) })
     }

@@ -34,7 +34,7 @@ impl SummedCheckpointer {
 impl<R: Checkpoint> Checkpointer<R> for SummedCheckpointer {
     fn save(&self, epoch: usize, record: R) -> Result<(), CheckpointerError> {
         let step = self.steps.step(epoch);
-        crate::io::fail_point(&format!("save:{}-{step}", self.name)).map_err(CheckpointerError::IOError)?;
+        crate::io::fail_point(format_args!("save:{}-{step}", self.name)).map_err(CheckpointerError::IOError)?;
         self.inner.save(step, record)?;
         crate::io::write_sum(&checkpoint_file(&self.dir, &self.name, step)).map_err(CheckpointerError::IOError)
     }

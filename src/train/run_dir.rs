@@ -47,8 +47,6 @@ impl RunDir {
         dir.restored = dir
             .settle_replacement(false)
             .map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
-        crate::run::name_checkpoints_by_step(path)
-            .map_err(|e| error(format!("cannot rename its checkpoints (named by epoch) by step: {e}")))?;
         Ok(dir)
     }
 
@@ -118,7 +116,7 @@ impl RunDir {
                 let from = self.path.join(name);
                 if from.symlink_metadata().is_ok() {
                     std::fs::rename(&from, aside.join(name))?;
-                    crash_point(&format!("set-aside:{name}"));
+                    crash_point(format_args!("set-aside:{name}"));
                 }
             }
             write_atomically(&aside.join(SET_ASIDE_DONE), b"")
@@ -221,7 +219,7 @@ impl RunDir {
             let (from, to) = (aside.join(name), self.path.join(name));
             if from.symlink_metadata().is_ok() && to.symlink_metadata().is_err() {
                 std::fs::rename(&from, &to)?;
-                crash_point(&format!("put-back:{name}"));
+                crash_point(format_args!("put-back:{name}"));
             }
         }
         self.discard_set_aside()

@@ -53,7 +53,7 @@ impl RunCheckpointing {
 
 impl CheckpointingStrategy for RunCheckpointing {
     fn checkpointing(&mut self, epoch: usize, store: &EventStoreClient) -> Vec<CheckpointingAction> {
-        crate::io::crash_point(&format!("checkpoint:{epoch}"));
+        crate::io::crash_point(format_args!("checkpoint:{epoch}"));
         if !self.sound(epoch, store) {
             return Vec::new();
         }

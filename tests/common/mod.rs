@@ -184,6 +184,15 @@ pub fn example(name: &str) -> std::path::PathBuf {
     path
 }
 
+/// Fails, saying how to run them, unless this test build has the crate's fault points
+/// (`io::fault`): the tests that kill a run or fill its disk need them, and they are compiled only
+/// into debug builds.
+pub fn require_fault_points() {
+    if !layernorm_scaling::io::FAULT_INJECTION {
+        panic!("this test injects faults, which are compiled only into debug test builds: run `cargo test` without `--release`");
+    }
+}
+
 /// Every file below `dir` (but the lock) with its bytes, to check that nothing changed.
 pub fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut files = Vec::new();

@@ -1,201 +1,10 @@
-//! File and process helpers: atomic writes (a reader never sees a half-written file), checksums
-//! that tell a complete file from one cut short or overwritten, and the exit of command-line programs.
+//! Output folders: a folder of results is written whole or not at all, and replaces only an
+//! earlier output of the same kind, never a folder or a file of the user's (its `.contents` list
+//! says what it wrote).
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` through a temporary file in the same directory (an unpredictable
-/// name, created exclusively), synced, renamed into place and the directory synced, so a crash
-/// leaves either the old file or the new one.
-///
-/// A symbolic link is followed: the file it points to is replaced and the link stays. A path
-/// that is neither a file nor a folder (`/dev/null`, `/dev/stdout`, a named pipe) is written
-/// through, never replaced. A replaced file keeps its permissions; a new one gets those of any
-/// new file (`0666` less the umask), not the temporary file's `0600`.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let path = &follow_links(path)?;
-    let existing = std::fs::metadata(path).ok();
-    if existing.as_ref().is_some_and(|meta| !meta.is_file() && !meta.is_dir()) {
-        return std::fs::OpenOptions::new().write(true).open(path)?.write_all(bytes);
-    }
-    let mut file = temporary_sibling(path)?;
-    if let Some(meta) = existing.filter(|meta| meta.is_file()) {
-        file.as_file().set_permissions(meta.permissions())?;
-    }
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    sync_parent(path)
-}
-
-/// `path`, or where its chain of symbolic links ends (which may not exist yet).
-fn follow_links(path: &Path) -> std::io::Result<PathBuf> {
-    let mut path = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target = std::fs::read_link(&path)?;
-                path = parent_dir(&path).join(target);
-            }
-            _ => return Ok(path),
-        }
-    }
-    Err(std::io::Error::other(format!("{}: too many levels of symbolic links", path.display())))
-}
-
-/// A new temporary file beside `path`, named `.<name>.tmp<pid>.<random>`: removed when dropped
-/// unless persisted; a crash leaves it behind, for the run directory's clean-up to remove. Its
-/// permissions are a new file's (`0666` less the umask).
-fn temporary_sibling(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("path has no file name"))?;
-    let dir = parent_dir(path);
-    let mut builder = tempfile::Builder::new();
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    builder.prefix(&format!(".{}.tmp{}.", name.to_string_lossy(), std::process::id())).tempfile_in(dir).map_err(|e| {
-        // tempfile's message names the temporary file, which the user never chose: name the folder.
-        let why = if dir.is_dir() { e.kind().to_string() } else { "no such folder; create it first".into() };
-        std::io::Error::new(e.kind(), format!("cannot write in the folder {}: {why}", dir.display()))
-    })
-}
-
-/// The directory `path` is in (`.` for a bare file name).
-fn parent_dir(path: &Path) -> &Path {
-    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
-}
-
-/// Syncs the directory of `path`, so that a rename into it survives a power loss (Unix; a
-/// no-op elsewhere).
-fn sync_parent(path: &Path) -> std::io::Result<()> {
-    if cfg!(unix) {
-        std::fs::File::open(parent_dir(path))?.sync_all()?;
-    }
-    Ok(())
-}
-
-/// The CRC-32 and length of a file's content, read in chunks (never the whole file in memory).
-pub fn file_crc32(path: &Path) -> std::io::Result<(u32, u64)> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut len = 0u64;
-    loop {
-        let n = match file.read(&mut buffer) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            read => read?,
-        };
-        if n == 0 {
-            return Ok((hasher.finalize(), len));
-        }
-        hasher.update(&buffer[..n]);
-        len += n as u64;
-    }
-}
-
-/// [`write_atomically`], with the checksum ([`write_sum`]) beside it. The old checksum goes
-/// first, so that a kill at any moment leaves the file with its own checksum or with none
-/// (which [`verify_sum`] reports as [`SumError::NoSum`]), never beside another's.
-pub fn write_atomically_with_sum(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    match std::fs::remove_file(sum_path(path)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    write_atomically(path, bytes)?;
-    write_sum(path)
-}
-
-/// The checksum file written beside `path`: `<path>.sum`.
-pub fn sum_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".sum");
-    PathBuf::from(name)
-}
-
-/// Writes `<path>.sum` (atomically) with the CRC-32 and length of `path`: call it once `path` is
-/// complete, so that [`verify_sum`] tells a complete file from one cut short or overwritten.
-pub fn write_sum(path: &Path) -> std::io::Result<()> {
-    let (crc32, bytes) = file_crc32(path)?;
-    write_atomically(&sum_path(path), format!("crc32 {crc32:08x} bytes {bytes}\n").as_bytes())
-}
-
-/// Why a file failed [`verify_sum`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SumError {
-    /// The file does not exist.
-    Missing,
-    /// The file exists but its `.sum` does not: its writing never finished.
-    NoSum,
-    /// The content does not match the `.sum`: cut short, overwritten or corrupt.
-    Mismatch(String),
-}
-
-impl std::fmt::Display for SumError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Missing => write!(f, "the file is missing"),
-            Self::NoSum => write!(f, "its writing never finished (no .sum beside it)"),
-            Self::Mismatch(what) => write!(f, "it is corrupt or cut short ({what})"),
-        }
-    }
-}
-
-/// Checks `bytes`, read whole from `path`, against the `<path>.sum` that [`write_sum`] wrote:
-/// what is then used is exactly what was checked, even if the file is replaced meanwhile.
-pub fn verify_sum_of(path: &Path, bytes: &[u8]) -> Result<(), SumError> {
-    let expected = std::fs::read_to_string(sum_path(path)).map_err(|_| SumError::NoSum)?;
-    let actual = format!("crc32 {:08x} bytes {}", crc32fast::hash(bytes), bytes.len());
-    if expected.trim() == actual {
-        Ok(())
-    } else {
-        Err(SumError::Mismatch(format!("{actual}, expected {}", expected.trim())))
-    }
-}
-
-/// Checks `path` against the `<path>.sum` that [`write_sum`] wrote.
-pub fn verify_sum(path: &Path) -> Result<(), SumError> {
-    if !path.is_file() {
-        return Err(SumError::Missing);
-    }
-    let expected = std::fs::read_to_string(sum_path(path)).map_err(|_| SumError::NoSum)?;
-    let (crc32, bytes) = file_crc32(path).map_err(|e| SumError::Mismatch(format!("cannot read it: {e}")))?;
-    let actual = format!("crc32 {crc32:08x} bytes {bytes}");
-    if expected.trim() == actual {
-        Ok(())
-    } else {
-        Err(SumError::Mismatch(format!("{actual}, expected {}", expected.trim())))
-    }
-}
-
-/// The environment variable that names a [`crash_point`] to die at.
-pub const CRASH_AT: &str = "LAYERNORM_SCALING_CRASH_AT";
-
-/// A place where the crash-safety tests kill the process: when the environment variable
-/// [`CRASH_AT`] names `point`, the process says so on stderr and aborts there (no clean-up runs,
-/// as under `kill -9`).
-pub fn crash_point(point: &str) {
-    if std::env::var_os(CRASH_AT).is_some_and(|at| at == point) {
-        eprintln!("{CRASH_AT}={point}: aborting here");
-        std::process::abort();
-    }
-}
-
-/// The environment variable that names a [`fail_point`], where a write fails as on a full disk.
-pub const FAIL_AT: &str = "LAYERNORM_SCALING_FAIL_AT";
-
-/// A write that the reliability tests make fail: an error as from a full disk when the
-/// environment variable [`FAIL_AT`] names `point`.
-pub fn fail_point(point: &str) -> std::io::Result<()> {
-    if !fault_injected(point) {
-        return Ok(());
-    }
-    Err(std::io::Error::new(std::io::ErrorKind::StorageFull, format!("no space left on device ({FAIL_AT}={point})")))
-}
-
-/// Whether the reliability tests inject a fault at `point`: the environment variable
-/// [`FAIL_AT`] names it.
-pub fn fault_injected(point: &str) -> bool {
-    std::env::var_os(FAIL_AT).is_some_and(|at| at == point)
-}
+use super::file_crc32;
 
 /// The file in a directory [`write_dir_atomically`] wrote that lists what it wrote there, one
 /// entry a line: `<crc32, 8 hex digits> <bytes> <path>` for a file, `folder <path>` for a folder
@@ -398,34 +207,6 @@ fn output_listing(path: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The PNG text chunk's content that marks the charts this crate draws (`Software`, then the
-/// crate's name): a chart of ours may be replaced by a new one, any other image may not.
-const CHART_MARK: &[u8] = b"Software\0layernorm-scaling";
-
-/// `png` (a whole PNG file) with the text chunk that marks our charts added before its end.
-pub fn mark_chart(mut png: Vec<u8>) -> std::io::Result<Vec<u8>> {
-    // The last chunk is IEND: 4 bytes of length (0), "IEND", 4 bytes of CRC.
-    if png.len() < 20 || &png[png.len() - 8..png.len() - 4] != b"IEND" {
-        return Err(std::io::Error::other("not a PNG file that ends with IEND"));
-    }
-    let mut chunk = (CHART_MARK.len() as u32).to_be_bytes().to_vec();
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(b"tEXt");
-    hasher.update(CHART_MARK);
-    chunk.extend_from_slice(b"tEXt");
-    chunk.extend_from_slice(CHART_MARK);
-    chunk.extend_from_slice(&hasher.finalize().to_be_bytes());
-    let end = png.len() - 12;
-    png.splice(end..end, chunk);
-    Ok(png)
-}
-
-/// Whether `bytes` are a PNG chart this crate drew ([`mark_chart`]).
-pub fn is_our_chart(bytes: &[u8]) -> bool {
-    let mark = [b"tEXt".as_slice(), CHART_MARK].concat();
-    bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.windows(mark.len()).any(|window| window == mark)
-}
-
 /// Why no folder can be at `path` or be made there, or `None` where one can: a symbolic link on
 /// the way that leads nowhere (to a missing target, or round a loop), or a file on the way
 /// (`path` itself included).
@@ -507,34 +288,6 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
-    }
-
-    #[test]
-    fn a_new_file_gets_a_new_files_permissions_and_a_replaced_one_keeps_its_own() {
-        let dir = tempfile::tempdir().unwrap();
-        let (ours, plain) = (dir.path().join("new.json"), dir.path().join("plain.json"));
-        write_atomically(&ours, b"{}").unwrap();
-        std::fs::write(&plain, b"{}").unwrap();
-        assert_eq!(mode(&ours), mode(&plain), "a new file's mode (0666 less the umask)");
-        std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o640)).unwrap();
-        write_atomically(&ours, b"[1]").unwrap();
-        assert_eq!((mode(&ours), std::fs::read(&ours).unwrap()), (0o640, b"[1]".to_vec()));
-    }
-
-    #[test]
-    fn a_link_is_followed_and_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("real")).unwrap();
-        let (target, link) = (dir.path().join("real/target.json"), dir.path().join("link.json"));
-        std::fs::write(&target, b"old").unwrap();
-        std::os::unix::fs::symlink("real/target.json", &link).unwrap();
-        write_atomically(&link, b"new").unwrap();
-        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
-        assert_eq!(std::fs::read(&target).unwrap(), b"new");
-        // A link to a file not there yet makes it.
-        std::os::unix::fs::symlink("real/later.json", dir.path().join("dangling.json")).unwrap();
-        write_atomically(&dir.path().join("dangling.json"), b"made").unwrap();
-        assert_eq!(std::fs::read(dir.path().join("real/later.json")).unwrap(), b"made");
     }
 
     #[test]
@@ -646,20 +399,5 @@ mod tests {
         assert!(error.contains("written by another command while this one ran"), "{error}");
         assert_eq!(std::fs::read_to_string(dir.join("report.json")).unwrap(), "theirs");
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 1, "no temporary folder is left");
-    }
-
-    #[test]
-    fn a_named_pipe_is_written_through_not_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let pipe = dir.path().join("pipe.json");
-        let made = std::process::Command::new("mkfifo").arg(&pipe).status().unwrap();
-        assert!(made.success());
-        let reader = {
-            let pipe = pipe.clone();
-            std::thread::spawn(move || std::fs::read(pipe).unwrap())
-        };
-        write_atomically(&pipe, b"through").unwrap();
-        assert_eq!(reader.join().unwrap(), b"through");
-        assert!(!std::fs::metadata(&pipe).unwrap().is_file(), "the pipe is still a pipe");
     }
 }
