@@ -527,7 +527,7 @@ fn the_reader_sees_known_dependencies_of_the_real_tree() {
         ("train/config_file", "run"),
         ("cli/train_settings", "console"),
         ("cli/lists", "norm/scheme_names"),
-        ("train/sweep", "train/config_file"),
+        ("train/sweep_directory", "train/config_file"),
         ("cli/train_settings", "train/config_file"),
     ] {
         assert!(

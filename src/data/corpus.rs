@@ -1,17 +1,14 @@
 //! Reading documents from corpus files and folders: text, JSON lines and JSON arrays (each
 //! optionally gzip-compressed; C4's `.json.gz` shards) and Parquet, told apart by their content.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::io::{BufRead, BufReader, Cursor, Read};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use flate2::bufread::GzDecoder;
-
+use crate::data::byte_readers::{Counted, GzipMembers, TrailingBytes, GZIP_MAGIC};
 use crate::data::json_lines::{for_each_line, object_keys, read_json_array, read_json_lines, show_names};
 #[cfg(feature = "parquet")]
 use crate::data::parquet::read_parquet;
@@ -20,9 +17,6 @@ use crate::data::DataError;
 
 /// The names a folder's corpus files end with (lowercase).
 const CORPUS_ENDINGS: [&str; 8] = [".txt", ".md", ".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet", ".bin"];
-
-/// The first bytes of a gzip file.
-const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 
 /// The first (and last) bytes of a Parquet file.
 const PARQUET_MAGIC: &[u8] = b"PAR1";
@@ -205,20 +199,6 @@ fn lowercase_name(path: &Path) -> String {
     path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default()
 }
 
-/// A reader that adds the bytes it reads to a shared count (progress through a file on disk).
-struct Counted<R> {
-    inner: R,
-    count: Arc<AtomicU64>,
-}
-
-impl<R: Read> Read for Counted<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-}
-
 /// The file, buffered, its first bytes read (in [`BufReader::buffer`]); the bytes read from the
 /// disk are added to `count`.
 fn open_raw(file: &Path, count: &Arc<AtomicU64>) -> Result<BufReader<Counted<File>>, DataError> {
@@ -226,128 +206,6 @@ fn open_raw(file: &Path, count: &Arc<AtomicU64>) -> Result<BufReader<Counted<Fil
     let mut raw = BufReader::new(Counted { inner: File::open(file).map_err(io)?, count: count.clone() });
     raw.fill_buf().map_err(io)?;
     Ok(raw)
-}
-
-/// A reader that counts the bytes consumed from `inner`, with bytes put back in front of it
-/// (read ahead to tell whether another gzip member follows).
-struct Tracked<R> {
-    put_back: Vec<u8>,
-    inner: R,
-    /// Bytes consumed so far: the offset in the file of the next byte.
-    at: u64,
-}
-
-impl<R: BufRead> Read for Tracked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = {
-            let available = self.fill_buf()?;
-            let n = available.len().min(buf.len());
-            buf[..n].copy_from_slice(&available[..n]);
-            n
-        };
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl<R: BufRead> BufRead for Tracked<R> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        if self.put_back.is_empty() {
-            self.inner.fill_buf()
-        } else {
-            Ok(&self.put_back)
-        }
-    }
-
-    fn consume(&mut self, amount: usize) {
-        self.at += amount as u64;
-        if self.put_back.is_empty() {
-            self.inner.consume(amount);
-        } else {
-            self.put_back.drain(..amount.min(self.put_back.len()));
-        }
-    }
-}
-
-impl<R: BufRead> Tracked<R> {
-    /// The next two bytes, left unread (fewer at the end of the file).
-    fn peek_two(&mut self) -> std::io::Result<Vec<u8>> {
-        while self.put_back.len() < 2 {
-            let buffer = self.inner.fill_buf()?;
-            if buffer.is_empty() {
-                break;
-            }
-            let n = buffer.len().min(2 - self.put_back.len());
-            self.put_back.extend_from_slice(&buffer[..n]);
-            self.inner.consume(n);
-        }
-        Ok(self.put_back.clone())
-    }
-}
-
-/// Bytes after a gzip file's last member that start no other member: their offset in the file
-/// and their count.
-pub(crate) type TrailingBytes = Rc<Cell<Option<(u64, u64)>>>;
-
-/// A gzip file read as `gzip -d` reads it: its members one after another (concatenated gzip
-/// files, bgzip's blocks), and bytes after the last member that start no other (a download's or
-/// a tape's padding: "trailing garbage") ignored, their offset kept in `trailing`. A damaged
-/// member is an error naming the offset where it starts.
-struct GzipMembers<R: BufRead> {
-    member: Option<GzDecoder<Tracked<R>>>,
-    /// Where the member being read starts in the file.
-    member_at: u64,
-    trailing: TrailingBytes,
-}
-
-impl<R: BufRead> GzipMembers<R> {
-    fn new(inner: R, trailing: TrailingBytes) -> Self {
-        let tracked = Tracked { put_back: Vec::new(), inner, at: 0 };
-        Self { member: Some(GzDecoder::new(tracked)), member_at: 0, trailing }
-    }
-
-    /// `error`, met in the member starting at `member_at`, said as what it is.
-    fn damaged(&self, error: std::io::Error) -> std::io::Error {
-        let what = match error.kind() {
-            std::io::ErrorKind::UnexpectedEof => "the gzip data is cut short (an interrupted download?)".to_string(),
-            std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
-                format!("the gzip data is damaged ({error})")
-            }
-            // Not the data's fault: the disk's or the system's.
-            _ => return error,
-        };
-        std::io::Error::new(
-            error.kind(),
-            format!("{what} in the gzip member that starts at byte {}; download or compress it again", self.member_at),
-        )
-    }
-}
-
-impl<R: BufRead> Read for GzipMembers<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            let Some(member) = self.member.as_mut() else { return Ok(0) };
-            let n = member.read(buf).map_err(|e| self.damaged(e))?;
-            if n > 0 || buf.is_empty() {
-                return Ok(n);
-            }
-            // The member ended: another follows, or the data ends here.
-            let mut rest = self.member.take().map(GzDecoder::into_inner).expect("a member was being read");
-            let next = rest.peek_two()?;
-            if next.is_empty() {
-                return Ok(0);
-            }
-            if next == GZIP_MAGIC {
-                self.member_at = rest.at;
-                self.member = Some(GzDecoder::new(rest));
-                continue;
-            }
-            let at = rest.at;
-            let count = std::io::copy(&mut rest, &mut std::io::sink())?;
-            self.trailing.set(Some((at, count)));
-            return Ok(0);
-        }
-    }
 }
 
 /// The file's content, decompressed when it is gzip (by its first bytes or a `.gz` name), without

@@ -4,6 +4,7 @@
 //! Burn's `DataLoader`.
 
 mod batch;
+mod byte_readers;
 mod corpus;
 mod json_lines;
 #[cfg(feature = "parquet")]

@@ -9,7 +9,7 @@ use burn::tensor::Tensor;
 pub use super::adam_settings::{any, AdamTensorSettings, AnyTensor, LossScaleRule};
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
-use super::cube::multi_tensor as kernels;
+use super::cube::{multi_tensor as kernels, multi_tensor_adam};
 
 /// Whether the backend of `tensor` has multi-tensor kernels for tensors of its type: then
 /// [`adam_step`] takes them.
@@ -142,9 +142,17 @@ pub fn adam_step(
     #[cfg(any(feature = "wgpu", feature = "cuda"))]
     {
         let (moments_1, moments_2) = moments.unwrap_or_default();
-        let (params, moments_1, moments_2) =
-            kernels::adam_step(params, grads, moments_1, moments_2, factor.into_dispatch(), settings, betas, epsilon)
-                .expect(TAKES);
+        let (params, moments_1, moments_2) = multi_tensor_adam::adam_step(
+            params,
+            grads,
+            moments_1,
+            moments_2,
+            factor.into_dispatch(),
+            settings,
+            betas,
+            epsilon,
+        )
+        .expect(TAKES);
         AdamUpdate { params, moments_1, moments_2 }
     }
     #[cfg(not(any(feature = "wgpu", feature = "cuda")))]

@@ -1,7 +1,7 @@
 //! File helpers: atomic writes (a reader never sees a half-written file), checksums that tell a
-//! complete file from one cut short or overwritten ([`checksum`]), output folders that replace only
-//! what they wrote ([`output_folder`]), the mark of our charts ([`chart_mark`]), and the fault
-//! points of the reliability tests ([`fault`]).
+//! complete file from one cut short or overwritten ([`verify_sum`]), output folders that replace
+//! only what they wrote ([`write_dir_atomically`]), the mark of our charts ([`mark_chart`]), and
+//! the fault points of the reliability tests ([`fault`]).
 
 mod chart_mark;
 mod checksum;

@@ -23,17 +23,22 @@
 //! training, the `tensorboard` example), and the training's own life in the directory
 //! (`--overwrite`, the checks under its lock) is `train::RunDir`'s.
 
+mod checkpoint_files;
+#[cfg(any(feature = "train", feature = "cli"))]
+mod epoch_steps;
 mod identity;
 #[cfg(feature = "tensorboard")]
 mod lock;
 mod metrics_file;
 mod model_dir;
+mod model_info;
 #[cfg(feature = "train")]
 mod record_log;
 mod run_model;
 mod state;
 mod tracking_file;
 
+pub use checkpoint_files::{checkpoint_file, checkpoint_steps, CHECKPOINT_KINDS};
 pub use identity::RunIdentity;
 #[cfg(feature = "tensorboard")]
 pub(crate) use lock::{lock_run_dir, LockRefused};
@@ -45,11 +50,10 @@ pub use model_dir::check_tokenizer_identity;
 pub use model_dir::{
     is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
 };
+pub use model_info::RunModelInfo;
 #[cfg(feature = "train")]
 pub(crate) use record_log::{keep_damaged_metrics, RecordLog};
-pub use run_model::{
-    checkpoint_file, checkpoint_steps, load_run_model, record_start, save_run_model, RunModelInfo, CHECKPOINT_KINDS,
-};
+pub use run_model::{load_run_model, record_start, save_run_model};
 pub use state::{
     has_settings, holds_a_run, is_finished, is_replacing, run_of_config_file, training_in, RunProgress, RunState,
 };
@@ -58,15 +62,16 @@ pub(crate) use tracking_file::read_tracking_lines;
 pub use tracking_file::{read_tracking, read_tracking_skipping_damage, BadLine, TrackRecord};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`)
 // speaks of them.
+#[cfg(feature = "train")]
+pub(crate) use checkpoint_files::is_checkpoint_file_name;
 #[cfg(feature = "cli")]
-pub(crate) use run_model::step_of_epoch;
+pub(crate) use epoch_steps::step_of_epoch;
 #[cfg(feature = "train")]
-pub(crate) use run_model::EpochSteps;
+pub(crate) use epoch_steps::EpochSteps;
 #[cfg(feature = "train")]
-pub(crate) use run_model::{
-    invalid_model_info, is_checkpoint_file_name, missing_final_model, model_info_edited, read_model_info,
-    ModelInfoError,
-};
+pub(crate) use model_info::{invalid_model_info, model_info_edited, read_model_info, ModelInfoError};
+#[cfg(feature = "train")]
+pub(crate) use run_model::missing_final_model;
 
 /// Every setting of the training, resolved: `train.json`.
 pub const TRAIN_CONFIG: &str = crate::io::RUN_SETTINGS_FILE;

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
-use super::run_model::{invalid_model_info, load_run_model_as_saved, not_a_run, read_model_info, ModelInfoError};
+use super::model_info::{invalid_model_info, read_model_info, ModelInfoError};
+use super::run_model::{load_run_model_as_saved, not_a_run};
 use crate::model::{cast_weights_to_device, Llama};
 use crate::{Error, LlamaConfig};
 

@@ -1,177 +1,19 @@
-//! A run directory's model: its final model (`model.bpk` with its checksum, and `model.json`)
-//! and its checkpoints (`checkpoint/model-step-<step>.bpk`), saved and loaded without burn-train.
+//! A run directory's model, saved and loaded without burn-train: what a run records at its start,
+//! its final model (`model.bpk` with its checksum, and `model.json`), and loading it or one of its
+//! checkpoints with an error that says what to do.
 
 use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 use burn::tensor::Device;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+use super::checkpoint_files::{checkpoint_file, checkpoint_steps};
+use super::model_info::{invalid_model_info, model_info_edited, read_model_info, ModelInfoError, RunModelInfo};
 use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::io::SumError;
 use crate::model::{cast_weights_to_device, check_finite, Llama};
-use crate::{Error, LlamaConfig};
-
-/// Why a run's `model.json` could not be read ([`read_model_info`]).
-#[derive(Debug)]
-pub(crate) enum ModelInfoError {
-    /// The file cannot be read (missing, say).
-    Unreadable(std::io::Error),
-    /// It is not a [`RunModelInfo`].
-    Invalid(serde_json::Error),
-}
-
-impl std::fmt::Display for ModelInfoError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ModelInfoError::Unreadable(e) => e.fmt(f),
-            ModelInfoError::Invalid(e) => e.fmt(f),
-        }
-    }
-}
-
-/// The run's `model.json` in `dir`, as written: the one reader of the file.
-pub(crate) fn read_model_info(dir: &Path) -> Result<RunModelInfo, ModelInfoError> {
-    let text = std::fs::read_to_string(dir.join(MODEL_INFO)).map_err(ModelInfoError::Unreadable)?;
-    serde_json::from_str(&text).map_err(ModelInfoError::Invalid)
-}
-
-/// The error for a `model.json` in `dir` that is no run description (`e`, the parser's words):
-/// what to do, and whether its checksum shows it changed since the run wrote it.
-pub(crate) fn invalid_model_info(dir: &Path, e: &serde_json::Error) -> Error {
-    let changed = match model_info_edited(dir) {
-        true => "it differs from the one the run wrote (cut short or edited); ",
-        false => "",
-    };
-    Error::file(
-        dir.join(MODEL_INFO),
-        format!(
-            "not a run description ({e}); {changed}put back the run's own model.json (from a backup), or train the \
-             run again"
-        ),
-    )
-}
-
-/// Whether the run's `model.json` in `dir` differs from the one the run wrote (its checksum says
-/// so; edited by hand): its weights were trained with the model it described then.
-pub(crate) fn model_info_edited(dir: &Path) -> bool {
-    matches!(crate::io::verify_sum(&dir.join(MODEL_INFO)), Err(SumError::Mismatch(_)))
-}
-
-/// The checkpoint kinds burn-train saves at each checkpoint.
-pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
-
-/// The optimiser steps that have a checkpoint file of any kind in the checkpoint directory
-/// `dir` (`<kind>-step-<step>.bpk`), oldest first.
-pub fn checkpoint_steps(dir: &Path) -> Vec<usize> {
-    let mut steps: Vec<usize> = std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().filter_map(|e| checkpoint_step(&e.file_name().to_string_lossy())).collect())
-        .unwrap_or_default();
-    steps.sort_unstable();
-    steps.dedup();
-    steps
-}
-
-/// `<dir>/<kind>-step-<step>.bpk`.
-pub fn checkpoint_file(dir: &Path, kind: &str, step: usize) -> PathBuf {
-    dir.join(format!("{kind}-step-{step}.bpk"))
-}
-
-/// The step in a checkpoint file's name `<kind>-step-<step>.bpk`, if it is one.
-fn checkpoint_step(name: &str) -> Option<usize> {
-    let stem = name.strip_suffix(".bpk")?;
-    CHECKPOINT_KINDS.iter().find_map(|kind| stem.strip_prefix(&format!("{kind}-step-"))?.parse().ok())
-}
-
-/// Whether `name` is a checkpoint file's or its checksum's (`model-step-5.bpk`, with or without
-/// `.sum`).
-#[cfg(feature = "train")]
-pub(crate) fn is_checkpoint_file_name(name: &str) -> bool {
-    checkpoint_step(name.strip_suffix(".sum").unwrap_or(name)).is_some()
-}
-
-/// How a run's validation intervals (burn-train's epochs, of `steps_per_epoch` optimiser steps)
-/// map to the steps that name its checkpoints: epoch `e` ends at step `min(e * steps_per_epoch,
-/// steps)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct EpochSteps {
-    /// Optimiser steps in a validation interval (`eval_every`).
-    pub(crate) steps_per_epoch: usize,
-    /// Optimiser steps of the whole run (the last interval may be short).
-    pub(crate) steps: usize,
-}
-
-impl EpochSteps {
-    /// The mapping of the run in `run_dir`, from its `train.json` (`eval_every` and `steps`).
-    pub fn of_run(run_dir: impl AsRef<Path>) -> Result<Self, Error> {
-        let path = run_dir.as_ref().join(TRAIN_CONFIG);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::file(&path, format!("{e}: an epoch's step is read from the run's train.json")))?;
-        let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| Error::file(&path, format!("not valid JSON: {e}")))?;
-        let field = |name: &str| json.get(name).and_then(serde_json::Value::as_u64).map(|n| n as usize);
-        match (field("eval_every").filter(|&n| n > 0), field("steps")) {
-            (Some(steps_per_epoch), Some(steps)) => Ok(Self { steps_per_epoch, steps }),
-            _ => Err(Error::file(&path, "needs a positive `eval_every` and `steps` to tell the step of an epoch")),
-        }
-    }
-
-    /// The step at which `epoch` (from 1) ends.
-    pub fn step(self, epoch: usize) -> usize {
-        epoch.saturating_mul(self.steps_per_epoch).min(self.steps)
-    }
-
-    /// The step at which `epoch` ends, when the run has that epoch (`1..=epochs`).
-    pub fn checked_step(self, epoch: usize) -> Option<usize> {
-        (1..=self.epochs()).contains(&epoch).then(|| self.step(epoch))
-    }
-
-    /// The epoch that ends at `step` (a checkpoint's step).
-    pub fn epoch(self, step: usize) -> usize {
-        step.div_ceil(self.steps_per_epoch.max(1))
-    }
-
-    /// The run's epochs (the last may be short).
-    pub fn epochs(self) -> usize {
-        self.epoch(self.steps)
-    }
-}
-
-/// The optimiser step at which validation interval `epoch` (from 1) of the run in `run_dir` ends,
-/// from its `train.json`: what `--epoch` (deprecated) means.
-#[cfg(feature = "cli")]
-pub(crate) fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
-    let steps = EpochSteps::of_run(&run_dir)?;
-    steps.checked_step(epoch).ok_or_else(|| {
-        Error::file(
-            run_dir.as_ref().join(TRAIN_CONFIG),
-            format!(
-                "the run has epochs (validation intervals) 1..={}, not {epoch}; give --step instead",
-                steps.epochs()
-            ),
-        )
-    })
-}
-
-/// What a run directory records about its model: enough to rebuild it and its tokenizer.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunModelInfo {
-    /// The model's config.
-    pub model: LlamaConfig,
-    /// The tokenizer spec (`byte` or a `tokenizer.json` path).
-    pub tokenizer: String,
-    /// Optimiser steps taken.
-    pub steps: usize,
-    /// What the model trains on: the [content fingerprint](crate::data::TokenCache::content_fingerprint)
-    /// of its token cache (a resume must train on the same data).
-    #[serde(default)]
-    pub data: Option<String>,
-    /// What decides the tokens ([`Tokenizer::identity`](crate::data::Tokenizer::identity): `byte`,
-    /// or a `tokenizer.json`'s size and CRC-32): a program that loads the model with another
-    /// tokenizer is refused. `None` in runs of earlier versions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokenizer_identity: Option<String>,
-}
+use crate::Error;
 
 /// Writes what a run records at its start, each file atomically with its checksum (`.sum`):
 /// `model.json` (`info`: the model, before its weights, so that the checkpoints of an interrupted
@@ -498,42 +340,4 @@ pub(super) fn not_a_run(dir: &Path) -> String {
 #[derive(Module, Debug)]
 struct Checkpointed {
     model: Llama,
-}
-
-#[cfg(test)]
-mod epoch_step_tests {
-    use super::EpochSteps;
-
-    #[test]
-    fn a_ragged_run_maps_its_epochs_to_steps_and_back() {
-        // 25 steps validated every 10: epochs end at steps 10, 20 and 25.
-        let steps = EpochSteps { steps_per_epoch: 10, steps: 25 };
-        assert_eq!(steps.epochs(), 3);
-        assert_eq!([1, 2, 3].map(|e| steps.step(e)), [10, 20, 25]);
-        assert_eq!([10, 20, 25].map(|s| steps.epoch(s)), [1, 2, 3]);
-        assert_eq!((steps.checked_step(0), steps.checked_step(3), steps.checked_step(4)), (None, Some(25), None));
-    }
-}
-
-#[cfg(test)]
-mod model_info_tests {
-    use super::*;
-
-    #[test]
-    fn a_damaged_model_json_says_what_to_do_and_whether_the_run_wrote_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(MODEL_INFO);
-        crate::io::write_atomically_with_sum(&path, br#"{"model": {"d_model": 64"#).unwrap();
-        let Err(ModelInfoError::Invalid(e)) = read_model_info(dir.path()) else {
-            panic!("a cut-short file is invalid")
-        };
-        let message = invalid_model_info(dir.path(), &e).to_string();
-        assert!(message.contains("not a run description") && message.contains("put back"), "{message}");
-        assert!(!message.contains("differs from the one the run wrote"), "the checksum matches: {message}");
-
-        std::fs::write(&path, "{}").unwrap();
-        let Err(ModelInfoError::Invalid(e)) = read_model_info(dir.path()) else { panic!("`{{}}` is no run") };
-        let message = invalid_model_info(dir.path(), &e).to_string();
-        assert!(message.contains("differs from the one the run wrote"), "{message}");
-    }
 }

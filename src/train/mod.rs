@@ -22,7 +22,9 @@ mod optimizer;
 mod prepare;
 mod renderer;
 mod resume;
+mod resume_changes;
 mod run_dir;
+mod run_verdict;
 mod schedule;
 mod setting_kind;
 mod settings;
@@ -31,6 +33,8 @@ mod step_cost;
 mod stopped;
 mod strategy;
 mod sweep;
+mod sweep_directory;
+mod sweep_plan;
 mod tensorboard_logger;
 mod tracking;
 mod training;
@@ -66,12 +70,10 @@ pub use settings::{
 pub use step::{GradNormSlot, LmOutput, StepInput, StepNorm, StepSettings, TrainingModel};
 pub use step_cost::{count_host_read, count_step, OpFamily, StepCost, StepPhase};
 pub use stopped::stopped_note;
+pub use sweep::{PairAction, SweepEvent};
 #[cfg(feature = "analysis")]
-pub(crate) use sweep::distinct;
-pub use sweep::{
-    arm_name, group_name, scheme_dir_name, PairAction, PairOutcome, Sweep, SweepEvent, SweepPair, SweepRecord,
-    SWEEP_FILE,
-};
+pub(crate) use sweep_plan::distinct;
+pub use sweep_plan::{arm_name, group_name, scheme_dir_name, PairOutcome, Sweep, SweepPair, SweepRecord, SWEEP_FILE};
 pub use tensorboard_logger::TensorBoardLogger;
 pub use tracking::{record, Tracker};
 pub use training::{train, TrainReport};

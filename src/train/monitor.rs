@@ -18,41 +18,41 @@ pub struct RunMonitor {
 }
 
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     /// Why the run diverged: the first reason reported.
-    divergence: Option<String>,
+    pub(super) divergence: Option<String>,
     /// Whether that was at the first step of a new run, before any update.
-    diverged_before_any_update: bool,
+    pub(super) diverged_before_any_update: bool,
     /// Stopped when the run diverges.
-    interrupter: Option<Interrupter>,
+    pub(super) interrupter: Option<Interrupter>,
     /// The run's first training loss (a resumed run's, from its log).
-    first_train_loss: Option<f64>,
+    pub(super) first_train_loss: Option<f64>,
     /// Training losses of every micro-batch this process trained, in order.
-    train_losses: Vec<f64>,
+    pub(super) train_losses: Vec<f64>,
     /// The first failure of the metric log: the model is good, the run's record is not.
-    log_failure: Option<String>,
+    pub(super) log_failure: Option<String>,
     /// Optimiser steps done, including those of a resumed run's checkpoint.
-    steps: usize,
+    pub(super) steps: usize,
     /// The step this process started after (a resumed run's checkpoint; 0 for a new run).
-    started_at: usize,
+    pub(super) started_at: usize,
     /// When to time the first step from ([`RunMonitor::time_first_step`]).
-    first_step_from: Option<std::time::Instant>,
+    pub(super) first_step_from: Option<std::time::Instant>,
     /// The last training losses (of this process or the log), at most [`RECENT`].
-    recent_losses: std::collections::VecDeque<f64>,
+    pub(super) recent_losses: std::collections::VecDeque<f64>,
     /// The first and the last global gradient norm (of this process or the log).
-    grad_norms: Option<(f64, f64)>,
+    pub(super) grad_norms: Option<(f64, f64)>,
     /// The run computes in f16 (`f16-mixed`), whose range ends at 65504.
     f16: bool,
     /// Whether every step's gradients were finite, as the training step keeps it on the device
     /// ([`StepSettings::sound`](super::StepSettings::sound)); read before each checkpoint.
-    sound: Option<SoundFlag>,
+    pub(super) sound: Option<SoundFlag>,
 }
 
 /// The training step's device-side record of whether every gradient so far was finite.
 pub type SoundFlag = std::sync::Arc<std::sync::Mutex<Option<burn::tensor::Tensor<1>>>>;
 
 /// How many of the last training losses stand for where the training loss ended.
-const RECENT: usize = 16;
+pub(super) const RECENT: usize = 16;
 
 impl std::fmt::Debug for RunMonitor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,21 +73,13 @@ const BEFORE_ANY_UPDATE: &str = "at the first step, before any update, so the le
      cause: the initial weights give it (check the model file's init_std, embed_init_std and norm_eps, or the \
      weights of --init-from)";
 
-/// The least a loss must fall below the run's first training loss, as a fraction of it, for the
-/// run to count as having learned (far below any real run's fall, far above rounding).
-pub const LEARNED_AT_LEAST: f64 = 1e-3;
-
-/// A gradient norm below this fraction of the run's first has vanished: with a loss that did not
-/// fall, the model has collapsed (it gives every input the same prediction, and nothing moves it).
-pub const VANISHED_GRADIENT: f64 = 1e-4;
-
 impl RunMonitor {
     /// A monitor sending the run's events to `events`.
     pub fn new(events: Events) -> Arc<Self> {
         Arc::new(Self { events, state: Mutex::default() })
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -280,87 +272,6 @@ impl RunMonitor {
         self.state().diverged_before_any_update
     }
 
-    /// Why a run that ended with validation loss `valid_loss` counts as failed, if it does: a
-    /// divergence while it trained, a non-finite validation loss, or a collapse: its gradient norm
-    /// vanished (below 1e-4 of its first, `VANISHED_GRADIENT`) while its loss did not fall (the model
-    /// gives every input the same prediction, a uniform guess `ln(vocab)` among them, and nothing
-    /// moves it any more). A run that is only short, or validated on other data, is not a failure:
-    /// [`caution`](Self::caution) says so.
-    pub fn verdict(&self, valid_loss: f64) -> Option<String> {
-        let state = self.state();
-        if let Some(reason) = &state.divergence {
-            return Some(reason.clone());
-        }
-        if !valid_loss.is_finite() {
-            return Some(format!("the validation loss is {valid_loss}"));
-        }
-        // A loss that ended far above where it started (yet finite): the updates overshot.
-        if let Some(first) = state.first_train_loss.filter(|_| !state.recent_losses.is_empty()) {
-            let recent = state.recent_losses.iter().sum::<f64>() / state.recent_losses.len() as f64;
-            let rose = |loss: f64| loss > 2.0 * first.abs() + 1.0;
-            if rose(recent) && rose(valid_loss) {
-                return Some(format!(
-                    "the loss exploded: it rose from {first:.4} to {recent:.4} (training, the mean of its last \
-                     losses) and {valid_loss:.4} (validation); train again with a lower --lr or --clip-grad-norm 1"
-                ));
-            }
-        }
-        let (Some(first), Some((first_norm, last_norm))) = (state.first_train_loss, state.grad_norms) else {
-            return None;
-        };
-        let vanished = last_norm <= VANISHED_GRADIENT * first_norm;
-        let fell = |loss: f64| loss < first - LEARNED_AT_LEAST * first.abs();
-        if !vanished || fell(valid_loss) {
-            return None;
-        }
-        if first_norm == 0.0 {
-            // Nothing could move it from the start: no learning rate is to blame.
-            return Some(format!(
-                "the model could not learn: its gradient norm was 0 from the first step and its validation loss \
-                 {valid_loss:.4} is no lower than its first training loss {first:.4} (its settings block every \
-                 gradient: check the model's init_std and embed_init_std, and the scheme's and the init's \
-                 arguments, such as a residual factor or gate)"
-            ));
-        }
-        Some(format!(
-            "the model collapsed: its gradient norm vanished ({first_norm:.3e} at the first step, {last_norm:.3e} at \
-             the last) and its validation loss {valid_loss:.4} is no lower than its first training loss {first:.4}, so \
-             it gives every input the same prediction (try a lower --lr, or --clip-grad-norm 1)"
-        ))
-    }
-
-    /// A warning for a run that is no failure (no [`verdict`](Self::verdict)) but whose validation
-    /// loss `valid_loss` is no lower than its first training loss, saying which of the two it looks
-    /// like: validation data unlike the training data (the training loss fell), or a run too short
-    /// to learn (it did not).
-    pub fn caution(&self, valid_loss: f64) -> Option<String> {
-        if self.verdict(valid_loss).is_some() {
-            return None;
-        }
-        let state = self.state();
-        let first = state.first_train_loss?;
-        let fell = |loss: f64| loss < first - LEARNED_AT_LEAST * first.abs();
-        if fell(valid_loss) {
-            return None;
-        }
-        let recent = state.recent_losses.iter().sum::<f64>() / state.recent_losses.len().max(1) as f64;
-        Some(if fell(recent) {
-            format!(
-                "the validation loss {valid_loss:.4} is no lower than the first training loss {first:.4}, though the \
-                 training loss fell to {recent:.4} (the mean of its last losses): the validation data looks unlike the training data (or the model \
-                 overfits)"
-            )
-        } else {
-            format!(
-                "neither the training loss ({recent:.4} at the end) nor the validation loss ({valid_loss:.4}) fell \
-                 below the first training loss {first:.4} in {} step{}: the run is too short to learn, or its \
-                 learning rate too low",
-                state.steps,
-                if state.steps == 1 { "" } else { "s" }
-            )
-        })
-    }
-
     /// Records that the metric log failed (reported once, as a warning).
     pub fn log_failed(&self, message: String) {
         let mut state = self.state();
@@ -421,68 +332,6 @@ mod tests {
     }
 
     #[test]
-    fn a_collapse_is_a_failure_and_says_so() {
-        // A collapse to a uniform guess over 256 ids: every loss is ln 256, the last a hair lower,
-        // and the gradient norm falls to 0.
-        let monitor = RunMonitor::default();
-        monitor.train_loss(1, 5.545177936553955, true);
-        assert!(monitor.may_apply(1.3));
-        assert!(monitor.may_apply(0.0));
-        let verdict = monitor.verdict(5.545177863194392).expect("a uniform guess that nothing moves");
-        assert!(verdict.contains("the model collapsed") && verdict.contains("same prediction"), "{verdict}");
-        assert_eq!(monitor.caution(5.545177863194392), None, "the verdict says it");
-        assert_eq!(monitor.verdict(5.5), None, "a real fall of 0.8% learned");
-        // A gradient of 0 from the first step: no learning rate is to blame.
-        let blocked = RunMonitor::default();
-        blocked.train_loss(1, 5.545, true);
-        assert!(blocked.may_apply(0.0) && blocked.may_apply(0.0));
-        let verdict = blocked.verdict(5.545).unwrap();
-        assert!(verdict.contains("could not learn") && !verdict.contains("--lr"), "{verdict}");
-    }
-
-    #[test]
-    fn a_short_run_or_other_validation_data_is_cautioned_not_failed() {
-        // A 4-step smoke run: the losses barely move, the gradients do not vanish.
-        let short = RunMonitor::default();
-        for (step, loss) in [(1, 5.56), (2, 5.561), (3, 5.559), (4, 5.558)] {
-            short.train_loss(step, loss, true);
-            assert!(short.may_apply(1.0 - step as f64 * 0.01));
-        }
-        assert_eq!(short.verdict(5.562), None);
-        let caution = short.caution(5.562).unwrap();
-        assert!(caution.contains("too short to learn") && caution.contains("in 4 steps"), "{caution}");
-        // Out-of-domain validation data: the training loss fell from 5.574 to 2.479.
-        let other = RunMonitor::default();
-        other.train_loss(1, 5.574, true);
-        other.train_loss(2, 2.479, true);
-        assert!(other.may_apply(2.0) && other.may_apply(0.5));
-        assert_eq!(other.verdict(6.1), None);
-        assert!(other.caution(6.1).unwrap().contains("unlike the training data"));
-        assert_eq!(other.caution(2.6), None, "a run that learned needs no caution");
-    }
-
-    #[test]
-    fn a_finished_runs_log_is_judged_with_its_gradient_norms() {
-        let row = |metric: &str, step: usize, value: f64| MetricRow {
-            split: "train".into(),
-            epoch: 1,
-            batch: step,
-            step,
-            metric: metric.into(),
-            value,
-            count: Some(1),
-            is_final: false,
-        };
-        let log = [row("Loss", 1, 5.545), row("Gradient norm", 1, 2.0), row("Loss", 2, 5.545)];
-        let monitor = RunMonitor::default();
-        monitor.read_log(&[&log[..], &[row("Gradient norm", 2, f64::NAN), row("Gradient norm", 2, 1e-9)]].concat());
-        assert!(monitor.verdict(5.545).unwrap().contains("collapsed"));
-        let monitor = RunMonitor::default();
-        monitor.read_log(&[&log[..], &[row("Gradient norm", 2, 1.5)]].concat());
-        assert_eq!(monitor.verdict(5.545), None);
-    }
-
-    #[test]
     fn a_non_finite_gradient_norm_is_a_divergence() {
         let monitor = RunMonitor::default();
         assert!(!monitor.may_apply(f64::NAN));
@@ -499,16 +348,6 @@ mod tests {
     }
 
     #[test]
-    fn a_loss_that_rose_is_blamed_on_too_large_updates_not_too_small() {
-        let monitor = RunMonitor::default();
-        monitor.train_loss(1, 5.57, true);
-        monitor.train_loss(2, 44618.0, true);
-        let verdict = monitor.verdict(26000.0).unwrap();
-        assert!(verdict.contains("the loss exploded") && verdict.contains("lower --lr"), "{verdict}");
-        assert_eq!(monitor.caution(26000.0), None, "not also 'too short, or its learning rate too low'");
-    }
-
-    #[test]
     fn the_first_step_is_timed_once_when_asked() {
         let (events, received) = super::Events::channel();
         let monitor = RunMonitor::new(events);
@@ -518,20 +357,6 @@ mod tests {
         let notes: Vec<String> = received.try_iter().map(|event| event.to_string()).collect();
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("the first step took") && notes[0].contains(" s "), "{notes:?}");
-    }
-
-    #[test]
-    fn the_verdict_judges_the_final_loss_against_the_first() {
-        let monitor = RunMonitor::default();
-        assert_eq!(monitor.verdict(1.0), None);
-        monitor.train_loss(1, 3.0, false);
-        monitor.train_loss(2, 2.0, true);
-        assert_eq!(monitor.first_train_loss(), Some(3.0));
-        assert_eq!(monitor.train_losses(), vec![2.0]);
-        assert_eq!(monitor.verdict(2.9), None);
-        assert_eq!(monitor.verdict(3.0), None, "no gradient norm vanished: not a collapse");
-        assert!(monitor.caution(3.0).unwrap().contains("though the training loss fell to 2.5000"));
-        assert_eq!(monitor.verdict(f64::INFINITY).unwrap(), "the validation loss is inf");
     }
 
     #[test]

@@ -12,197 +12,20 @@
 //! sweep began with has them recorded as its own.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Instant;
-
-use serde::{Deserialize, Serialize};
 
 use super::events::TrainEvent;
 use super::monitor::RunMonitor;
-use super::prepare::{check_step_memory, model_config, validation_data};
-use super::resume::setting_changes;
+use super::prepare::validation_data;
 use super::resume::Start;
 use super::run_dir::take_lock;
-use super::setting_kind::SettingKind;
-use super::settings::{DataSettings, ModelSettings, OutputSettings};
+use super::sweep_directory::Checked;
+use super::sweep_plan::{PairOutcome, Sweep, SweepPair, SweepRecord, SWEEP_FILE};
 use super::training::{train, validation_loss};
 use super::TrainConfig;
-use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::io::write_atomically;
-use crate::norm::{InitScheme, NormScheme};
-use crate::run::{has_settings, load_run_model, read_metrics, RunState, LOCK_FILE, TRAIN_CONFIG};
-use crate::{ConfigError, Error};
-
-/// The file that marks a directory as a sweep and records its pairs.
-pub const SWEEP_FILE: &str = "sweep.json";
-
-/// Why a sweep with a depth axis (`recorded`, or `given`) cannot go on in the directory of one
-/// without (the other, empty), and what to do.
-fn depth_axis_change(recorded: &[usize], given: &[usize]) -> String {
-    let list = |depths: &[usize]| depths.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-    if given.is_empty() {
-        format!(
-            "holds a depth sweep (--layers {}): give --layers with a list of two or more depths to go on with it \
-             (one depth is every run's fixed depth, not the axis), or a new --out",
-            list(recorded)
-        )
-    } else {
-        format!(
-            "holds a sweep without a depth axis (every run at one depth): a depth axis (--layers {}) needs a new --out",
-            list(given)
-        )
-    }
-}
-
-/// An axis's values for [`Sweep::pairs`]: each of `values`, or `None` alone when the axis is absent.
-fn axis<T: Copy>(values: &[T]) -> Vec<Option<T>> {
-    if values.is_empty() {
-        vec![None]
-    } else {
-        values.iter().copied().map(Some).collect()
-    }
-}
-
-/// The items in their first order, each once.
-pub(crate) fn distinct<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
-    let mut kept = Vec::new();
-    for item in items {
-        if !kept.contains(&item) {
-            kept.push(item);
-        }
-    }
-    kept
-}
-
-/// One training of a sweep.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SweepPair {
-    /// The scheme it trains.
-    pub scheme: NormScheme,
-    /// Its init, when the sweep has an init axis.
-    pub init: Option<InitScheme>,
-    /// Its number of layers, when the sweep has a depth axis.
-    pub layers: Option<usize>,
-    /// Its seed (data order and initial weights).
-    pub seed: u64,
-    /// Its run directory, `<out>/<group>/seed-<seed>`.
-    pub dir: PathBuf,
-}
-
-impl SweepPair {
-    /// The pair's scheme and init as one name, `lns` or `lns+scaled` ([`arm_name`]).
-    pub fn arm(&self) -> String {
-        arm_name(&self.scheme, self.init)
-    }
-
-    /// The runs this pair is a seed of: `[layers-<L>/]<arm>`, the folder of its seeds.
-    pub fn group(&self) -> String {
-        group_name(self.layers, &self.arm())
-    }
-
-    /// The key of the pair in `sweep.json`: `<group>/seed-<seed>`.
-    pub fn key(&self) -> String {
-        format!("{}/seed-{}", self.group(), self.seed)
-    }
-}
-
-/// A scheme with an init as one name: the scheme's directory name, and `+<init>` for an init
-/// other than `normal` (`lns`, `pre-ln+scaled`).
-pub fn arm_name(scheme: &NormScheme, init: Option<InitScheme>) -> String {
-    match init.filter(|&init| init != InitScheme::Normal) {
-        Some(init) => format!("{}+{init}", scheme_dir_name(scheme)),
-        None => scheme_dir_name(scheme),
-    }
-}
-
-/// The folder of an arm's seeds: `layers-<L>/<arm>` on a depth axis, `<arm>` otherwise.
-pub fn group_name(layers: Option<usize>, arm: &str) -> String {
-    match layers {
-        Some(layers) => format!("layers-{layers}/{arm}"),
-        None => arm.to_string(),
-    }
-}
-
-/// The directory name of a scheme (`mix-ln:0.25` -> `mix-ln-0.25`).
-pub fn scheme_dir_name(scheme: &NormScheme) -> String {
-    scheme.to_string().replace(':', "-")
-}
-
-/// How a pair ended.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "kebab-case")]
-pub enum PairOutcome {
-    /// Trained to the end: its final validation loss.
-    Finished {
-        /// Mean validation loss of the final model.
-        valid_loss: f64,
-    },
-    /// Stopped for a non-finite value, or ended collapsed (its gradient norm vanished while its
-    /// loss did not fall).
-    Diverged {
-        /// What happened.
-        reason: String,
-    },
-}
-
-/// `sweep.json`: the sweep's settings and the outcome of every pair done so far.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SweepRecord {
-    /// The training settings every pair shares (its `norm`, `seed` and `out` are the pair's own).
-    /// A record written from a run's `train.json` may hold its data budget: it is skipped.
-    #[serde(deserialize_with = "super::config_file::settings_skipping_the_budget")]
-    pub config: TrainConfig,
-    /// The schemes, as given.
-    pub schemes: Vec<NormScheme>,
-    /// The seeds, as given.
-    pub seeds: Vec<u64>,
-    /// The inits, when the sweep has an init axis.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub inits: Vec<InitScheme>,
-    /// The depths, when the sweep has a depth axis.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depths: Vec<usize>,
-    /// The outcome of each pair by its key (`[layers-<L>/]<arm>/seed-<seed>`).
-    pub outcomes: BTreeMap<String, PairOutcome>,
-    /// The content fingerprint of the `--data` files and tokenizer ([`corpus_fingerprint`]); `None`
-    /// for the built-in corpus and in records written before it was kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<String>,
-    /// The device list of each pair (by its key) whose training finished on other devices than
-    /// `config.device`, the devices the sweep began on (a rerun may give others of the same
-    /// number); empty when every pair ran on those.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub devices: BTreeMap<String, String>,
-}
-
-impl SweepRecord {
-    /// The sweep this record is of: its settings and axes (its pairs and groups).
-    pub fn sweep(&self) -> Sweep {
-        Sweep {
-            config: self.config.clone(),
-            schemes: self.schemes.clone(),
-            seeds: self.seeds.clone(),
-            inits: self.inits.clone(),
-            depths: self.depths.clone(),
-        }
-    }
-}
-
-/// A sweep to run: the shared settings (`config.output.out` is the sweep's directory), schemes and
-/// seeds, and optionally inits and depths.
-#[derive(Clone, Debug, Default)]
-pub struct Sweep {
-    /// The shared settings.
-    pub config: TrainConfig,
-    /// The schemes, in order.
-    pub schemes: Vec<NormScheme>,
-    /// The seeds, in order.
-    pub seeds: Vec<u64>,
-    /// The inits, in order; empty: no init axis (every pair takes the config's `init`).
-    pub inits: Vec<InitScheme>,
-    /// The depths, in order; empty: no depth axis (every pair takes the config's depth).
-    pub depths: Vec<usize>,
-}
+use crate::run::{load_run_model, read_metrics, RunState};
+use crate::Error;
 
 /// What a sweep does with a pair that has no recorded outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,158 +78,6 @@ pub enum SweepEvent<'a> {
 }
 
 impl Sweep {
-    /// Every pair: depth by depth (shallow first), scheme by scheme, init by init, seeds in order.
-    pub fn pairs(&self) -> Vec<SweepPair> {
-        let depths = axis(&self.depths);
-        let inits = axis(&self.inits);
-        let mut pairs = Vec::new();
-        for &layers in &depths {
-            for scheme in &self.schemes {
-                for &init in &inits {
-                    for &seed in &self.seeds {
-                        let mut pair = SweepPair { scheme: scheme.clone(), init, layers, seed, dir: PathBuf::new() };
-                        pair.dir = self.config.output.out.join(pair.group()).join(format!("seed-{seed}"));
-                        pairs.push(pair);
-                    }
-                }
-            }
-        }
-        pairs
-    }
-
-    /// Every group of seeds (`[layers-<L>/]<arm>`), in the order of [`pairs`](Self::pairs), with its
-    /// depth and arm.
-    pub fn groups(&self) -> Vec<(Option<usize>, String)> {
-        distinct(self.pairs().iter().map(|pair| (pair.layers, pair.arm())))
-    }
-
-    /// The training settings of `pair`. Every pair shares one token cache, `<out>/.token-cache`,
-    /// unless `cache_dir` is set.
-    pub fn pair_config(&self, pair: &SweepPair) -> TrainConfig {
-        let cache_dir =
-            self.config.data.cache_dir.clone().or_else(|| Some(self.config.output.out.join(".token-cache")));
-        TrainConfig {
-            model: ModelSettings {
-                norm: Some(pair.scheme.clone()),
-                init: pair.init.or(self.config.model.init),
-                layers: pair.layers.or(self.config.model.layers),
-                ..self.config.model.clone()
-            },
-            data: DataSettings { cache_dir, ..self.config.data.clone() },
-            output: OutputSettings { out: pair.dir.clone(), ..self.config.output.clone() },
-            seed: pair.seed,
-            ..self.config.clone()
-        }
-    }
-
-    /// Checks every pair's settings, the devices, data and tokenizer, and the sweep directory
-    /// before anything is trained or written: the directory must be new, empty, or a sweep of the
-    /// same training settings (any settings while nothing is trained yet). Returns the outcomes
-    /// recorded so far whose run directories still exist (a deleted one is trained again).
-    pub fn check(&self) -> Result<BTreeMap<String, PairOutcome>, Error> {
-        self.checked().map(|checked| checked.outcomes)
-    }
-
-    /// [`check`](Self::check), the data's content fingerprint (a sweep under way refuses data
-    /// whose content changed: a file rewritten in place under the same name), and the record of
-    /// the sweep under way in the directory, if one is.
-    fn checked(&self) -> Result<Checked, Error> {
-        if let Some(norm) = &self.config.model.norm {
-            return Err(ConfigError::Conflict(format!(
-                "--norm {norm} does not apply to a sweep: list the schemes with --schemes (a config file's `norm` is \
-                 replaced by them)"
-            ))
-            .into());
-        }
-        self.check_axes()?;
-        let mut models = Vec::new();
-        for pair in self.pairs() {
-            let config = self.pair_config(&pair);
-            config.validate()?;
-            models.push((model_config(&config)?, config));
-        }
-        let devices = crate::parse_devices(&self.config.device)?;
-        // Every pair's memory, the deepest of a depth axis included, before the first trains.
-        for (model, config) in &models {
-            check_step_memory(config, model, &devices).map_err(|e| {
-                if self.depths.is_empty() {
-                    e
-                } else {
-                    ConfigError::TooLarge(format!("the depth {} of --layers: {e}", model.n_layers))
-                }
-            })?;
-        }
-        let tokenizer = Tokenizer::from_spec(&self.config.data.tokenizer)?;
-        let data = match &self.config.data.files[..] {
-            [] => None,
-            paths => {
-                let source =
-                    CorpusSource::Files { paths: paths.to_vec(), text_field: self.config.data.text_field.clone() };
-                Some(corpus_fingerprint(&source, &tokenizer)?)
-            }
-        };
-        let out = &self.config.output.out;
-        let record_path = out.join(SWEEP_FILE);
-        if record_path.exists() {
-            let unreadable = |e: String| {
-                Error::file(
-                    &record_path,
-                    format!(
-                        "{e}: the sweep's record is damaged; restore it, or move {} away and start a new sweep \
-                         (its runs stay readable by `analyze`)",
-                        out.display()
-                    ),
-                )
-            };
-            let text = std::fs::read_to_string(&record_path).map_err(|e| unreadable(e.to_string()))?;
-            let record: SweepRecord =
-                serde_json::from_str(&text).map_err(|e| unreadable(format!("not a sweep record: {e}")))?;
-            let changed = sweep_changes(&shared(&record.config), &shared(&self.config));
-            let recorded = Sweep { config: self.config.clone(), ..record.sweep() };
-            let started = !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| has_settings(&pair.dir));
-            if started && record.depths.is_empty() != self.depths.is_empty() {
-                return Err(Error::file(out, depth_axis_change(&record.depths, &self.depths)));
-            }
-            if !changed.is_empty() && started {
-                return Err(Error::file(
-                    out,
-                    format!(
-                        "holds a sweep with other training settings ({}); keep them, or give a new --out for a \
-                         new sweep",
-                        changed.join("; ")
-                    ),
-                ));
-            }
-            if started && record.data.is_some() && record.data != data {
-                return Err(Error::file(
-                    out,
-                    "holds a sweep trained on other data: the content of the --data files (or of the tokenizer) \
-                     changed since it began, so new pairs would not be comparable with those done; restore the \
-                     data, or give a new --out for a new sweep",
-                ));
-            }
-            let mut outcomes = record.outcomes.clone();
-            outcomes.retain(|key, _| out.join(key).is_dir());
-            return Ok(Checked { outcomes, data, under_way: started.then_some(record) });
-        }
-        let empty = match std::fs::read_dir(out) {
-            // The sweep's lock, and a record a killed sweep was writing, are the sweep's own.
-            Ok(entries) => entries.flatten().all(|entry| {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                name == LOCK_FILE || name.starts_with(&format!(".{SWEEP_FILE}.tmp"))
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => return Err(Error::file(out, e)),
-        };
-        if !empty {
-            return Err(Error::file(
-                out,
-                format!("is not empty and holds no {SWEEP_FILE}: not a sweep directory; give a new or empty --out"),
-            ));
-        }
-        Ok(Checked { outcomes: BTreeMap::new(), data, under_way: None })
-    }
-
     /// Runs every pair not yet done and returns the record of the whole sweep. An error other
     /// than a divergence (bad data, a full disk, an interruption) stops the sweep; what was
     /// finished stays recorded, and running the sweep again goes on from there.
@@ -487,99 +158,12 @@ impl Sweep {
         Ok(record)
     }
 
-    /// An error when the run of a pair whose outcome is recorded was trained again by hand since
-    /// (its `train.json` holds other settings: another scheme, seed or rate): the recorded loss
-    /// would be reported for a model that is not the pair's.
-    fn check_unchanged(&self, pair: &SweepPair) -> Result<(), Error> {
-        let Ok(saved) = TrainConfig::from_run_file(pair.dir.join(TRAIN_CONFIG)) else { return Ok(()) };
-        let changed = sweep_changes(&saved, &self.pair_config(pair));
-        if changed.is_empty() {
-            return Ok(());
-        }
-        Err(Error::RunDir {
-            path: pair.dir.clone(),
-            message: format!(
-                "this pair's run was trained again since the sweep recorded it ({}): its recorded loss is not this \
-                 model's. Remove the folder to train the pair again, or sweep into a new --out",
-                changed.join("; ")
-            ),
-        })
-    }
-
-    /// An error when an axis clashes with the shared settings: the config's own `init` or `layers`
-    /// beside an init or depth axis, a depth axis on the fixed depth of `init_from`, or an init
-    /// axis with a scheme that sets its own init.
-    fn check_axes(&self) -> Result<(), ConfigError> {
-        let listed = |values: Vec<String>| values.join(",");
-        if !self.inits.is_empty() {
-            // The model file's own init (a `model` JSON with `init`), unless the config sets one.
-            let model_init = || model_config(&self.config).ok().and_then(|model| model.init);
-            let set = match self.config.model.init {
-                Some(init) => Some(("the config's", init)),
-                None => model_init().map(|init| ("the model file's", init)),
-            };
-            if let Some((whose, init)) = set {
-                return Err(ConfigError::Conflict(format!(
-                    "{whose} init `{init}` and --inits {} both set the init; give one of them",
-                    listed(self.inits.iter().map(|i| i.to_string()).collect())
-                )));
-            }
-            let other = self.inits.iter().find(|&&init| init != InitScheme::Normal);
-            if let (Some(init), Some(scheme)) = (other, self.schemes.iter().find(|scheme| scheme.sets_init())) {
-                return Err(ConfigError::Conflict(format!(
-                    "the scheme `{scheme}` sets its own init and takes no other, but --inits has `{init}`: drop \
-                     `{scheme}` from --schemes, or keep --inits to normal"
-                )));
-            }
-        }
-        if self.depths.is_empty() {
-            return Ok(());
-        }
-        let depths = listed(self.depths.iter().map(|d| d.to_string()).collect());
-        if let Some(layers) = self.config.model.layers {
-            return Err(ConfigError::Conflict(format!(
-                "the config's `layers = {layers}` and the depth axis --layers {depths} both set the depth; give one"
-            )));
-        }
-        if let Some(source) = &self.config.model.init_from {
-            return Err(ConfigError::Conflict(format!(
-                "a depth axis (--layers {depths}) cannot apply to `init_from` ({}): its model's depth is fixed; drop \
-                 --layers or --init-from",
-                source.display()
-            )));
-        }
-        Ok(())
-    }
-
     fn write_record(&self, record: &SweepRecord) -> Result<(), Error> {
         let path = self.config.output.out.join(SWEEP_FILE);
         let json =
             serde_json::to_string_pretty(record).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))?;
         write_atomically(&path, json.as_bytes()).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))
     }
-}
-
-/// What [`Sweep::checked`] found: the outcomes recorded so far whose run directories exist, the
-/// data's fingerprint, and the record of the sweep under way, once a pair has started.
-struct Checked {
-    outcomes: BTreeMap<String, PairOutcome>,
-    data: Option<String>,
-    under_way: Option<SweepRecord>,
-}
-
-/// The settings of `now` that differ from `saved` and that a sweep under way may not change, as
-/// `field: saved -> now`.
-fn sweep_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
-    setting_changes(saved, now)
-        .into_iter()
-        .filter(|(field, _)| !SettingKind::of(field).sweep_may_change())
-        .map(|(_, change)| change)
-        .collect()
-}
-
-/// The settings every pair shares, for comparing a sweep with the one in its directory.
-fn shared(config: &TrainConfig) -> TrainConfig {
-    TrainConfig { model: ModelSettings { norm: None, ..config.model.clone() }, seed: 0, ..config.clone() }
 }
 
 /// The final validation loss of the finished run in `config.output.out`, measured as training measures
@@ -612,8 +196,9 @@ fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) ->
 
 #[cfg(test)]
 mod tests {
-    use super::super::settings::{EvalSettings, OptimSettings};
+    use super::super::settings::{EvalSettings, OptimSettings, OutputSettings};
     use super::*;
+    use crate::norm::NormScheme;
     use crate::run::tests::random_floats;
 
     #[test]
@@ -635,7 +220,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sweep_record_reads_back_bit_identical_and_unchanged() {
+    fn a_sweep_plan_reads_back_bit_identical_and_unchanged() {
         let dir = tempfile::tempdir().unwrap();
         // Values that serde_json without `float_roundtrip` reads back one ulp off.
         let config = TrainConfig {
