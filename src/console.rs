@@ -45,11 +45,12 @@ static OUTPUT_FAILURE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(
 /// An error when something [`outln!`] wrote could not be written: for a program whose printed
 /// table is its result (`bench`), which must then not exit 0. A closed pipe (`| head`) is no
 /// failure.
-pub fn output_written() -> Result<(), crate::Error> {
+pub fn output_written() -> Result<(), crate::error::Error> {
     match OUTPUT_FAILURE.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        Some(e) => {
-            Err(crate::Error::file(std::path::Path::new("standard output"), format!("cannot write the result: {e}")))
-        }
+        Some(e) => Err(crate::error::Error::file(
+            std::path::Path::new("standard output"),
+            format!("cannot write the result: {e}"),
+        )),
         None => Ok(()),
     }
 }
@@ -86,12 +87,13 @@ pub fn print_event(event: impl std::fmt::Display, notice: bool) {
 /// Writes a line of a program's result to standard output and flushes it. A closed pipe
 /// (`| head`) is not an error: the reader has what it wanted. Any other failure (a full disk
 /// under `> file`) is, so that a cut-short result never exits with success.
-pub fn write_result(text: std::fmt::Arguments) -> Result<(), crate::Error> {
+pub fn write_result(text: std::fmt::Arguments) -> Result<(), crate::error::Error> {
     let mut stdout = std::io::stdout().lock();
     match stdout.write_fmt(format_args!("{text}\n")).and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(crate::Error::file(std::path::Path::new("standard output"), format!("cannot write the result: {e}")))
-        }
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(crate::error::Error::file(
+            std::path::Path::new("standard output"),
+            format!("cannot write the result: {e}"),
+        )),
         _ => Ok(()),
     }
 }

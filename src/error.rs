@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Every error of the crate, by kind: a bad setting, bad data, a Hugging Face directory, a file,
 /// or a training run that cannot go on.

@@ -1,8 +1,8 @@
 //! Why a Hugging Face model directory cannot be loaded or written. A leaf of its own beside
-//! `config_error.rs`, outside `hf/`, so that the crate's [`Error`](crate::Error), which wraps it,
+//! `config_error.rs`, outside `hf/`, so that the crate's [`Error`](crate::error::Error), which wraps it,
 //! does not depend on the interop module, which uses the model, which returns `Error`.
 
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// An error of the Hugging Face interop, naming the file, field or tensor at fault.
 #[derive(Debug, thiserror::Error)]

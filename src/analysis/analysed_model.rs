@@ -12,7 +12,7 @@ use super::{AnalysisRequest, Report};
 use crate::data::{tokenize_corpus, CorpusSource, SequenceDataset, TokenCache, Tokenizer};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_tracking_skipping_damage, TrackRecord, TRACKING};
-use crate::{errln, Error, LlamaConfig};
+use crate::{errln, error::Error, model::LlamaConfig};
 
 /// The documents of the built-in corpus an analysis reads when no `--data` is given: fresh ones
 /// (another seed than training's).
@@ -123,7 +123,7 @@ fn evaluation_tokens(
 }
 
 /// The refusal of `--layers` naming layers that the model in `dir` does not have.
-fn layers_refused(dir: &Path) -> impl Fn(crate::ConfigError) -> Error + '_ {
+fn layers_refused(dir: &Path) -> impl Fn(crate::config_error::ConfigError) -> Error + '_ {
     move |e| usage(format!("--layers: {e} ({})", dir.display()))
 }
 
@@ -141,7 +141,7 @@ mod encoder {
     use crate::analysis::{AnalysisRequest, EncoderReport};
     use crate::data::Tokenizer;
     use crate::hf::{bert_layer_removal, encoder_sequences, load_bert_model, BertConfig, BertForMaskedLm, BertTokens};
-    use crate::{errln, Error};
+    use crate::{errln, error::Error};
 
     /// A BERT-style encoder to analyse, loaded and checked.
     pub(in crate::analysis) struct AnalysedEncoder {
@@ -241,7 +241,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let run = run_dir(root.path(), "run");
         let request = request(vec![ModelSource::Run(run.clone())]);
-        let layers = crate::LlamaConfig::tiny().n_layers;
+        let layers = crate::model::LlamaConfig::tiny().n_layers;
         let tracked = |text: String| {
             std::fs::write(run.join(TRACKING), text).unwrap();
             AnalysedRun::load(&run, &request, &flex()).unwrap().tracking.map(|records| records.len())

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::{AnalysisOptions, ChoiceFormat};
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 /// A model to analyse.
 #[derive(Clone, Debug, PartialEq, Eq)]

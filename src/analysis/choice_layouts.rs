@@ -19,8 +19,8 @@ use serde_json::Value;
 
 use super::choice_rows::{read_rows, shown, Row};
 use super::ChoiceItem;
+use crate::config_error::ConfigError;
 use crate::data::DataError;
-use crate::ConfigError;
 
 /// A multiple-choice layout, named as `--choices-format` takes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::data::{DataError, Tokenizer};
+use crate::error::Error;
 use crate::model::Llama;
-use crate::Error;
 
 /// One multiple-choice question, ready to score: the model reads `context`, then each choice after
 /// a space.

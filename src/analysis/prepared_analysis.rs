@@ -12,7 +12,7 @@ use super::{
 };
 use crate::data::DataError;
 use crate::run::RunIdentity;
-use crate::{errln, ConfigError, Error};
+use crate::{config_error::ConfigError, errln, error::Error};
 
 /// A model of a prepared analysis.
 enum Analysed {
@@ -67,7 +67,7 @@ impl AnalysisRequest {
             ConfigError::LayerTwice { .. } => usage(format!("--layers: {e}")),
             other => other.into(),
         })?;
-        let device = crate::parse_device(&self.device)?;
+        let device = crate::device::parse_device(&self.device)?;
         // `org/name` names a model of the local Hugging Face cache: its folder from here on.
         let dirs: Vec<(PathBuf, Kind)> = self
             .models
@@ -273,7 +273,7 @@ fn choice_items(
 mod tests {
     use super::*;
     use crate::analysis::test_support::{request, run_dir};
-    use crate::LlamaConfig;
+    use crate::model::LlamaConfig;
 
     fn is_conflict(result: Result<PreparedAnalysis, Error>) -> bool {
         matches!(result, Err(Error::Config(ConfigError::Conflict(_))))

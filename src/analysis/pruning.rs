@@ -4,7 +4,7 @@
 use crate::data::SequenceDataset;
 use crate::measure::mean_loss;
 use crate::model::Llama;
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 /// The perplexity of the full model and `dP(l)` for each layer of `layers` (1-based; empty: every
 /// layer), in that order.

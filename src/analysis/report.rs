@@ -10,7 +10,7 @@ use crate::data::{SequenceDataset, Tokenizer};
 use crate::measure::{evaluation_batches, max_abs_activations};
 use crate::model::{check_distinct_layers, check_finite, Llama};
 use crate::run::TrackRecord;
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 /// The default threshold of [`Report::effective_depth`]: a layer counts when removing it alone
 /// raises the perplexity by 5% or more.

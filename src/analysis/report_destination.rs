@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 /// A model a report covers.
 #[derive(Clone, Copy, Debug)]

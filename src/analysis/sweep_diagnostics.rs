@@ -6,7 +6,7 @@ use super::report::{analyze, AnalysisOptions};
 use crate::data::SequenceMode;
 use crate::run::load_run_model;
 use crate::train::{group_name, validation_data, PairOutcome, Sweep, SweepRecord};
-use crate::{parse_devices, Error};
+use crate::{device::parse_devices, error::Error};
 
 /// What [`sweep_diagnostics`] reports as it goes.
 #[derive(Debug)]

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use burn::tensor::Device;
 
 use super::{AnalysisOptions, AnalysisRequest, ModelSource};
+use crate::model::LlamaConfig;
 use crate::run::{save_run_model, RunModelInfo};
-use crate::LlamaConfig;
 
 /// The flex device.
 pub(super) fn flex() -> Device {
-    crate::parse_device("flex").unwrap()
+    crate::device::parse_device("flex").unwrap()
 }
 
 /// A run directory `root/name` holding an untrained tiny model with the byte tokenizer.

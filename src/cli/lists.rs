@@ -2,9 +2,9 @@
 //! (depths), `--inits` and `--baseline`. Each refuses an unknown item, one listed twice and an
 //! empty list, naming its option.
 
+use crate::config_error::ConfigError;
 use crate::norm::{InitScheme, NormScheme};
 use crate::train::{arm_name, Sweep};
-use crate::ConfigError;
 
 /// The schemes of the paper's Table 1, in its order.
 pub fn table_1_schemes() -> Vec<NormScheme> {

@@ -215,11 +215,12 @@ pub fn overridden<T: FromArgMatches>(mut base: T, matches: &ArgMatches) -> Resul
 fn train_overridden(
     mut base: crate::train::TrainConfig,
     matches: &ArgMatches,
-) -> Result<crate::train::TrainConfig, crate::ConfigError> {
+) -> Result<crate::train::TrainConfig, crate::config_error::ConfigError> {
     if on_command_line(matches, "precision") || on_command_line(matches, "bf16") {
         (base.precision, base.bf16) = (None, None);
     }
-    overridden(base, matches).map_err(|e| crate::ConfigError::Invalid { what: "command line", message: e.to_string() })
+    overridden(base, matches)
+        .map_err(|e| crate::config_error::ConfigError::Invalid { what: "command line", message: e.to_string() })
 }
 
 /// The value parser of a size in `range` (`#[arg(value_parser = cli::size(1..=1024))]`): a value
@@ -235,7 +236,7 @@ pub fn checkpoint_step(
     dir: &std::path::Path,
     step: Option<usize>,
     epoch: Option<usize>,
-) -> Result<Option<usize>, crate::Error> {
+) -> Result<Option<usize>, crate::error::Error> {
     let Some(epoch) = epoch else { return Ok(step) };
     let step = crate::run::step_of_epoch(dir, epoch)?;
     crate::errln!("warning: --epoch is deprecated and goes in the next release; use --step {step}");

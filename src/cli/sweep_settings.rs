@@ -7,7 +7,7 @@ use clap::ArgMatches;
 
 use super::{on_command_line, parse_depths, parse_inits, parse_schemes, parse_seeds, train_overridden};
 use crate::train::{model_config, Sweep, TrainConfig};
-use crate::{errln, Error, InitScheme};
+use crate::{errln, error::Error, norm::InitScheme};
 
 /// The sweep's own list options as given: `--schemes`, `--seeds`, `--inits` and `--layers` (a
 /// list of depths on a sweep's command line).
@@ -79,8 +79,8 @@ pub fn shared_init_note(sweep: &Sweep) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config_error::ConfigError;
     use crate::norm::NormScheme;
-    use crate::ConfigError;
 
     fn matches(args: &[&str]) -> ArgMatches {
         let command = super::super::augment(clap::Command::new("sweep"), &TrainConfig::default());

@@ -7,7 +7,7 @@ use clap::ArgMatches;
 
 use super::{on_command_line, train_overridden};
 use crate::train::{Start, TrainConfig};
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 /// The training settings of a command line whose options are [`TrainConfig`]'s
 /// ([`augment`](super::augment)ed into `matches`), with its own `--config FILE` (`config_file`)
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_precision_option_replaces_the_config_files_precision_in_either_shape() {
-        use crate::Precision;
+        use crate::device::Precision;
         let dir = tempfile::tempdir().unwrap();
         let (bf16_file, precision_file) = (dir.path().join("bf16.toml"), dir.path().join("precision.toml"));
         std::fs::write(&bf16_file, "bf16 = true\n").unwrap();

@@ -24,7 +24,7 @@ use burn::tensor::{Device, FloatDType};
 pub use auto::{auto_choice, burn_device_for_auto, choose_auto, AdapterKind, AutoChoice};
 pub use gpu::{gpu_name, known_peak_tflops, nvidia_gpu_names, KNOWN_PEAK_TFLOPS};
 
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Every device string, with the cargo feature it needs.
 pub const DEVICE_NAMES: [(&str, &str); 10] = [

@@ -11,7 +11,7 @@
 //! half type (ndarray, say, beside a GPU), are left as they are.
 //!
 //! The setting is the process's ([`set_half_compute`], which
-//! [`set_precision`](crate::set_precision) calls, and which [`train`](crate::train::train) puts
+//! [`set_precision`](crate::device::set_precision) calls, and which [`train`](crate::train::train) puts
 //! back as it was when it returns), or one thread's ([`with_half_compute`]).
 
 use std::cell::Cell;

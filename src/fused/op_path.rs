@@ -19,10 +19,10 @@ impl OpPath {
     /// The path named by `LAYERNORM_SCALING_OPS` (`fused` or `reference`); `None` when unset.
     ///
     /// Another value is an error that names the variable and the accepted values.
-    pub fn from_env() -> Result<Option<OpPath>, crate::ConfigError> {
+    pub fn from_env() -> Result<Option<OpPath>, crate::config_error::ConfigError> {
         match std::env::var(ENV_VAR) {
             Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(value)) => Err(crate::ConfigError::Unknown {
+            Err(std::env::VarError::NotUnicode(value)) => Err(crate::config_error::ConfigError::Unknown {
                 what: "LAYERNORM_SCALING_OPS value",
                 name: value.to_string_lossy().into_owned(),
                 expected: "fused, reference".into(),
@@ -31,7 +31,7 @@ impl OpPath {
                 "" => Ok(None),
                 name => match [OpPath::Fused, OpPath::Reference].into_iter().find(|path| path.name() == name) {
                     Some(path) => Ok(Some(path)),
-                    None => Err(crate::ConfigError::Unknown {
+                    None => Err(crate::config_error::ConfigError::Unknown {
                         what: "LAYERNORM_SCALING_OPS value",
                         name: name.to_string(),
                         expected: "fused, reference".into(),

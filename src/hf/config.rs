@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::layout::{kind_problem, plan_problem, SAVE_INSTEAD};
 use super::HfError;
 use crate::model::RopeScaling;
-use crate::{ConfigError, LlamaConfig, NormKind, NormScheme};
+use crate::{config_error::ConfigError, model::LlamaConfig, norm::NormKind, norm::NormScheme};
 
 /// The key under which an exported model records its normalisation scheme.
 pub const SCHEME_KEY: &str = "layernorm_scaling";

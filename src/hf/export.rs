@@ -8,7 +8,7 @@ use super::config::hf_config_json;
 use super::layout::{export_adapter, NameMap};
 use super::HfError;
 use crate::io::check_replaceable_dir;
-use crate::{Llama, LlamaConfig};
+use crate::{model::Llama, model::LlamaConfig};
 
 /// Writes `config.json` and `model.safetensors` (f32) of `model`, plus a copy of `tokenizer`
 /// when given, into the new directory `dir` (which appears whole or not at all).

@@ -14,8 +14,8 @@ use burn_store::{
 
 use super::HfError;
 use crate::model::Block;
+use crate::model::Llama;
 use crate::norm::{BranchGate, LayerPlan, NormKind, Placement};
-use crate::Llama;
 
 /// The one name map, Hugging Face name <-> module path (enum variants such as `Norm::RmsNorm`
 /// left out); `{i}` is a block index. An entry ending in `.` maps a prefix, any other a whole

@@ -12,7 +12,7 @@ use super::weights::Checkpoint;
 use super::HfError;
 #[cfg(feature = "data")]
 use crate::data::Tokenizer;
-use crate::{Llama, LlamaConfig};
+use crate::{model::Llama, model::LlamaConfig};
 
 /// A model loaded from a Hugging Face directory.
 #[derive(Debug)]

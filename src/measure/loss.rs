@@ -6,8 +6,8 @@ use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 
 use crate::data::{DataError, LmBatch, LmBatcher, SequenceDataset};
+use crate::error::Error;
 use crate::model::{cross_entropy_counting, Llama};
-use crate::Error;
 
 /// The first `batches` batches of `batch_size` sequences of `dataset` on `device` (the last one may
 /// be smaller), each with its number of sequences; an error when the dataset holds no sequence.

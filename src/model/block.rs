@@ -9,10 +9,10 @@ use super::feed_forward::{FeedForward, FeedForwardConfig};
 use super::kv_cache::LayerKv;
 use super::residual::Residual;
 use super::rope::RopeTables;
+use crate::config_error::ConfigError;
 use crate::fused::compute_dtype;
 use crate::fused::mixed::{cast_counted, CastOf};
 use crate::norm::{gpas, scale_unless_one, BranchGate, LayerPlan, Norm, NormKind, Placement};
-use crate::ConfigError;
 
 /// The outputs of a block: `[batch, seq, d_model]` each.
 #[derive(Clone, Debug)]

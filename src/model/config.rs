@@ -9,7 +9,7 @@ use super::rope::RopeScaling;
 use crate::config_error::check_positive_f32;
 use crate::memory::{float_bytes, format_bytes, host_memory_available};
 use crate::norm::{check_alpha_init, BranchGate, InitScheme, NormKind, NormScheme, DYT_ALPHA_INIT};
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 /// A LLaMA decoder: embeddings, `n_layers` blocks, a final norm (never depth-scaled) and an LM head.
 ///

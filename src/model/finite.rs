@@ -4,7 +4,7 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::tensor::{FloatDType, Tensor};
 
-use crate::Error;
+use crate::error::Error;
 
 /// [`Error::NonFinite`] naming the first non-finite parameter of `model`, with `advice` (what to
 /// do, made only when needed); `Ok` when every weight is finite.

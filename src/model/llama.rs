@@ -13,9 +13,9 @@ use super::linear::normal_linear;
 use super::loss::{cross_entropy_counting, lm_head_cross_entropy};
 use super::residual::Residual;
 use super::rope::RotaryEmbedding;
+use crate::config_error::ConfigError;
 use crate::memory::{float_bytes, host_memory_available};
 use crate::norm::{Norm, NormKind};
-use crate::ConfigError;
 
 /// A LLaMA decoder. Build it with [`LlamaConfig::init`].
 #[derive(Module, Debug)]

@@ -1,7 +1,7 @@
 //! The model sizes of the paper (section 4.1, Table 1) and `tiny` ones for tests and CPU runs.
 
 use super::config::LlamaConfig;
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// `(name, d_model, d_ff, n_layers, n_heads)` of every preset. All use vocabulary 32000 (t5-base),
 /// RoPE theta 10000, RMSNorm eps 1e-6, untied embeddings and full multi-head attention.

@@ -4,7 +4,7 @@
 
 use super::{Llama, LlamaConfig};
 use crate::norm::Norm;
-use crate::{ConfigError, NormScheme};
+use crate::{config_error::ConfigError, norm::NormScheme};
 
 /// `model` (built from `config`) under `scheme`: every weight is kept; only what the scheme
 /// derives from the layer number changes (LNS's `1/sqrt(l)` factors, DeepNorm's residual scale,

@@ -9,7 +9,7 @@ use std::sync::{Arc, OnceLock};
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
-use crate::{fused, ConfigError};
+use crate::{config_error::ConfigError, fused};
 
 /// A change of the rotary frequencies for longer contexts, as Hugging Face's `rope_scaling`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

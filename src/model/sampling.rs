@@ -39,19 +39,21 @@ impl Default for SamplingConfig {
 
 impl SamplingConfig {
     /// An error unless the temperature is a number `>= 0` and `top_p` one in `[0, 1]`.
-    pub fn validate(&self) -> Result<(), crate::ConfigError> {
+    pub fn validate(&self) -> Result<(), crate::config_error::ConfigError> {
         if !self.temperature.is_finite() || self.temperature < 0.0 {
             let value = self.temperature;
-            return Err(crate::ConfigError::OutOfRange {
+            return Err(crate::config_error::ConfigError::OutOfRange {
                 field: "temperature",
                 value,
                 expected: "a finite number >= 0",
             });
         }
         match self.top_p {
-            Some(value) if !(0.0..=1.0).contains(&value) => {
-                Err(crate::ConfigError::OutOfRange { field: "top_p", value, expected: "a fraction in [0, 1]" })
-            }
+            Some(value) if !(0.0..=1.0).contains(&value) => Err(crate::config_error::ConfigError::OutOfRange {
+                field: "top_p",
+                value,
+                expected: "a fraction in [0, 1]",
+            }),
             _ => Ok(()),
         }
     }

@@ -8,7 +8,7 @@ use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use super::dynamic_tanh::check_alpha_init;
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// BHyT's default initial `lambda` (the authors' configs: 2 on the attention side, 1 on the
 /// feed-forward side; their sweep also tries 3 on both; one value here for every norm).

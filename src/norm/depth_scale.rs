@@ -13,7 +13,7 @@
 
 use burn::tensor::Tensor;
 
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// The LayerNorm Scaling factor `1/sqrt(layer)` of a 1-based layer number.
 ///

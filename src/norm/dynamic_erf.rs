@@ -8,7 +8,7 @@ use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use super::dynamic_tanh::check_alpha_init;
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Derf's default initial `alpha` (the authors' code: 0.5 for vision and DNA, 1.0 in their GPT-2 patch).
 pub const DERF_ALPHA_INIT: f64 = 0.5;

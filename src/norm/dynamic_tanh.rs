@@ -7,7 +7,7 @@ use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// DyT's default initial `alpha`.
 pub const DYT_ALPHA_INIT: f64 = 0.5;

@@ -17,7 +17,7 @@ use core::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// How the output (`o`) and down projections are initialised; serialised `normal`, `scaled`,
 /// `depth-scaled`. Parsed also from `scaled-init` and `depth-scaled-init`, the names of the

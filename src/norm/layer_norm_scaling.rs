@@ -6,7 +6,7 @@ use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
-use crate::{fused, ConfigError};
+use crate::{config_error::ConfigError, fused};
 
 /// Configuration of [`LayerNormScaling`].
 #[derive(Config, Debug)]

@@ -10,8 +10,8 @@ use super::{
     DynamicTanhScalingConfig, LayerNormScaling, LayerNormScalingConfig, RmsNormScaling, RmsNormScalingConfig,
     BHYT_LAMBDA_INIT, DERF_ALPHA_INIT, DYT_ALPHA_INIT,
 };
+use crate::config_error::ConfigError;
 use crate::fused::mixed::{cast_counted, CastOf};
-use crate::ConfigError;
 
 /// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`.
 /// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor `c`

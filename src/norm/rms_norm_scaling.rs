@@ -6,7 +6,7 @@ use burn::nn::{Initializer, RmsNorm};
 use burn::tensor::{assert_shape, DType, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
-use crate::{fused, ConfigError};
+use crate::{config_error::ConfigError, fused};
 
 /// Configuration of [`RmsNormScaling`].
 #[derive(Config, Debug)]

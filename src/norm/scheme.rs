@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::depth_scale;
 use super::init::{InitScheme, LayerInit};
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Where LayerNorm Scaling applies its factor `1/sqrt(l)` (the positions of the paper's Table 8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use core::str::FromStr;
 
 use super::init::InitScheme;
 use super::scheme::{GpasBase, LnsPosition, NormScheme, BASE_DEPTH, LAYER_SCALE_INIT, POST_LN_FRACTION, SKIP_INIT};
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// What may follow a scheme's name after a colon.
 #[derive(Clone, Copy, Debug, PartialEq)]

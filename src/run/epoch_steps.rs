@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::TRAIN_CONFIG;
-use crate::Error;
+use crate::error::Error;
 
 /// How a run's validation intervals (burn-train's epochs, of `steps_per_epoch` optimiser steps)
 /// map to the steps that name its checkpoints: epoch `e` ends at step `min(e * steps_per_epoch,

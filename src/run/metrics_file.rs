@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 
 /// One logged value of one metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

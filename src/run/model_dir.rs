@@ -8,7 +8,7 @@ use burn::tensor::Device;
 use super::model_info::{invalid_model_info, read_model_info, ModelInfoError};
 use super::run_model::{load_run_model_as_saved, not_a_run};
 use crate::model::{cast_weights_to_device, Llama};
-use crate::{Error, LlamaConfig};
+use crate::{error::Error, model::LlamaConfig};
 
 /// A model loaded from a directory of either kind, with its config and tokenizer spec.
 #[derive(Debug)]
@@ -37,7 +37,7 @@ impl LoadedModel {
         let byte_fits = crate::data::Tokenizer::Byte.base_vocab_size() <= self.config.vocab_size;
         if self.tokenizer.is_none() && given.is_none() && !byte_fits {
             // The byte tokenizer would be refused next: not advised.
-            return Err(Error::Config(crate::ConfigError::Conflict(format!(
+            return Err(Error::Config(crate::config_error::ConfigError::Conflict(format!(
                 "the model directory has no tokenizer.json; give the model's own with --tokenizer PATH (its \
                  vocabulary is {}, too small for the byte tokenizer)",
                 self.config.vocab_size
@@ -92,7 +92,7 @@ pub fn tokenizer_spec(recorded: Option<&str>, given: Option<&Path>) -> Result<St
         return Ok(path.display().to_string());
     }
     let Some(spec) = recorded else {
-        return Err(Error::Config(crate::ConfigError::Conflict(
+        return Err(Error::Config(crate::config_error::ConfigError::Conflict(
             "the model directory has no tokenizer.json; give one with --tokenizer PATH, or --tokenizer byte for a \
              model trained on bytes (an exported byte-level run)"
                 .into(),

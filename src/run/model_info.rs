@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::MODEL_INFO;
 use crate::io::SumError;
-use crate::{Error, LlamaConfig};
+use crate::{error::Error, model::LlamaConfig};
 
 /// Why a run's `model.json` could not be read ([`read_model_info`]).
 #[derive(Debug)]

@@ -11,9 +11,9 @@ use serde::Serialize;
 use super::checkpoint_files::{checkpoint_file, checkpoint_steps};
 use super::model_info::{invalid_model_info, model_info_edited, read_model_info, ModelInfoError, RunModelInfo};
 use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
+use crate::error::Error;
 use crate::io::SumError;
 use crate::model::{cast_weights_to_device, check_finite, Llama};
-use crate::Error;
 
 /// Writes what a run records at its start, each file atomically with its checksum (`.sum`):
 /// `model.json` (`info`: the model, before its weights, so that the checkpoints of an interrupted

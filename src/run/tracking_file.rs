@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::error::Error;
 
 /// What is recorded at one step. A value that is not finite (a run blowing up) is written as
 /// `null`, JSON having no other way, and reads back as NaN.

@@ -14,11 +14,11 @@ use super::proto::What;
 use super::record::read_events;
 use super::writer::{is_own_event_file, wall_time};
 use super::EventWriter;
+use crate::error::Error;
 use crate::run::{
     lock_run_dir, parse_metric_lines, read_metrics, read_tracking_lines, LockRefused, MetricRow, TrackRecord, METRICS,
     TENSORBOARD, TRACKING, TRAIN_CONFIG,
 };
-use crate::Error;
 
 /// What a run's history gave its new event file.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ use crate::fused;
 use crate::fused::profile::OpKind;
 use crate::fused::OpPath;
 use crate::seed::splitmix64;
-use crate::{set_precision, Error};
+use crate::{device::set_precision, error::Error};
 
 /// What one benchmark measured: the same record for this crate and for PyTorch
 /// (`scripts/torch_bench.py`), so that the two can be compared line by line.

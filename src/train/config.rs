@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::settings::{CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OutputSettings};
 use crate::run::EpochSteps;
-use crate::{ConfigError, Precision};
+use crate::{config_error::ConfigError, device::Precision};
 
 /// A training run, its settings in groups. Defaults give the crate's main command: a small LNS
 /// model on the built-in corpus, a few minutes on a 2-core CPU.

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::budget::RECORDED_BUDGET;
 use super::config::TrainConfig;
 use super::setting_kind::setting_names;
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 impl TrainConfig {
     /// Reads a TOML (`.toml`) or JSON (`.json`) file; a file of another name is read as whichever

@@ -35,10 +35,10 @@ use super::strategy::RunCheckpointing;
 use super::tensorboard_logger::TensorBoardLogger;
 use super::tracking::Tracker;
 use crate::data::LmBatcher;
+use crate::error::Error;
 use crate::model::Llama;
 use crate::run::{read_metrics, write_metrics_csv, METRICS, TENSORBOARD, TRACKING};
 use crate::tensorboard::{own_event_files, start_run_events, EventSink};
-use crate::Error;
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).
 pub(super) struct Fitted {

@@ -24,7 +24,7 @@ use burn::optim::LearningRate;
 use burn::tensor::{Device, Tensor};
 
 use super::events::Events;
-use crate::Precision;
+use crate::device::Precision;
 
 /// The first scale: 2^16, PyTorch's.
 pub const INITIAL_LOSS_SCALE: f64 = 65536.0;
@@ -331,7 +331,7 @@ mod tests {
 
     #[test]
     fn the_state_a_device_decided_is_read_back_for_the_checkpoint_and_restored_to_the_host() {
-        let device = crate::parse_device("flex").unwrap();
+        let device = crate::device::parse_device("flex").unwrap();
         let scale = Arc::new(LossScale::new(64.0));
         let loss = Tensor::<1>::from_floats([2.0], &device);
         assert_eq!(scale.apply(loss.clone()).into_scalar::<f32>(), 128.0, "the host's scale before the device has one");

@@ -15,7 +15,7 @@
 //! counts.
 
 use crate::memory::{format_bytes, MMAP_THRESHOLD, TRIM_THRESHOLD};
-use crate::{LlamaConfig, Precision};
+use crate::{device::Precision, model::LlamaConfig};
 
 /// What the program holds whatever the model (its code, threads, the tokenizer, the metrics, the
 /// built-in corpus's index): a run of the `tiny` preset at 1 x 16 tokens peaks at 32 MiB

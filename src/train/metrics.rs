@@ -14,7 +14,7 @@ use burn::train::metric::{
 use super::loss_scale::ScaleReport;
 use super::schedule::WarmupCosine;
 use super::step::StepInput;
-use crate::LlamaConfig;
+use crate::model::LlamaConfig;
 
 /// Model FLOPs per trained token: `6 N + 12 L d T` (forward and backward; N parameters, L layers,
 /// d width, T sequence length), as in the PaLM paper and nanoGPT.
@@ -360,7 +360,7 @@ mod tests {
     /// A micro-batch of a step of `of`, with `loss` over `tokens`, started `ago`, carrying the
     /// step's gradient norm `norm` (the micro-batch that ran the step's last).
     fn micro_batch(loss: f32, tokens: usize, of: usize, ago: Duration, norm: Option<f64>) -> StepInput {
-        let device = crate::parse_device("flex").unwrap();
+        let device = crate::device::parse_device("flex").unwrap();
         let grad_norm = norm.map(|norm| {
             let slot = GradNormSlot::default();
             slot.set(StepNorm::known(norm)).unwrap();

@@ -10,7 +10,7 @@ use burn::tensor::Tensor;
 use super::config::TrainConfig;
 use super::guarded_adam::{GuardedAdam, StepGate};
 use super::settings::OptimizerKind;
-use crate::LlamaConfig;
+use crate::model::LlamaConfig;
 
 /// The optimiser `config` asks for, for `module` (the module the optimiser steps: its parameter
 /// paths decide the groups), a model of `model`'s config: its scheme may scale Adam's epsilon

@@ -16,7 +16,9 @@ use crate::data::{
 use crate::memory::{format_bytes, memory_limit, uses_host_memory};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_model_dir_config, read_model_info, resolve_dir, RunModelInfo};
-use crate::{parse_devices, set_precision, ConfigError, Error, LlamaConfig};
+use crate::{
+    config_error::ConfigError, device::parse_devices, device::set_precision, error::Error, model::LlamaConfig,
+};
 
 /// The model config a training config asks for: the preset or file of `model`, with `layers`
 /// and `norm` applied when set (or the shape of `init_from`, retrofitted to `norm`).

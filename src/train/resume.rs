@@ -11,10 +11,10 @@ use super::events::{Events, TrainEvent};
 use super::prepare::Prepared;
 use super::resume_changes::{check_resume, check_resume_settings};
 use super::run_dir::RunDir;
+use crate::error::Error;
 use crate::run::{
     has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, MODEL, TRAIN_CONFIG,
 };
-use crate::Error;
 
 /// How a training starts in its run directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,7 +158,7 @@ pub(super) fn starting_point(
                 events.send(TrainEvent::SettingChanged(change));
             }
             let kept = resume_checkpoints(dir, &prepared.devices[0], events)?;
-            if config.training_precision() == crate::Precision::Bf16 && !kept.is_empty() {
+            if config.training_precision() == crate::device::Precision::Bf16 && !kept.is_empty() {
                 check_bf16_restore().map_err(run_dir_error)?;
             }
             match kept.last() {
@@ -222,7 +222,7 @@ fn resume_checkpoints(dir: &RunDir, device: &Device, events: &Events) -> Result<
 fn check_bf16_restore() -> Result<(), String> {
     let mut default = Device::default();
     // Set here unless the training device is the default one (then it is bf16 already).
-    let _ = crate::set_precision(&mut default, crate::Precision::Bf16);
+    let _ = crate::device::set_precision(&mut default, crate::device::Precision::Bf16);
     if burn::tensor::Tensor::<1>::zeros([1], &default).dtype() == burn::tensor::DType::BF16 {
         return Ok(());
     }

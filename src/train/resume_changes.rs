@@ -12,7 +12,7 @@ use crate::run::{
     invalid_model_info, is_finished, is_replacing, model_info_edited, read_model_info, ModelInfoError, RunModelInfo,
     MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
 };
-use crate::{Error, LlamaConfig};
+use crate::{error::Error, model::LlamaConfig};
 
 /// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
 /// into those a resume may change and those it may not.
@@ -356,7 +356,7 @@ mod tests {
     #[test]
     fn the_precision_is_compared_and_named_f32_included() {
         let f32 = TrainConfig::default();
-        let bf16 = TrainConfig { precision: Some(crate::Precision::Bf16), ..TrainConfig::default() };
+        let bf16 = TrainConfig { precision: Some(crate::device::Precision::Bf16), ..TrainConfig::default() };
         let changes = |saved: &TrainConfig, now: &TrainConfig| -> Vec<String> {
             setting_changes(saved, now).into_iter().map(|(_, change)| change).collect()
         };

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use super::checkpoint::checkpoint_status;
 use super::config::TrainConfig;
 use super::events::TrainEvent;
+use crate::error::Error;
 use crate::io::{crash_point, write_atomically};
 use crate::run::{
     has_settings, is_finished, is_replacing, LockRefused, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO,
     PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG,
 };
-use crate::Error;
 
 /// Written into `.previous-run/` once every entry of the replaced run is in it: from then on every
 /// run entry in the directory is the new run's. Without it the set-aside was cut short and is undone.

@@ -5,7 +5,7 @@ use burn::lr_scheduler::{LrScheduler, LrSchedulerRecord};
 use burn::optim::{LearningRate, RecordState, StateSink, StateSource};
 use burn::tensor::Device;
 
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Linear warmup from 0 to `peak` over `warmup` steps, then cosine decay to `min_ratio * peak` at
 /// step `total`, constant after:

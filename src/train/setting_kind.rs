@@ -100,8 +100,8 @@ impl SettingKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::Precision;
     use crate::train::TrainConfig;
-    use crate::Precision;
 
     #[test]
     fn every_field_of_train_config_has_a_kind() {

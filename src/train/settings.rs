@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::data::SequenceMode;
-use crate::{ConfigError, InitScheme, NormScheme};
+use crate::{config_error::ConfigError, norm::InitScheme, norm::NormScheme};
 
 /// The most documents the built-in corpus makes (each is generated and held in memory).
 pub const MAX_BUILTIN_DOCS: usize = 1_000_000;

@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn host_reads_count_only_inside_a_count() {
-        let device = crate::parse_device("flex").unwrap();
+        let device = crate::device::parse_device("flex").unwrap();
         count_host_read();
         let ((), cost) = count_step(&device, |phase| {
             count_host_read();

@@ -23,9 +23,9 @@ use super::sweep_directory::Checked;
 use super::sweep_plan::{PairOutcome, Sweep, SweepPair, SweepRecord, SWEEP_FILE};
 use super::training::{train, validation_loss};
 use super::TrainConfig;
+use crate::error::Error;
 use crate::io::write_atomically;
 use crate::run::{load_run_model, read_metrics, RunState};
-use crate::Error;
 
 /// What a sweep does with a pair that has no recorded outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,10 +169,10 @@ impl Sweep {
 /// The final validation loss of the finished run in `config.output.out`, measured as training measures
 /// it, and the run's verdict on it (judged with the training losses of its log).
 fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) -> Result<(f64, Option<String>), Error> {
-    let mut devices = crate::parse_devices(&config.device)?;
+    let mut devices = crate::device::parse_devices(&config.device)?;
     // In the float type the run trained in (a pure-bf16 run's is bf16), as its training measured it.
     for device in &mut devices {
-        crate::set_precision(device, config.training_precision())?;
+        crate::device::set_precision(device, config.training_precision())?;
     }
     let (model, _) = load_run_model(&config.output.out, None, &devices[0])?;
     let half = config.training_precision().half_compute();

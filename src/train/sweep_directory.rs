@@ -13,7 +13,7 @@ use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::norm::InitScheme;
 use crate::run::{has_settings, LOCK_FILE, TRAIN_CONFIG};
-use crate::{ConfigError, Error};
+use crate::{config_error::ConfigError, error::Error};
 
 impl Sweep {
     /// Checks every pair's settings, the devices, data and tokenizer, and the sweep directory
@@ -42,7 +42,7 @@ impl Sweep {
             config.validate()?;
             models.push((model_config(&config)?, config));
         }
-        let devices = crate::parse_devices(&self.config.device)?;
+        let devices = crate::device::parse_devices(&self.config.device)?;
         // Every pair's memory, the deepest of a depth axis included, before the first trains.
         for (model, config) in &models {
             check_step_memory(config, model, &devices).map_err(|e| {

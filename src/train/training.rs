@@ -16,7 +16,7 @@ use super::run_dir::RunDir;
 use crate::data::{SequenceDataset, Tokenizer};
 use crate::model::Llama;
 use crate::run::{load_run_model, save_run_model};
-use crate::{Error, LlamaConfig};
+use crate::{error::Error, model::LlamaConfig};
 
 /// What a finished run reports.
 #[derive(Debug)]

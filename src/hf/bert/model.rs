@@ -10,7 +10,7 @@ use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Int, Tensor};
 
 use super::config::BertActivation;
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Word, position and segment embeddings, summed and normed:
 /// `LN(word[ids] + type[0] + position[0..seq])`.

@@ -13,7 +13,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use serde::Serialize;
 
 use super::model::BertForMaskedLm;
-use crate::ConfigError;
+use crate::config_error::ConfigError;
 
 /// Tokens per forward pass: the masked copies of the sequences are batched up to this many.
 const TOKENS_PER_PASS: usize = 4096;
