@@ -33,12 +33,12 @@ pub enum Error {
         message: String,
     },
     /// A run directory that cannot be used (not a run, locked by another run, ...).
-    #[error("run directory {}: {message}", path.display())]
+    #[error("run directory {}: {error}", path.display())]
     RunDir {
         /// The directory.
         path: PathBuf,
-        /// What is wrong.
-        message: String,
+        /// What is wrong, and what to do.
+        error: crate::run_dir_error::RunDirError,
     },
     /// A model whose weights hold NaN or infinite values.
     #[error("the weight `{parameter}` holds NaN or infinite values: {advice}")]
@@ -61,6 +61,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// An [`Error::RunDir`] about the directory `path`.
+    pub fn run_dir(path: impl AsRef<Path>, error: crate::run_dir_error::RunDirError) -> Self {
+        Error::RunDir { path: path.as_ref().to_path_buf(), error }
+    }
+
     /// An [`Error::File`] about `path`.
     pub fn file(path: impl AsRef<Path>, message: impl std::fmt::Display) -> Self {
         Error::File { path: path.as_ref().to_path_buf(), message: message.to_string() }

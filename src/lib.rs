@@ -109,6 +109,7 @@ pub mod memory;
 pub mod model;
 pub mod norm;
 pub mod run;
+mod run_dir_error;
 mod seed;
 #[cfg(feature = "tensorboard")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tensorboard")))]

@@ -8,10 +8,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{edited, example, expect_error, finished_run, quick, require_fault_points, snapshot, weights};
+use common::{
+    edited, example, expect_error, expect_refusal, finished_run, quick, require_fault_points, snapshot, weights,
+};
 use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::read_metrics;
+use layernorm_scaling::run::RunDirError;
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{ConfigError, Error};
 
@@ -168,7 +171,7 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
     let before = snapshot(&user);
     for start in [Start::New, Start::Overwrite] {
         let config = quick(&user, 10, 5);
-        expect_error(&config, start, "holds no training run");
+        expect_refusal(&config, start, |e| matches!(e, RunDirError::NotARun { .. }));
         assert_eq!(snapshot(&user), before);
         assert!(!user.join(".lock").exists(), "not even a lock file is written");
     }
@@ -177,28 +180,32 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
         config.output.out = PathBuf::from("/");
         config
     };
-    expect_error(&root, Start::New, "holds no training run");
+    expect_refusal(&root, Start::New, |e| matches!(e, RunDirError::NotARun { .. }));
     // A train.json that is not a training run's: the folder is the user's.
     let foreign = dir.path().join("dataset");
     std::fs::create_dir_all(foreign.join("valid")).unwrap();
     std::fs::write(foreign.join("train.json"), r#"{"split": "mine"}"#).unwrap();
     std::fs::write(foreign.join("valid/b.txt"), "mine").unwrap();
     let before = snapshot(&foreign);
-    expect_error(
+    expect_refusal(
         &{
             let mut config = quick(&user, 10, 5);
             config.output.out = foreign.clone();
             config
         },
         Start::Overwrite,
-        "not a training run's",
+        |e| matches!(e, RunDirError::ForeignSettings { .. }),
     );
     assert_eq!(snapshot(&foreign), before);
     // A file where the run's checkpoint folder belongs.
     let config = finished_run(dir.path());
     std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
     std::fs::write(config.output.out.join("checkpoint"), "not a folder").unwrap();
-    expect_error(&config, Start::Overwrite, "`checkpoint` should be a directory");
+    let wrong = expect_refusal(&config, Start::Overwrite, |e| matches!(e, RunDirError::WrongKind { .. }));
+    assert!(
+        matches!(&wrong, RunDirError::WrongKind { name, should_be_dir: true } if name == "checkpoint"),
+        "{wrong:?}"
+    );
     assert_eq!(std::fs::read_to_string(config.output.out.join("checkpoint")).unwrap(), "not a folder");
 
     // The run's own train.json, damaged (its .sum says a run wrote it): --overwrite replaces the
@@ -214,19 +221,21 @@ fn a_second_training_into_the_same_directory_is_refused_with_the_first_ones_pid(
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let held = RunDir::open(&out).unwrap();
-    let err = expect_error(&quick(&out, 10, 5), Start::New, "another training (PID");
-    assert!(err.to_string().contains(&std::process::id().to_string()), "{err}");
+    let ours = Some(std::process::id().to_string());
+    expect_refusal(&quick(&out, 10, 5), Start::New, |e| matches!(e, RunDirError::Locked { pid } if *pid == ours));
     drop(held);
     train(&quick(&out, 10, 5), Start::New, |_| {}).unwrap();
     // Into a run being trained: the lock is named, not "pass --resume", which it would refuse.
     let held = RunDir::open(&out).unwrap();
-    expect_error(&quick(&out, 10, 5), Start::New, "another training (PID");
+    expect_refusal(&quick(&out, 10, 5), Start::New, |e| matches!(e, RunDirError::Locked { pid } if *pid == ours));
     drop(held);
-    expect_error(&quick(&out, 10, 5), Start::New, "already holds a run; pass --resume");
+    expect_refusal(&quick(&out, 10, 5), Start::New, |e| matches!(e, RunDirError::HoldsARun));
     // A run whose train.json was deleted is named as such, not "holds no training run".
     std::fs::remove_file(out.join("train.json")).unwrap();
     for start in [Start::New, Start::Overwrite] {
-        expect_error(&quick(&out, 10, 5), start, "looks like a training run (checkpoint, metrics.jsonl, model.bpk)");
+        let missing = expect_refusal(&quick(&out, 10, 5), start, |e| matches!(e, RunDirError::SettingsMissing { .. }));
+        let RunDirError::SettingsMissing { run_files } = missing else { unreachable!() };
+        assert_eq!(run_files, ["checkpoint", "metrics.jsonl", "model.bpk"]);
     }
 }
 
@@ -342,7 +351,7 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     let lowered = edited(&config, |c| c.optim.steps = 5);
     // The edit itself is seen (train.json.sum); without the sum (a run of an earlier version),
     // the checkpoint past `steps` is.
-    expect_error(&lowered, Start::Resume, "differs from the one the run wrote (edited by hand?)");
+    expect_refusal(&lowered, Start::Resume, |e| matches!(e, RunDirError::SettingsEdited));
     std::fs::remove_file(config.output.out.join("train.json.sum")).unwrap();
     expect_error(&lowered, Start::Resume, "newest checkpoint is at step 10, past the run's 5 steps");
     assert!(!model.exists());
@@ -357,7 +366,7 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     assert_eq!(std::fs::read_to_string(config.output.out.join("metrics.csv")).unwrap(), csv);
     assert!(report.train_losses.is_empty(), "no step trained again");
     assert!(weights(&config.output.out) == finished, "the final model, written from the last checkpoint");
-    expect_error(&config, Start::Resume, "the run is finished (10 steps)");
+    expect_refusal(&config, Start::Resume, |e| matches!(e, RunDirError::Finished { steps: 10, .. }));
     // model.json edited by hand: named as such, not listed as a change the resume asked for.
     let model_json = config.output.out.join("model.json");
     let text = std::fs::read_to_string(&model_json).unwrap();

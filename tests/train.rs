@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
-use common::{cpu, expect_error, finished_run, one_at_a_time, quick, ParamValues};
+use common::{cpu, expect_error, expect_refusal, finished_run, one_at_a_time, quick, ParamValues};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceMode, Tokenizer};
 use layernorm_scaling::measure::mean_loss;
 use layernorm_scaling::model::cross_entropy_counting;
-use layernorm_scaling::run::{load_run_model, run_of_config_file, TRAIN_CONFIG};
+use layernorm_scaling::run::{load_run_model, run_of_config_file, RunDirError, TRAIN_CONFIG};
 use layernorm_scaling::run::{read_metrics, read_tracking};
 use layernorm_scaling::train::{train, validation_data, DataBudget, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{Error, NormScheme};
@@ -241,23 +241,23 @@ fn bad_inputs_are_clear_errors_before_any_work() {
         Start::New,
         "`warmup` (50) is longer than the run's `steps` (20)",
     );
-    expect_error(&base, Start::Resume, "nothing to resume");
+    expect_refusal(&base, Start::Resume, |e| matches!(e, RunDirError::NothingToResume));
 
     // A finished run refuses to be overwritten, and resuming it with another model is refused.
     train(&base, Start::New, |_| {}).unwrap();
-    expect_error(&base, Start::New, "already holds a run");
+    expect_refusal(&base, Start::New, |e| matches!(e, RunDirError::HoldsARun));
     // Refused before the data is tokenised: no token cache is written beside the run either.
     let elsewhere = tempfile::tempdir().unwrap();
     let copy = elsewhere.path().join("run");
     std::fs::create_dir(&copy).unwrap();
     std::fs::copy(base.output.out.join("train.json"), copy.join("train.json")).unwrap();
-    expect_error(
+    expect_refusal(
         &edited(&base, |c| {
             c.data.cache_dir = None;
             c.output.out = copy;
         }),
         Start::New,
-        "already holds a run",
+        |e| matches!(e, RunDirError::HoldsARun),
     );
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 1, "only the run's folder is there");
     // A resume that would change what is trained: refused before the data is tokenised.
@@ -270,7 +270,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let err = expect_error(&changed, Start::Resume, "model: n_layers 4 -> 2").to_string();
     assert!(err.contains("seq_len: 64 -> 32") && !err.contains("cache_dir"), "{err}");
     assert!(!fresh_cache.exists(), "no data was tokenised for a refused resume");
-    expect_error(&base, Start::Resume, "the run is finished (20 steps)");
+    expect_refusal(&base, Start::Resume, |e| matches!(e, RunDirError::Finished { steps: 20, .. }));
     // --overwrite replaces the run, and leaves files that are not the run's alone.
     std::fs::write(base.output.out.join("notes.txt"), "mine").unwrap();
     let again = train(&base, Start::Overwrite, |_| {}).unwrap();

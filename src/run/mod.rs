@@ -38,6 +38,7 @@ mod run_model;
 mod state;
 mod tracking_file;
 
+pub use crate::run_dir_error::RunDirError;
 pub use checkpoint_files::{checkpoint_file, checkpoint_steps, CHECKPOINT_KINDS};
 pub use identity::RunIdentity;
 #[cfg(feature = "tensorboard")]

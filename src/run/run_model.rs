@@ -14,6 +14,7 @@ use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::error::Error;
 use crate::io::SumError;
 use crate::model::{cast_weights_to_device, check_finite, Llama};
+use crate::run_dir_error::RunDirError;
 
 /// Writes what a run records at its start, each file atomically with its checksum (`.sum`):
 /// `model.json` (`info`: the model, before its weights, so that the checkpoints of an interrupted
@@ -22,7 +23,7 @@ use crate::model::{cast_weights_to_device, check_finite, Llama};
 /// edited `train.json`, every loader an edited `model.json`. A directory holding only
 /// `model.json` is a start cut short, which a new run may use.
 pub fn record_start(dir: &Path, info: &RunModelInfo, settings: &impl Serialize) -> Result<(), Error> {
-    let error = |name: &str, e| Error::RunDir { path: dir.to_path_buf(), message: format!("cannot write {name}: {e}") };
+    let error = |name: &str, e| Error::run_dir(dir, RunDirError::io(format!("write {name}"), e));
     write_json_with_sum(&dir.join(MODEL_INFO), info).map_err(|e| error(MODEL_INFO, e))?;
     crate::io::crash_point("record:model.json");
     write_json_with_sum(&dir.join(TRAIN_CONFIG), settings).map_err(|e| error(TRAIN_CONFIG, e))

@@ -19,6 +19,7 @@ use crate::run::{
     lock_run_dir, parse_metric_lines, read_metrics, read_tracking_lines, LockRefused, MetricRow, TrackRecord, METRICS,
     TENSORBOARD, TRACKING, TRAIN_CONFIG,
 };
+use crate::run_dir_error::RunDirError;
 
 /// What a run's history gave its new event file.
 #[derive(Debug)]
@@ -105,7 +106,7 @@ fn start_with(dir: &Path, rows: &[MetricRow], older: OlderEvents, up_to: Option<
 /// without `metrics.jsonl`, one whose `metrics.jsonl` is damaged or empty, a run being trained,
 /// and a run whose event files hold steps its records do not (nothing is lost then).
 pub fn write_run_events(dir: &Path) -> Result<RunEvents, Error> {
-    let refuse = |message: String| Error::RunDir { path: dir.to_path_buf(), message };
+    let refuse = |message: String| Error::run_dir(dir, RunDirError::Refused(message));
     if !dir.is_dir() {
         let what = if dir.exists() { "not a directory" } else { "no such directory" };
         return Err(refuse(format!("{what}: give a run directory of the train example")));
@@ -113,14 +114,12 @@ pub fn write_run_events(dir: &Path) -> Result<RunEvents, Error> {
     if !dir.join(METRICS).is_file() {
         return Err(refuse(format!("it has no {METRICS}: give a run directory of the train example")));
     }
-    let _lock = lock_run_dir(dir).map_err(|refused| {
-        refuse(match refused {
-            LockRefused::Held(pid) => format!(
-                "a training (PID {pid}) is writing this run, and its TensorBoard events with it: wait for it to end"
-            ),
-            LockRefused::Readers => "a reader (analyze or generate) holds its lock; try again in a moment".into(),
-            LockRefused::Failed(message) => message,
-        })
+    let _lock = lock_run_dir(dir).map_err(|refused| match refused {
+        LockRefused::Held(pid) => refuse(format!(
+            "a training (PID {pid}) is writing this run, and its TensorBoard events with it: wait for it to end"
+        )),
+        LockRefused::Readers => Error::run_dir(dir, RunDirError::ReadersHoldLock),
+        LockRefused::Failed(message) => Error::run_dir(dir, RunDirError::LockFailed(message)),
     })?;
     let rows = read_metrics(dir)?;
     let Some(last) = rows.iter().map(|row| row.step as u64).max() else {

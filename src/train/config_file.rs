@@ -9,6 +9,7 @@ use std::path::Path;
 use super::budget::RECORDED_BUDGET;
 use super::config::TrainConfig;
 use super::setting_kind::setting_names;
+use crate::run_dir_error::RunDirError;
 use crate::{config_error::ConfigError, error::Error};
 
 impl TrainConfig {
@@ -55,14 +56,14 @@ impl TrainConfig {
                 }
                 _ => "",
             };
-            Error::RunDir {
-                path: dir.to_path_buf(),
-                message: format!(
+            Error::run_dir(
+                dir,
+                RunDirError::Refused(format!(
                     "cannot read the settings the run recorded ({e}){changed}; put back its own {} (from a backup), \
                      or train into a new --out",
                     crate::run::TRAIN_CONFIG
-                ),
-            }
+                )),
+            )
         })
     }
 }

@@ -38,6 +38,7 @@ use crate::data::LmBatcher;
 use crate::error::Error;
 use crate::model::Llama;
 use crate::run::{read_metrics, write_metrics_csv, METRICS, TENSORBOARD, TRACKING};
+use crate::run_dir_error::RunDirError;
 use crate::tensorboard::{own_event_files, start_run_events, EventSink};
 
 /// What a fit trained: the model and the figures of this call (its losses are the monitor's).
@@ -181,7 +182,7 @@ fn supervised_training(
 
     let logger =
         RunMetricLogger::open(out, start_epoch, (steps_per_epoch, micro_batches, config.optim.steps), monitor.clone())
-            .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {METRICS}: {e}") })?;
+            .map_err(|e| Error::run_dir(out, RunDirError::io(format!("write {METRICS}"), e)))?;
     let loss_metric = StepMetric::loss();
     let checkpoint_dir = dir.checkpoint_dir();
     let mut training = SupervisedTraining::new(out, train_loader, valid_loader)
@@ -268,10 +269,8 @@ fn outcome(
     // error to report first, and a failure to read or write them last.
     let rows = read_metrics(dir.path());
     let csv = rows.as_ref().map_or(Ok(()), |rows| {
-        write_metrics_csv(dir.path(), rows).map_err(|e| Error::RunDir {
-            path: dir.path().to_path_buf(),
-            message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
-        })
+        write_metrics_csv(dir.path(), rows)
+            .map_err(|e| Error::run_dir(dir.path(), RunDirError::io(format!("write {}", crate::run::METRICS_CSV), e)))
     });
     // Every loss the log holds is judged, should one have reached the file but not the monitor.
     if let Ok(rows) = &rows {
@@ -309,7 +308,7 @@ fn tracker(
     let probe = LmBatcher.batch((0..n).map(|i| prepared.valid.window(i)).collect(), &prepared.devices[0]);
     let layers = prepared.model.n_layers;
     let tracker = Tracker::new(out, every, probe.inputs.into_data(), start_step, layers, monitor.events())
-        .map_err(|e| Error::RunDir { path: out.to_path_buf(), message: format!("cannot write {TRACKING}: {e}") })?
+        .map_err(|e| Error::run_dir(out, RunDirError::io(format!("write {TRACKING}"), e)))?
         .with_tensorboard(tensorboard);
     Ok(Some(Arc::new(tracker)))
 }

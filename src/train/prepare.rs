@@ -16,6 +16,7 @@ use crate::data::{
 use crate::memory::{format_bytes, memory_limit, uses_host_memory};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_model_dir_config, read_model_info, resolve_dir, RunModelInfo};
+use crate::run_dir_error::RunDirError;
 use crate::{
     config_error::ConfigError, device::parse_devices, device::set_precision, error::Error, model::LlamaConfig,
 };
@@ -237,10 +238,10 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
             if let Some(problem) =
                 source.join(crate::run::MODEL_INFO).is_file().then(|| crate::run::missing_final_model(source)).flatten()
             {
-                return Err(Error::RunDir {
-                    path: source.clone(),
-                    message: format!("--init-from starts from a run's final model, and {problem}"),
-                });
+                return Err(Error::run_dir(
+                    source,
+                    RunDirError::Refused(format!("--init-from starts from a run's final model, and {problem}")),
+                ));
             }
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
             // Its weights come in the run's float type, whatever the source's: `--precision` holds.

@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::run::{
     has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, MODEL, TRAIN_CONFIG,
 };
+use crate::run_dir_error::RunDirError;
 
 /// How a training starts in its run directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,10 +39,6 @@ pub(super) struct StartingPoint {
     pub finish_at: Option<usize>,
 }
 
-/// Why a new run may not start in a directory that holds one.
-const ALREADY_HOLDS_A_RUN: &str =
-    "already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out";
-
 /// An error, before anything is prepared or written, when `start` cannot work in `out`: a new run
 /// into a run's directory, a resume where there is no run, or one that changes what is trained
 /// (its data is compared later, once tokenised). An interrupted --overwrite may have
@@ -55,40 +52,25 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
     // it (the same check runs again under the lock).
     if start == Start::New && holds_a_run(out) {
         // While a training holds it, `--resume` would be refused too: say that first.
-        let message = crate::run::training_in(out).map(|pid| super::run_dir::busy(&pid));
-        return Err(Error::RunDir { path: out.to_path_buf(), message: message.unwrap_or(ALREADY_HOLDS_A_RUN.into()) });
+        let held =
+            crate::run::training_in(out).map(|pid| RunDirError::Locked { pid: Some(pid).filter(|p| !p.is_empty()) });
+        return Err(Error::run_dir(out, held.unwrap_or(RunDirError::HoldsARun)));
     }
     if start == Start::Overwrite {
         let foreign = super::run_dir::foreign_files_in_run_folders(out);
         if !foreign.is_empty() {
-            return Err(Error::RunDir {
-                path: out.to_path_buf(),
-                message: format!(
-                    "--overwrite would delete, with the old run, what is not the run's: {}; move that out first",
-                    foreign.join(", ")
-                ),
-            });
+            return Err(Error::run_dir(out, RunDirError::ForeignFiles { files: foreign }));
         }
     }
     if start == Start::Resume && !has_settings(out) && !replacing {
-        return Err(Error::RunDir {
-            path: out.to_path_buf(),
-            message: "nothing to resume: it holds no train.json; start a new run without --resume".into(),
-        });
+        return Err(Error::run_dir(out, RunDirError::NothingToResume));
     }
     // train.json edited by hand (steps, seed, batch): the checkpoints were not made with it, and a
     // resume would record a run that never happened.
     if let (Start::Resume, Err(crate::io::SumError::Mismatch(_))) =
         (start, crate::io::verify_sum(&out.join(TRAIN_CONFIG)))
     {
-        return Err(Error::RunDir {
-            path: out.to_path_buf(),
-            message: format!(
-                "its {TRAIN_CONFIG} differs from the one the run wrote (edited by hand?): its checkpoints were made \
-                 with the settings it had. Put them back and give the changes a resume allows as options (--lr, \
-                 --clip-grad-norm, the device, the intervals), or train into a new --out"
-            ),
-        });
+        return Err(Error::run_dir(out, RunDirError::SettingsEdited));
     }
     if start == Start::Resume {
         // The run's train.json records its data paths as given, relative to the folder its
@@ -96,15 +78,15 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
         // does not say where the path came from.
         if let Some(missing) = config.data.files.iter().chain(&config.eval.valid_data).find(|path| !path.exists()) {
             let here = std::env::current_dir().map(|dir| format!(" ({})", dir.display())).unwrap_or_default();
-            return Err(Error::RunDir {
-                path: out.to_path_buf(),
-                message: format!(
+            return Err(Error::run_dir(
+                out,
+                RunDirError::Refused(format!(
                     "the data {} is not found from here{here}; a resume reads the paths the run's train.json records, \
                      relative to the folder its training ran in: run from that folder, or give --data (and \
                      --valid-data) with the paths from here (the same files)",
                     missing.display()
-                ),
-            });
+                )),
+            ));
         }
         // The settings are compared before the data is tokenised (and again under the lock),
         // but not while an interrupted --overwrite has the run's files set aside.
@@ -125,9 +107,9 @@ pub(super) fn starting_point(
     start: Start,
     events: &Events,
 ) -> Result<StartingPoint, Error> {
-    let run_dir_error = |message: String| Error::RunDir { path: config.output.out.clone(), message };
+    let run_dir_error = |message: String| Error::run_dir(&config.output.out, RunDirError::Refused(message));
     let (existing, finish_at) = match start {
-        Start::New if dir.holds_run() => return Err(run_dir_error(ALREADY_HOLDS_A_RUN.into())),
+        Start::New if dir.holds_run() => return Err(Error::run_dir(&config.output.out, RunDirError::HoldsARun)),
         Start::New | Start::Overwrite => (Vec::new(), None),
         Start::Resume => {
             // Read under the lock, after an interrupted --overwrite was undone.
@@ -244,12 +226,6 @@ fn reached_the_end(dir: &RunDir, config: &TrainConfig) -> bool {
 
 /// The error of resuming a finished run (its final model verifies).
 fn finished(config: &TrainConfig) -> Error {
-    Error::RunDir {
-        path: config.output.out.clone(),
-        message: format!(
-            "the run is finished ({} steps); to train longer, start a new run from it with --init-from {} --out NEW_DIR",
-            config.optim.steps,
-            config.output.out.display()
-        ),
-    }
+    let run = config.output.out.clone();
+    Error::run_dir(&run, RunDirError::Finished { steps: config.optim.steps, run: run.clone() })
 }

@@ -12,6 +12,7 @@ use crate::run::{
     invalid_model_info, is_finished, is_replacing, model_info_edited, read_model_info, ModelInfoError, RunModelInfo,
     MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
 };
+use crate::run_dir_error::RunDirError;
 use crate::{error::Error, model::LlamaConfig};
 
 /// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
@@ -125,7 +126,7 @@ fn model_differences(a: &LlamaConfig, b: &LlamaConfig) -> String {
 /// it is tokenised, under the lock). Skipped when the model config is bad (preparing reports it).
 pub(super) fn check_resume_settings(out: &Path, config: &TrainConfig) -> Result<(), Error> {
     let Ok(model) = start_model_config(config, true) else { return Ok(()) };
-    let run_dir_error = |message: String| Error::RunDir { path: out.to_path_buf(), message };
+    let run_dir_error = |message: String| Error::run_dir(out, RunDirError::Refused(message));
     let (_, refused) = setting_refusals(out, config, &model, None).map_err(run_dir_error)?;
     refuse(out, &refused).map_err(run_dir_error)
 }

@@ -14,6 +14,7 @@ use crate::run::{
     has_settings, is_finished, is_replacing, LockRefused, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO,
     PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG,
 };
+use crate::run_dir_error::RunDirError;
 
 /// Written into `.previous-run/` once every entry of the replaced run is in it: from then on every
 /// run entry in the directory is the new run's. Without it the set-aside was cut short and is undone.
@@ -36,29 +37,28 @@ impl RunDir {
     /// clears what a crash left: temporary files, and a replacement that never got its first
     /// checkpoint (the replaced run is put back).
     pub fn open(path: &Path) -> Result<Self, Error> {
-        let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
+        let error = |error: RunDirError| Error::run_dir(path, error);
         // Checked again though `train` checked before preparing: the directory may have changed
         // since, and only the lock taken below keeps it from changing after.
         Self::check(path)?;
-        std::fs::create_dir_all(path).map_err(|e| error(format!("cannot create it: {e}")))?;
+        std::fs::create_dir_all(path).map_err(|e| error(RunDirError::io("create it", e)))?;
         let lock = take_lock(path).map_err(error)?;
         let mut dir = Self { path: path.to_path_buf(), _lock: lock, restored: false };
         dir.remove_temporary_files();
         dir.restored = dir
             .settle_replacement(false)
-            .map_err(|e| error(format!("cannot restore the run an interrupted --overwrite replaced: {e}")))?;
+            .map_err(|e| error(RunDirError::io("restore the run an interrupted --overwrite replaced", e)))?;
         Ok(dir)
     }
 
     /// Whether [`open`](Self::open) may use `path`, checked without writing anything: a new
     /// directory under existing folders, an empty one, or a run of this crate.
     pub fn check(path: &Path) -> Result<(), Error> {
-        let error = |message: String| Error::RunDir { path: path.to_path_buf(), message };
         if path.is_dir() {
-            return check_run_dir(path).map_err(error);
+            return check_run_dir(path).map_err(|error| Error::run_dir(path, error));
         }
         match crate::io::folder_path_problem(path) {
-            Some(problem) => Err(error(format!("{problem}; choose another --out"))),
+            Some(problem) => Err(Error::run_dir(path, RunDirError::NoFolder { problem })),
             None => Ok(()),
         }
     }
@@ -328,9 +328,9 @@ fn is_temporary_name(name: &str) -> bool {
 
 /// An error unless the directory `path` is empty or holds a run of this crate, whose
 /// entries of a run's names have the right kind (a plain file named `train` is not a log folder).
-fn check_run_dir(path: &Path) -> Result<(), String> {
+fn check_run_dir(path: &Path) -> Result<(), RunDirError> {
     let entries: Vec<String> = std::fs::read_dir(path)
-        .map_err(|e| format!("cannot read it: {e}"))?
+        .map_err(|e| RunDirError::io("read it", e))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         // The lock, and a starting run's first writes (so a second run gets the lock's message).
@@ -349,59 +349,36 @@ fn check_run_dir(path: &Path) -> Result<(), String> {
         .collect();
     run_files.sort_unstable();
     if !has_settings(path) && !run_files.is_empty() {
-        return Err(format!(
-            "looks like a training run ({}) whose {TRAIN_CONFIG} is missing, so it can be neither resumed nor \
-             replaced safely; put {TRAIN_CONFIG} back (from a backup) to resume it, or choose another --out",
-            run_files.join(", ")
-        ));
+        return Err(RunDirError::SettingsMissing { run_files: run_files.into_iter().map(String::from).collect() });
     }
     if !has_settings(path) {
-        let mut shown: Vec<&str> = entries.iter().map(String::as_str).take(3).collect();
+        let mut shown: Vec<String> = entries.iter().take(3).cloned().collect();
         shown.sort_unstable();
-        return Err(format!(
-            "is not empty and holds no training run (it has {}{}); train into a new or empty directory \
-             so that no file of yours is overwritten",
-            shown.join(", "),
-            if entries.len() > 3 { ", ..." } else { "" }
-        ));
+        return Err(RunDirError::NotARun { shown, more: entries.len() > 3 });
     }
     let written_by_a_run = crate::io::sum_path(&path.join(TRAIN_CONFIG)).is_file();
     match TrainConfig::from_file(path.join(TRAIN_CONFIG)) {
         // A run's own train.json, damaged since (its .sum says a run wrote it): the run is ours.
         Err(_) if written_by_a_run => {}
-        Err(e) => {
-            return Err(format!(
-                "holds a train.json that is not a training run's ({e}); choose another --out so that no file of yours \
-             is overwritten"
-            ))
-        }
+        Err(e) => return Err(RunDirError::ForeignSettings { reason: e.to_string() }),
         Ok(_) => {}
     }
     for (name, is_dir) in RUN_ENTRIES {
         let entry = path.join(name);
         if entry.exists() && entry.is_dir() != is_dir {
-            let kind = if is_dir { "a directory" } else { "a file" };
-            return Err(format!("`{name}` should be {kind} of the run but is not; move it away or choose a new --out"));
+            return Err(RunDirError::WrongKind { name: name.to_string(), should_be_dir: is_dir });
         }
     }
     Ok(())
 }
 
-/// What a run directory whose lock `holder` (a PID, or nothing) holds is told.
-pub(crate) fn busy(holder: &str) -> String {
-    format!(
-        "another training (PID {}) is using it; wait for it to finish, or choose another --out",
-        if holder.is_empty() { "unknown" } else { holder }
-    )
-}
-
 /// Takes the advisory lock of the directory `dir` (its `.lock`, created if missing) and writes
 /// this process's PID into it; an error saying who holds it.
-pub(crate) fn take_lock(dir: &Path) -> Result<File, String> {
+pub(crate) fn take_lock(dir: &Path) -> Result<File, RunDirError> {
     crate::run::lock_run_dir(dir).map_err(|refused| match refused {
-        LockRefused::Held(holder) => busy(&holder),
-        LockRefused::Readers => "a reader (analyze or generate) holds its lock; try again in a moment".to_string(),
-        LockRefused::Failed(message) => message,
+        LockRefused::Held(holder) => RunDirError::Locked { pid: Some(holder).filter(|pid| !pid.is_empty()) },
+        LockRefused::Readers => RunDirError::ReadersHoldLock,
+        LockRefused::Failed(message) => RunDirError::LockFailed(message),
     })
 }
 
@@ -410,10 +387,10 @@ impl RunDir {
     /// is replaced in turn, and the run in the directory is set aside (in `.previous-run/`) until
     /// the new one has a checkpoint.
     pub fn replace_run(&self) -> Result<(), Error> {
-        let error = |message: String| Error::RunDir { path: self.path.clone(), message };
-        self.finish_replacement().map_err(|e| error(format!("cannot discard the replaced run: {e}")))?;
+        let error = |doing: &str, e| Error::run_dir(&self.path, RunDirError::io(doing, e));
+        self.finish_replacement().map_err(|e| error("discard the replaced run", e))?;
         if self.holds_run() {
-            self.set_aside().map_err(|e| error(format!("cannot set the old run aside: {e}")))?;
+            self.set_aside().map_err(|e| error("set the old run aside", e))?;
         }
         Ok(())
     }
@@ -469,12 +446,13 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), std::process::id().to_string());
         // A training's lock is still held after the tries: the second is turned away, naming it.
         let second = take_lock(dir.path()).unwrap_err();
-        assert!(second.contains(&format!("PID {}", std::process::id())), "{second}");
+        let ours = std::process::id().to_string();
+        assert!(matches!(&second, RunDirError::Locked { pid: Some(pid) } if *pid == ours), "{second:?}");
         drop(lock);
         // A reader holding on for longer is named as such, not as the last training.
         let reader = File::open(&path).unwrap();
         reader.lock_shared().unwrap();
         let refused = take_lock(dir.path()).unwrap_err();
-        assert!(refused.starts_with("a reader (analyze or generate) holds its lock"), "{refused}");
+        assert!(matches!(refused, RunDirError::ReadersHoldLock), "{refused:?}");
     }
 }

@@ -13,6 +13,7 @@ use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::norm::InitScheme;
 use crate::run::{has_settings, LOCK_FILE, TRAIN_CONFIG};
+use crate::run_dir_error::RunDirError;
 use crate::{config_error::ConfigError, error::Error};
 
 impl Sweep {
@@ -133,14 +134,14 @@ impl Sweep {
         if changed.is_empty() {
             return Ok(());
         }
-        Err(Error::RunDir {
-            path: pair.dir.clone(),
-            message: format!(
+        Err(Error::run_dir(
+            &pair.dir,
+            RunDirError::Refused(format!(
                 "this pair's run was trained again since the sweep recorded it ({}): its recorded loss is not this \
                  model's. Remove the folder to train the pair again, or sweep into a new --out",
                 changed.join("; ")
-            ),
-        })
+            )),
+        ))
     }
 
     /// An error when an axis clashes with the shared settings: the config's own `init` or `layers`

@@ -16,6 +16,7 @@ use super::run_dir::RunDir;
 use crate::data::{SequenceDataset, Tokenizer};
 use crate::model::Llama;
 use crate::run::{load_run_model, save_run_model};
+use crate::run_dir_error::RunDirError;
 use crate::{error::Error, model::LlamaConfig};
 
 /// What a finished run reports.
@@ -154,9 +155,8 @@ fn finish_from_checkpoint(
         Ok(rows) => {
             monitor.read_log(&rows);
             // A run killed while writing metrics.csv (after its last step) has none yet.
-            crate::run::write_metrics_csv(dir.path(), &rows).map_err(|e| Error::RunDir {
-                path: dir.path().to_path_buf(),
-                message: format!("cannot write {}: {e}", crate::run::METRICS_CSV),
+            crate::run::write_metrics_csv(dir.path(), &rows).map_err(|e| {
+                Error::run_dir(dir.path(), RunDirError::io(format!("write {}", crate::run::METRICS_CSV), e))
             })?;
         }
         Err(e) => monitor
@@ -176,10 +176,9 @@ fn finish_fitted(
     let Fitted { model, steps_trained, tokens, seconds } = fitted;
     let report = finish(config, prepared, model, monitor, steps_trained, tokens, seconds)?;
     match monitor.log_failure() {
-        Some(message) => Err(Error::RunDir {
-            path: config.output.out.clone(),
-            message: format!("the model is saved, but {message}"),
-        }),
+        Some(message) => {
+            Err(Error::run_dir(&config.output.out, RunDirError::Refused(format!("the model is saved, but {message}"))))
+        }
         None => Ok(report),
     }
 }

@@ -321,6 +321,19 @@ pub fn expect_error(
     err
 }
 
+/// The run directory's refusal of a training of `config` as `start`: fails unless `train` is
+/// refused with an [`Error::RunDir`](layernorm_scaling::Error::RunDir) whose error `is` accepts.
+pub fn expect_refusal(
+    config: &layernorm_scaling::train::TrainConfig,
+    start: layernorm_scaling::train::Start,
+    is: impl Fn(&layernorm_scaling::run::RunDirError) -> bool,
+) -> layernorm_scaling::run::RunDirError {
+    match layernorm_scaling::train::train(config, start, |_| {}) {
+        Err(layernorm_scaling::Error::RunDir { error, .. }) if is(&error) => error,
+        other => panic!("expected the run directory's refusal, got {other:?}"),
+    }
+}
+
 /// A finished [`quick`] run of 10 steps in `dir/run`, and its config.
 pub fn finished_run(dir: &std::path::Path) -> layernorm_scaling::train::TrainConfig {
     let config = quick(&dir.join("run"), 10, 5);
