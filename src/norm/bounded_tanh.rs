@@ -8,6 +8,7 @@ use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use super::dynamic_tanh::check_alpha_init;
+use super::scaled_norm::ScaledNorm;
 use crate::config_error::ConfigError;
 
 /// BHyT's default initial `lambda` (the authors' configs: 2 on the attention side, 1 on the
@@ -97,6 +98,36 @@ impl BoundedTanhScaling {
         let lambda = (self.lambda.val() / self.kappa).unsqueeze::<D>(); // [1, ..., 1]
         let gamma = scaled_weight(self.gamma.val(), self.scale).unsqueeze::<D>(); // [1, ..., d_model]
         (x * inverse_rms * lambda).tanh() * gamma
+    }
+}
+
+/// The kind's facts and its part in [`Norm`](super::Norm) (its inherent methods do the work).
+impl ScaledNorm for BoundedTanhScaling {
+    const NAME: &'static str = "BHyT (Bounded Hyperbolic Tanh)";
+    const DEFAULT_ALPHA: Option<f64> = Some(BHYT_LAMBDA_INIT);
+
+    fn parameter_count(d_model: usize) -> usize {
+        d_model + 1
+    }
+
+    fn build(d_model: usize, epsilon: f64, alpha_init: f64, scale: f64, device: &Device) -> Result<Self, ConfigError> {
+        // Built for layer 1 (no factor), then given the factor itself.
+        let config = BoundedTanhScalingConfig::new(d_model, 1).with_lambda_init(alpha_init).with_epsilon(epsilon);
+        Ok(BoundedTanhScaling { scale, ..config.init(device)? })
+    }
+
+    fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        BoundedTanhScaling::forward(self, x)
+    }
+
+    fn scale(&self) -> f64 {
+        BoundedTanhScaling::scale(self)
+    }
+
+    fn with_weights_of(mut self, other: &Self) -> Self {
+        self.lambda = other.lambda.clone();
+        self.gamma = other.gamma.clone();
+        self
     }
 }
 

@@ -8,6 +8,7 @@ use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
 use super::dynamic_tanh::check_alpha_init;
+use super::scaled_norm::ScaledNorm;
 use crate::config_error::ConfigError;
 
 /// Derf's default initial `alpha` (the authors' code: 0.5 for vision and DNA, 1.0 in their GPT-2 patch).
@@ -85,6 +86,40 @@ impl DynamicErfScaling {
         let gamma = scaled_weight(self.gamma.val(), self.scale).unsqueeze::<D>(); // [1, ..., d_model]
         let beta = scaled_weight(self.beta.val(), self.scale).unsqueeze::<D>();
         (x * alpha + shift).erf() * gamma + beta
+    }
+}
+
+/// The kind's facts and its part in [`Norm`](super::Norm) (its inherent methods do the work).
+impl ScaledNorm for DynamicErfScaling {
+    const NAME: &'static str = "Derf (Dynamic erf)";
+    const DEFAULT_ALPHA: Option<f64> = Some(DERF_ALPHA_INIT);
+
+    fn parameter_count(d_model: usize) -> usize {
+        2 * d_model + 2
+    }
+
+    fn build(d_model: usize, _epsilon: f64, alpha_init: f64, scale: f64, device: &Device) -> Result<Self, ConfigError> {
+        // Built for layer 1 (no factor), then given the factor itself.
+        Ok(DynamicErfScaling {
+            scale,
+            ..DynamicErfScalingConfig::new(d_model, 1).with_alpha_init(alpha_init).init(device)?
+        })
+    }
+
+    fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        DynamicErfScaling::forward(self, x)
+    }
+
+    fn scale(&self) -> f64 {
+        DynamicErfScaling::scale(self)
+    }
+
+    fn with_weights_of(mut self, other: &Self) -> Self {
+        self.alpha = other.alpha.clone();
+        self.shift = other.shift.clone();
+        self.gamma = other.gamma.clone();
+        self.beta = other.beta.clone();
+        self
     }
 }
 

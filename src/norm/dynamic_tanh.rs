@@ -7,6 +7,7 @@ use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
+use super::scaled_norm::ScaledNorm;
 use crate::config_error::ConfigError;
 
 /// DyT's default initial `alpha`.
@@ -86,6 +87,39 @@ impl DynamicTanhScaling {
         let gamma = scaled_weight(self.gamma.val(), self.scale).unsqueeze::<D>(); // [1, ..., d_model]
         let beta = scaled_weight(self.beta.val(), self.scale).unsqueeze::<D>();
         (x * alpha).tanh() * gamma + beta
+    }
+}
+
+/// The kind's facts and its part in [`Norm`](super::Norm) (its inherent methods do the work).
+impl ScaledNorm for DynamicTanhScaling {
+    const NAME: &'static str = "DyT (Dynamic Tanh)";
+    const DEFAULT_ALPHA: Option<f64> = Some(DYT_ALPHA_INIT);
+
+    fn parameter_count(d_model: usize) -> usize {
+        2 * d_model + 1
+    }
+
+    fn build(d_model: usize, _epsilon: f64, alpha_init: f64, scale: f64, device: &Device) -> Result<Self, ConfigError> {
+        // Built for layer 1 (no factor), then given the factor itself.
+        Ok(DynamicTanhScaling {
+            scale,
+            ..DynamicTanhScalingConfig::new(d_model, 1).with_alpha_init(alpha_init).init(device)?
+        })
+    }
+
+    fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        DynamicTanhScaling::forward(self, x)
+    }
+
+    fn scale(&self) -> f64 {
+        DynamicTanhScaling::scale(self)
+    }
+
+    fn with_weights_of(mut self, other: &Self) -> Self {
+        self.alpha = other.alpha.clone();
+        self.gamma = other.gamma.clone();
+        self.beta = other.beta.clone();
+        self
     }
 }
 

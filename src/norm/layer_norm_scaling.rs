@@ -6,6 +6,7 @@ use burn::nn::Initializer;
 use burn::tensor::{assert_shape, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor, scaled_weight};
+use super::scaled_norm::ScaledNorm;
 use crate::{config_error::ConfigError, fused};
 
 /// Configuration of [`LayerNormScaling`].
@@ -83,6 +84,35 @@ impl LayerNormScaling {
             None => gamma.zeros_like(),
         };
         fused::layer_norm(x, gamma, beta, self.epsilon)
+    }
+}
+
+/// The kind's facts and its part in [`Norm`](super::Norm) (its inherent methods do the work).
+impl ScaledNorm for LayerNormScaling {
+    const NAME: &'static str = "LayerNorm";
+    const DEFAULT_ALPHA: Option<f64> = None;
+
+    fn parameter_count(d_model: usize) -> usize {
+        2 * d_model
+    }
+
+    fn build(d_model: usize, epsilon: f64, _alpha_init: f64, scale: f64, device: &Device) -> Result<Self, ConfigError> {
+        // Built for layer 1 (no factor), then given the factor itself.
+        Ok(LayerNormScaling { scale, ..LayerNormScalingConfig::new(d_model, 1).with_epsilon(epsilon).init(device)? })
+    }
+
+    fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        LayerNormScaling::forward(self, x)
+    }
+
+    fn scale(&self) -> f64 {
+        LayerNormScaling::scale(self)
+    }
+
+    fn with_weights_of(mut self, other: &Self) -> Self {
+        self.gamma = other.gamma.clone();
+        self.beta = other.beta.clone();
+        self
     }
 }
 

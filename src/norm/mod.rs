@@ -10,6 +10,7 @@ mod layer_norm_scaling;
 #[allow(clippy::module_inception)]
 mod norm;
 mod rms_norm_scaling;
+mod scaled_norm;
 mod scheme;
 mod scheme_names;
 
@@ -24,5 +25,6 @@ pub use init::{InitScheme, LayerInit};
 pub use layer_norm_scaling::{LayerNormScaling, LayerNormScalingConfig};
 pub use norm::{Norm, NormKind};
 pub use rms_norm_scaling::{RmsNormScaling, RmsNormScalingConfig};
+pub use scaled_norm::ScaledNorm;
 pub use scheme::{BranchGate, GpasBase, LayerPlan, LnsPosition, NormScheme, Placement};
 pub use scheme_names::{scheme_as_string, scheme_names, schemes_markdown, SchemeArgument, SchemeInfo, SCHEMES};

@@ -5,13 +5,52 @@ use burn::module::Module;
 use burn::tensor::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-use super::{
-    BoundedTanhScaling, BoundedTanhScalingConfig, DynamicErfScaling, DynamicErfScalingConfig, DynamicTanhScaling,
-    DynamicTanhScalingConfig, LayerNormScaling, LayerNormScalingConfig, RmsNormScaling, RmsNormScalingConfig,
-    BHYT_LAMBDA_INIT, DERF_ALPHA_INIT, DYT_ALPHA_INIT,
-};
+use super::scaled_norm::ScaledNorm;
+use super::{BoundedTanhScaling, DynamicErfScaling, DynamicTanhScaling, LayerNormScaling, RmsNormScaling};
 use crate::config_error::ConfigError;
 use crate::fused::mixed::{cast_counted, CastOf};
+
+/// `$body` with `$T` the norm type of the [`NormKind`] `$kind`: the one list of which type each
+/// kind is.
+macro_rules! with_type_of {
+    ($kind:expr, $T:ident => $body:expr) => {
+        match $kind {
+            NormKind::RmsNorm => {
+                type $T = RmsNormScaling;
+                $body
+            }
+            NormKind::LayerNorm => {
+                type $T = LayerNormScaling;
+                $body
+            }
+            NormKind::Dyt => {
+                type $T = DynamicTanhScaling;
+                $body
+            }
+            NormKind::Derf => {
+                type $T = DynamicErfScaling;
+                $body
+            }
+            NormKind::Bhyt => {
+                type $T = BoundedTanhScaling;
+                $body
+            }
+        }
+    };
+}
+
+/// `$body` with `$norm` the [`ScaledNorm`] that the [`Norm`] `$of` holds, whatever its kind.
+macro_rules! with_each {
+    ($of:expr, $norm:ident => $body:expr) => {
+        match $of {
+            Norm::RmsNorm($norm) => $body,
+            Norm::LayerNorm($norm) => $body,
+            Norm::Dyt($norm) => $body,
+            Norm::Derf($norm) => $body,
+            Norm::Bhyt($norm) => $body,
+        }
+    };
+}
 
 /// Which normalisation a model uses; serialised `rms-norm`, `layer-norm`, `dyt`, `derf`, `bhyt`.
 /// Every [`NormScheme`](super::NormScheme) works with each, and each carries the LNS factor `c`
@@ -53,12 +92,7 @@ impl NormKind {
     /// The initial value of the kind's learnable scalar (DyT's and Derf's `alpha`, BHyT's
     /// `lambda`) when the model sets none; `None` for the kinds without one.
     pub fn default_alpha(self) -> Option<f64> {
-        match self {
-            NormKind::RmsNorm | NormKind::LayerNorm => None,
-            NormKind::Dyt => Some(DYT_ALPHA_INIT),
-            NormKind::Derf => Some(DERF_ALPHA_INIT),
-            NormKind::Bhyt => Some(BHYT_LAMBDA_INIT),
-        }
+        with_type_of!(self, T => T::DEFAULT_ALPHA)
     }
 
     /// The kind of the model's final norm (before the LM head): this kind, but RMSNorm for BHyT,
@@ -84,54 +118,17 @@ impl NormKind {
         device: &Device,
     ) -> Result<Norm, ConfigError> {
         crate::config_error::check_positive_f32("scale", scale)?;
-        // Each kind's config is built for layer 1 (no factor), then given the factor itself.
-        Ok(match self {
-            NormKind::RmsNorm => Norm::RmsNorm(RmsNormScaling {
-                scale,
-                ..RmsNormScalingConfig::new(d_model, 1).with_epsilon(epsilon).init(device)?
-            }),
-            NormKind::LayerNorm => Norm::LayerNorm(LayerNormScaling {
-                scale,
-                ..LayerNormScalingConfig::new(d_model, 1).with_epsilon(epsilon).init(device)?
-            }),
-            NormKind::Dyt => Norm::Dyt(DynamicTanhScaling {
-                scale,
-                ..DynamicTanhScalingConfig::new(d_model, 1).with_alpha_init(alpha_init).init(device)?
-            }),
-            NormKind::Derf => Norm::Derf(DynamicErfScaling {
-                scale,
-                ..DynamicErfScalingConfig::new(d_model, 1).with_alpha_init(alpha_init).init(device)?
-            }),
-            NormKind::Bhyt => Norm::Bhyt(BoundedTanhScaling {
-                scale,
-                ..BoundedTanhScalingConfig::new(d_model, 1)
-                    .with_lambda_init(alpha_init)
-                    .with_epsilon(epsilon)
-                    .init(device)?
-            }),
-        })
+        with_type_of!(self, T => T::build(d_model, epsilon, alpha_init, scale, device).map(Norm::from))
     }
 
     /// Parameters of one norm over `d_model` features.
     pub fn num_params(self, d_model: usize) -> usize {
-        match self {
-            NormKind::RmsNorm => d_model,
-            NormKind::LayerNorm => 2 * d_model,
-            NormKind::Dyt => 2 * d_model + 1,
-            NormKind::Derf => 2 * d_model + 2,
-            NormKind::Bhyt => d_model + 1,
-        }
+        with_type_of!(self, T => T::parameter_count(d_model))
     }
 
     /// The kind's name in messages: `RMSNorm`, `LayerNorm`, `DyT`, `Derf`, `BHyT`.
     pub fn name(self) -> &'static str {
-        match self {
-            NormKind::RmsNorm => "RMSNorm",
-            NormKind::LayerNorm => "LayerNorm",
-            NormKind::Dyt => "DyT (Dynamic Tanh)",
-            NormKind::Derf => "Derf (Dynamic erf)",
-            NormKind::Bhyt => "BHyT (Bounded Hyperbolic Tanh)",
-        }
+        with_type_of!(self, T => T::NAME)
     }
 }
 
@@ -153,13 +150,7 @@ pub enum Norm {
 impl Norm {
     /// Applies the norm (and its depth factor).
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        match self {
-            Norm::RmsNorm(norm) => norm.forward(x),
-            Norm::LayerNorm(norm) => norm.forward(x),
-            Norm::Dyt(norm) => norm.forward(x),
-            Norm::Derf(norm) => norm.forward(x),
-            Norm::Bhyt(norm) => norm.forward(x),
-        }
+        with_each!(self, norm => ScaledNorm::forward(norm, x))
     }
 
     /// The residual sum `x = base + branch` (in the base's type) and the norm of it, `(x,
@@ -183,13 +174,7 @@ impl Norm {
 
     /// The LNS factor applied to the output (`1/sqrt(l)` in layer `l` under LNS, else 1).
     pub fn scale(&self) -> f64 {
-        match self {
-            Norm::RmsNorm(norm) => norm.scale(),
-            Norm::LayerNorm(norm) => norm.scale(),
-            Norm::Dyt(norm) => norm.scale(),
-            Norm::Derf(norm) => norm.scale(),
-            Norm::Bhyt(norm) => norm.scale(),
-        }
+        with_each!(self, norm => ScaledNorm::scale(norm))
     }
 
     /// The kind of this norm.
@@ -208,33 +193,11 @@ impl Norm {
     /// depth factor, epsilon and BHyT's `kappa` stay this norm's.
     pub fn with_weights_of(self, other: &Norm) -> Result<Norm, ConfigError> {
         match (self, other) {
-            (Norm::RmsNorm(mut norm), Norm::RmsNorm(from)) => {
-                norm.gamma = from.gamma.clone();
-                Ok(Norm::RmsNorm(norm))
-            }
-            (Norm::LayerNorm(mut norm), Norm::LayerNorm(from)) => {
-                norm.gamma = from.gamma.clone();
-                norm.beta = from.beta.clone();
-                Ok(Norm::LayerNorm(norm))
-            }
-            (Norm::Dyt(mut norm), Norm::Dyt(from)) => {
-                norm.alpha = from.alpha.clone();
-                norm.gamma = from.gamma.clone();
-                norm.beta = from.beta.clone();
-                Ok(Norm::Dyt(norm))
-            }
-            (Norm::Derf(mut norm), Norm::Derf(from)) => {
-                norm.alpha = from.alpha.clone();
-                norm.shift = from.shift.clone();
-                norm.gamma = from.gamma.clone();
-                norm.beta = from.beta.clone();
-                Ok(Norm::Derf(norm))
-            }
-            (Norm::Bhyt(mut norm), Norm::Bhyt(from)) => {
-                norm.lambda = from.lambda.clone();
-                norm.gamma = from.gamma.clone();
-                Ok(Norm::Bhyt(norm))
-            }
+            (Norm::RmsNorm(norm), Norm::RmsNorm(from)) => Ok(Norm::RmsNorm(norm.with_weights_of(from))),
+            (Norm::LayerNorm(norm), Norm::LayerNorm(from)) => Ok(Norm::LayerNorm(norm.with_weights_of(from))),
+            (Norm::Dyt(norm), Norm::Dyt(from)) => Ok(Norm::Dyt(norm.with_weights_of(from))),
+            (Norm::Derf(norm), Norm::Derf(from)) => Ok(Norm::Derf(norm.with_weights_of(from))),
+            (Norm::Bhyt(norm), Norm::Bhyt(from)) => Ok(Norm::Bhyt(norm.with_weights_of(from))),
             (norm, from) => Err(ConfigError::Conflict(format!(
                 "cannot copy the weights of a {} norm into a {} norm",
                 from.kind().name(),
@@ -243,3 +206,21 @@ impl Norm {
         }
     }
 }
+
+/// Each kind's norm as a [`Norm`].
+macro_rules! norm_from {
+    ($($variant:ident($T:ty)),*) => {
+        $(impl From<$T> for Norm {
+            fn from(norm: $T) -> Self {
+                Norm::$variant(norm)
+            }
+        })*
+    };
+}
+norm_from!(
+    RmsNorm(RmsNormScaling),
+    LayerNorm(LayerNormScaling),
+    Dyt(DynamicTanhScaling),
+    Derf(DynamicErfScaling),
+    Bhyt(BoundedTanhScaling)
+);

@@ -6,6 +6,7 @@ use burn::nn::{Initializer, RmsNorm};
 use burn::tensor::{assert_shape, DType, Device, Tensor};
 
 use super::depth_scale::{check_norm_config, factor};
+use super::scaled_norm::ScaledNorm;
 use crate::{config_error::ConfigError, fused};
 
 /// Configuration of [`RmsNormScaling`].
@@ -111,6 +112,34 @@ impl RmsNormScaling {
         let [d_model] = self.gamma.shape().dims();
         assert_shape!(base, [.., d_model]);
         fused::residual_rms_norm_in(base, branch, self.gamma.val(), self.epsilon, self.scale, dtype)
+    }
+}
+
+/// The kind's facts and its part in [`Norm`](super::Norm) (its inherent methods do the work).
+impl ScaledNorm for RmsNormScaling {
+    const NAME: &'static str = "RMSNorm";
+    const DEFAULT_ALPHA: Option<f64> = None;
+
+    fn parameter_count(d_model: usize) -> usize {
+        d_model
+    }
+
+    fn build(d_model: usize, epsilon: f64, _alpha_init: f64, scale: f64, device: &Device) -> Result<Self, ConfigError> {
+        // Built for layer 1 (no factor), then given the factor itself.
+        Ok(RmsNormScaling { scale, ..RmsNormScalingConfig::new(d_model, 1).with_epsilon(epsilon).init(device)? })
+    }
+
+    fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        RmsNormScaling::forward(self, x)
+    }
+
+    fn scale(&self) -> f64 {
+        RmsNormScaling::scale(self)
+    }
+
+    fn with_weights_of(mut self, other: &Self) -> Self {
+        self.gamma = other.gamma.clone();
+        self
     }
 }
 
