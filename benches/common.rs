@@ -8,6 +8,8 @@ use layernorm_scaling::parse_device;
 /// The device named by `LNS_DEVICE` (default `auto`); exits with a message when it is invalid.
 pub fn bench_device() -> Device {
     let spec = std::env::var("LNS_DEVICE").unwrap_or_else(|_| "auto".into());
+    #[cfg(feature = "cli")]
+    layernorm_scaling::cli::say_auto_device(&spec);
     parse_device(&spec).unwrap_or_else(|err| {
         eprintln!("error: LNS_DEVICE={spec}: {err}");
         std::process::exit(2)

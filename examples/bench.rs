@@ -172,6 +172,7 @@ fn run(args: &Args, config: &TrainConfig, device_given: bool, dtype_given: bool)
         compiled_backends().into_iter().map(String::from).collect()
     };
     for device in &devices {
+        cli::say_auto_device(device);
         parse_device(device)?;
     }
     let precisions: Vec<Precision> =

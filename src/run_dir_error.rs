@@ -10,6 +10,7 @@ use crate::io::RUN_SETTINGS_FILE as TRAIN_CONFIG;
 
 /// A run directory that cannot be used as asked: what was found, and (in its message) what to do.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunDirError {
     /// Another training holds the directory's lock.
     #[error("another training (PID {}) is using it; wait for it to finish, or choose another --out", pid_or_unknown(.pid))]
@@ -80,6 +81,18 @@ pub enum RunDirError {
     /// A resume where there is no run.
     #[error("nothing to resume: it holds no train.json; start a new run without --resume")]
     NothingToResume,
+    /// A resume of a run whose checkpoints are named by epoch, as versions before 0.1.0 named them.
+    #[error(
+        "its checkpoints are named by epoch ({}), as versions before 0.1.0 named them, and this version reads \
+         checkpoints named by step: rename each <kind>-<epoch>.bpk (and its .sum) to <kind>-step-<step>.bpk, the \
+         step being the epoch times the run's eval_every (the last epoch's: the run's steps), then resume; or train \
+         into a new --out",
+        .files.join(", ")
+    )]
+    EpochNamedCheckpoints {
+        /// Those files, in `checkpoint/`.
+        files: Vec<String>,
+    },
     /// A resume of a run whose `train.json` was edited since the run wrote it.
     #[error(
         "its {TRAIN_CONFIG} differs from the one the run wrote (edited by hand?): its checkpoints were made with the \
@@ -97,6 +110,53 @@ pub enum RunDirError {
         steps: usize,
         /// The run directory.
         run: PathBuf,
+    },
+    /// A resume's data path, recorded relative to the folder its training ran in, not found here.
+    #[error(
+        "the data {} is not found from here{here}; a resume reads the paths the run's train.json records, relative \
+         to the folder its training ran in: run from that folder, or give --data (and --valid-data) with the paths \
+         from here (the same files)",
+        .data.display()
+    )]
+    DataNotFound {
+        /// The path as the run recorded it.
+        data: PathBuf,
+        /// ` (<the working directory>)`, or nothing where it cannot be read.
+        here: String,
+    },
+    /// `--init-from` a run that has no final model yet.
+    #[error("--init-from starts from a run's final model, and {problem}")]
+    NoFinalModel {
+        /// What the run has instead (its state, and how to finish it).
+        problem: String,
+    },
+    /// The `train.json` a run recorded cannot be read.
+    #[error(
+        "cannot read the settings the run recorded ({reason}){}; put back its own {TRAIN_CONFIG} (from a backup), or \
+         train into a new --out",
+        if *.edited { "; it differs from the one the run wrote (cut short or edited)" } else { "" }
+    )]
+    SettingsUnreadable {
+        /// The reader's words.
+        reason: String,
+        /// Whether its checksum shows it changed since the run wrote it.
+        edited: bool,
+    },
+    /// A sweep pair's run trained again with other settings since the sweep recorded its loss.
+    #[error(
+        "this pair's run was trained again since the sweep recorded it ({}): its recorded loss is not this model's. \
+         Remove the folder to train the pair again, or sweep into a new --out",
+        .changes.join("; ")
+    )]
+    PairRetrained {
+        /// The settings that differ, as `field: recorded -> now`.
+        changes: Vec<String>,
+    },
+    /// The final model is saved, but the run's metric log could not be written.
+    #[error("the model is saved, but {failure}")]
+    LogFailed {
+        /// What failed.
+        failure: String,
     },
     /// A directory operation failed: what was being done, and the system's error.
     #[error("cannot {doing}: {source}")]

@@ -834,8 +834,10 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
         base.model.init_from = Some(config.output.out.clone());
         base
     };
-    let err = expect_error(&from_unfinished, Start::New, "--init-from starts from a run's final model").to_string();
-    assert!(err.contains("train --resume") && !err.contains("--step"), "{err}");
+    let err = expect_refusal(&from_unfinished, Start::New, |e| matches!(e, RunDirError::NoFinalModel { .. }));
+    // How to finish it: a resume, not a checkpoint (which --init-from does not read).
+    let RunDirError::NoFinalModel { problem } = err else { unreachable!() };
+    assert!(problem.contains("train --resume") && !problem.contains("--step"), "{problem}");
     std::fs::write(&corpus, &original).unwrap();
     // The same content under another spelling of its path, and the scheme named or not: the same run.
     let same = edited(&config, |c| {
@@ -941,6 +943,36 @@ fn the_token_cache_is_never_written_into_the_run_directory() {
     train(&config, Start::New, |_| {}).unwrap();
     assert!(!out.join(".token-cache").exists());
     assert!(dir.path().join(".token-cache").is_dir());
+}
+
+#[test]
+fn checkpoints_named_by_epoch_are_named_in_the_refusal_never_taken_for_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = finished_run(dir.path());
+    std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
+    // As versions before 0.1.0 named them: `<kind>-<epoch>.bpk`, epochs of 5 steps.
+    let checkpoints = config.output.out.join("checkpoint");
+    for step in layernorm_scaling::run::checkpoint_steps(&checkpoints) {
+        for kind in ["model", "optim", "scheduler"] {
+            for suffix in ["", ".sum"] {
+                let from = checkpoints.join(format!("{kind}-step-{step}.bpk{suffix}"));
+                std::fs::rename(from, checkpoints.join(format!("{kind}-{}.bpk{suffix}", step / 5))).unwrap();
+            }
+        }
+    }
+    // A resume would start again from step 0 and cut the metrics log back: refused, naming them.
+    let before = snapshot(&config.output.out);
+    let refused = expect_refusal(&config, Start::Resume, |e| matches!(e, RunDirError::EpochNamedCheckpoints { .. }));
+    let RunDirError::EpochNamedCheckpoints { files } = refused else { unreachable!() };
+    assert!(files.contains(&"model-2.bpk".to_string()), "{files:?}");
+    assert!(snapshot(&config.output.out) == before, "nothing is changed");
+    // Loading one says how to rename them, not that there are none.
+    let cpu = layernorm_scaling::parse_device("flex").unwrap();
+    let err = load_run_model(&config.output.out, Some(10), &cpu).unwrap_err().to_string();
+    assert!(err.contains("named by epoch") && err.contains("model-1.bpk"), "{err}");
+    // They are the run's own: --overwrite replaces them with it.
+    train(&config, Start::Overwrite, |_| {}).unwrap();
+    assert!(layernorm_scaling::run::epoch_named_files(&checkpoints).is_empty());
 }
 
 #[test]

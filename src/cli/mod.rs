@@ -42,7 +42,8 @@ use serde::Serialize;
 /// (a `--device` value) is `auto` and `BURN_DEVICE` does not name the device: the library picks
 /// without a word ([`auto_choice`](crate::device::auto_choice)).
 pub fn say_auto_device(spec: &str) {
-    if !spec.trim().eq_ignore_ascii_case("auto") || crate::device::burn_device_for_auto().is_some() {
+    let auto = spec.trim().eq_ignore_ascii_case("auto");
+    if !auto || crate::device::burn_device_for_auto().is_some() || crate::device::burn_device_problem().is_some() {
         return;
     }
     if let Some(choice) = crate::device::auto_choice() {

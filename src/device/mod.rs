@@ -136,7 +136,7 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
 /// device (burn-dispatch's `Device::default()`, which training calls whatever device it runs on)
 /// panics on a value that is not one of its backends' names compiled into this build
 /// (`wgpu:1`, an empty string, or `cuda` in a CPU build), even when `--device` names another.
-fn burn_device_problem() -> Option<String> {
+pub(crate) fn burn_device_problem() -> Option<String> {
     let value = std::env::var("BURN_DEVICE").ok()?;
     // Burn's names for its backends are those of this crate's backend features.
     let accepted = compiled_backends();

@@ -2,9 +2,10 @@
 //! `kill -9`) or makes a write fail (as on a full disk), named by an environment variable.
 //!
 //! They are compiled in only with the `fault-injection` feature in a debug build: the tests turn
-//! the feature on through the crate's dev-dependency on itself, and `cargo test` builds in debug.
-//! Everywhere else each point is an empty function that reads no environment variable, so a
-//! release build (`cargo run --release`) can never be made to fail on purpose.
+//! the feature on through the crate's dev-dependency on itself (so debug builds of the tests and
+//! the examples they run have it), and `cargo test` builds in debug. Everywhere else each point is
+//! an empty function that reads no environment variable, so a release build (`cargo run
+//! --release`) or the library in another project can never be made to fail on purpose.
 
 use std::fmt::Display;
 

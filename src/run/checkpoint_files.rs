@@ -1,4 +1,6 @@
-//! The names of a run's checkpoint files: `checkpoint/<kind>-step-<step>.bpk`.
+//! The names of a run's checkpoint files: `checkpoint/<kind>-step-<step>.bpk`; and those of the
+//! checkpoints versions before 0.1.0 named by epoch (`<kind>-<epoch>.bpk`), which are no longer
+//! read, only recognised.
 
 use std::path::{Path, PathBuf};
 
@@ -28,8 +30,30 @@ fn checkpoint_step(name: &str) -> Option<usize> {
 }
 
 /// Whether `name` is a checkpoint file's or its checksum's (`model-step-5.bpk`, with or without
-/// `.sum`).
+/// `.sum`), or one of a checkpoint named by epoch (`model-3.bpk`: the run's own, which an
+/// `--overwrite` replaces with it).
 #[cfg(feature = "train")]
 pub(crate) fn is_checkpoint_file_name(name: &str) -> bool {
-    checkpoint_step(name.strip_suffix(".sum").unwrap_or(name)).is_some()
+    let name = name.strip_suffix(".sum").unwrap_or(name);
+    checkpoint_step(name).is_some() || is_epoch_named(name)
+}
+
+/// The files of the checkpoint directory `dir` named by epoch (`model-3.bpk`, with or without
+/// `.sum`), as versions before 0.1.0 named checkpoints, sorted. This version does not read them: a
+/// run that has them is told so (how to rename them), never taken for a run without checkpoints.
+pub fn epoch_named_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.retain(|name| is_epoch_named(name.strip_suffix(".sum").unwrap_or(name)));
+    names.sort();
+    names
+}
+
+/// Whether `name` is `<kind>-<epoch>.bpk`.
+fn is_epoch_named(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".bpk") else { return false };
+    CHECKPOINT_KINDS.iter().any(|kind| {
+        stem.strip_prefix(&format!("{kind}-")).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
 }

@@ -39,7 +39,7 @@ mod state;
 mod tracking_file;
 
 pub use crate::run_dir_error::RunDirError;
-pub use checkpoint_files::{checkpoint_file, checkpoint_steps, CHECKPOINT_KINDS};
+pub use checkpoint_files::{checkpoint_file, checkpoint_steps, epoch_named_files, CHECKPOINT_KINDS};
 pub use identity::RunIdentity;
 #[cfg(feature = "tensorboard")]
 pub(crate) use lock::{lock_run_dir, LockRefused};

@@ -8,7 +8,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde::Serialize;
 
-use super::checkpoint_files::{checkpoint_file, checkpoint_steps};
+use super::checkpoint_files::{checkpoint_file, checkpoint_steps, epoch_named_files};
 use super::model_info::{invalid_model_info, model_info_edited, read_model_info, ModelInfoError, RunModelInfo};
 use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::error::Error;
@@ -110,7 +110,14 @@ pub(crate) fn load_run_model_as_saved(
                 steps.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(", ")
             )
         } else {
-            "the run has no checkpoints".to_string()
+            match epoch_named_files(&checkpoints).first() {
+                Some(old) => format!(
+                    "the run has no checkpoints named by step; its checkpoint/ holds ones named by epoch ({old}, ...), \
+                     as versions before 0.1.0 named them: rename each <kind>-<epoch>.bpk (and its .sum) to \
+                     <kind>-step-<step>.bpk, the step being the epoch times the run's eval_every"
+                ),
+                None => "the run has no checkpoints".to_string(),
+            }
         }
     };
     let path = match step {

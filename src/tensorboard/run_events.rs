@@ -116,7 +116,8 @@ pub fn write_run_events(dir: &Path) -> Result<RunEvents, Error> {
     }
     let _lock = lock_run_dir(dir).map_err(|refused| match refused {
         LockRefused::Held(pid) => refuse(format!(
-            "a training (PID {pid}) is writing this run, and its TensorBoard events with it: wait for it to end"
+            "a training (PID {}) is writing this run, and its TensorBoard events with it: wait for it to end",
+            if pid.is_empty() { "unknown" } else { &pid }
         )),
         LockRefused::Readers => Error::run_dir(dir, RunDirError::ReadersHoldLock),
         LockRefused::Failed(message) => Error::run_dir(dir, RunDirError::LockFailed(message)),

@@ -50,20 +50,8 @@ impl TrainConfig {
             Err(e) => Err(Error::file(&recorded, e)),
         };
         read.map(Some).map_err(|e| {
-            let changed = match crate::io::verify_sum(&recorded) {
-                Err(crate::io::SumError::Mismatch(_)) => {
-                    "; it differs from the one the run wrote (cut short or edited)"
-                }
-                _ => "",
-            };
-            Error::run_dir(
-                dir,
-                RunDirError::Refused(format!(
-                    "cannot read the settings the run recorded ({e}){changed}; put back its own {} (from a backup), \
-                     or train into a new --out",
-                    crate::run::TRAIN_CONFIG
-                )),
-            )
+            let edited = matches!(crate::io::verify_sum(&recorded), Err(crate::io::SumError::Mismatch(_)));
+            Error::run_dir(dir, RunDirError::SettingsUnreadable { reason: e.to_string(), edited })
         })
     }
 }

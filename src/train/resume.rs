@@ -65,6 +65,12 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
     if start == Start::Resume && !has_settings(out) && !replacing {
         return Err(Error::run_dir(out, RunDirError::NothingToResume));
     }
+    // Checkpoints named by epoch are not read: resumed, the run would start again from step 0
+    // and its metrics log be cut back to that.
+    let epoch_named = crate::run::epoch_named_files(&out.join(crate::run::CHECKPOINTS));
+    if start == Start::Resume && !epoch_named.is_empty() && !is_finished(out) {
+        return Err(Error::run_dir(out, RunDirError::EpochNamedCheckpoints { files: epoch_named }));
+    }
     // train.json edited by hand (steps, seed, batch): the checkpoints were not made with it, and a
     // resume would record a run that never happened.
     if let (Start::Resume, Err(crate::io::SumError::Mismatch(_))) =
@@ -78,15 +84,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
         // does not say where the path came from.
         if let Some(missing) = config.data.files.iter().chain(&config.eval.valid_data).find(|path| !path.exists()) {
             let here = std::env::current_dir().map(|dir| format!(" ({})", dir.display())).unwrap_or_default();
-            return Err(Error::run_dir(
-                out,
-                RunDirError::Refused(format!(
-                    "the data {} is not found from here{here}; a resume reads the paths the run's train.json records, \
-                     relative to the folder its training ran in: run from that folder, or give --data (and \
-                     --valid-data) with the paths from here (the same files)",
-                    missing.display()
-                )),
-            ));
+            return Err(Error::run_dir(out, RunDirError::DataNotFound { data: missing.clone(), here }));
         }
         // The settings are compared before the data is tokenised (and again under the lock),
         // but not while an interrupted --overwrite has the run's files set aside.

@@ -134,14 +134,7 @@ impl Sweep {
         if changed.is_empty() {
             return Ok(());
         }
-        Err(Error::run_dir(
-            &pair.dir,
-            RunDirError::Refused(format!(
-                "this pair's run was trained again since the sweep recorded it ({}): its recorded loss is not this \
-                 model's. Remove the folder to train the pair again, or sweep into a new --out",
-                changed.join("; ")
-            )),
-        ))
+        Err(Error::run_dir(&pair.dir, RunDirError::PairRetrained { changes: changed }))
     }
 
     /// An error when an axis clashes with the shared settings: the config's own `init` or `layers`

@@ -176,9 +176,7 @@ fn finish_fitted(
     let Fitted { model, steps_trained, tokens, seconds } = fitted;
     let report = finish(config, prepared, model, monitor, steps_trained, tokens, seconds)?;
     match monitor.log_failure() {
-        Some(message) => {
-            Err(Error::run_dir(&config.output.out, RunDirError::Refused(format!("the model is saved, but {message}"))))
-        }
+        Some(failure) => Err(Error::run_dir(&config.output.out, RunDirError::LogFailed { failure })),
         None => Ok(report),
     }
 }
