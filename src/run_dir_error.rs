@@ -173,6 +173,11 @@ pub enum RunDirError {
 }
 
 impl RunDirError {
+    /// [`RunDirError::Locked`] by the holder its lock file names (`""`: it wrote none).
+    pub fn locked(holder: String) -> Self {
+        RunDirError::Locked { pid: Some(holder).filter(|pid| !pid.is_empty()) }
+    }
+
     /// [`RunDirError::Io`] for `doing`.
     pub fn io(doing: impl Into<String>, source: std::io::Error) -> Self {
         RunDirError::Io { doing: doing.into(), source }

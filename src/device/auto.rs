@@ -81,13 +81,19 @@ pub fn choose_auto(compiled: &[&str], adapters: &[AdapterKind], nvidia_gpu: bool
 }
 
 /// [`choose_auto`] on this machine: the backends compiled in, the adapters wgpu finds (asked only
-/// where a wgpu backend is compiled in) and the NVIDIA driver's list of GPUs. Nothing is printed:
-/// a program says what was picked (`cli::say_auto_device`).
+/// where a wgpu backend is compiled in) and the NVIDIA driver's list of GPUs. Found once per
+/// process (listing wgpu's adapters starts a Vulkan instance), however often a program and the
+/// library ask. Nothing is printed: a program says what was picked (`cli::say_auto_device`).
 pub fn auto_choice() -> Option<AutoChoice> {
-    let compiled = super::compiled_backends();
-    // A GPU CUDA can use: present, and not hidden by CUDA_VISIBLE_DEVICES.
-    let nvidia_gpu = super::gpu::cuda_problem_here(0).is_none();
-    choose_auto(&compiled, &wgpu_adapters(), nvidia_gpu)
+    static CHOICE: std::sync::OnceLock<Option<AutoChoice>> = std::sync::OnceLock::new();
+    CHOICE
+        .get_or_init(|| {
+            let compiled = super::compiled_backends();
+            // A GPU CUDA can use: present, and not hidden by CUDA_VISIBLE_DEVICES.
+            let nvidia_gpu = super::gpu::cuda_problem_here(0).is_none();
+            choose_auto(&compiled, &wgpu_adapters(), nvidia_gpu)
+        })
+        .clone()
 }
 
 /// The device that `BURN_DEVICE` names for `auto`, when it names one (set, not empty, not

@@ -10,9 +10,7 @@ pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
 /// The optimiser steps that have a checkpoint file of any kind in the checkpoint directory
 /// `dir` (`<kind>-step-<step>.bpk`), oldest first.
 pub fn checkpoint_steps(dir: &Path) -> Vec<usize> {
-    let mut steps: Vec<usize> = std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().filter_map(|e| checkpoint_step(&e.file_name().to_string_lossy())).collect())
-        .unwrap_or_default();
+    let mut steps: Vec<usize> = file_names(dir).iter().filter_map(|name| checkpoint_step(name)).collect();
     steps.sort_unstable();
     steps.dedup();
     steps
@@ -42,9 +40,7 @@ pub(crate) fn is_checkpoint_file_name(name: &str) -> bool {
 /// `.sum`), as versions before 0.1.0 named checkpoints, sorted. This version does not read them: a
 /// run that has them is told so (how to rename them), never taken for a run without checkpoints.
 pub fn epoch_named_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default();
+    let mut names = file_names(dir);
     names.retain(|name| is_epoch_named(name.strip_suffix(".sum").unwrap_or(name)));
     names.sort();
     names
@@ -56,4 +52,10 @@ fn is_epoch_named(name: &str) -> bool {
     CHECKPOINT_KINDS.iter().any(|kind| {
         stem.strip_prefix(&format!("{kind}-")).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     })
+}
+
+/// The names of the entries of `dir` (none where it cannot be read).
+fn file_names(dir: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    entries.map(|entry| entry.file_name().to_string_lossy().into_owned()).collect()
 }

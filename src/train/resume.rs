@@ -52,8 +52,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
     // it (the same check runs again under the lock).
     if start == Start::New && holds_a_run(out) {
         // While a training holds it, `--resume` would be refused too: say that first.
-        let held =
-            crate::run::training_in(out).map(|pid| RunDirError::Locked { pid: Some(pid).filter(|p| !p.is_empty()) });
+        let held = crate::run::training_in(out).map(RunDirError::locked);
         return Err(Error::run_dir(out, held.unwrap_or(RunDirError::HoldsARun)));
     }
     if start == Start::Overwrite {

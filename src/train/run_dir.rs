@@ -376,7 +376,7 @@ fn check_run_dir(path: &Path) -> Result<(), RunDirError> {
 /// this process's PID into it; an error saying who holds it.
 pub(crate) fn take_lock(dir: &Path) -> Result<File, RunDirError> {
     crate::run::lock_run_dir(dir).map_err(|refused| match refused {
-        LockRefused::Held(holder) => RunDirError::Locked { pid: Some(holder).filter(|pid| !pid.is_empty()) },
+        LockRefused::Held(holder) => RunDirError::locked(holder),
         LockRefused::Readers => RunDirError::ReadersHoldLock,
         LockRefused::Failed(message) => RunDirError::LockFailed(message),
     })
