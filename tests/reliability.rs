@@ -14,7 +14,7 @@ use common::{
 use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::read_metrics;
-use layernorm_scaling::run::RunDirError;
+use layernorm_scaling::run::{ReplacedRun, RunDirError};
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{ConfigError, Error};
 
@@ -56,15 +56,15 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     let before = snapshot(&config.output.out);
     // What a kill leaves when the new run had started but written no checkpoint: the old run
     // set aside, the new run's first files beside it.
-    let run = RunDir::open(&config.output.out).unwrap();
+    let run = RunDir::open(&config.output.out, TrainConfig::check_run_settings).unwrap();
     run.set_aside().unwrap();
     std::fs::write(config.output.out.join("train.json"), "{}").unwrap();
     drop(run);
-    RunDir::open(&config.output.out).unwrap();
+    RunDir::open(&config.output.out, TrainConfig::check_run_settings).unwrap();
     assert_eq!(snapshot(&config.output.out), before);
 
     // A resume after such a crash of a finished run says there is nothing to resume.
-    let run = RunDir::open(&config.output.out).unwrap();
+    let run = RunDir::open(&config.output.out, TrainConfig::check_run_settings).unwrap();
     run.set_aside().unwrap();
     let replacement = edited(&config, |c| c.seed = 5);
     std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&replacement.resolved()).unwrap())
@@ -75,7 +75,7 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
 
     // A resume after such a crash is checked against the restored run, not the interrupted one.
     std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
-    let run = RunDir::open(&config.output.out).unwrap();
+    let run = RunDir::open(&config.output.out, TrainConfig::check_run_settings).unwrap();
     run.set_aside().unwrap();
     let other = edited(&config, |c| c.seed = 5);
     std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
@@ -95,7 +95,7 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
 fn an_overwrite_that_stops_after_a_checkpoint_keeps_the_old_run() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let run = RunDir::open(&config.output.out).unwrap();
+    let run = RunDir::open(&config.output.out, TrainConfig::check_run_settings).unwrap();
     run.set_aside().unwrap();
     // The new run's first checkpoint (a copy of the old one's), and no final model.
     let previous = config.output.out.join(".previous-run");
@@ -106,8 +106,8 @@ fn an_overwrite_that_stops_after_a_checkpoint_keeps_the_old_run() {
             std::fs::copy(entry.path(), config.output.out.join("checkpoint").join(entry.file_name())).unwrap();
         }
     }
-    let note = run.end_replacement().map(|event| event.to_string()).unwrap_or_default();
-    assert!(note.contains("stays in") && note.contains("train --resume"), "{note}");
+    let replaced = run.end_replacement();
+    assert!(matches!(replaced, Some(ReplacedRun::Waiting)), "{replaced:?}");
     assert!(previous.join("model.bpk").is_file(), "the old run is kept");
 }
 
@@ -220,13 +220,13 @@ fn a_directory_that_is_not_a_run_is_refused_and_left_as_it_was() {
 fn a_second_training_into_the_same_directory_is_refused_with_the_first_ones_pid() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let held = RunDir::open(&out).unwrap();
+    let held = RunDir::open(&out, TrainConfig::check_run_settings).unwrap();
     let ours = Some(std::process::id().to_string());
     expect_refusal(&quick(&out, 10, 5), Start::New, |e| matches!(e, RunDirError::Locked { pid } if *pid == ours));
     drop(held);
     train(&quick(&out, 10, 5), Start::New, |_| {}).unwrap();
     // Into a run being trained: the lock is named, not "pass --resume", which it would refuse.
-    let held = RunDir::open(&out).unwrap();
+    let held = RunDir::open(&out, TrainConfig::check_run_settings).unwrap();
     expect_refusal(&quick(&out, 10, 5), Start::New, |e| matches!(e, RunDirError::Locked { pid } if *pid == ours));
     drop(held);
     expect_refusal(&quick(&out, 10, 5), Start::New, |e| matches!(e, RunDirError::HoldsARun));
@@ -259,7 +259,7 @@ fn resume_removes_the_temporary_files_a_crash_left() {
     for path in &mine {
         std::fs::write(path, "mine").unwrap();
     }
-    drop(RunDir::open(&config.output.out).unwrap());
+    drop(RunDir::open(&config.output.out, TrainConfig::check_run_settings).unwrap());
     assert!(stray.iter().all(|path| !path.exists()));
     assert!(mine.iter().all(|path| path.exists()), "only names of temporary files of the run's writes are removed");
 }
@@ -512,7 +512,7 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     config.optim.warmup = Some(0);
     let err = expect_error(&config, Start::New, "diverged").to_string();
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let run = RunDir::open(&out).unwrap();
+    let run = RunDir::open(&out, TrainConfig::check_run_settings).unwrap();
     let (complete, broken) = run.checkpoints();
     assert!(broken.is_empty());
     for epoch in &complete {

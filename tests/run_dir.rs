@@ -61,7 +61,7 @@ fn a_set_aside_that_fails_half_way_puts_the_run_back() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
     let before = snapshot(&config.output.out);
-    let run = RunDir::open(&config.output.out).unwrap();
+    let run = RunDir::open(&config.output.out, TrainConfig::check_run_settings).unwrap();
     // `model.bpk` cannot be moved: something is in its way in `.previous-run/`.
     std::fs::create_dir_all(config.output.out.join(PREVIOUS_RUN).join("model.bpk/in-the-way")).unwrap();
     run.set_aside().unwrap_err();

@@ -1,8 +1,10 @@
 //! The names of a run's checkpoint files: `checkpoint/<kind>-step-<step>.bpk`; and those of the
 //! checkpoints versions before 0.1.0 named by epoch (`<kind>-<epoch>.bpk`), which are no longer
-//! read, only recognised.
+//! read, only recognised; and which checkpoints on disk are complete.
 
 use std::path::{Path, PathBuf};
+
+use crate::io::verify_sum;
 
 /// The checkpoint kinds burn-train saves at each checkpoint.
 pub const CHECKPOINT_KINDS: [&str; 3] = ["model", "optim", "scheduler"];
@@ -14,6 +16,24 @@ pub fn checkpoint_steps(dir: &Path) -> Vec<usize> {
     steps.sort_unstable();
     steps.dedup();
     steps
+}
+
+/// The checkpointed steps in the checkpoint directory `dir` whose files are all complete
+/// (checked against their `.sum`), oldest first, and the steps that have files but are not,
+/// with the reason.
+pub fn checkpoint_status(dir: &Path) -> (Vec<usize>, Vec<(usize, String)>) {
+    let (mut complete, mut broken) = (Vec::new(), Vec::new());
+    for step in checkpoint_steps(dir) {
+        let problem = CHECKPOINT_KINDS.iter().find_map(|kind| {
+            let path = checkpoint_file(dir, kind, step);
+            verify_sum(&path).err().map(|e| format!("{}: {e}", path.display()))
+        });
+        match problem {
+            None => complete.push(step),
+            Some(problem) => broken.push((step, problem)),
+        }
+    }
+    (complete, broken)
 }
 
 /// `<dir>/<kind>-step-<step>.bpk`.
@@ -30,7 +50,6 @@ fn checkpoint_step(name: &str) -> Option<usize> {
 /// Whether `name` is a checkpoint file's or its checksum's (`model-step-5.bpk`, with or without
 /// `.sum`), or one of a checkpoint named by epoch (`model-3.bpk`: the run's own, which an
 /// `--overwrite` replaces with it).
-#[cfg(feature = "train")]
 pub(crate) fn is_checkpoint_file_name(name: &str) -> bool {
     let name = name.strip_suffix(".sum").unwrap_or(name);
     checkpoint_step(name).is_some() || is_epoch_named(name)

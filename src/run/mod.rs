@@ -20,8 +20,8 @@
 //!
 //! Whether a directory holds a run, and whether it is finished or being replaced, is asked of
 //! [`RunState`] and its functions; the lock is taken here for whoever writes the run (the
-//! training, the `tensorboard` example), and the training's own life in the directory
-//! (`--overwrite`, the checks under its lock) is `train::RunDir`'s.
+//! training, the `tensorboard` example); and the directory's life under a training (`--overwrite`,
+//! the checks under its lock) is [`RunDir`]'s, which knows no training.
 
 mod checkpoint_files;
 #[cfg(any(feature = "train", feature = "cli"))]
@@ -32,14 +32,17 @@ mod lock;
 mod metrics_file;
 mod model_dir;
 mod model_info;
+mod own_files;
 #[cfg(feature = "train")]
 mod record_log;
+#[cfg(feature = "train")]
+mod run_dir;
 mod run_model;
 mod state;
 mod tracking_file;
 
 pub use crate::run_dir_error::RunDirError;
-pub use checkpoint_files::{checkpoint_file, checkpoint_steps, epoch_named_files, CHECKPOINT_KINDS};
+pub use checkpoint_files::{checkpoint_file, checkpoint_status, checkpoint_steps, epoch_named_files, CHECKPOINT_KINDS};
 pub use identity::RunIdentity;
 #[cfg(feature = "tensorboard")]
 pub(crate) use lock::{lock_run_dir, LockRefused};
@@ -52,8 +55,13 @@ pub use model_dir::{
     is_hf_dir, load_model_dir, read_model_dir_config, require_hf_dir, resolve_dir, tokenizer_spec, LoadedModel,
 };
 pub use model_info::RunModelInfo;
+pub use own_files::{foreign_files_in_run_folders, is_own_event_file};
 #[cfg(feature = "train")]
 pub(crate) use record_log::{keep_damaged_metrics, RecordLog};
+#[cfg(feature = "train")]
+pub(crate) use run_dir::take_lock;
+#[cfg(feature = "train")]
+pub use run_dir::{ReplacedRun, RunDir, SettingsCheck};
 pub use run_model::{load_run_model, record_start, save_run_model};
 pub use state::{
     has_settings, holds_a_run, is_finished, is_replacing, run_of_config_file, training_in, RunProgress, RunState,
@@ -63,7 +71,6 @@ pub(crate) use tracking_file::read_tracking_lines;
 pub use tracking_file::{read_tracking, read_tracking_skipping_damage, BadLine, TrackRecord};
 // Epochs are burn-train's validation intervals: only its adapter (and the deprecated `--epoch`)
 // speaks of them.
-#[cfg(feature = "train")]
 pub(crate) use checkpoint_files::is_checkpoint_file_name;
 #[cfg(feature = "cli")]
 pub(crate) use epoch_steps::step_of_epoch;

@@ -3,7 +3,7 @@
 //! answered alone, for callers that need no more: whether a run is finished reads its final
 //! model whole (for its checksum), the others only look for files. Checks that need more than
 //! the answer (which of a run's files are missing or damaged, what else a folder holds) read the
-//! files themselves (`train::RunDir`, the loaders in `run_model.rs`).
+//! files themselves (`RunDir`, the loaders in `run_model.rs`).
 
 use std::path::{Path, PathBuf};
 

@@ -16,6 +16,7 @@ mod run_events;
 mod sink;
 mod writer;
 
+pub use crate::run::is_own_event_file;
 pub use run_events::{own_event_files, start_run_events, write_run_events, RunEvents};
 pub use sink::EventSink;
-pub use writer::{is_own_event_file, wall_time, EventWriter, FAIL_POINT};
+pub use writer::{wall_time, EventWriter, FAIL_POINT};

@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use super::history::{layer_points, metric_points};
 use super::proto::What;
 use super::record::read_events;
-use super::writer::{is_own_event_file, wall_time};
+use super::writer::wall_time;
 use super::EventWriter;
 use crate::error::Error;
 use crate::run::{
-    lock_run_dir, parse_metric_lines, read_metrics, read_tracking_lines, LockRefused, MetricRow, TrackRecord, METRICS,
-    TENSORBOARD, TRACKING, TRAIN_CONFIG,
+    is_own_event_file, lock_run_dir, parse_metric_lines, read_metrics, read_tracking_lines, LockRefused, MetricRow,
+    TrackRecord, METRICS, TENSORBOARD, TRACKING, TRAIN_CONFIG,
 };
 use crate::run_dir_error::RunDirError;
 

@@ -21,18 +21,6 @@ use super::record::frame;
 /// (`LAYERNORM_SCALING_FAIL_AT=tensorboard`), or that of step `N`'s values (`tensorboard:N`).
 pub const FAIL_POINT: &str = "tensorboard";
 
-/// Whether `name` is that of an event file this crate writes, or of one it was writing when it
-/// was killed: `events.out.tfevents.<seconds>.<host>.<pid>.<n>`, `.partial-<seconds>-<pid>-<n>`.
-/// Other files (a user's, another program's writer's) are never the crate's to remove.
-pub fn is_own_event_file(name: &str) -> bool {
-    let numbers = |parts: &[&str]| parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    if let Some(rest) = name.strip_prefix("events.out.tfevents.") {
-        let parts: Vec<&str> = rest.split('.').collect();
-        return parts.len() == 4 && numbers(&[parts[0], parts[2], parts[3]]) && !parts[1].is_empty();
-    }
-    name.strip_prefix(".partial-").is_some_and(|rest| numbers(&rest.split('-').collect::<Vec<_>>()))
-}
-
 /// Seconds since the Unix epoch, as events record them.
 pub fn wall_time() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
@@ -167,6 +155,7 @@ mod tests {
     use super::super::proto::Event;
     use super::super::record::read_records;
     use super::*;
+    use crate::run::is_own_event_file;
 
     fn events(path: &Path) -> Vec<Event> {
         let bytes = std::fs::read(path).unwrap();

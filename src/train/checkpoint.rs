@@ -61,24 +61,6 @@ fn delete_checkpoint_file(dir: &Path, kind: &str, step: usize) -> std::io::Resul
     Ok(())
 }
 
-/// The checkpointed steps in the checkpoint directory `dir` whose files are all complete
-/// (checked against their `.sum`), oldest first, and the steps that have files but are not,
-/// with the reason.
-pub fn checkpoint_status(dir: &Path) -> (Vec<usize>, Vec<(usize, String)>) {
-    let (mut complete, mut broken) = (Vec::new(), Vec::new());
-    for step in checkpoint_steps(dir) {
-        let problem = CHECKPOINT_KINDS.iter().find_map(|kind| {
-            let path = checkpoint_file(dir, kind, step);
-            verify_sum(&path).err().map(|e| format!("{}: {e}", path.display()))
-        });
-        match problem {
-            None => complete.push(step),
-            Some(problem) => broken.push((step, problem)),
-        }
-    }
-    (complete, broken)
-}
-
 /// Whether every file of the checkpoint of `step` in `dir` matches its `.sum`.
 fn is_complete(dir: &Path, step: usize) -> bool {
     CHECKPOINT_KINDS.iter().all(|kind| verify_sum(&checkpoint_file(dir, kind, step)).is_ok())

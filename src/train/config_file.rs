@@ -24,6 +24,13 @@ impl TrainConfig {
         parsed.map_err(|message| Error::file(path, ConfigError::Invalid { what: "training config", message }))
     }
 
+    /// `Ok` when `path` reads as a training's settings, else why not: how the run directory tells
+    /// a run's `train.json` that no checksum signs (a start killed between its two writes) from a
+    /// user's file ([`crate::run::SettingsCheck`]).
+    pub fn check_run_settings(path: &Path) -> Result<(), String> {
+        Self::from_file(path).map(drop).map_err(|e| e.to_string())
+    }
+
     /// A run's own `train.json`, as [`from_file`](Self::from_file) reads it, but for the data
     /// seed: a run written before `data_seed` existed (0.1) split its data with `seed`, and
     /// resuming it must keep that split.

@@ -28,7 +28,6 @@ use super::monitor::RunMonitor;
 use super::optimizer::optimizer;
 use super::prepare::Prepared;
 use super::renderer::PlainRenderer;
-use super::run_dir::RunDir;
 use super::settings::ModelSettings;
 use super::step::{StepSettings, TrainingModel};
 use super::strategy::RunCheckpointing;
@@ -37,7 +36,7 @@ use super::tracking::Tracker;
 use crate::data::LmBatcher;
 use crate::error::Error;
 use crate::model::Llama;
-use crate::run::{read_metrics, write_metrics_csv, METRICS, TENSORBOARD, TRACKING};
+use crate::run::{read_metrics, write_metrics_csv, RunDir, METRICS, TENSORBOARD, TRACKING};
 use crate::run_dir_error::RunDirError;
 use crate::tensorboard::{own_event_files, start_run_events, EventSink};
 

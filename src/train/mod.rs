@@ -23,7 +23,6 @@ mod prepare;
 mod renderer;
 mod resume;
 mod resume_changes;
-mod run_dir;
 mod run_verdict;
 mod schedule;
 mod setting_kind;
@@ -39,6 +38,7 @@ mod tensorboard_logger;
 mod tracking;
 mod training;
 
+pub use crate::run::RunDir;
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use budget::DataBudget;
 pub use clip::{
@@ -61,7 +61,6 @@ pub use optimizer::{no_decay_paths, optimizer};
 pub use prepare::{check_seq_len, model_config, validation_data};
 pub use renderer::PlainRenderer;
 pub use resume::Start;
-pub use run_dir::RunDir;
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use settings::{
     CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OptimizerKind, OutputSettings,

@@ -10,10 +10,9 @@ use super::config::TrainConfig;
 use super::events::{Events, TrainEvent};
 use super::prepare::Prepared;
 use super::resume_changes::{check_resume, check_resume_settings};
-use super::run_dir::RunDir;
 use crate::error::Error;
 use crate::run::{
-    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, MODEL, TRAIN_CONFIG,
+    has_settings, holds_a_run, is_finished, is_replacing, load_run_model, read_metrics, RunDir, MODEL, TRAIN_CONFIG,
 };
 use crate::run_dir_error::RunDirError;
 
@@ -56,7 +55,7 @@ pub(super) fn check_start(out: &Path, config: &TrainConfig, start: Start) -> Res
         return Err(Error::run_dir(out, held.unwrap_or(RunDirError::HoldsARun)));
     }
     if start == Start::Overwrite {
-        let foreign = super::run_dir::foreign_files_in_run_folders(out);
+        let foreign = crate::run::foreign_files_in_run_folders(out);
         if !foreign.is_empty() {
             return Err(Error::run_dir(out, RunDirError::ForeignFiles { files: foreign }));
         }
@@ -110,24 +109,24 @@ pub(super) fn starting_point(
         Start::New | Start::Overwrite => (Vec::new(), None),
         Start::Resume => {
             // Read under the lock, after an interrupted --overwrite was undone.
-            let changes = check_resume(dir, config, prepared).map_err(|message| match dir.restored_note() {
+            let changes = check_resume(dir, config, prepared).map_err(|message| match dir.restored() {
                 // The settings read before the lock were this command's: the stopped replacement's
                 // train.json, or the options' defaults if it stopped before writing one. Comparing
                 // them with the restored run's would list differences the user never asked for.
-                Some(_) if is_finished(dir.path()) => run_dir_error(
+                true if is_finished(dir.path()) => run_dir_error(
                     "an earlier --overwrite stopped before its first checkpoint, and the finished run it was \
                      replacing is restored: there is nothing to resume; start the replacement again with \
                      --overwrite"
                         .into(),
                 ),
-                Some(_) => run_dir_error(format!(
+                true => run_dir_error(format!(
                     "an earlier --overwrite stopped before its first checkpoint, and the unfinished run it was \
                      replacing is restored; this command's settings were read before that. Resume the \
                      restored run with `train --resume --out {}` (it reads the restored train.json now), or \
                      start the replacement again with --overwrite",
                     config.output.out.display()
                 )),
-                None => run_dir_error(message),
+                false => run_dir_error(message),
             })?;
             // Finished, with or without its checkpoints (deleted to free the disk, say).
             if is_finished(dir.path()) {

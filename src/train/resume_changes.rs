@@ -6,11 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::config::TrainConfig;
 use super::prepare::{start_model_config, Prepared};
-use super::run_dir::RunDir;
 use super::setting_kind::SettingKind;
 use crate::run::{
-    invalid_model_info, is_finished, is_replacing, model_info_edited, read_model_info, ModelInfoError, RunModelInfo,
-    MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
+    invalid_model_info, is_finished, is_replacing, model_info_edited, read_model_info, ModelInfoError, RunDir,
+    RunModelInfo, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
 };
 use crate::run_dir_error::RunDirError;
 use crate::{error::Error, model::LlamaConfig};

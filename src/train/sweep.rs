@@ -18,13 +18,13 @@ use super::events::TrainEvent;
 use super::monitor::RunMonitor;
 use super::prepare::validation_data;
 use super::resume::Start;
-use super::run_dir::take_lock;
 use super::sweep_directory::Checked;
 use super::sweep_plan::{PairOutcome, Sweep, SweepPair, SweepRecord, SWEEP_FILE};
 use super::training::{train, validation_loss};
 use super::TrainConfig;
 use crate::error::Error;
 use crate::io::write_atomically;
+use crate::run::take_lock;
 use crate::run::{load_run_model, read_metrics, RunState};
 
 /// What a sweep does with a pair that has no recorded outcome.

@@ -1,7 +1,7 @@
 //! A training run, as the algorithm: prepare (everything checked before the run directory is
 //! touched), open the run directory, decide where to start, fit, finish.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
@@ -12,10 +12,9 @@ use super::fit::{fit, Fitted};
 use super::monitor::RunMonitor;
 use super::prepare::{prepare, Prepared};
 use super::resume::{check_start, starting_point, Start, StartingPoint};
-use super::run_dir::RunDir;
 use crate::data::{SequenceDataset, Tokenizer};
 use crate::model::Llama;
-use crate::run::{load_run_model, save_run_model};
+use crate::run::{checkpoint_status, load_run_model, save_run_model, ReplacedRun, RunDir, CHECKPOINTS, PREVIOUS_RUN};
 use crate::run_dir_error::RunDirError;
 use crate::{error::Error, model::LlamaConfig};
 
@@ -107,20 +106,23 @@ fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainRepor
     // The directory and the start rules are checked now, before the data is tokenised (minutes,
     // for a large corpus), so that a mistake costs nothing; `RunDir::open` and `starting_point`
     // ask again under the lock, since another program may change the directory meanwhile.
-    RunDir::check(&config.output.out)?;
+    RunDir::check(&config.output.out, TrainConfig::check_run_settings)?;
     if let Some(cache_dir) = &config.data.cache_dir {
-        RunDir::check_cache_dir(&config.output.out, cache_dir)?;
+        check_cache_dir(&config.output.out, cache_dir)?;
     }
     check_start(&config.output.out, config, start)?;
     // A resume goes on from a checkpoint, which holds the weights; one killed before its first
     // checkpoint starts again from step 0, from `init_from`'s weights (it trained from scratch).
-    let from_checkpoint = start == Start::Resume
-        && !super::checkpoint::checkpoint_status(&config.output.out.join(crate::run::CHECKPOINTS)).0.is_empty();
+    let from_checkpoint =
+        start == Start::Resume && !checkpoint_status(&config.output.out.join(CHECKPOINTS)).0.is_empty();
     let mut prepared = prepare(config, from_checkpoint, events)?;
     let config = config.resolved();
-    let dir = RunDir::open(&config.output.out)?;
-    if let Some(note) = dir.restored_note() {
-        events.send(note);
+    let dir = RunDir::open(&config.output.out, TrainConfig::check_run_settings)?;
+    if dir.restored() {
+        events.send(TrainEvent::Note(format!(
+            "an earlier --overwrite of {} stopped before its first checkpoint; the run it was replacing is restored",
+            dir.path().display()
+        )));
     }
     let StartingPoint { existing, finish_at } = starting_point(&dir, &config, &prepared, start, events)?;
     if start == Start::Overwrite {
@@ -135,10 +137,56 @@ fn run(config: &TrainConfig, start: Start, events: &Events) -> Result<TrainRepor
         None => fit(&config, &dir, &mut prepared, existing, &monitor)
             .and_then(|fitted| finish_fitted(&config, prepared, fitted, &monitor)),
     };
-    if let Some(event) = dir.end_replacement() {
-        events.send(event);
+    if let Some(replaced) = dir.end_replacement() {
+        events.send(replaced_run_event(&dir, replaced));
     }
     result
+}
+
+/// What the user should know of the run an `--overwrite` replaced, once the new run ends.
+fn replaced_run_event(dir: &RunDir, replaced: ReplacedRun) -> TrainEvent {
+    let aside = dir.path().join(PREVIOUS_RUN);
+    match replaced {
+        ReplacedRun::Waiting => TrainEvent::Note(format!(
+            "the new run stopped before its end: the run it replaces stays in {} until it finishes \
+             (`train --resume` goes on with the new run)",
+            aside.display()
+        )),
+        ReplacedRun::Restored => {
+            TrainEvent::Note("the new run has no checkpoint; the run it was replacing is restored".into())
+        }
+        ReplacedRun::StillAside(e) => {
+            TrainEvent::Warning(format!("the replaced run is still in {}: {e}", aside.display()))
+        }
+    }
+}
+
+/// Whether `cache_dir` (`--cache-dir`) may hold the token cache of a run in `out`, checked
+/// before any tokenising: a folder, or a path where one can be made, and neither the run
+/// directory nor inside it (the run directory holds the run alone).
+fn check_cache_dir(out: &Path, cache_dir: &Path) -> Result<(), Error> {
+    let error = |message: String| Error::file(cache_dir, format!("--cache-dir: {message}"));
+    if let Some(problem) = crate::io::folder_path_problem(cache_dir) {
+        return Err(error(format!("{problem}; give a folder for the token cache")));
+    }
+    let resolved = |path: &Path| {
+        std::path::absolute(path).map(|p| {
+            // The longest existing ancestor resolved (links, `..`), the rest as given.
+            let base = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
+            let rest = p.strip_prefix(base).unwrap_or(Path::new(""));
+            base.canonicalize().unwrap_or_else(|_| base.to_path_buf()).join(rest)
+        })
+    };
+    if let (Ok(cache), Ok(run)) = (resolved(cache_dir), resolved(out)) {
+        if cache.starts_with(&run) {
+            return Err(error(format!(
+                "it is the run directory {} or inside it, which holds the run alone; give another folder, or leave \
+                 --cache-dir unset (the cache then goes beside the run, in .token-cache)",
+                out.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A resumed run whose every step is checkpointed but whose final model is missing or cut short:

@@ -1,20 +1,39 @@
-//! The run directory's life: which directories may hold a run, one training at a time (an
-//! advisory lock), the clean-up after a crash, the checkpoints that are complete, and replacing a
-//! finished run without losing it when the new one fails.
+//! The run directory's life, the store's verbs: which directories may hold a run, one training at
+//! a time (an advisory lock), the clean-up after a crash, the checkpoints that are complete, and
+//! replacing a finished run without losing it when the new one fails. It knows no training: the
+//! one question only the training can answer (is a `train.json` that no run signed a run's
+//! settings?) is passed in as a [`SettingsCheck`], and what became of a replaced run is answered as
+//! a [`ReplacedRun`].
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use super::checkpoint::checkpoint_status;
-use super::config::TrainConfig;
-use super::events::TrainEvent;
+use super::own_files::is_temporary_name;
+use super::{
+    checkpoint_status, has_settings, is_finished, is_replacing, LockRefused, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE,
+    MODEL, MODEL_INFO, PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG,
+};
 use crate::error::Error;
 use crate::io::{crash_point, write_atomically};
-use crate::run::{
-    has_settings, is_finished, is_replacing, LockRefused, CHECKPOINTS, DISCARDED_RUN, LOCK_FILE, MODEL, MODEL_INFO,
-    PREVIOUS_RUN, RUN_ENTRIES, TRAIN_CONFIG,
-};
 use crate::run_dir_error::RunDirError;
+
+/// Tells a run's own settings from a user's file by the same name, for a `train.json` that no
+/// checksum says a run wrote (a start killed between the two writes): `Err` says why it is not a
+/// run's. The training passes `TrainConfig::check_run_settings`.
+pub type SettingsCheck = fn(&Path) -> Result<(), String>;
+
+/// What became of the run an `--overwrite` replaced, once the new run ends
+/// ([`RunDir::end_replacement`]).
+#[derive(Debug)]
+pub enum ReplacedRun {
+    /// The new run stopped after a checkpoint but before its end: the old run waits in
+    /// `.previous-run/` until the new one finishes.
+    Waiting,
+    /// The new run has no checkpoint: the old run is put back.
+    Restored,
+    /// Discarding or putting back the old run failed: it is still in `.previous-run/`.
+    StillAside(std::io::Error),
+}
 
 /// Written into `.previous-run/` once every entry of the replaced run is in it: from then on every
 /// run entry in the directory is the new run's. Without it the set-aside was cut short and is undone.
@@ -33,14 +52,15 @@ pub struct RunDir {
 impl RunDir {
     /// Opens `path` for a training: creates it when missing and takes its lock. Refused: a path
     /// that is not a directory, a directory holding anything besides a run of this crate (it
-    /// must be empty or hold `train.json`), and a directory another training holds. Then it
+    /// must be empty or hold `train.json`, a run's by its checksum or by `settings`), and a
+    /// directory another training holds. Then it
     /// clears what a crash left: temporary files, and a replacement that never got its first
     /// checkpoint (the replaced run is put back).
-    pub fn open(path: &Path) -> Result<Self, Error> {
+    pub fn open(path: &Path, settings: SettingsCheck) -> Result<Self, Error> {
         let error = |error: RunDirError| Error::run_dir(path, error);
         // Checked again though `train` checked before preparing: the directory may have changed
         // since, and only the lock taken below keeps it from changing after.
-        Self::check(path)?;
+        Self::check(path, settings)?;
         std::fs::create_dir_all(path).map_err(|e| error(RunDirError::io("create it", e)))?;
         let lock = take_lock(path).map_err(error)?;
         let mut dir = Self { path: path.to_path_buf(), _lock: lock, restored: false };
@@ -53,42 +73,14 @@ impl RunDir {
 
     /// Whether [`open`](Self::open) may use `path`, checked without writing anything: a new
     /// directory under existing folders, an empty one, or a run of this crate.
-    pub fn check(path: &Path) -> Result<(), Error> {
+    pub fn check(path: &Path, settings: SettingsCheck) -> Result<(), Error> {
         if path.is_dir() {
-            return check_run_dir(path).map_err(|error| Error::run_dir(path, error));
+            return check_run_dir(path, settings).map_err(|error| Error::run_dir(path, error));
         }
         match crate::io::folder_path_problem(path) {
             Some(problem) => Err(Error::run_dir(path, RunDirError::NoFolder { problem })),
             None => Ok(()),
         }
-    }
-
-    /// Whether `cache_dir` (`--cache-dir`) may hold the token cache of a run in `out`, checked
-    /// before any tokenising: a folder, or a path where one can be made, and neither the run
-    /// directory nor inside it (the run directory holds the run alone).
-    pub fn check_cache_dir(out: &Path, cache_dir: &Path) -> Result<(), Error> {
-        let error = |message: String| Error::file(cache_dir, format!("--cache-dir: {message}"));
-        if let Some(problem) = crate::io::folder_path_problem(cache_dir) {
-            return Err(error(format!("{problem}; give a folder for the token cache")));
-        }
-        let resolved = |path: &Path| {
-            std::path::absolute(path).map(|p| {
-                // The longest existing ancestor resolved (links, `..`), the rest as given.
-                let base = p.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
-                let rest = p.strip_prefix(base).unwrap_or(Path::new(""));
-                base.canonicalize().unwrap_or_else(|_| base.to_path_buf()).join(rest)
-            })
-        };
-        if let (Ok(cache), Ok(run)) = (resolved(cache_dir), resolved(out)) {
-            if cache.starts_with(&run) {
-                return Err(error(format!(
-                    "it is the run directory {} or inside it, which holds the run alone; give another folder, or leave \
-                     --cache-dir unset (the cache then goes beside the run, in .token-cache)",
-                    out.display()
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// The directory.
@@ -103,7 +95,7 @@ impl RunDir {
 
     /// Whether the directory holds (part of) a run.
     pub fn holds_run(&self) -> bool {
-        crate::run::holds_a_run(&self.path)
+        super::holds_a_run(&self.path)
     }
 
     /// Moves the run in the directory into `.previous-run/`, to be discarded by
@@ -233,15 +225,10 @@ impl RunDir {
         std::fs::remove_dir_all(&discarded)
     }
 
-    /// The note for the user when [`open`](Self::open) restored a run that an earlier
-    /// `--overwrite`, stopped before its first checkpoint, was replacing.
-    pub fn restored_note(&self) -> Option<TrainEvent> {
-        self.restored.then(|| {
-            TrainEvent::Note(format!(
-                "an earlier --overwrite of {} stopped before its first checkpoint; the run it was replacing is restored",
-                self.path.display()
-            ))
-        })
+    /// Whether [`open`](Self::open) restored a run that an earlier `--overwrite`, stopped before its
+    /// first checkpoint, was replacing.
+    pub fn restored(&self) -> bool {
+        self.restored
     }
 
     fn remove_run_entries(&self) -> std::io::Result<()> {
@@ -282,53 +269,9 @@ fn run_entries() -> impl Iterator<Item = (&'static str, bool)> {
     RUN_ENTRIES.into_iter().filter(|(name, _)| ![LOCK_FILE, PREVIOUS_RUN, DISCARDED_RUN].contains(name))
 }
 
-/// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>.<random>` from
-/// [`crate::io::write_atomically`], and burn-pack's scratch files of the checkpoints and the
-/// model, `<name>.bpk.<pid>-<n>.tmp`.
-/// The files in `dir`'s run folders that are not the run's, which `--overwrite` would delete
-/// with them: in `checkpoint/` any file not named as a checkpoint's, in `tensorboard/` any file
-/// not named as the crate's event files, in `analysis/` any file its report did not write (or
-/// changed since). Paths relative to `dir`.
-pub(crate) fn foreign_files_in_run_folders(dir: &Path) -> Vec<String> {
-    let mut foreign: Vec<String> = std::fs::read_dir(dir.join(CHECKPOINTS))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| !crate::run::is_checkpoint_file_name(name) && !is_temporary_name(name))
-        .map(|name| format!("{CHECKPOINTS}/{name}"))
-        .collect();
-    foreign.extend(
-        std::fs::read_dir(dir.join(crate::run::TENSORBOARD))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| !crate::tensorboard::is_own_event_file(name))
-            .map(|name| format!("{}/{name}", crate::run::TENSORBOARD)),
-    );
-    let analysis = dir.join(crate::run::ANALYSIS);
-    if let Err(e) = crate::io::check_replaceable_dir(&analysis, crate::run::REPORT) {
-        foreign.push(format!("{}/ ({e})", crate::run::ANALYSIS));
-    }
-    foreign.sort();
-    foreign
-}
-
-fn is_temporary_name(name: &str) -> bool {
-    let ours = name.starts_with('.')
-        && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()));
-    let burn_pack = name.strip_suffix(".tmp").and_then(|rest| rest.rsplit_once(".bpk.")).is_some_and(|(_, id)| {
-        id.split_once('-').is_some_and(|(pid, n)| {
-            [pid, n].iter().all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-        })
-    });
-    ours || burn_pack
-}
-
 /// An error unless the directory `path` is empty or holds a run of this crate, whose
 /// entries of a run's names have the right kind (a plain file named `train` is not a log folder).
-fn check_run_dir(path: &Path) -> Result<(), RunDirError> {
+fn check_run_dir(path: &Path, settings: SettingsCheck) -> Result<(), RunDirError> {
     let entries: Vec<String> = std::fs::read_dir(path)
         .map_err(|e| RunDirError::io("read it", e))?
         .flatten()
@@ -342,11 +285,8 @@ fn check_run_dir(path: &Path) -> Result<(), RunDirError> {
     if entries.is_empty() || first_write_only || entries.iter().any(|name| name == PREVIOUS_RUN) {
         return Ok(());
     }
-    let mut run_files: Vec<&str> = entries
-        .iter()
-        .map(String::as_str)
-        .filter(|name| [CHECKPOINTS, MODEL, crate::run::METRICS].contains(name))
-        .collect();
+    let mut run_files: Vec<&str> =
+        entries.iter().map(String::as_str).filter(|name| [CHECKPOINTS, MODEL, super::METRICS].contains(name)).collect();
     run_files.sort_unstable();
     if !has_settings(path) && !run_files.is_empty() {
         return Err(RunDirError::SettingsMissing { run_files: run_files.into_iter().map(String::from).collect() });
@@ -357,11 +297,11 @@ fn check_run_dir(path: &Path) -> Result<(), RunDirError> {
         return Err(RunDirError::NotARun { shown, more: entries.len() > 3 });
     }
     let written_by_a_run = crate::io::sum_path(&path.join(TRAIN_CONFIG)).is_file();
-    match TrainConfig::from_file(path.join(TRAIN_CONFIG)) {
+    match settings(&path.join(TRAIN_CONFIG)) {
         // A run's own train.json, damaged since (its .sum says a run wrote it): the run is ours.
         Err(_) if written_by_a_run => {}
-        Err(e) => return Err(RunDirError::ForeignSettings { reason: e.to_string() }),
-        Ok(_) => {}
+        Err(reason) => return Err(RunDirError::ForeignSettings { reason }),
+        Ok(()) => {}
     }
     for (name, is_dir) in RUN_ENTRIES {
         let entry = path.join(name);
@@ -375,7 +315,7 @@ fn check_run_dir(path: &Path) -> Result<(), RunDirError> {
 /// Takes the advisory lock of the directory `dir` (its `.lock`, created if missing) and writes
 /// this process's PID into it; an error saying who holds it.
 pub(crate) fn take_lock(dir: &Path) -> Result<File, RunDirError> {
-    crate::run::lock_run_dir(dir).map_err(|refused| match refused {
+    super::lock_run_dir(dir).map_err(|refused| match refused {
         LockRefused::Held(holder) => RunDirError::locked(holder),
         LockRefused::Readers => RunDirError::ReadersHoldLock,
         LockRefused::Failed(message) => RunDirError::LockFailed(message),
@@ -397,8 +337,8 @@ impl RunDir {
 
     /// After a training that replaced a run (or resumed such a replacement): the old run is
     /// deleted once the new one is finished, kept while the new one has checkpoints but no end,
-    /// and put back when it has none. What the user should know of it, as an event.
-    pub fn end_replacement(&self) -> Option<TrainEvent> {
+    /// and put back when it has none. What became of it, where the user should know.
+    pub fn end_replacement(&self) -> Option<ReplacedRun> {
         if !is_replacing(&self.path) {
             return None;
         }
@@ -406,21 +346,12 @@ impl RunDir {
         // may never finish: the run it replaces waits until it does.
         let finished = is_finished(&self.path);
         if !finished && self.set_aside_done() && !self.checkpoints().0.is_empty() {
-            return Some(TrainEvent::Note(format!(
-                "the new run stopped before its end: the run it replaces stays in {} until it finishes \
-                 (`train --resume` goes on with the new run)",
-                self.path.join(PREVIOUS_RUN).display()
-            )));
+            return Some(ReplacedRun::Waiting);
         }
         match self.finish_replacement() {
-            Ok(true) => {
-                Some(TrainEvent::Note("the new run has no checkpoint; the run it was replacing is restored".into()))
-            }
+            Ok(true) => Some(ReplacedRun::Restored),
             Ok(false) => None,
-            Err(e) => Some(TrainEvent::Warning(format!(
-                "the replaced run is still in {}: {e}",
-                self.path.join(PREVIOUS_RUN).display()
-            ))),
+            Err(e) => Some(ReplacedRun::StillAside(e)),
         }
     }
 }
