@@ -53,8 +53,17 @@ pub enum Error {
     #[error("{}", record_message(.0))]
     Record(#[from] burn::store::RecordError),
     /// The loss or gradients became non-finite; the message names the checkpoint kept.
-    #[error("training stopped: {0}")]
-    Diverged(String),
+    #[error("training stopped: {}", diverged_message(.reason, .checkpoint, *.lr, *.before_any_update))]
+    Diverged {
+        /// What became non-finite, and at which step.
+        reason: String,
+        /// The newest checkpoint kept (all have finite weights): its step and the checkpoint folder.
+        checkpoint: Option<(usize, PathBuf)>,
+        /// The learning rate it diverged with.
+        lr: f64,
+        /// Whether it diverged before its first update.
+        before_any_update: bool,
+    },
     /// burn-train failed.
     #[error("training failed: {0}")]
     Training(String),
@@ -70,6 +79,26 @@ impl Error {
     pub fn file(path: impl AsRef<Path>, message: impl std::fmt::Display) -> Self {
         Error::File { path: path.as_ref().to_path_buf(), message: message.to_string() }
     }
+}
+
+/// What stopped a diverged run, and what to do: resume from the checkpoint kept with a lower
+/// learning rate, or start again.
+pub(crate) fn diverged_message(
+    reason: &str,
+    checkpoint: &Option<(usize, PathBuf)>,
+    lr: f64,
+    before_any_update: bool,
+) -> String {
+    let kept = match checkpoint {
+        Some((step, dir)) => format!(
+            "the last checkpoint with finite weights and validation loss is at step {step} ({}); resume from it with \
+             a learning rate well below {lr:e} (--resume --lr ...) or with --clip-grad-norm 1",
+            dir.display()
+        ),
+        None if before_any_update => "no checkpoint was written".into(),
+        None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
+    };
+    format!("{reason}; {kept}")
 }
 
 /// What a [`RecordError`](burn::store::RecordError) is about: a file that cannot be read or
@@ -101,5 +130,16 @@ mod tests {
         let shape = Error::Record(RecordError::Validation("shape mismatch for `lm_head`".into())).to_string();
         assert!(shape.contains("does not fit the model") && shape.contains("another shape"), "{shape}");
         assert!(!shape.contains("check the path"), "{shape}");
+    }
+
+    #[test]
+    fn a_diverged_run_is_told_where_to_resume_or_to_start_again() {
+        let kept = Some((20, PathBuf::from("run/checkpoint")));
+        let resume = diverged_message("the loss is NaN at step 23", &kept, 3e-3, false);
+        assert!(resume.starts_with("the loss is NaN at step 23; "), "{resume}");
+        assert!(resume.contains("at step 20 (run/checkpoint)") && resume.contains("below 3e-3 (--resume --lr"));
+        assert_eq!(diverged_message("x", &None, 3e-3, true), "x; no checkpoint was written");
+        let again = diverged_message("x", &None, 3e-3, false);
+        assert!(again.ends_with("start again with a lower --lr") && !again.contains("--resume"), "{again}");
     }
 }

@@ -146,11 +146,117 @@ pub enum RunDirError {
     #[error(
         "this pair's run was trained again since the sweep recorded it ({}): its recorded loss is not this model's. \
          Remove the folder to train the pair again, or sweep into a new --out",
-        .changes.join("; ")
+        joined(.changes)
     )]
     PairRetrained {
-        /// The settings that differ, as `field: recorded -> now`.
-        changes: Vec<String>,
+        /// The settings that differ.
+        changes: Vec<SettingChange>,
+    },
+    /// A resume that would change what is trained (settings, the model, the data).
+    #[error("resuming must keep what is trained, but these differ from the run's: {}. {advice}", joined(.changes))]
+    SettingsChanged {
+        /// What would change.
+        changes: Vec<SettingChange>,
+        /// What to do, by the run's state.
+        advice: ResumeAdvice,
+    },
+    /// A resume after an interrupted `--overwrite` of a finished run, which was put back.
+    #[error(
+        "an earlier --overwrite stopped before its first checkpoint, and the finished run it was replacing is \
+         restored: there is nothing to resume; start the replacement again with --overwrite"
+    )]
+    RestoredFinished,
+    /// A resume after an interrupted `--overwrite` of an unfinished run, which was put back: the
+    /// command's settings were read before, from the replacement.
+    #[error(
+        "an earlier --overwrite stopped before its first checkpoint, and the unfinished run it was replacing is \
+         restored; this command's settings were read before that. Resume the restored run with `train --resume \
+         --out {}` (it reads the restored train.json now), or start the replacement again with --overwrite",
+        .out.display()
+    )]
+    RestoredUnfinished {
+        /// The run directory.
+        out: PathBuf,
+    },
+    /// A resume whose newest checkpoint is past the run's steps (`steps` lowered by hand).
+    #[error(
+        "its newest checkpoint is at step {step}, past the run's {steps} steps (was train.json's `steps` lowered by \
+         hand?): its final model would be step {step}'s labelled as step {steps}. Set `steps` back to {step} or more \
+         in train.json, or train into a new --out"
+    )]
+    CheckpointPastEnd {
+        /// The newest checkpoint's step.
+        step: usize,
+        /// The run's steps.
+        steps: usize,
+    },
+    /// A resume of a finished run whose final model does not verify, with no complete checkpoint.
+    #[error(
+        "finished (its final model.bpk, or its checksum, or its metrics' last step is there) but its final model does \
+         not verify and no checkpoint is complete, so nothing can finish it: resuming would train it again from step \
+         0 over its model and history. Train it again with --overwrite, or into a new --out"
+    )]
+    NothingCanFinish,
+    /// A bf16 run's resume in a build whose default device has no bf16.
+    #[error(
+        "a bf16 run cannot be resumed with this build: Burn 0.22.1 restores the optimiser state on the default device \
+         ({default_device}), which has no bf16. Resume it with a build whose first backend is the training device \
+         (e.g. `--no-default-features --features flex,train` for flex), or on a GPU with bf16"
+    )]
+    NoBf16Restore {
+        /// The default device, as Burn names it.
+        default_device: String,
+    },
+    /// A run's `model.json` that differs from the one the run wrote.
+    #[error(
+        "{} differs from the one the run wrote (edited by hand?): its checkpoints and model were trained with the \
+         model it described then; put it back",
+        .path.display()
+    )]
+    ModelInfoEdited {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A started run's `model.json` that cannot be read or is no run description.
+    #[error("{reason}; put back the run's own model.json (from a backup), or train into a new --out")]
+    ModelInfoUnusable {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The `tensorboard` example given a path that is no directory.
+    #[error("{}: give a run directory of the train example", if *.exists { "not a directory" } else { "no such directory" })]
+    NoRunDir {
+        /// Whether something (a file) is at the path.
+        exists: bool,
+    },
+    /// The `tensorboard` example given a directory without `metrics.jsonl`, or with none in it.
+    #[error("{}", if *.empty { "its metrics.jsonl holds no metrics: nothing to chart" } else { "it has no metrics.jsonl: give a run directory of the train example" })]
+    NoMetrics {
+        /// Whether the file is there but holds no metrics.
+        empty: bool,
+    },
+    /// The `tensorboard` example asked to chart a run a training is writing.
+    #[error(
+        "a training (PID {}) is writing this run, and its TensorBoard events with it: wait for it to end",
+        pid_or_unknown(.pid)
+    )]
+    BeingTrained {
+        /// The training's PID, as its lock file records it.
+        pid: Option<String>,
+    },
+    /// Event files that chart steps past the run's records: kept.
+    #[error(
+        "its event file in {} charts steps up to {charted}, metrics.jsonl only up to {last}: kept as it is (nothing \
+         written)",
+        .events_dir.display()
+    )]
+    EventsAhead {
+        /// The `tensorboard/` folder.
+        events_dir: PathBuf,
+        /// The last step its event files chart.
+        charted: u64,
+        /// The last step of `metrics.jsonl`.
+        last: u64,
     },
     /// The final model is saved, but the run's metric log could not be written.
     #[error("the model is saved, but {failure}")]
@@ -166,10 +272,55 @@ pub enum RunDirError {
         /// The error.
         source: std::io::Error,
     },
-    /// A refusal not typed yet (a resume's changed settings, an interrupted `--overwrite`'s
-    /// restored run, ...): its message says what was wrong and what to do.
-    #[error("{0}")]
-    Refused(String),
+}
+
+/// A setting that differs from the one a run recorded: its name and how it changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingChange {
+    /// The setting (`steps`, `devices`, `model`, `data`, ...).
+    pub setting: String,
+    /// `recorded -> now`, with what the change means where it needs saying (`10 -> 20`).
+    pub change: String,
+}
+
+impl std::fmt::Display for SettingChange {
+    /// `setting: recorded -> now`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.setting, self.change)
+    }
+}
+
+/// What a resume refused for its changed settings should do instead, by the run's state.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeAdvice {
+    /// The run replaces another (`--overwrite` under way): finish it with its own settings.
+    #[error(
+        "This run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json --resume` \
+         finishes it",
+        .aside.display(), .out.display()
+    )]
+    FinishTheOverwrite {
+        /// The run directory.
+        out: PathBuf,
+        /// Where the run it replaces is kept (`.previous-run/`).
+        aside: PathBuf,
+    },
+    /// A finished run: a new run may start from its model.
+    #[error(
+        "Resume with the run's own settings and data, or start a new run from this one with --init-from {} --out \
+         NEW_DIR",
+        .out.display()
+    )]
+    StartFromIt {
+        /// The run directory.
+        out: PathBuf,
+    },
+    /// An unfinished run: put back what changed.
+    #[error(
+        "Resume with the run's own settings and data (put back what changed), or train into a new --out; its weights \
+         carry over (--init-from) only once it is finished"
+    )]
+    PutItBack,
 }
 
 impl RunDirError {
@@ -182,6 +333,11 @@ impl RunDirError {
     pub fn io(doing: impl Into<String>, source: std::io::Error) -> Self {
         RunDirError::Io { doing: doing.into(), source }
     }
+}
+
+/// The changes as the messages list them: `a: 1 -> 2; b: x -> y`.
+fn joined(changes: &[SettingChange]) -> String {
+    changes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 /// A lock holder's PID as the messages name it.

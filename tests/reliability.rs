@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    edited, example, expect_error, expect_refusal, finished_run, quick, require_fault_points, snapshot, weights,
+    edited, example, expect_error, expect_refusal, finished_run, quick, refused_changes, require_fault_points,
+    snapshot, weights,
 };
 use layernorm_scaling::io::FAIL_AT;
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::read_metrics;
-use layernorm_scaling::run::{ReplacedRun, RunDirError};
+use layernorm_scaling::run::{ReplacedRun, ResumeAdvice, RunDirError};
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{ConfigError, Error};
 
@@ -43,8 +44,8 @@ fn an_overwrite_that_fails_before_its_first_checkpoint_puts_the_old_run_back() {
         c.optim.lr = 1e30;
         c.optim.warmup = Some(0);
     });
-    let err = expect_error(&diverging, Start::Overwrite, "no checkpoint was written");
-    assert!(matches!(err, Error::Diverged(_)));
+    let err = train(&diverging, Start::Overwrite, |_| {}).unwrap_err();
+    assert!(matches!(err, Error::Diverged { checkpoint: None, .. }), "{err:?}");
     assert_eq!(snapshot(&config.output.out), before, "the old run is back, byte for byte");
     assert!(!config.output.out.join(".previous-run").exists());
 }
@@ -70,7 +71,7 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&replacement.resolved()).unwrap())
         .unwrap();
     drop(run);
-    expect_error(&replacement, Start::Resume, "finished run it was replacing is restored");
+    expect_refusal(&replacement, Start::Resume, |e| matches!(e, RunDirError::RestoredFinished));
     assert_eq!(snapshot(&config.output.out), before);
 
     // A resume after such a crash is checked against the restored run, not the interrupted one.
@@ -80,11 +81,11 @@ fn a_crash_during_an_overwrite_restores_the_old_run_at_the_next_start() {
     let other = edited(&config, |c| c.seed = 5);
     std::fs::write(config.output.out.join("train.json"), serde_json::to_string(&other.resolved()).unwrap()).unwrap();
     drop(run);
-    let err = expect_error(&other, Start::Resume, "the unfinished run it was replacing is restored").to_string();
     // ... and says what resumes the restored run. The settings this command read before the
     // restore are not listed as differences: a kill during the set-aside leaves no train.json,
     // so they were the options' defaults, which the user never asked for.
-    assert!(err.contains("reads the restored train.json now") && !err.contains("seed: 1 -> 5"), "{err}");
+    let out = &config.output.out;
+    expect_refusal(&other, Start::Resume, |e| matches!(e, RunDirError::RestoredUnfinished { out: o } if o == out));
     train(&config, Start::Resume, |_| {}).unwrap();
 }
 
@@ -353,7 +354,7 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     // the checkpoint past `steps` is.
     expect_refusal(&lowered, Start::Resume, |e| matches!(e, RunDirError::SettingsEdited));
     std::fs::remove_file(config.output.out.join("train.json.sum")).unwrap();
-    expect_error(&lowered, Start::Resume, "newest checkpoint is at step 10, past the run's 5 steps");
+    expect_refusal(&lowered, Start::Resume, |e| matches!(e, RunDirError::CheckpointPastEnd { step: 10, steps: 5 }));
     assert!(!model.exists());
     std::fs::write(&train_json, original).unwrap();
 
@@ -373,8 +374,7 @@ fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it(
     let by_hand = text.replace("\"rope_theta\": 10000.0", "\"rope_theta\": 10.0");
     assert_ne!(by_hand, text);
     std::fs::write(&model_json, by_hand).unwrap();
-    let err = expect_error(&config, Start::Resume, "model.json differs from the one the run wrote").to_string();
-    assert!(!err.contains("--init-from"), "{err}");
+    expect_refusal(&config, Start::Resume, |e| matches!(e, RunDirError::ModelInfoEdited { .. }));
 }
 
 #[test]
@@ -493,11 +493,13 @@ fn resuming_with_another_schedule_is_refused_and_a_lower_lr_is_announced() {
         std::fs::remove_file(config.output.out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
     }
     let longer = edited(&config, |c| c.optim.steps = 20);
-    let err = expect_error(&longer, Start::Resume, "steps: 10 -> 20");
-    assert!(err.to_string().contains("--init-from"), "{err}");
+    let change = |setting: &str, change: &str| (setting.to_string(), change.to_string());
+    // Unfinished (no final model): its weights carry over only once it is finished.
+    assert_eq!(refused_changes(&longer), (vec![change("steps", "10 -> 20")], ResumeAdvice::PutItBack));
     // A model change names the fields that differ ("4 layers x d_model 64 (lns)" on both sides).
     let scaled = edited(&config, |c| c.model.init = Some("scaled".parse().unwrap()));
-    expect_error(&scaled, Start::Resume, "model: init null -> \"scaled\" (as model.json records it)");
+    let model = change("model", "init null -> \"scaled\" (as model.json records it)");
+    assert!(refused_changes(&scaled).0.contains(&model));
     // The learning rate may change on resume (the usual answer to a divergence).
     let report = train(&edited(&config, |c| c.optim.lr = 1e-3), Start::Resume, |_| {}).unwrap();
     assert_eq!(report.train_losses.len(), 5);
@@ -510,7 +512,9 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     let mut config = quick(&out, 12, 1);
     config.optim.lr = 1e30;
     config.optim.warmup = Some(0);
-    let err = expect_error(&config, Start::New, "diverged").to_string();
+    let Err(Error::Diverged { checkpoint, .. }) = train(&config, Start::New, |_| {}) else {
+        panic!("the run diverges")
+    };
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
     let run = RunDir::open(&out, TrainConfig::check_run_settings).unwrap();
     let (complete, broken) = run.checkpoints();
@@ -519,10 +523,7 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
         let (model, _) = load_run_model(&out, Some(*epoch), &cpu).unwrap();
         assert_eq!(layernorm_scaling::model::first_non_finite_parameter(&model), None, "checkpoint {epoch}");
     }
-    match complete.last() {
-        Some(last) => assert!(err.contains(&format!("at step {last}")), "{err}"),
-        None => assert!(err.contains("no checkpoint was written"), "{err}"),
-    }
+    assert_eq!(checkpoint, complete.last().map(|&step| (step, out.join("checkpoint"))), "the newest, named");
     // Loading its final model while a training holds the run says so (not "finish the run"), and
     // once it is released, that it diverged (resuming with the same settings diverges again).
     let held = load_run_model(&out, None, &cpu).unwrap_err().to_string();
@@ -580,7 +581,10 @@ fn a_run_started_from_another_resumes_without_its_source() {
     // A resume that changes the scheme is still refused, naming it.
     let other = edited(&run, |c| c.model.norm = Some("pre-ln".parse().unwrap()));
     kill_after_checkpoint_before(&run.output.out, 10);
-    expect_error(&other, Start::Resume, "norm_scheme");
+    assert!(refused_changes(&other)
+        .0
+        .iter()
+        .any(|(setting, change)| setting == "model" && change.contains("norm_scheme")));
 
     // Killed before its first checkpoint, a run started from another starts again from the
     // other's weights, not from scratch: its first loss is the uninterrupted run's.
@@ -631,8 +635,7 @@ fn a_finished_run_with_a_damaged_model_and_no_checkpoint_says_to_train_again() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0xff;
     std::fs::write(&model, bytes).unwrap();
-    let err = expect_error(&config, Start::Resume, "nothing can finish it").to_string();
-    assert!(err.contains("--overwrite") && !err.contains("generate"), "{err}");
+    expect_refusal(&config, Start::Resume, |e| matches!(e, RunDirError::NothingCanFinish));
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
     let err = load_run_model(&config.output.out, None, &cpu).unwrap_err().to_string();
     assert!(err.contains("train it again") && err.contains("--overwrite") && !err.contains("--resume"), "{err}");
@@ -822,12 +825,12 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let original = std::fs::read_to_string(&corpus).unwrap();
     std::fs::write(&corpus, original.replace("fox", "cat")).unwrap();
     // A finished run: its model is what a new run on the new data starts from.
-    let err = expect_error(&config, Start::Resume, "data: the content of the data").to_string();
-    assert!(err.contains("--init-from"), "{err}");
+    let (changes, advice) = refused_changes(&config);
+    assert_eq!(changes.iter().map(|(setting, _)| setting.as_str()).collect::<Vec<_>>(), ["data"]);
+    assert_eq!(advice, ResumeAdvice::StartFromIt { out: config.output.out.clone() });
     // An unfinished one has no model for --init-from to read: that advice would be refused (it was).
     std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
-    let err = expect_error(&config, Start::Resume, "data: the content of the data").to_string();
-    assert!(!err.contains("with --init-from") && err.contains("once it is finished"), "{err}");
+    assert_eq!(refused_changes(&config), (changes, ResumeAdvice::PutItBack));
     // ... and --init-from of it says how to finish it, not which --step to load (train has none).
     let from_unfinished = {
         let mut base = quick(&dir.path().join("next"), 10, 5);
@@ -860,10 +863,15 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let entries = || std::fs::read_dir(&cache).unwrap().count();
     let before = entries();
     let with_files = edited(&builtin, |c| c.data.files = vec![corpus.clone()]);
-    expect_error(&with_files, Start::Resume, "data: the built-in corpus of 2000 documents -> 1 file(s)");
+    let data = (
+        "data".to_string(),
+        "the built-in corpus of 2000 documents -> 1 file(s) or folder(s) given with --data".to_string(),
+    );
+    assert!(refused_changes(&with_files).0.contains(&data));
     assert_eq!(entries(), before, "nothing was tokenised");
     let with_valid = edited(&builtin, |c| c.eval.valid_data = vec![corpus]);
-    expect_error(&with_valid, Start::Resume, "validation corpus: none -> --valid-data");
+    let valid = ("validation corpus".to_string(), "none -> --valid-data".to_string());
+    assert!(refused_changes(&with_valid).0.contains(&valid));
 }
 
 #[test]

@@ -307,7 +307,7 @@ fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
     config.optim.lr = 1e30;
     config.optim.warmup = Some(0);
     let err = expect_error(&config, Start::New, "diverged");
-    assert!(matches!(err, Error::Diverged(_)));
+    assert!(matches!(err, Error::Diverged { .. }), "{err:?}");
     assert!(!out.join("model.bpk").exists(), "no final model from a diverged run");
     // Every checkpoint left behind holds finite weights.
     for entry in std::fs::read_dir(out.join("checkpoint")).unwrap().flatten() {

@@ -41,7 +41,7 @@ mod run_model;
 mod state;
 mod tracking_file;
 
-pub use crate::run_dir_error::RunDirError;
+pub use crate::run_dir_error::{ResumeAdvice, RunDirError, SettingChange};
 pub use checkpoint_files::{checkpoint_file, checkpoint_status, checkpoint_steps, epoch_named_files, CHECKPOINT_KINDS};
 pub use identity::RunIdentity;
 #[cfg(feature = "tensorboard")]
@@ -77,7 +77,7 @@ pub(crate) use epoch_steps::step_of_epoch;
 #[cfg(feature = "train")]
 pub(crate) use epoch_steps::EpochSteps;
 #[cfg(feature = "train")]
-pub(crate) use model_info::{invalid_model_info, model_info_edited, read_model_info, ModelInfoError};
+pub(crate) use model_info::{model_info_edited, read_model_info, ModelInfoError};
 #[cfg(feature = "train")]
 pub(crate) use run_model::missing_final_model;
 

@@ -106,36 +106,28 @@ fn start_with(dir: &Path, rows: &[MetricRow], older: OlderEvents, up_to: Option<
 /// without `metrics.jsonl`, one whose `metrics.jsonl` is damaged or empty, a run being trained,
 /// and a run whose event files hold steps its records do not (nothing is lost then).
 pub fn write_run_events(dir: &Path) -> Result<RunEvents, Error> {
-    let refuse = |message: String| Error::run_dir(dir, RunDirError::Refused(message));
+    let refuse = |error: RunDirError| Error::run_dir(dir, error);
     if !dir.is_dir() {
-        let what = if dir.exists() { "not a directory" } else { "no such directory" };
-        return Err(refuse(format!("{what}: give a run directory of the train example")));
+        return Err(refuse(RunDirError::NoRunDir { exists: dir.exists() }));
     }
     if !dir.join(METRICS).is_file() {
-        return Err(refuse(format!("it has no {METRICS}: give a run directory of the train example")));
+        return Err(refuse(RunDirError::NoMetrics { empty: false }));
     }
     let _lock = lock_run_dir(dir).map_err(|refused| match refused {
-        LockRefused::Held(pid) => refuse(format!(
-            "a training (PID {}) is writing this run, and its TensorBoard events with it: wait for it to end",
-            if pid.is_empty() { "unknown" } else { &pid }
-        )),
-        LockRefused::Readers => Error::run_dir(dir, RunDirError::ReadersHoldLock),
-        LockRefused::Failed(message) => Error::run_dir(dir, RunDirError::LockFailed(message)),
+        LockRefused::Held(pid) => refuse(RunDirError::BeingTrained { pid: Some(pid).filter(|pid| !pid.is_empty()) }),
+        LockRefused::Readers => refuse(RunDirError::ReadersHoldLock),
+        LockRefused::Failed(message) => refuse(RunDirError::LockFailed(message)),
     })?;
     let rows = read_metrics(dir)?;
     let Some(last) = rows.iter().map(|row| row.step as u64).max() else {
-        return Err(refuse(format!("its {METRICS} holds no metrics: nothing to chart")));
+        return Err(refuse(RunDirError::NoMetrics { empty: true }));
     };
     let events_dir = dir.join(TENSORBOARD);
-    let older = OlderEvents::read(&events_dir).map_err(|e| refuse(e.to_string()))?;
+    let older = OlderEvents::read(&events_dir).map_err(|e| refuse(RunDirError::io("chart it", e)))?;
     if let Some(&charted) = older.times.keys().next_back().filter(|&&charted| charted > last) {
-        return Err(refuse(format!(
-            "its event file in {} charts steps up to {charted}, {METRICS} only up to {last}: kept as it is \
-             (nothing written)",
-            events_dir.display()
-        )));
+        return Err(refuse(RunDirError::EventsAhead { events_dir, charted, last }));
     }
-    start_with(dir, &rows, older, None).map_err(|e| refuse(format!("its TensorBoard event file is not written: {e}")))
+    start_with(dir, &rows, older, None).map_err(|e| refuse(RunDirError::io("write its TensorBoard event file", e)))
 }
 
 /// The crate's own event files in `events_dir` (regular files only), sorted; none without the folder.

@@ -322,18 +322,8 @@ fn initial_model(prepared: &mut Prepared, device: &Device) -> Result<Llama, Erro
 
 /// The error of a run stopped for a non-finite value, naming the checkpoint it can resume from.
 fn diverged(config: &TrainConfig, dir: &RunDir, reason: String, before_any_update: bool) -> Error {
-    let kept = match dir.checkpoints().0.last() {
-        Some(&step) => format!(
-            "the last checkpoint with finite weights and validation loss is at step {} ({}); resume from it with a \
-             learning rate well below {:e} (--resume --lr ...) or with --clip-grad-norm 1",
-            step,
-            dir.checkpoint_dir().display(),
-            config.optim.lr
-        ),
-        None if before_any_update => "no checkpoint was written".into(),
-        None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
-    };
-    Error::Diverged(format!("{reason}; {kept}"))
+    let checkpoint = dir.checkpoints().0.last().map(|&step| (step, dir.checkpoint_dir()));
+    Error::Diverged { reason, checkpoint, lr: config.optim.lr, before_any_update }
 }
 
 /// The run's TensorBoard events (`tensorboard/` in `out`), started from its history up to

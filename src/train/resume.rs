@@ -103,62 +103,37 @@ pub(super) fn starting_point(
     start: Start,
     events: &Events,
 ) -> Result<StartingPoint, Error> {
-    let run_dir_error = |message: String| Error::run_dir(&config.output.out, RunDirError::Refused(message));
+    let refused = |error: RunDirError| Error::run_dir(&config.output.out, error);
     let (existing, finish_at) = match start {
-        Start::New if dir.holds_run() => return Err(Error::run_dir(&config.output.out, RunDirError::HoldsARun)),
+        Start::New if dir.holds_run() => return Err(refused(RunDirError::HoldsARun)),
         Start::New | Start::Overwrite => (Vec::new(), None),
         Start::Resume => {
             // Read under the lock, after an interrupted --overwrite was undone.
-            let changes = check_resume(dir, config, prepared).map_err(|message| match dir.restored() {
+            let changes = check_resume(dir, config, prepared).map_err(|error| match dir.restored() {
                 // The settings read before the lock were this command's: the stopped replacement's
                 // train.json, or the options' defaults if it stopped before writing one. Comparing
                 // them with the restored run's would list differences the user never asked for.
-                true if is_finished(dir.path()) => run_dir_error(
-                    "an earlier --overwrite stopped before its first checkpoint, and the finished run it was \
-                     replacing is restored: there is nothing to resume; start the replacement again with \
-                     --overwrite"
-                        .into(),
-                ),
-                true => run_dir_error(format!(
-                    "an earlier --overwrite stopped before its first checkpoint, and the unfinished run it was \
-                     replacing is restored; this command's settings were read before that. Resume the \
-                     restored run with `train --resume --out {}` (it reads the restored train.json now), or \
-                     start the replacement again with --overwrite",
-                    config.output.out.display()
-                )),
-                false => run_dir_error(message),
+                true if is_finished(dir.path()) => refused(RunDirError::RestoredFinished),
+                true => refused(RunDirError::RestoredUnfinished { out: config.output.out.clone() }),
+                false => refused(error),
             })?;
             // Finished, with or without its checkpoints (deleted to free the disk, say).
             if is_finished(dir.path()) {
                 return Err(finished(config));
             }
             for change in changes {
-                events.send(TrainEvent::SettingChanged(change));
+                events.send(TrainEvent::SettingChanged(change.to_string()));
             }
             let kept = resume_checkpoints(dir, &prepared.devices[0], events)?;
             if config.training_precision() == crate::device::Precision::Bf16 && !kept.is_empty() {
-                check_bf16_restore().map_err(run_dir_error)?;
+                check_bf16_restore().map_err(refused)?;
             }
+            let steps = config.optim.steps;
             match kept.last() {
-                Some(&step) if step > config.optim.steps => {
-                    return Err(run_dir_error(format!(
-                        "its newest checkpoint is at step {step}, past the run's {} steps (was train.json's \
-                         `steps` lowered by hand?): its final model would be step {step}'s labelled as step {}. \
-                         Set `steps` back to {step} or more in train.json, or train into a new --out",
-                        config.optim.steps, config.optim.steps
-                    )))
-                }
-                Some(&step) if step == config.optim.steps => (kept, Some(step)),
+                Some(&step) if step > steps => return Err(refused(RunDirError::CheckpointPastEnd { step, steps })),
+                Some(&step) if step == steps => (kept, Some(step)),
                 Some(_) => (kept, None),
-                None if reached_the_end(dir, config) => {
-                    return Err(run_dir_error(
-                        "finished (its final model.bpk, or its checksum, or its metrics' last step is there) but \
-                         its final model does not verify and no checkpoint is complete, so nothing can finish it: \
-                         resuming would train it again from step 0 over its model and history. Train it again \
-                         with --overwrite, or into a new --out"
-                            .into(),
-                    ))
-                }
+                None if reached_the_end(dir, config) => return Err(refused(RunDirError::NothingCanFinish)),
                 None => {
                     events.send(TrainEvent::Restarted { init_from: config.model.init_from.clone() });
                     (kept, None)
@@ -197,18 +172,14 @@ fn resume_checkpoints(dir: &RunDir, device: &Device, events: &Events) -> Result<
 /// An error unless a bf16 run's optimiser state can come back in bf16. Burn 0.22.1 restores it
 /// on `Device::default()` (the first backend compiled in) in that device's precision: f32
 /// moments beside bf16 gradients would stop the first step with a panic.
-fn check_bf16_restore() -> Result<(), String> {
+fn check_bf16_restore() -> Result<(), RunDirError> {
     let mut default = Device::default();
     // Set here unless the training device is the default one (then it is bf16 already).
     let _ = crate::device::set_precision(&mut default, crate::device::Precision::Bf16);
     if burn::tensor::Tensor::<1>::zeros([1], &default).dtype() == burn::tensor::DType::BF16 {
         return Ok(());
     }
-    Err(format!(
-        "a bf16 run cannot be resumed with this build: Burn 0.22.1 restores the optimiser state on the \
-         default device ({default:?}), which has no bf16. Resume it with a build whose first backend is the \
-         training device (e.g. `--no-default-features --features flex,train` for flex), or on a GPU with bf16"
-    ))
+    Err(RunDirError::NoBf16Restore { default_device: format!("{default:?}") })
 }
 
 /// Whether the run in `dir` got to its end: its final model or that model's checksum is there

@@ -8,18 +8,18 @@ use super::config::TrainConfig;
 use super::prepare::{start_model_config, Prepared};
 use super::setting_kind::SettingKind;
 use crate::run::{
-    invalid_model_info, is_finished, is_replacing, model_info_edited, read_model_info, ModelInfoError, RunDir,
-    RunModelInfo, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG,
+    is_finished, is_replacing, model_info_edited, read_model_info, ModelInfoError, RunDir, RunModelInfo, MODEL_INFO,
+    PREVIOUS_RUN, TRAIN_CONFIG,
 };
-use crate::run_dir_error::RunDirError;
+use crate::run_dir_error::{ResumeAdvice, RunDirError, SettingChange};
 use crate::{error::Error, model::LlamaConfig};
 
-/// The settings of `now` that differ from the run's `saved` ones, as `field: saved -> now`, split
-/// into those a resume may change and those it may not.
-fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<String>) {
+/// The settings of `now` that differ from the run's `saved` ones, split into those a resume may
+/// change and those it may not.
+fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<SettingChange>, Vec<SettingChange>) {
     let (mut allowed, mut refused) = (Vec::new(), Vec::new());
-    for (field, change) in setting_changes(saved, now) {
-        let kind = SettingKind::of(&field);
+    for change in setting_changes(saved, now) {
+        let kind = SettingKind::of(&change.setting);
         if kind == SettingKind::TrainedByEffect {
             continue;
         }
@@ -33,9 +33,9 @@ fn resume_changes(saved: &TrainConfig, now: &TrainConfig) -> (Vec<String>, Vec<S
 }
 
 /// The settings of `now` that differ from `saved` (defaults resolved, the precision by its name,
-/// `f32` included), as `(field, "field: saved -> now")`, but for the
-/// [uncompared](SettingKind::Uncompared) ones; and the number of devices ([`device_count_change`]).
-pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(String, String)> {
+/// `f32` included), but for the [uncompared](SettingKind::Uncompared) ones; and the number of
+/// devices ([`device_count_change`]).
+pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<SettingChange> {
     let to_map = |config: &TrainConfig| match serde_json::to_value(config.resolved()) {
         Ok(serde_json::Value::Object(mut map)) => {
             // train.json leaves f32 unwritten (`resolved`): compared and named all the same.
@@ -44,7 +44,7 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
         }
         _ => serde_json::Map::new(),
     };
-    let count_change = device_count_change(saved, now).map(|change| (DEVICES.to_string(), change));
+    let count_change = device_count_change(saved, now).map(|change| changed(DEVICES, change));
     let (saved, now) = (to_map(saved), to_map(now));
     // An unset init is the normal one (the schemes that set their own take no other, and accept
     // `normal`): a sweep's `normal` arm is the run trained without an init axis.
@@ -56,10 +56,15 @@ pub(crate) fn setting_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<(St
         .filter(|(field, _)| SettingKind::of(field) != SettingKind::Uncompared)
         .filter_map(|(field, value)| {
             let old = saved.get(&field).cloned().unwrap_or(serde_json::Value::Null);
-            (!same(&field, &old, &value)).then(|| (field.clone(), format!("{field}: {old} -> {value}")))
+            (!same(&field, &old, &value)).then(|| changed(&field, format!("{old} -> {value}")))
         })
         .chain(count_change)
         .collect()
+}
+
+/// The change of `setting`: `recorded -> now`.
+fn changed(setting: &str, change: String) -> SettingChange {
+    SettingChange { setting: setting.to_string(), change }
 }
 
 /// The derived setting of the number of devices ([`SettingKind::of`] knows it).
@@ -81,7 +86,7 @@ fn device_count_change(saved: &TrainConfig, now: &TrainConfig) -> Option<String>
     let per_step = |config: &TrainConfig, devices: usize| config.optim.batch_size * devices * config.optim.grad_accum;
     let plural = |n: usize| if n == 1 { "device" } else { "devices" };
     Some(format!(
-        "{DEVICES}: {before} -> {after} (a step trains batch_size {} x {before} {} x grad_accum {} = {} sequences, \
+        "{before} -> {after} (a step trains batch_size {} x {before} {} x grad_accum {} = {} sequences, \
          {} on {after} {}: the effective batch is a setting of the run; give --device with {before} {}, as it \
          was trained)",
         saved.optim.batch_size,
@@ -95,11 +100,14 @@ fn device_count_change(saved: &TrainConfig, now: &TrainConfig) -> Option<String>
 }
 
 /// An error unless `config` trains what the run in `dir` trained: the same settings (but those
-/// a resume may change, returned as `field: saved -> now`), the same model config and the same
-/// data content.
-pub(super) fn check_resume(dir: &RunDir, config: &TrainConfig, prepared: &Prepared) -> Result<Vec<String>, String> {
+/// a resume may change, returned), the same model config and the same data content.
+pub(super) fn check_resume(
+    dir: &RunDir,
+    config: &TrainConfig,
+    prepared: &Prepared,
+) -> Result<Vec<SettingChange>, RunDirError> {
     let (allowed, refused) = setting_refusals(dir.path(), config, &prepared.model, Some(&prepared.data))?;
-    refuse(dir.path(), &refused)?;
+    refuse(dir.path(), refused)?;
     Ok(allowed)
 }
 
@@ -125,9 +133,8 @@ fn model_differences(a: &LlamaConfig, b: &LlamaConfig) -> String {
 /// it is tokenised, under the lock). Skipped when the model config is bad (preparing reports it).
 pub(super) fn check_resume_settings(out: &Path, config: &TrainConfig) -> Result<(), Error> {
     let Ok(model) = start_model_config(config, true) else { return Ok(()) };
-    let run_dir_error = |message: String| Error::run_dir(out, RunDirError::Refused(message));
-    let (_, refused) = setting_refusals(out, config, &model, None).map_err(run_dir_error)?;
-    refuse(out, &refused).map_err(run_dir_error)
+    let (_, refused) = setting_refusals(out, config, &model, None).map_err(|e| Error::run_dir(out, e))?;
+    refuse(out, refused).map_err(|e| Error::run_dir(out, e))
 }
 
 /// The settings of `config` (and its `model` config, and the fingerprint of its `data` once
@@ -138,18 +145,23 @@ fn setting_refusals(
     config: &TrainConfig,
     model: &LlamaConfig,
     data: Option<&String>,
-) -> Result<(Vec<String>, Vec<String>), String> {
-    let saved = TrainConfig::from_run_file(out.join(TRAIN_CONFIG)).map_err(|e| format!("nothing to resume: {e}"))?;
+) -> Result<(Vec<SettingChange>, Vec<SettingChange>), RunDirError> {
+    let path = out.join(TRAIN_CONFIG);
+    let saved = TrainConfig::from_run_file(&path).map_err(|e| RunDirError::SettingsUnreadable {
+        reason: e.to_string(),
+        edited: crate::io::verify_sum(&path).is_err(),
+    })?;
     let info = recorded_model_info(out)?;
     let (allowed, mut refused) = resume_changes(&saved, config);
     if info.model != *model {
-        refused.push(format!("model: {} (as model.json records it)", model_differences(&info.model, model)));
+        refused.push(changed("model", format!("{} (as model.json records it)", model_differences(&info.model, model))));
     }
     refused.extend(corpus_kind_changes(&saved, config));
     let resolved = |dir: &Path| crate::run::resolve_dir(dir).unwrap_or_else(|_| dir.to_path_buf());
     refused.extend(init_from_change(&saved, config, resolved));
     if data.is_some_and(|data| info.data.as_ref().is_some_and(|recorded| recorded != data)) {
-        refused.push("data: the content of the data (--data, --valid-data, or the tokenizer) is not the run's".into());
+        let change = "the content of the data (--data, --valid-data, or the tokenizer) is not the run's";
+        refused.push(changed("data", change.into()));
     }
     Ok((allowed, refused))
 }
@@ -158,24 +170,31 @@ fn setting_refusals(
 /// of the Hugging Face cache by name as its snapshot folder, which the run records): a resume
 /// continues from its checkpoint, and the run's record would name weights it never loaded. Its
 /// own folder, however spelt, or none given, is no change.
-fn init_from_change(saved: &TrainConfig, now: &TrainConfig, resolved: impl Fn(&Path) -> PathBuf) -> Option<String> {
+fn init_from_change(
+    saved: &TrainConfig,
+    now: &TrainConfig,
+    resolved: impl Fn(&Path) -> PathBuf,
+) -> Option<SettingChange> {
     let given = now.model.init_from.as_deref()?;
     let started = saved.model.init_from.as_deref();
     if started.is_some_and(|dir| crate::io::same_folder(given, dir) || crate::io::same_folder(&resolved(given), dir)) {
         return None;
     }
     let started = started.map_or("a fresh init".into(), |dir| dir.display().to_string());
-    Some(format!(
-        "init_from: {started} -> {} (a resume continues from its checkpoint: leave --init-from out, or start a new run \
+    Some(changed(
+        "init_from",
+        format!(
+            "{started} -> {} (a resume continues from its checkpoint: leave --init-from out, or start a new run \
          from those weights)",
-        given.display()
+            given.display()
+        ),
     ))
 }
 
 /// The changes of the data that show without tokenising it (compared before the data is read):
 /// the built-in corpus against files, its size, a validation corpus or none, and the byte
 /// tokenizer against a `tokenizer.json`.
-fn corpus_kind_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
+fn corpus_kind_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<SettingChange> {
     let corpus = |c: &TrainConfig| {
         if c.data.files.is_empty() {
             format!("the built-in corpus of {} documents", c.data.builtin_docs)
@@ -186,68 +205,53 @@ fn corpus_kind_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
     let mut changes = Vec::new();
     let builtin = |c: &TrainConfig| c.data.files.is_empty();
     if builtin(saved) != builtin(now) || (builtin(saved) && saved.data.builtin_docs != now.data.builtin_docs) {
-        changes.push(format!("data: {} -> {}", corpus(saved), corpus(now)));
+        changes.push(changed("data", format!("{} -> {}", corpus(saved), corpus(now))));
     }
     if saved.eval.valid_data.is_empty() != now.eval.valid_data.is_empty() {
         let valid = |c: &TrainConfig| if c.eval.valid_data.is_empty() { "none" } else { "--valid-data" };
-        changes.push(format!("validation corpus: {} -> {}", valid(saved), valid(now)));
+        changes.push(changed("validation corpus", format!("{} -> {}", valid(saved), valid(now))));
     }
     if (saved.data.tokenizer == "byte") != (now.data.tokenizer == "byte") {
-        changes.push(format!("tokenizer: {} -> {}", saved.data.tokenizer, now.data.tokenizer));
+        changes.push(changed("tokenizer", format!("{} -> {}", saved.data.tokenizer, now.data.tokenizer)));
     }
     changes
 }
 
 /// The run's `model.json`, unless it was edited by hand (its differences from train.json would
 /// read as the resume's changes).
-fn recorded_model_info(out: &Path) -> Result<RunModelInfo, String> {
+fn recorded_model_info(out: &Path) -> Result<RunModelInfo, RunDirError> {
     let info_path = out.join(MODEL_INFO);
     if model_info_edited(out) {
-        return Err(format!(
-            "{} differs from the one the run wrote (edited by hand?): its checkpoints and model were trained with \
-             the model it described then; put it back",
-            info_path.display()
-        ));
+        return Err(RunDirError::ModelInfoEdited { path: info_path });
     }
     // The run has started (its train.json is there): a model.json it cannot read is damage to
     // repair, not "nothing to resume".
-    read_model_info(out).map_err(|e| match e {
-        ModelInfoError::Invalid(e) => invalid_model_info(out, &e).to_string(),
-        ModelInfoError::Unreadable(e) => format!(
-            "cannot read {} ({e}); put back the run's own {MODEL_INFO} (from a backup), or train into a new --out",
-            info_path.display()
-        ),
-    })
+    let reason = match read_model_info(out) {
+        Ok(info) => return Ok(info),
+        Err(ModelInfoError::Invalid(e)) => {
+            let edited = if model_info_edited(out) { "; it differs from the one the run wrote" } else { "" };
+            format!("{} is not a run description ({e}){edited}", info_path.display())
+        }
+        Err(ModelInfoError::Unreadable(e)) => format!("cannot read {} ({e})", info_path.display()),
+    };
+    Err(RunDirError::ModelInfoUnusable { reason })
 }
 
 /// The refusal of a resume that would change the `refused` settings of the run in `out`.
-fn refuse(out: &Path, refused: &[String]) -> Result<(), String> {
+fn refuse(out: &Path, refused: Vec<SettingChange>) -> Result<(), RunDirError> {
     if refused.is_empty() {
         return Ok(());
     }
-    let advice = if is_replacing(out) {
-        format!(
-            "This run is an unfinished --overwrite of another (kept in {}): `train --config {}/train.json \
-             --resume` finishes it",
-            out.join(PREVIOUS_RUN).display(),
-            out.display()
-        )
-    } else if is_finished(out) {
-        format!(
-            "Resume with the run's own settings and data, or start a new run from this one with --init-from {} \
-             --out NEW_DIR",
-            out.display()
-        )
+    let out = out.to_path_buf();
+    let advice = if is_replacing(&out) {
+        ResumeAdvice::FinishTheOverwrite { aside: out.join(PREVIOUS_RUN), out }
+    } else if is_finished(&out) {
+        ResumeAdvice::StartFromIt { out }
     } else {
         // --init-from reads a finished run's model: this run has none yet.
-        "Resume with the run's own settings and data (put back what changed), or train into a new --out; its \
-         weights carry over (--init-from) only once it is finished"
-            .to_string()
+        ResumeAdvice::PutItBack
     };
-    Err(format!(
-        "resuming must keep what is trained, but these differ from the run's: {}. {advice}",
-        refused.join("; ")
-    ))
+    Err(RunDirError::SettingsChanged { changes: refused, advice })
 }
 
 #[cfg(test)]
@@ -259,15 +263,16 @@ mod tests {
     fn a_started_runs_damaged_model_json_is_damage_to_repair_not_nothing_to_resume() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(MODEL_INFO), r#"{"model": {"init_std": "NaN"}}"#).unwrap();
-        let message = recorded_model_info(dir.path()).unwrap_err();
-        assert!(message.contains("not a run description") && message.contains("put back"), "{message}");
-        assert!(!message.contains("nothing to resume"), "{message}");
+        let error = recorded_model_info(dir.path()).unwrap_err();
+        assert!(
+            matches!(&error, RunDirError::ModelInfoUnusable { reason } if reason.contains("not a run description"))
+        );
         #[cfg(unix)]
         {
             std::fs::remove_file(dir.path().join(MODEL_INFO)).unwrap();
             std::os::unix::fs::symlink(dir.path().join("gone.json"), dir.path().join(MODEL_INFO)).unwrap();
-            let message = recorded_model_info(dir.path()).unwrap_err();
-            assert!(message.contains("cannot read") && message.contains("put back"), "{message}");
+            let error = recorded_model_info(dir.path()).unwrap_err();
+            assert!(matches!(&error, RunDirError::ModelInfoUnusable { reason } if reason.starts_with("cannot read")));
         }
     }
 
@@ -285,8 +290,13 @@ mod tests {
         assert_eq!(change(Some("runs/x"), Some("./runs/x/")), None);
         assert_eq!(change(Some("runs/x"), None), None, "none given: the run's own");
         assert_eq!(change(Some(snapshot), Some("lns/tiny")), None, "a cached model by name");
-        assert!(change(Some("runs/x"), Some("runs/y")).is_some_and(|c| c.starts_with("init_from: runs/x -> runs/y")));
-        assert!(change(None, Some("runs/x")).is_some_and(|c| c.starts_with("init_from: a fresh init -> runs/x")));
+        let named = |c: SettingChange| (c.setting, c.change.split(" (").next().unwrap().to_string());
+        assert_eq!(
+            change(Some("runs/x"), Some("runs/y")).map(named),
+            Some(("init_from".into(), "runs/x -> runs/y".into()))
+        );
+        let fresh = change(None, Some("runs/x")).map(named);
+        assert_eq!(fresh, Some(("init_from".into(), "a fresh init -> runs/x".into())));
         let here = std::env::current_dir().unwrap();
         assert!(crate::io::same_folder(&here, Path::new(".")));
     }
@@ -339,8 +349,7 @@ mod tests {
             ..saved.clone()
         };
         let (allowed, refused) = resume_changes(&saved, &now);
-        let fields =
-            |changes: &[String]| changes.iter().map(|c| c.split(':').next().unwrap().to_string()).collect::<Vec<_>>();
+        let fields = |changes: &[SettingChange]| changes.iter().map(|c| c.setting.clone()).collect::<Vec<_>>();
         assert_eq!(fields(&allowed), ["log_every", "lr"]);
         assert_eq!(fields(&refused), ["batch_size"]);
         // The model and data settings are compared by what they make (model.json, the data's
@@ -358,7 +367,7 @@ mod tests {
         let f32 = TrainConfig::default();
         let bf16 = TrainConfig { precision: Some(crate::device::Precision::Bf16), ..TrainConfig::default() };
         let changes = |saved: &TrainConfig, now: &TrainConfig| -> Vec<String> {
-            setting_changes(saved, now).into_iter().map(|(_, change)| change).collect()
+            setting_changes(saved, now).iter().map(ToString::to_string).collect()
         };
         assert_eq!(changes(&f32, &bf16), [r#"precision: "f32" -> "bf16""#]);
         // train.json leaves f32 unwritten, yet a return to it is a change (it went unseen).
@@ -374,18 +383,17 @@ mod tests {
             optim: OptimSettings { batch_size, grad_accum: 3, ..Default::default() },
             ..TrainConfig::default()
         };
-        let fields =
-            |changes: &[String]| changes.iter().map(|c| c.split(':').next().unwrap().to_string()).collect::<Vec<_>>();
+        let fields = |changes: &[SettingChange]| changes.iter().map(|c| c.setting.clone()).collect::<Vec<_>>();
         let (allowed, refused) = resume_changes(&on("auto", 16), &on("flex,flex", 16));
         assert_eq!((fields(&allowed), fields(&refused)), (vec!["device".to_string()], vec!["devices".to_string()]));
         // What a step trained and would train: 16 x 1 x 3 and 16 x 2 x 3 sequences.
         assert!(
-            refused[0].starts_with("devices: 1 -> 2") && refused[0].contains("= 48 sequences, 96 on"),
+            refused[0].change.starts_with("1 -> 2") && refused[0].change.contains("= 48 sequences, 96 on"),
             "{refused:?}"
         );
         let (_, refused) = resume_changes(&on("flex, flex", 8), &on("flex", 8));
         assert!(
-            refused[0].starts_with("devices: 2 -> 1") && refused[0].contains("= 48 sequences, 24 on"),
+            refused[0].change.starts_with("2 -> 1") && refused[0].change.contains("= 48 sequences, 24 on"),
             "{refused:?}"
         );
         // Other devices of the same number are how the run is carried out.

@@ -135,7 +135,9 @@ impl Sweep {
             let outcome = match measured {
                 Ok((valid_loss, None)) => PairOutcome::Finished { valid_loss },
                 Ok((_, Some(reason))) => PairOutcome::Diverged { reason },
-                Err(Error::Diverged(reason)) => PairOutcome::Diverged { reason },
+                Err(Error::Diverged { reason, checkpoint, lr, before_any_update }) => PairOutcome::Diverged {
+                    reason: crate::error::diverged_message(&reason, &checkpoint, lr, before_any_update),
+                },
                 Err(Error::NonFinite { parameter, advice }) => {
                     PairOutcome::Diverged { reason: format!("{parameter} is not finite: {advice}") }
                 }

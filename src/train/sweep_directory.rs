@@ -13,7 +13,7 @@ use super::TrainConfig;
 use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::norm::InitScheme;
 use crate::run::{has_settings, LOCK_FILE, TRAIN_CONFIG};
-use crate::run_dir_error::RunDirError;
+use crate::run_dir_error::{RunDirError, SettingChange};
 use crate::{config_error::ConfigError, error::Error};
 
 impl Sweep {
@@ -91,7 +91,7 @@ impl Sweep {
                     format!(
                         "holds a sweep with other training settings ({}); keep them, or give a new --out for a \
                          new sweep",
-                        changed.join("; ")
+                        changed.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
                     ),
                 ));
             }
@@ -209,14 +209,10 @@ pub(super) struct Checked {
     pub(super) under_way: Option<SweepRecord>,
 }
 
-/// The settings of `now` that differ from `saved` and that a sweep under way may not change, as
-/// `field: saved -> now`.
-fn sweep_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<String> {
-    setting_changes(saved, now)
-        .into_iter()
-        .filter(|(field, _)| !SettingKind::of(field).sweep_may_change())
-        .map(|(_, change)| change)
-        .collect()
+/// The settings of `now` that differ from `saved` and that a sweep under way may not change.
+fn sweep_changes(saved: &TrainConfig, now: &TrainConfig) -> Vec<SettingChange> {
+    let changes = setting_changes(saved, now).into_iter();
+    changes.filter(|change| !SettingKind::of(&change.setting).sweep_may_change()).collect()
 }
 
 /// The settings every pair shares, for comparing a sweep with the one in its directory.

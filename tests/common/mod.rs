@@ -334,6 +334,21 @@ pub fn expect_refusal(
     }
 }
 
+/// The changed settings a resume of `config` is refused for, as `(setting, change)`, and the
+/// advice it gets: fails unless the resume is refused for changed settings.
+pub fn refused_changes(
+    config: &layernorm_scaling::train::TrainConfig,
+) -> (Vec<(String, String)>, layernorm_scaling::run::ResumeAdvice) {
+    use layernorm_scaling::run::RunDirError;
+    let refused = |e: &RunDirError| matches!(e, RunDirError::SettingsChanged { .. });
+    let RunDirError::SettingsChanged { changes, advice } =
+        expect_refusal(config, layernorm_scaling::train::Start::Resume, refused)
+    else {
+        unreachable!()
+    };
+    (changes.into_iter().map(|c| (c.setting, c.change)).collect(), advice)
+}
+
 /// A finished [`quick`] run of 10 steps in `dir/run`, and its config.
 pub fn finished_run(dir: &std::path::Path) -> layernorm_scaling::train::TrainConfig {
     let config = quick(&dir.join("run"), 10, 5);
