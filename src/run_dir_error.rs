@@ -78,6 +78,21 @@ pub enum RunDirError {
         /// Those files, relative to the directory.
         files: Vec<String>,
     },
+    /// A `.previous-run` that no `--overwrite` made (the user's): neither restored nor deleted.
+    #[error(
+        "{} {}: it is not a run this crate set aside; move it away",
+        .path.display(),
+        match .entries {
+            Some(entries) => format!("holds what no --overwrite set aside ({})", entries.join(", ")),
+            None => "is not a folder".to_string(),
+        }
+    )]
+    ForeignSetAside {
+        /// The `.previous-run` path.
+        path: PathBuf,
+        /// What it holds that no run does, sorted; `None` where it is no folder.
+        entries: Option<Vec<String>>,
+    },
     /// A resume where there is no run.
     #[error("nothing to resume: it holds no train.json; start a new run without --resume")]
     NothingToResume,

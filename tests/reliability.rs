@@ -122,11 +122,16 @@ fn a_previous_run_folder_of_the_users_is_left_alone() {
     std::fs::create_dir_all(previous.join("sub")).unwrap();
     std::fs::write(previous.join("backup.txt"), "mine").unwrap();
     let before = snapshot(&config.output.out);
-    expect_error(&config, Start::Overwrite, "holds what no --overwrite set aside (backup.txt, sub)");
+    let set_aside = |e: &RunDirError| match e {
+        RunDirError::ForeignSetAside { path, entries } if *path == previous => Some(entries.clone()),
+        _ => None,
+    };
+    let refused = expect_refusal(&config, Start::Overwrite, |e| set_aside(e).is_some());
+    assert_eq!(set_aside(&refused), Some(Some(vec!["backup.txt".to_string(), "sub".to_string()])));
     assert_eq!(snapshot(&config.output.out), before, "nothing moved or deleted");
     std::fs::remove_dir_all(&previous).unwrap();
     std::fs::write(&previous, "a file").unwrap();
-    expect_error(&config, Start::Overwrite, "is not a folder this crate set a run aside in");
+    expect_refusal(&config, Start::Overwrite, |e| set_aside(e) == Some(None));
     assert_eq!(std::fs::read_to_string(&previous).unwrap(), "a file");
 }
 
@@ -138,12 +143,18 @@ fn overwrite_refuses_to_delete_files_put_inside_the_runs_folders() {
     let config = finished_run(dir.path());
     std::fs::write(config.output.out.join("checkpoint/README"), "which checkpoint is best").unwrap();
     let before = snapshot(&config.output.out);
-    expect_error(&config, Start::Overwrite, "what is not the run's: checkpoint/README");
+    let foreign = |e: &RunDirError| match e {
+        RunDirError::ForeignFiles { files } => files.clone(),
+        _ => Vec::new(),
+    };
+    let refused = expect_refusal(&config, Start::Overwrite, |e| !foreign(e).is_empty());
+    assert_eq!(foreign(&refused), ["checkpoint/README"]);
     assert_eq!(snapshot(&config.output.out), before);
     std::fs::remove_file(config.output.out.join("checkpoint/README")).unwrap();
     std::fs::create_dir(config.output.out.join("analysis")).unwrap();
     std::fs::write(config.output.out.join("analysis/mine.md"), "my notes").unwrap();
-    expect_error(&config, Start::Overwrite, "analysis/ (");
+    let refused = expect_refusal(&config, Start::Overwrite, |e| !foreign(e).is_empty());
+    assert!(foreign(&refused).iter().all(|file| file.starts_with("analysis/ (")), "{refused:?}");
     assert_eq!(std::fs::read_to_string(config.output.out.join("analysis/mine.md")).unwrap(), "my notes");
     std::fs::remove_dir_all(config.output.out.join("analysis")).unwrap();
     train(&config, Start::Overwrite, |_| {}).unwrap();

@@ -32,7 +32,7 @@ pub enum ReplacedRun {
     /// The new run has no checkpoint: the old run is put back.
     Restored,
     /// Discarding or putting back the old run failed: it is still in `.previous-run/`.
-    StillAside(std::io::Error),
+    StillAside(RunDirError),
 }
 
 /// Written into `.previous-run/` once every entry of the replaced run is in it: from then on every
@@ -65,9 +65,8 @@ impl RunDir {
         let lock = take_lock(path).map_err(error)?;
         let mut dir = Self { path: path.to_path_buf(), _lock: lock, restored: false };
         dir.remove_temporary_files();
-        dir.restored = dir
-            .settle_replacement(false)
-            .map_err(|e| error(RunDirError::io("restore the run an interrupted --overwrite replaced", e)))?;
+        dir.restored =
+            dir.settle_replacement(false, "restore the run an interrupted --overwrite replaced").map_err(error)?;
         Ok(dir)
     }
 
@@ -129,49 +128,48 @@ impl RunDir {
     /// After a run that replaced another: discards the replaced run when the new one has a
     /// complete checkpoint or final model, else removes the new run's files and puts the old back;
     /// a set-aside that was cut short is undone. Returns whether the old run was put back.
-    pub fn finish_replacement(&self) -> std::io::Result<bool> {
-        self.settle_replacement(true)
+    pub fn finish_replacement(&self) -> Result<bool, RunDirError> {
+        self.settle_replacement(true, "discard the replaced run")
     }
 
     /// Settles what an `--overwrite` left (see [`finish_replacement`](Self::finish_replacement)).
     /// With `discard` false, a replaced run whose replacement has a checkpoint but no final model is
     /// left in `.previous-run/`: only a training that goes on with the new run (or replaces it)
-    /// discards it, never one that is refused.
-    fn settle_replacement(&self, discard: bool) -> std::io::Result<bool> {
+    /// discards it, never one that is refused. A file operation that fails is said as `doing`.
+    fn settle_replacement(&self, discard: bool, doing: &str) -> Result<bool, RunDirError> {
+        let io = |e| RunDirError::io(doing, e);
         let discarded = self.path.join(DISCARDED_RUN);
         if discarded.exists() {
-            std::fs::remove_dir_all(&discarded)?;
+            std::fs::remove_dir_all(&discarded).map_err(io)?;
         }
         if !is_replacing(&self.path) {
             return Ok(false);
         }
-        self.check_set_aside_is_ours()?;
+        self.check_set_aside_is_ours(io)?;
         if self.set_aside_done() {
             let finished = is_finished(&self.path);
             if finished || !self.checkpoints().0.is_empty() {
                 if finished || discard {
-                    self.discard_set_aside()?;
+                    self.discard_set_aside().map_err(io)?;
                 }
                 return Ok(false);
             }
-            self.remove_run_entries()?;
+            self.remove_run_entries().map_err(io)?;
         }
-        self.put_back()?;
+        self.put_back().map_err(io)?;
         Ok(true)
     }
 
     /// An error unless `.previous-run` is a folder of a run's entries (and the set-aside's
     /// marker): a folder or file of the user's by that name is neither restored nor deleted.
-    fn check_set_aside_is_ours(&self) -> std::io::Result<()> {
+    fn check_set_aside_is_ours(&self, io: impl Fn(std::io::Error) -> RunDirError) -> Result<(), RunDirError> {
         let aside = self.path.join(PREVIOUS_RUN);
         if !aside.is_dir() {
-            return Err(std::io::Error::other(format!(
-                "{} is not a folder this crate set a run aside in; move it away",
-                aside.display()
-            )));
+            return Err(RunDirError::ForeignSetAside { path: aside, entries: None });
         }
         let ours = |name: &str| name == SET_ASIDE_DONE || run_entries().any(|(entry, _)| entry == name);
-        let mut foreign: Vec<String> = std::fs::read_dir(&aside)?
+        let mut foreign: Vec<String> = std::fs::read_dir(&aside)
+            .map_err(io)?
             .flatten()
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
             .filter(|name| !ours(name) && !is_temporary_name(name))
@@ -180,11 +178,7 @@ impl RunDir {
         if foreign.is_empty() {
             return Ok(());
         }
-        Err(std::io::Error::other(format!(
-            "{} holds what no --overwrite set aside ({}): it is not a run this crate set aside; move it away",
-            aside.display(),
-            foreign.join(", ")
-        )))
+        Err(RunDirError::ForeignSetAside { path: aside, entries: Some(foreign) })
     }
 
     /// Whether the set-aside finished: its marker, or (a set-aside of an earlier version, which
@@ -327,10 +321,10 @@ impl RunDir {
     /// is replaced in turn, and the run in the directory is set aside (in `.previous-run/`) until
     /// the new one has a checkpoint.
     pub fn replace_run(&self) -> Result<(), Error> {
-        let error = |doing: &str, e| Error::run_dir(&self.path, RunDirError::io(doing, e));
-        self.finish_replacement().map_err(|e| error("discard the replaced run", e))?;
+        self.finish_replacement().map_err(|e| Error::run_dir(&self.path, e))?;
         if self.holds_run() {
-            self.set_aside().map_err(|e| error("set the old run aside", e))?;
+            let set_aside = |e| Error::run_dir(&self.path, RunDirError::io("set the old run aside", e));
+            self.set_aside().map_err(set_aside)?;
         }
         Ok(())
     }
