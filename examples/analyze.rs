@@ -20,9 +20,9 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use indicatif::{ProgressBar, ProgressStyle};
 use layernorm_scaling::analysis::{
-    AnalysisOptions, AnalysisRequest, ChoiceFormat, ChoiceSet, ModelSource, DEFAULT_SEQ_LEN,
+    AnalysisEvent, AnalysisOptions, AnalysisRequest, ChoiceFormat, ChoiceSet, ModelSource, DEFAULT_SEQ_LEN,
 };
-use layernorm_scaling::{cli, out, outln, Error};
+use layernorm_scaling::{cli, errln, out, outln, Error};
 
 /// Analyse run directories of the train example.
 #[derive(Parser, Debug)]
@@ -97,11 +97,18 @@ fn main() -> ExitCode {
     layernorm_scaling::console::exit_code(run(request(args, options, &order)))
 }
 
-/// Bars on stderr counting the evaluations of each stage of each model: a new bar where a stage
-/// starts.
-fn progress_bars() -> impl FnMut(&str, usize, usize) {
+/// What the analysis says, on stderr: its warnings and notes, each model's title, and bars
+/// counting the evaluations of each stage of each model (a new bar where a stage starts).
+fn on_stderr() -> impl FnMut(AnalysisEvent) {
     let mut current: Option<(String, ProgressBar)> = None;
-    move |stage, done, total| {
+    move |event| {
+        let (stage, done, total) = match event {
+            AnalysisEvent::Warning(warning) => return errln!("warning: {warning}"),
+            AnalysisEvent::Note(note) => return errln!("note: {note}"),
+            AnalysisEvent::Model(title) => return errln!("{title}"),
+            AnalysisEvent::Progress { stage, done, total } => (stage, done, total),
+            _ => return,
+        };
         let starts = current.as_ref().is_none_or(|(name, bar)| name != stage || bar.is_finished());
         if starts {
             let bar = ProgressBar::new(0);
@@ -157,7 +164,7 @@ fn run(request: AnalysisRequest) -> Result<(), Error> {
         outln!("{note}");
     }
     let out = analysis.out().to_path_buf();
-    let summary = analysis.run(&mut progress_bars())?;
+    let summary = analysis.run(&mut on_stderr())?;
     out!("{summary}");
     outln!("\nreport written to {}", out.display());
     Ok(())

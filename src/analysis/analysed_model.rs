@@ -8,11 +8,11 @@ use std::sync::Arc;
 use burn::tensor::Device;
 
 use super::analysis_request::usage;
-use super::{AnalysisRequest, Report};
+use super::{AnalysisEvent, AnalysisRequest, Report};
 use crate::data::{tokenize_corpus, CorpusSource, SequenceDataset, TokenCache, Tokenizer};
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_tracking_skipping_damage, TrackRecord, TRACKING};
-use crate::{errln, error::Error, model::LlamaConfig};
+use crate::{error::Error, model::LlamaConfig};
 
 /// The documents of the built-in corpus an analysis reads when no `--data` is given: fresh ones
 /// (another seed than training's).
@@ -33,9 +33,16 @@ pub(super) struct AnalysedRun {
 impl AnalysedRun {
     /// Loads the run directory (or Hugging Face decoder directory) `dir` at the request's
     /// checkpoint onto `device` and checks the request's sequence length and layers against it. A
-    /// diverged or damaged model is refused by `load_model_dir`.
-    pub(super) fn load(dir: &Path, request: &AnalysisRequest, device: &Device) -> Result<Self, Error> {
-        let step = crate::cli::checkpoint_step(dir, request.step, request.epoch)?;
+    /// diverged or damaged model is refused by `load_model_dir`. What the user should know of it
+    /// goes to `said`.
+    pub(super) fn load(
+        dir: &Path,
+        request: &AnalysisRequest,
+        device: &Device,
+        said: &mut Vec<AnalysisEvent<'static>>,
+    ) -> Result<Self, Error> {
+        let (step, deprecated) = crate::run::step_of_options(dir, request.step, request.epoch)?;
+        said.extend(deprecated.map(AnalysisEvent::Warning));
         let loaded = load_model_dir(dir, step, device)?;
         let tokenizer = loaded.tokenizer(request.tokenizer.as_deref())?;
         let config = &loaded.config;
@@ -44,7 +51,7 @@ impl AnalysedRun {
             .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
         let layers = &request.options.layers;
         loaded.model.check_layers(layers).map_err(layers_refused(dir))?;
-        let tracking = Self::tracking(dir, config.n_layers)?.filter(|records| !records.is_empty());
+        let tracking = Self::tracking(dir, config.n_layers, said)?.filter(|records| !records.is_empty());
         // A checkpoint's report says which: it is written where the final model's goes.
         let at = step.map(|step| format!(" at step {step}")).unwrap_or_default();
         let title =
@@ -55,22 +62,26 @@ impl AnalysedRun {
     /// The run's `tracking.jsonl`, if it has one: the records of a model of `n_layers`. A damaged
     /// line (a write cut short by a full disk) or a record of another depth costs its record, with
     /// a warning, not the run's report.
-    fn tracking(dir: &Path, n_layers: usize) -> Result<Option<Vec<TrackRecord>>, Error> {
+    fn tracking(
+        dir: &Path,
+        n_layers: usize,
+        said: &mut Vec<AnalysisEvent<'static>>,
+    ) -> Result<Option<Vec<TrackRecord>>, Error> {
         let path = dir.join(TRACKING);
         if !path.is_file() {
             return Ok(None);
         }
         let (records, damaged) = read_tracking_skipping_damage(dir, n_layers)?;
         if let Some((line, what)) = damaged.first() {
-            errln!(
-                "warning: {}: {} damaged line(s) left out (line {line}: {what}); the tracked curves show the other {} \
-                 records",
+            said.push(AnalysisEvent::Warning(format!(
+                "{}: {} damaged line(s) left out (line {line}: {what}); the tracked curves show the other {} records",
                 path.display(),
                 damaged.len(),
                 records.len()
-            );
+            )));
         } else if records.is_empty() {
-            errln!("note: {} holds no records; the report has no tracked curves", path.display());
+            let note = format!("{} holds no records; the report has no tracked curves", path.display());
+            said.push(AnalysisEvent::Note(note));
         }
         Ok(Some(records))
     }
@@ -81,17 +92,17 @@ impl AnalysedRun {
         &self,
         request: &AnalysisRequest,
         choices: Option<&[super::ChoiceItem]>,
-        progress: &mut dyn FnMut(&str, usize, usize),
+        on_event: &mut dyn FnMut(AnalysisEvent),
     ) -> Result<Report, Error> {
-        let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size)?;
+        let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size, on_event)?;
         let docs: Vec<usize> = (0..cache.n_docs()).collect();
         let data = SequenceDataset::new(cache, &docs, request.seq_len);
-        errln!("{}", self.title);
-        let mut perplexity = |done, total| progress("perplexity", done, total);
+        on_event(AnalysisEvent::Model(&self.title));
+        let mut perplexity = |done, total| on_event(AnalysisEvent::Progress { stage: "perplexity", done, total });
         let mut report = super::analyze(&self.model, &data, &request.options, &mut perplexity)?;
         if let Some(items) = choices {
             let layers = &request.options.layers;
-            let mut choice = |done, total| progress("multiple choice", done, total);
+            let mut choice = |done, total| on_event(AnalysisEvent::Progress { stage: "multiple choice", done, total });
             report.multiple_choice =
                 Some(super::choice_report(&self.model, &self.tokenizer, items, layers, &mut choice)?);
         }
@@ -101,11 +112,12 @@ impl AnalysedRun {
 }
 
 /// The request's evaluation text (`data`, or fresh built-in documents) tokenised by `tokenizer`
-/// and checked against a model vocabulary of `vocab_size`.
+/// and checked against a model vocabulary of `vocab_size`; its warnings go to `on_event`.
 fn evaluation_tokens(
     request: &AnalysisRequest,
     tokenizer: &Tokenizer,
     vocab_size: usize,
+    on_event: &mut dyn FnMut(AnalysisEvent),
 ) -> Result<Arc<TokenCache>, Error> {
     let source = if request.data.is_empty() {
         BUILTIN_EVALUATION
@@ -116,7 +128,7 @@ fn evaluation_tokens(
         request.cache_dir.clone().unwrap_or_else(|| std::env::temp_dir().join("layernorm-scaling-token-cache"));
     let cache = Arc::new(tokenize_corpus(&source, tokenizer, &cache_root)?);
     for warning in cache.warnings() {
-        errln!("warning: {warning}");
+        on_event(AnalysisEvent::Warning(warning.to_string()));
     }
     cache.check_vocabulary(tokenizer, vocab_size)?;
     Ok(cache)
@@ -138,10 +150,10 @@ mod encoder {
 
     use super::{evaluation_tokens, layers_refused};
     use crate::analysis::analysis_request::{usage, DEFAULT_ENCODER_SEQUENCES};
-    use crate::analysis::{AnalysisRequest, EncoderReport};
+    use crate::analysis::{AnalysisEvent, AnalysisRequest, EncoderReport};
     use crate::data::Tokenizer;
+    use crate::error::Error;
     use crate::hf::{bert_layer_removal, encoder_sequences, load_bert_model, BertConfig, BertForMaskedLm, BertTokens};
-    use crate::{errln, error::Error};
 
     /// A BERT-style encoder to analyse, loaded and checked.
     pub(in crate::analysis) struct AnalysedEncoder {
@@ -196,20 +208,21 @@ mod encoder {
         pub(in crate::analysis) fn report(
             &self,
             request: &AnalysisRequest,
-            progress: &mut dyn FnMut(&str, usize, usize),
+            on_event: &mut dyn FnMut(AnalysisEvent),
         ) -> Result<EncoderReport, Error> {
-            let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size)?;
+            let cache = evaluation_tokens(request, &self.tokenizer, self.config.vocab_size, on_event)?;
             let wanted = request.sequences.unwrap_or(DEFAULT_ENCODER_SEQUENCES);
             let sequences = encoder_sequences(&cache, self.tokens, request.seq_len, wanted)?;
             if sequences.len() < wanted {
-                errln!(
-                    "warning: the evaluation text holds {} sequences of {} tokens, fewer than {wanted}",
+                on_event(AnalysisEvent::Warning(format!(
+                    "the evaluation text holds {} sequences of {} tokens, fewer than {wanted}",
                     sequences.len(),
                     request.seq_len
-                );
+                )));
             }
-            errln!("{}", self.title);
-            let mut counter = |done, total| progress("pseudo-perplexity", done, total);
+            on_event(AnalysisEvent::Model(&self.title));
+            let mut counter =
+                |done, total| on_event(AnalysisEvent::Progress { stage: "pseudo-perplexity", done, total });
             let layers = &request.options.layers;
             let removal = bert_layer_removal(&self.model, &sequences, self.tokens.mask, layers, &mut counter)?;
             Ok(EncoderReport::new(&self.dir, self.config.clone(), request.seq_len, removal))
@@ -219,7 +232,7 @@ mod encoder {
 
 #[cfg(all(test, feature = "flex"))]
 mod tests {
-    use super::AnalysedRun;
+    use super::{AnalysedRun, AnalysisEvent};
     use crate::analysis::test_support::{flex, request, run_dir};
     use crate::analysis::ModelSource;
     use crate::run::{TrackRecord, TRACKING};
@@ -242,17 +255,29 @@ mod tests {
         let run = run_dir(root.path(), "run");
         let request = request(vec![ModelSource::Run(run.clone())]);
         let layers = crate::model::LlamaConfig::tiny().n_layers;
+        // The records kept, and what the user is told: a warning or a note (`W`, `N`).
         let tracked = |text: String| {
             std::fs::write(run.join(TRACKING), text).unwrap();
-            AnalysedRun::load(&run, &request, &flex()).unwrap().tracking.map(|records| records.len())
+            let mut said = Vec::new();
+            let records = AnalysedRun::load(&run, &request, &flex(), &mut said).unwrap().tracking;
+            let kinds: String = said
+                .iter()
+                .map(|event| match event {
+                    AnalysisEvent::Warning(_) => 'W',
+                    AnalysisEvent::Note(_) => 'N',
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            (records.map(|records| records.len()), kinds)
         };
-        assert_eq!(tracked(record(0, layers) + &record(10, layers)), Some(2));
-        // A damaged line costs its own record only.
+        assert_eq!(tracked(record(0, layers) + &record(10, layers)), (Some(2), String::new()));
+        // A damaged line costs its own record only, with a warning.
         let damaged = record(0, layers) + "{\"step\": 1\n" + &record(10, layers);
-        assert_eq!(tracked(damaged), Some(2));
+        assert_eq!(tracked(damaged), (Some(2), "W".into()));
         // A record of another depth too, even the first.
-        assert_eq!(tracked(record(0, layers + 1) + &record(10, layers) + &record(20, layers)), Some(2));
+        let deeper = record(0, layers + 1) + &record(10, layers) + &record(20, layers);
+        assert_eq!(tracked(deeper), (Some(2), "W".into()));
         // An empty file (with a note) gives no tracked curves, as no file.
-        assert_eq!(tracked(String::new()), None);
+        assert_eq!(tracked(String::new()), (None, "N".into()));
     }
 }

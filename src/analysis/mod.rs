@@ -3,6 +3,7 @@
 //! with PNG figures, single-run reports and multi-run comparisons.
 
 mod analysed_model;
+mod analysis_event;
 mod analysis_request;
 mod angular;
 mod block_influence;
@@ -35,6 +36,7 @@ mod sweep_report;
 mod test_support;
 mod trace_statistics;
 
+pub use analysis_event::AnalysisEvent;
 pub use analysis_request::{AnalysisRequest, ChoiceSet, ModelSource, DEFAULT_ENCODER_SEQUENCES, DEFAULT_SEQ_LEN};
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use block_influence::block_influence;

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use super::analysed_model::AnalysedRun;
 use super::analysis_request::usage;
 use super::{
-    read_choice_file, report_dir, report_labels, write_comparison, AnalysisRequest, ChoiceItem, ChoiceSet, ComparedRun,
-    ModelSource, ReportModel,
+    read_choice_file, report_dir, report_labels, write_comparison, AnalysisEvent, AnalysisRequest, ChoiceItem,
+    ChoiceSet, ComparedRun, ModelSource, ReportModel,
 };
 use crate::data::DataError;
 use crate::run::RunIdentity;
-use crate::{config_error::ConfigError, errln, error::Error};
+use crate::{config_error::ConfigError, error::Error};
 
 /// A model of a prepared analysis.
 enum Analysed {
@@ -27,6 +27,8 @@ pub struct PreparedAnalysis {
     request: AnalysisRequest,
     /// Notes for the reader of the report (say, that acc_norm equals acc on a set's choices).
     notes: Vec<String>,
+    /// What preparing found for the user to know (warnings), said first by [`PreparedAnalysis::run`].
+    said: Vec<AnalysisEvent<'static>>,
     /// Each model with its label, in the request's order.
     models: Vec<(String, Analysed)>,
     /// What each model's directory held when loaded: a training that rewrites one meanwhile is
@@ -56,8 +58,8 @@ impl AnalysisRequest {
     /// the device, where the report goes and its labels, each model against the sequence length
     /// and the layers, the multiple-choice set and whether each question fits each model's
     /// context. The evaluation text is read later, by [`run`](PreparedAnalysis::run), in each
-    /// model's tokenizer. Warnings go to stderr as the crate's programs print them (a deprecated
-    /// `epoch`, damaged tracking records, models whose perplexities cannot be compared).
+    /// model's tokenizer. What the user should know (a deprecated `epoch`, damaged tracking
+    /// records, models whose perplexities cannot be compared) is said by `run`, first.
     pub fn prepare(self) -> Result<PreparedAnalysis, Error> {
         if self.seq_len == 0 || self.sequences == Some(0) {
             return Err(usage("--seq-len and --sequences must be at least 1".into()));
@@ -101,17 +103,17 @@ impl AnalysisRequest {
         let labels = report_labels(&self.labels, &described)?;
         let out = report_dir(self.out.as_deref(), &described)?;
         let identities = dirs.iter().map(|(dir, _)| (dir.clone(), RunIdentity::of(dir))).collect();
-        let mut models = Vec::new();
+        let (mut models, mut said) = (Vec::new(), Vec::new());
         for ((dir, kind), label) in dirs.iter().zip(labels) {
             let model = match kind {
                 #[cfg(feature = "hf")]
                 Kind::Encoder => Analysed::Encoder(super::analysed_model::AnalysedEncoder::load(dir, &self, &device)?),
-                _ => Analysed::Decoder(AnalysedRun::load(dir, &self, &device)?),
+                _ => Analysed::Decoder(AnalysedRun::load(dir, &self, &device, &mut said)?),
             };
             models.push((label, model));
         }
         let decoders: Vec<(&String, &AnalysedRun)> = decoders(&models).collect();
-        warn_of_different_tokenizers(&decoders);
+        said.extend(different_tokenizers(&decoders).map(AnalysisEvent::Warning));
         // After loading, so that a damaged config.json is named as such, not taken for a decoder's.
         if self.sequences.is_some() && !has_encoder {
             return Err(usage("--sequences counts an encoder's sequences; no --hf-dir is a BERT-style encoder".into()));
@@ -121,7 +123,7 @@ impl AnalysisRequest {
             Some(set) => Some(choice_items(set, &decoders, &mut notes)?),
             None => None,
         };
-        Ok(PreparedAnalysis { request: self, notes, models, identities, choices, out })
+        Ok(PreparedAnalysis { request: self, notes, said, models, identities, choices, out })
     }
 }
 
@@ -139,10 +141,13 @@ impl PreparedAnalysis {
 
     /// Evaluates every model and writes the report: one model's, or a comparison of them all
     /// (with the encoders' layer removal beside the decoders' where there are both). Returns the
-    /// report's summary (Markdown). `progress(stage, done, total)` counts the evaluations of each
-    /// stage of each model (`perplexity`, `multiple choice`, `pseudo-perplexity`); a stage starts
-    /// again for each model. Nothing is written when a model's directory changed meanwhile.
-    pub fn run(self, progress: &mut dyn FnMut(&str, usize, usize)) -> Result<String, Error> {
+    /// report's summary (Markdown). `on_event` hears the warnings found while preparing, then,
+    /// for each model, its title and the progress of each stage ([`AnalysisEvent`]). Nothing is
+    /// written when a model's directory changed meanwhile.
+    pub fn run(self, on_event: &mut dyn FnMut(AnalysisEvent)) -> Result<String, Error> {
+        for event in &self.said {
+            on_event(event.clone());
+        }
         let request = &self.request;
         let mut compared = Vec::new();
         #[cfg(feature = "hf")]
@@ -150,12 +155,12 @@ impl PreparedAnalysis {
         for (label, model) in &self.models {
             match model {
                 Analysed::Decoder(run) => {
-                    let report = run.report(request, self.choices.as_deref(), progress)?;
+                    let report = run.report(request, self.choices.as_deref(), on_event)?;
                     compared.push(ComparedRun { label: label.clone(), title: run.title.clone(), report });
                 }
                 #[cfg(feature = "hf")]
                 Analysed::Encoder(encoder) => {
-                    let report = encoder.report(request, progress)?;
+                    let report = encoder.report(request, on_event)?;
                     let title = encoder.title.clone();
                     compared_encoders.push(super::ComparedEncoder { label: label.clone(), title, report });
                 }
@@ -230,19 +235,18 @@ fn decoders(models: &[(String, Analysed)]) -> impl Iterator<Item = (&String, &An
     })
 }
 
-/// Warns when the decoders use different tokenizers: perplexity is per token of each model's own
-/// tokenizer, so across tokenizers it compares nothing.
-fn warn_of_different_tokenizers(decoders: &[(&String, &AnalysedRun)]) {
+/// The warning when the decoders use different tokenizers: perplexity is per token of each
+/// model's own tokenizer, so across tokenizers it compares nothing.
+fn different_tokenizers(decoders: &[(&String, &AnalysedRun)]) -> Option<String> {
     let identities: Vec<String> = decoders.iter().map(|(_, run)| run.tokenizer.identity()).collect();
-    if identities.iter().any(|identity| *identity != identities[0]) {
-        let named: Vec<String> =
-            decoders.iter().map(|(label, run)| format!("{label}: {}", run.tokenizer.describe())).collect();
-        errln!(
-            "warning: the models use different tokenizers ({}): their perplexities and losses are per token of \
-             different tokens, so they cannot be compared with each other; their depth diagnostics can",
-            named.join("; ")
-        );
-    }
+    let named = || decoders.iter().map(|(label, run)| format!("{label}: {}", run.tokenizer.describe()));
+    identities.iter().any(|identity| *identity != identities[0]).then(|| {
+        format!(
+            "the models use different tokenizers ({}): their perplexities and losses are per token of different \
+             tokens, so they cannot be compared with each other; their depth diagnostics can",
+            named().collect::<Vec<_>>().join("; ")
+        )
+    })
 }
 
 /// The items of the multiple-choice `set`, each question with each choice checked to fit in
@@ -307,11 +311,16 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let (run, other) = (run_dir(root.path(), "run"), run_dir(root.path(), "other"));
         let mut stages = Vec::new();
-        let mut progress = |stage: &str, done: usize, total: usize| {
-            assert!(done <= total, "{stage}: {done} of {total}");
-            if stages.last() != Some(&stage.to_string()) {
-                stages.push(stage.to_string());
+        let mut titles = Vec::new();
+        let mut progress = |event: AnalysisEvent| match event {
+            AnalysisEvent::Progress { stage, done, total } => {
+                assert!(done <= total, "{stage}: {done} of {total}");
+                if stages.last() != Some(&stage) {
+                    stages.push(stage);
+                }
             }
+            AnalysisEvent::Model(title) => titles.push(title.to_string()),
+            other => panic!("nothing to warn of: {other:?}"),
         };
 
         let analysis = request(vec![ModelSource::Run(run.clone())]).prepare().unwrap();
@@ -320,11 +329,12 @@ mod tests {
         assert!(run.join(crate::run::ANALYSIS).join(crate::run::REPORT).is_file());
         assert!(summary.contains("Diagnostics of") && summary.contains(&run.display().to_string()), "{summary}");
         assert_eq!(stages, ["perplexity"]);
+        assert!(titles.len() == 1 && summary.contains(&titles[0]), "{titles:?}");
 
         let out = root.path().join("comparison");
         let both = vec![ModelSource::Run(run), ModelSource::Run(other)];
         let analysis = AnalysisRequest { out: Some(out.clone()), ..request(both) }.prepare().unwrap();
-        let summary = analysis.run(&mut |_, _, _| {}).unwrap();
+        let summary = analysis.run(&mut |_| {}).unwrap();
         assert!(out.join(crate::run::COMPARISON).is_file());
         assert_eq!(summary, std::fs::read_to_string(out.join("comparison.md")).unwrap());
     }

@@ -238,10 +238,11 @@ pub fn checkpoint_step(
     step: Option<usize>,
     epoch: Option<usize>,
 ) -> Result<Option<usize>, crate::error::Error> {
-    let Some(epoch) = epoch else { return Ok(step) };
-    let step = crate::run::step_of_epoch(dir, epoch)?;
-    crate::errln!("warning: --epoch is deprecated and goes in the next release; use --step {step}");
-    Ok(Some(step))
+    let (step, deprecated) = crate::run::step_of_options(dir, step, epoch)?;
+    if let Some(warning) = deprecated {
+        crate::errln!("warning: {warning}");
+    }
+    Ok(step)
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ impl EpochSteps {
 /// The optimiser step at which validation interval `epoch` (from 1) of the run in `run_dir` ends,
 /// from its `train.json`: what `--epoch` (deprecated) means.
 #[cfg(feature = "cli")]
-pub(crate) fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
+fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<usize, Error> {
     let steps = EpochSteps::of_run(&run_dir)?;
     steps.checked_step(epoch).ok_or_else(|| {
         Error::file(
@@ -67,6 +67,19 @@ pub(crate) fn step_of_epoch(run_dir: impl AsRef<Path>, epoch: usize) -> Result<u
             ),
         )
     })
+}
+
+/// The checkpoint step that `--step` or the deprecated `--epoch` picks for the run in `run_dir`,
+/// and, for `--epoch`, the warning of its deprecation (naming the `--step` to give instead).
+#[cfg(feature = "cli")]
+pub(crate) fn step_of_options(
+    run_dir: &Path,
+    step: Option<usize>,
+    epoch: Option<usize>,
+) -> Result<(Option<usize>, Option<String>), Error> {
+    let Some(epoch) = epoch else { return Ok((step, None)) };
+    let step = step_of_epoch(run_dir, epoch)?;
+    Ok((Some(step), Some(format!("--epoch is deprecated and goes in the next release; use --step {step}"))))
 }
 
 #[cfg(test)]

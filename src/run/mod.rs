@@ -73,7 +73,7 @@ pub use tracking_file::{read_tracking, read_tracking_skipping_damage, BadLine, T
 // speaks of them.
 pub(crate) use checkpoint_files::is_checkpoint_file_name;
 #[cfg(feature = "cli")]
-pub(crate) use epoch_steps::step_of_epoch;
+pub(crate) use epoch_steps::step_of_options;
 #[cfg(feature = "train")]
 pub(crate) use epoch_steps::EpochSteps;
 #[cfg(feature = "train")]
