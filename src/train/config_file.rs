@@ -3,6 +3,10 @@
 //! ([`TrainConfig::from_run_file`], [`TrainConfig::recorded_in`]). serde reads
 //! the settings through their groups (`flatten`), where it can no longer say which key held a
 //! bad value, so the file is also read as a plain table to point at it.
+//!
+//! It stands in for Burn's `Config::load`, which reads JSON alone and says only "file not found"
+//! or serde's words, and `Config::save`, which writes in place (a crash leaves a torn file): the
+//! run writes its `train.json` atomically with a checksum ([`crate::run::record_start`]).
 
 use std::path::Path;
 

@@ -1,6 +1,10 @@
 //! What a training run reports as it goes: [`train`](super::train) hands each [`TrainEvent`] to
 //! its caller, which decides what to print (the `train` example prints progress on standard output
 //! and notes and warnings on standard error). The library itself prints nothing.
+//!
+//! burn-train's own events (`LearnerEvent`) go to its renderer and metric loggers, by epoch and
+//! item; a caller of [`train`](super::train) gets none of them, nor the run's own notes (a resume's
+//! changed settings, a checkpoint skipped, the data budget), so these are the run's.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender};

@@ -2,6 +2,10 @@
 //! each gradient norm, the metric logger each training loss, the checkpointing strategy asks
 //! whether a checkpoint may be written, and the run (or a sweep judging a finished run) asks for
 //! the verdict. Every part of the run reports its events through it.
+//!
+//! burn-train's nearest piece, `MetricEarlyStoppingStrategy`, judges an epoch's aggregated metric
+//! once the epoch is over; a divergence must be caught at the step it happens, stop the run
+//! there, and keep any checkpoint from being written after it, which no burn-train piece does.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -1,6 +1,9 @@
 //! Progress as events, for logs and pipes (burn-train's TUI dashboard is used on a terminal): a
 //! [`TrainEvent::Progress`] every `log_every` steps and a [`TrainEvent::Evaluated`] after each
 //! validation pass.
+//!
+//! It replaces burn-train's `CliMetricsRenderer`, which prints its own lines on standard output
+//! (the library prints nothing) and reports neither the loss nor the rate to the caller.
 
 use std::collections::HashMap;
 

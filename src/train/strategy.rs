@@ -3,6 +3,11 @@
 //! run is sound: never after a non-finite gradient or with a non-finite validation loss, so every
 //! checkpoint kept can be resumed from. Deleting the others is the [`CheckpointKeeper`]'s: only
 //! once a newer checkpoint is complete on disk, so burn-train is never asked to delete.
+//!
+//! burn-train's `KeepLastNCheckpoints` and `MetricCheckpointingStrategy` (composed) keep the last
+//! and the best, but burn-train deletes what they drop beside the newer checkpoint's save, through
+//! asynchronous writers (and panics when a deletion fails), and they save whatever the run's
+//! state: here neither may happen.
 
 use std::sync::Arc;
 
