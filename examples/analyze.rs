@@ -107,7 +107,7 @@ fn on_stderr() -> impl FnMut(AnalysisEvent) {
             AnalysisEvent::Note(note) => return errln!("note: {note}"),
             AnalysisEvent::Model(title) => return errln!("{title}"),
             AnalysisEvent::Progress { stage, done, total } => (stage, done, total),
-            _ => return,
+            other => return errln!("{other:?}"),
         };
         let starts = current.as_ref().is_none_or(|(name, bar)| name != stage || bar.is_finished());
         if starts {
@@ -159,12 +159,13 @@ fn request(args: Args, options: AnalysisOptions, order: &[(bool, usize)]) -> Ana
 
 fn run(request: AnalysisRequest) -> Result<(), Error> {
     cli::say_auto_device(&request.device);
-    let analysis = request.prepare()?;
+    let mut on_event = on_stderr();
+    let analysis = request.prepare(&mut on_event)?;
     for note in analysis.notes() {
         outln!("{note}");
     }
     let out = analysis.out().to_path_buf();
-    let summary = analysis.run(&mut on_stderr())?;
+    let summary = analysis.run(&mut on_event)?;
     out!("{summary}");
     outln!("\nreport written to {}", out.display());
     Ok(())

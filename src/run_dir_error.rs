@@ -259,6 +259,12 @@ pub enum RunDirError {
         /// The training's PID, as its lock file records it.
         pid: Option<String>,
     },
+    /// The run's event file could not be written (nor the older ones read).
+    #[error("its TensorBoard event file is not written: {source}")]
+    EventsNotWritten {
+        /// The error, naming the file.
+        source: std::io::Error,
+    },
     /// Event files that chart steps past the run's records: kept.
     #[error(
         "its event file in {} charts steps up to {charted}, metrics.jsonl only up to {last}: kept as it is (nothing \
@@ -358,4 +364,36 @@ fn joined(changes: &[SettingChange]) -> String {
 /// A lock holder's PID as the messages name it.
 fn pid_or_unknown(pid: &Option<String>) -> &str {
     pid.as_deref().filter(|pid| !pid.is_empty()).unwrap_or("unknown")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refusal_names_its_facts_where_its_advice_needs_them() {
+        let out = PathBuf::from("runs/a");
+        let changes = vec![
+            SettingChange { setting: "steps".into(), change: "10 -> 20".into() },
+            SettingChange { setting: "data".into(), change: "x -> y".into() },
+        ];
+        let refused = |advice| RunDirError::SettingsChanged { changes: changes.clone(), advice }.to_string();
+        let overwrite =
+            refused(ResumeAdvice::FinishTheOverwrite { out: out.clone(), aside: out.join(".previous-run") });
+        assert!(overwrite.contains("differ from the run's: steps: 10 -> 20; data: x -> y. This run"), "{overwrite}");
+        assert!(overwrite.contains("(kept in runs/a/.previous-run): `train --config runs/a/train.json --resume`"));
+        let finished = refused(ResumeAdvice::StartFromIt { out: out.clone() });
+        assert!(finished.ends_with("--init-from runs/a --out NEW_DIR"), "{finished}");
+        assert!(refused(ResumeAdvice::PutItBack).ends_with("only once it is finished"));
+        let restored = RunDirError::RestoredUnfinished { out }.to_string();
+        assert!(restored.contains("`train --resume --out runs/a`"), "{restored}");
+        let past = RunDirError::CheckpointPastEnd { step: 10, steps: 5 }.to_string();
+        assert!(past.starts_with("its newest checkpoint is at step 10, past the run's 5 steps"), "{past}");
+        assert!(past.contains("labelled as step 5. Set `steps` back to 10 or more"), "{past}");
+        let path = PathBuf::from("run/.previous-run");
+        let theirs = RunDirError::ForeignSetAside { path: path.clone(), entries: Some(vec!["a".into(), "b".into()]) };
+        assert!(theirs.to_string().starts_with("run/.previous-run holds what no --overwrite set aside (a, b): it"));
+        let file = RunDirError::ForeignSetAside { path, entries: None }.to_string();
+        assert!(file.starts_with("run/.previous-run is not a folder: it is not a run"), "{file}");
+    }
 }

@@ -809,6 +809,21 @@ fn resume_alone_takes_the_runs_own_settings_and_a_run_that_did_not_learn_exits_1
     assert!(String::from_utf8_lossy(&by_epoch.stderr).contains("--epoch is deprecated"));
     assert!(String::from_utf8_lossy(&by_epoch.stderr).contains("use --step 10"));
     assert_eq!(by_epoch.stdout, by_step.stdout, "the same checkpoint");
+    // analyze says it too (through the analysis's events), before its report.
+    let text = tmp.path().join("eval.txt");
+    std::fs::write(&text, "the quick brown fox jumps over the lazy dog. ".repeat(40)).unwrap();
+    let analyzed = Command::new(example("analyze"))
+        .args(["--device", "flex", "--seq-len", "32", "--epoch", "1", "--run"])
+        .arg(&run)
+        .arg("--data")
+        .arg(&text)
+        .arg("--out")
+        .arg(tmp.path().join("report"))
+        .output()
+        .unwrap();
+    assert_succeeded(&analyzed, "analyze --epoch 1");
+    let stderr = String::from_utf8_lossy(&analyzed.stderr);
+    assert!(stderr.contains("warning: --epoch is deprecated") && stderr.contains("use --step 10"), "{stderr}");
     assert_refused(&generate(&["--step", "15"]), &["no checkpoint at step 15", "--step 10, 20"], "a missing step");
 
     // A learning rate that collapses the model to a uniform guess, with finite losses throughout.

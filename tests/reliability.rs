@@ -523,8 +523,9 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     let mut config = quick(&out, 12, 1);
     config.optim.lr = 1e30;
     config.optim.warmup = Some(0);
-    let Err(Error::Diverged { checkpoint, .. }) = train(&config, Start::New, |_| {}) else {
-        panic!("the run diverges")
+    let checkpoint = match train(&config, Start::New, |_| {}) {
+        Err(Error::Diverged { checkpoint, .. }) => checkpoint,
+        other => panic!("the run should diverge: {other:?}"),
     };
     let cpu = layernorm_scaling::parse_device("flex").unwrap();
     let run = RunDir::open(&out, TrainConfig::check_run_settings).unwrap();

@@ -34,15 +34,17 @@ impl AnalysedRun {
     /// Loads the run directory (or Hugging Face decoder directory) `dir` at the request's
     /// checkpoint onto `device` and checks the request's sequence length and layers against it. A
     /// diverged or damaged model is refused by `load_model_dir`. What the user should know of it
-    /// goes to `said`.
+    /// goes to `on_event` as it is found.
     pub(super) fn load(
         dir: &Path,
         request: &AnalysisRequest,
         device: &Device,
-        said: &mut Vec<AnalysisEvent<'static>>,
+        on_event: &mut dyn FnMut(AnalysisEvent),
     ) -> Result<Self, Error> {
         let (step, deprecated) = crate::run::step_of_options(dir, request.step, request.epoch)?;
-        said.extend(deprecated.map(AnalysisEvent::Warning));
+        if let Some(warning) = deprecated {
+            on_event(AnalysisEvent::Warning(warning));
+        }
         let loaded = load_model_dir(dir, step, device)?;
         let tokenizer = loaded.tokenizer(request.tokenizer.as_deref())?;
         let config = &loaded.config;
@@ -51,7 +53,7 @@ impl AnalysedRun {
             .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
         let layers = &request.options.layers;
         loaded.model.check_layers(layers).map_err(layers_refused(dir))?;
-        let tracking = Self::tracking(dir, config.n_layers, said)?.filter(|records| !records.is_empty());
+        let tracking = Self::tracking(dir, config.n_layers, on_event)?.filter(|records| !records.is_empty());
         // A checkpoint's report says which: it is written where the final model's goes.
         let at = step.map(|step| format!(" at step {step}")).unwrap_or_default();
         let title =
@@ -65,7 +67,7 @@ impl AnalysedRun {
     fn tracking(
         dir: &Path,
         n_layers: usize,
-        said: &mut Vec<AnalysisEvent<'static>>,
+        on_event: &mut dyn FnMut(AnalysisEvent),
     ) -> Result<Option<Vec<TrackRecord>>, Error> {
         let path = dir.join(TRACKING);
         if !path.is_file() {
@@ -73,7 +75,7 @@ impl AnalysedRun {
         }
         let (records, damaged) = read_tracking_skipping_damage(dir, n_layers)?;
         if let Some((line, what)) = damaged.first() {
-            said.push(AnalysisEvent::Warning(format!(
+            on_event(AnalysisEvent::Warning(format!(
                 "{}: {} damaged line(s) left out (line {line}: {what}); the tracked curves show the other {} records",
                 path.display(),
                 damaged.len(),
@@ -81,7 +83,7 @@ impl AnalysedRun {
             )));
         } else if records.is_empty() {
             let note = format!("{} holds no records; the report has no tracked curves", path.display());
-            said.push(AnalysisEvent::Note(note));
+            on_event(AnalysisEvent::Note(note));
         }
         Ok(Some(records))
     }
@@ -258,16 +260,13 @@ mod tests {
         // The records kept, and what the user is told: a warning or a note (`W`, `N`).
         let tracked = |text: String| {
             std::fs::write(run.join(TRACKING), text).unwrap();
-            let mut said = Vec::new();
+            let mut kinds = String::new();
+            let mut said = |event: AnalysisEvent| match event {
+                AnalysisEvent::Warning(_) => kinds.push('W'),
+                AnalysisEvent::Note(_) => kinds.push('N'),
+                other => panic!("{other:?}"),
+            };
             let records = AnalysedRun::load(&run, &request, &flex(), &mut said).unwrap().tracking;
-            let kinds: String = said
-                .iter()
-                .map(|event| match event {
-                    AnalysisEvent::Warning(_) => 'W',
-                    AnalysisEvent::Note(_) => 'N',
-                    other => panic!("{other:?}"),
-                })
-                .collect();
             (records.map(|records| records.len()), kinds)
         };
         assert_eq!(tracked(record(0, layers) + &record(10, layers)), (Some(2), String::new()));

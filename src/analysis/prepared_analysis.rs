@@ -27,8 +27,6 @@ pub struct PreparedAnalysis {
     request: AnalysisRequest,
     /// Notes for the reader of the report (say, that acc_norm equals acc on a set's choices).
     notes: Vec<String>,
-    /// What preparing found for the user to know (warnings), said first by [`PreparedAnalysis::run`].
-    said: Vec<AnalysisEvent<'static>>,
     /// Each model with its label, in the request's order.
     models: Vec<(String, Analysed)>,
     /// What each model's directory held when loaded: a training that rewrites one meanwhile is
@@ -59,8 +57,9 @@ impl AnalysisRequest {
     /// and the layers, the multiple-choice set and whether each question fits each model's
     /// context. The evaluation text is read later, by [`run`](PreparedAnalysis::run), in each
     /// model's tokenizer. What the user should know (a deprecated `epoch`, damaged tracking
-    /// records, models whose perplexities cannot be compared) is said by `run`, first.
-    pub fn prepare(self) -> Result<PreparedAnalysis, Error> {
+    /// records, models whose perplexities cannot be compared) goes to `on_event` as it is found,
+    /// before any refusal that follows.
+    pub fn prepare(self, on_event: &mut dyn FnMut(AnalysisEvent)) -> Result<PreparedAnalysis, Error> {
         if self.seq_len == 0 || self.sequences == Some(0) {
             return Err(usage("--seq-len and --sequences must be at least 1".into()));
         }
@@ -103,17 +102,19 @@ impl AnalysisRequest {
         let labels = report_labels(&self.labels, &described)?;
         let out = report_dir(self.out.as_deref(), &described)?;
         let identities = dirs.iter().map(|(dir, _)| (dir.clone(), RunIdentity::of(dir))).collect();
-        let (mut models, mut said) = (Vec::new(), Vec::new());
+        let mut models = Vec::new();
         for ((dir, kind), label) in dirs.iter().zip(labels) {
             let model = match kind {
                 #[cfg(feature = "hf")]
                 Kind::Encoder => Analysed::Encoder(super::analysed_model::AnalysedEncoder::load(dir, &self, &device)?),
-                _ => Analysed::Decoder(AnalysedRun::load(dir, &self, &device, &mut said)?),
+                _ => Analysed::Decoder(AnalysedRun::load(dir, &self, &device, on_event)?),
             };
             models.push((label, model));
         }
         let decoders: Vec<(&String, &AnalysedRun)> = decoders(&models).collect();
-        said.extend(different_tokenizers(&decoders).map(AnalysisEvent::Warning));
+        if let Some(warning) = different_tokenizers(&decoders) {
+            on_event(AnalysisEvent::Warning(warning));
+        }
         // After loading, so that a damaged config.json is named as such, not taken for a decoder's.
         if self.sequences.is_some() && !has_encoder {
             return Err(usage("--sequences counts an encoder's sequences; no --hf-dir is a BERT-style encoder".into()));
@@ -123,7 +124,7 @@ impl AnalysisRequest {
             Some(set) => Some(choice_items(set, &decoders, &mut notes)?),
             None => None,
         };
-        Ok(PreparedAnalysis { request: self, notes, said, models, identities, choices, out })
+        Ok(PreparedAnalysis { request: self, notes, models, identities, choices, out })
     }
 }
 
@@ -141,13 +142,10 @@ impl PreparedAnalysis {
 
     /// Evaluates every model and writes the report: one model's, or a comparison of them all
     /// (with the encoders' layer removal beside the decoders' where there are both). Returns the
-    /// report's summary (Markdown). `on_event` hears the warnings found while preparing, then,
-    /// for each model, its title and the progress of each stage ([`AnalysisEvent`]). Nothing is
-    /// written when a model's directory changed meanwhile.
+    /// report's summary (Markdown). `on_event` hears, for each model, the evaluation text's
+    /// warnings, its title and the progress of each stage ([`AnalysisEvent`]). Nothing is written
+    /// when a model's directory changed meanwhile.
     pub fn run(self, on_event: &mut dyn FnMut(AnalysisEvent)) -> Result<String, Error> {
-        for event in &self.said {
-            on_event(event.clone());
-        }
         let request = &self.request;
         let mut compared = Vec::new();
         #[cfg(feature = "hf")]
@@ -286,11 +284,11 @@ mod tests {
     #[test]
     fn settings_no_model_can_take_are_refused_before_any_model_is_read() {
         let missing = vec![ModelSource::Run("no/such/run".into())];
-        assert!(is_conflict(AnalysisRequest { seq_len: 0, ..request(missing.clone()) }.prepare()));
-        assert!(is_conflict(AnalysisRequest { sequences: Some(0), ..request(missing.clone()) }.prepare()));
+        assert!(is_conflict(AnalysisRequest { seq_len: 0, ..request(missing.clone()) }.prepare(&mut |_| {})));
+        assert!(is_conflict(AnalysisRequest { sequences: Some(0), ..request(missing.clone()) }.prepare(&mut |_| {})));
         let mut twice = request(missing);
         twice.options.layers = vec![1, 1];
-        assert!(is_conflict(twice.prepare()));
+        assert!(is_conflict(twice.prepare(&mut |_| {})));
     }
 
     #[test]
@@ -299,11 +297,11 @@ mod tests {
         let models = vec![ModelSource::Run(run_dir(root.path(), "run"))];
         let mut too_deep = request(models.clone());
         too_deep.options.layers = vec![LlamaConfig::tiny().n_layers + 1];
-        assert!(is_conflict(too_deep.prepare()));
+        assert!(is_conflict(too_deep.prepare(&mut |_| {})));
         let too_long = AnalysisRequest { seq_len: LlamaConfig::tiny().max_seq_len + 1, ..request(models.clone()) };
-        assert!(is_conflict(too_long.prepare()));
+        assert!(is_conflict(too_long.prepare(&mut |_| {})));
         // An encoder's setting with no encoder.
-        assert!(is_conflict(AnalysisRequest { sequences: Some(2), ..request(models) }.prepare()));
+        assert!(is_conflict(AnalysisRequest { sequences: Some(2), ..request(models) }.prepare(&mut |_| {})));
     }
 
     #[test]
@@ -323,7 +321,7 @@ mod tests {
             other => panic!("nothing to warn of: {other:?}"),
         };
 
-        let analysis = request(vec![ModelSource::Run(run.clone())]).prepare().unwrap();
+        let analysis = request(vec![ModelSource::Run(run.clone())]).prepare(&mut |_| {}).unwrap();
         assert_eq!(analysis.out(), run.join(crate::run::ANALYSIS));
         let summary = analysis.run(&mut progress).unwrap();
         assert!(run.join(crate::run::ANALYSIS).join(crate::run::REPORT).is_file());
@@ -333,7 +331,7 @@ mod tests {
 
         let out = root.path().join("comparison");
         let both = vec![ModelSource::Run(run), ModelSource::Run(other)];
-        let analysis = AnalysisRequest { out: Some(out.clone()), ..request(both) }.prepare().unwrap();
+        let analysis = AnalysisRequest { out: Some(out.clone()), ..request(both) }.prepare(&mut |_| {}).unwrap();
         let summary = analysis.run(&mut |_| {}).unwrap();
         assert!(out.join(crate::run::COMPARISON).is_file());
         assert_eq!(summary, std::fs::read_to_string(out.join("comparison.md")).unwrap());

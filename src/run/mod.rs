@@ -21,7 +21,7 @@
 //! Whether a directory holds a run, and whether it is finished or being replaced, is asked of
 //! [`RunState`] and its functions; the lock is taken here for whoever writes the run (the
 //! training, the `tensorboard` example); and the directory's life under a training (`--overwrite`,
-//! the checks under its lock) is [`RunDir`]'s, which knows no training.
+//! the checks under its lock) is `RunDir`'s (with the `train` feature), which knows no training.
 
 mod checkpoint_files;
 #[cfg(any(feature = "train", feature = "cli"))]
@@ -61,6 +61,7 @@ pub(crate) use record_log::{keep_damaged_metrics, RecordLog};
 #[cfg(feature = "train")]
 pub(crate) use run_dir::take_lock;
 #[cfg(feature = "train")]
+#[cfg_attr(docsrs, doc(cfg(feature = "train")))]
 pub use run_dir::{ReplacedRun, RunDir, SettingsCheck};
 pub use run_model::{load_run_model, record_start, save_run_model};
 pub use state::{

@@ -19,7 +19,8 @@ use crate::run_dir_error::RunDirError;
 
 /// Tells a run's own settings from a user's file by the same name, for a `train.json` that no
 /// checksum says a run wrote (a start killed between the two writes): `Err` says why it is not a
-/// run's. The training passes `TrainConfig::check_run_settings`.
+/// run's. Pass `TrainConfig::check_run_settings`: a check that accepts any file would let a
+/// user's `train.json` pass for a run's, which `--overwrite` then sets aside and deletes.
 pub type SettingsCheck = fn(&Path) -> Result<(), String>;
 
 /// What became of the run an `--overwrite` replaced, once the new run ends
@@ -129,7 +130,7 @@ impl RunDir {
     /// complete checkpoint or final model, else removes the new run's files and puts the old back;
     /// a set-aside that was cut short is undone. Returns whether the old run was put back.
     pub fn finish_replacement(&self) -> Result<bool, RunDirError> {
-        self.settle_replacement(true, "discard the replaced run")
+        self.settle_replacement(true, "discard or put back the replaced run")
     }
 
     /// Settles what an `--overwrite` left (see [`finish_replacement`](Self::finish_replacement)).

@@ -123,11 +123,12 @@ pub fn write_run_events(dir: &Path) -> Result<RunEvents, Error> {
         return Err(refuse(RunDirError::NoMetrics { empty: true }));
     };
     let events_dir = dir.join(TENSORBOARD);
-    let older = OlderEvents::read(&events_dir).map_err(|e| refuse(RunDirError::io("chart it", e)))?;
+    let not_written = |source| refuse(RunDirError::EventsNotWritten { source });
+    let older = OlderEvents::read(&events_dir).map_err(not_written)?;
     if let Some(&charted) = older.times.keys().next_back().filter(|&&charted| charted > last) {
         return Err(refuse(RunDirError::EventsAhead { events_dir, charted, last }));
     }
-    start_with(dir, &rows, older, None).map_err(|e| refuse(RunDirError::io("write its TensorBoard event file", e)))
+    start_with(dir, &rows, older, None).map_err(not_written)
 }
 
 /// The crate's own event files in `events_dir` (regular files only), sorted; none without the folder.

@@ -1,7 +1,8 @@
 //! Checkpoints: burn-train's [`FileCheckpointer`] (burn-pack writes each record through a scratch
-//! file, synced and renamed into place), with a checksum beside each file; which checkpoints on
-//! disk are complete; and deleting the ones a run no longer keeps, only once a newer one is
-//! complete on disk (a save that fails, on a full disk say, never costs the checkpoint before it).
+//! file, synced and renamed into place), with a checksum beside each file; and deleting the ones
+//! a run no longer keeps, only once a newer one is complete on disk (a save that fails, on a full
+//! disk say, never costs the checkpoint before it). Which checkpoints on disk are complete is
+//! [`crate::run::checkpoint_status`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -149,7 +149,7 @@ fn setting_refusals(
     let path = out.join(TRAIN_CONFIG);
     let saved = TrainConfig::from_run_file(&path).map_err(|e| RunDirError::SettingsUnreadable {
         reason: e.to_string(),
-        edited: crate::io::verify_sum(&path).is_err(),
+        edited: matches!(crate::io::verify_sum(&path), Err(crate::io::SumError::Mismatch(_))),
     })?;
     let info = recorded_model_info(out)?;
     let (allowed, mut refused) = resume_changes(&saved, config);
@@ -228,10 +228,8 @@ fn recorded_model_info(out: &Path) -> Result<RunModelInfo, RunDirError> {
     // repair, not "nothing to resume".
     let reason = match read_model_info(out) {
         Ok(info) => return Ok(info),
-        Err(ModelInfoError::Invalid(e)) => {
-            let edited = if model_info_edited(out) { "; it differs from the one the run wrote" } else { "" };
-            format!("{} is not a run description ({e}){edited}", info_path.display())
-        }
+        // Not edited: that was refused above.
+        Err(ModelInfoError::Invalid(e)) => format!("{} is not a run description ({e})", info_path.display()),
         Err(ModelInfoError::Unreadable(e)) => format!("cannot read {} ({e})", info_path.display()),
     };
     Err(RunDirError::ModelInfoUnusable { reason })

@@ -272,3 +272,22 @@ fn finish(
         out: config.output.out.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_became_of_a_replaced_run_is_said_with_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::open(dir.path(), TrainConfig::check_run_settings).unwrap();
+        let aside = dir.path().join(PREVIOUS_RUN).display().to_string();
+        let TrainEvent::Note(waiting) = replaced_run_event(&run, ReplacedRun::Waiting) else { panic!() };
+        assert!(waiting.contains(&format!("stays in {aside} until")) && waiting.contains("`train --resume`"));
+        let TrainEvent::Note(restored) = replaced_run_event(&run, ReplacedRun::Restored) else { panic!() };
+        assert!(restored.ends_with("the run it was replacing is restored"), "{restored}");
+        let failed = RunDirError::io("discard or put back the replaced run", std::io::Error::other("disk full"));
+        let TrainEvent::Warning(still) = replaced_run_event(&run, ReplacedRun::StillAside(failed)) else { panic!() };
+        assert!(still.starts_with(&format!("the replaced run is still in {aside}: cannot")) && still.ends_with("full"));
+    }
+}
