@@ -10,12 +10,16 @@ use super::{is_checkpoint_file_name, ANALYSIS, CHECKPOINTS, REPORT, TENSORBOARD}
 /// was killed: `events.out.tfevents.<seconds>.<host>.<pid>.<n>`, `.partial-<seconds>-<pid>-<n>`.
 /// Other files (a user's, another program's writer's) are never the crate's to remove.
 pub fn is_own_event_file(name: &str) -> bool {
-    let numbers = |parts: &[&str]| parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
     if let Some(rest) = name.strip_prefix("events.out.tfevents.") {
         let parts: Vec<&str> = rest.split('.').collect();
-        return parts.len() == 4 && numbers(&[parts[0], parts[2], parts[3]]) && !parts[1].is_empty();
+        return parts.len() == 4 && [parts[0], parts[2], parts[3]].into_iter().all(is_number) && !parts[1].is_empty();
     }
-    name.strip_prefix(".partial-").is_some_and(|rest| numbers(&rest.split('-').collect::<Vec<_>>()))
+    name.strip_prefix(".partial-").is_some_and(|rest| rest.split('-').all(is_number))
+}
+
+/// Whether `part` is a number of one or more decimal digits.
+fn is_number(part: &str) -> bool {
+    !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A temporary file of a write a crash may have cut short: `.<name>.tmp<pid>.<random>` from
@@ -24,11 +28,10 @@ pub fn is_own_event_file(name: &str) -> bool {
 pub(crate) fn is_temporary_name(name: &str) -> bool {
     let ours = name.starts_with('.')
         && name.match_indices(".tmp").any(|(at, _)| name[at + 4..].starts_with(|c: char| c.is_ascii_digit()));
-    let burn_pack = name.strip_suffix(".tmp").and_then(|rest| rest.rsplit_once(".bpk.")).is_some_and(|(_, id)| {
-        id.split_once('-').is_some_and(|(pid, n)| {
-            [pid, n].iter().all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-        })
-    });
+    let burn_pack = name
+        .strip_suffix(".tmp")
+        .and_then(|rest| rest.rsplit_once(".bpk."))
+        .is_some_and(|(_, id)| id.split_once('-').is_some_and(|(pid, n)| is_number(pid) && is_number(n)));
     ours || burn_pack
 }
 

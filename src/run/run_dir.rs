@@ -54,9 +54,8 @@ impl RunDir {
     /// Opens `path` for a training: creates it when missing and takes its lock. Refused: a path
     /// that is not a directory, a directory holding anything besides a run of this crate (it
     /// must be empty or hold `train.json`, a run's by its checksum or by `settings`), and a
-    /// directory another training holds. Then it
-    /// clears what a crash left: temporary files, and a replacement that never got its first
-    /// checkpoint (the replaced run is put back).
+    /// directory another training holds. Then it clears what a crash left: temporary files, and a
+    /// replacement that never got its first checkpoint (the replaced run is put back).
     pub fn open(path: &Path, settings: SettingsCheck) -> Result<Self, Error> {
         let error = |error: RunDirError| Error::run_dir(path, error);
         // Checked again though `train` checked before preparing: the directory may have changed

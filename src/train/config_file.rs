@@ -55,14 +55,19 @@ impl TrainConfig {
     pub fn recorded_in(dir: impl AsRef<Path>) -> Result<Option<Self>, Error> {
         let dir = dir.as_ref();
         let recorded = dir.join(crate::run::TRAIN_CONFIG);
-        let read = match std::fs::symlink_metadata(&recorded) {
-            Ok(_) => Self::from_run_file(&recorded),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => Err(Error::file(&recorded, e)),
-        };
-        read.map(Some).map_err(|e| {
-            let edited = matches!(crate::io::verify_sum(&recorded), Err(crate::io::SumError::Mismatch(_)));
-            Error::run_dir(dir, RunDirError::SettingsUnreadable { reason: e.to_string(), edited })
+        match std::fs::symlink_metadata(&recorded) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            _ => Self::read_recorded(&recorded).map(Some).map_err(|e| Error::run_dir(dir, e)),
+        }
+    }
+
+    /// The run's own `train.json` at `path`, read by [`from_run_file`](Self::from_run_file); one
+    /// that cannot be read is [`RunDirError::SettingsUnreadable`], marked edited where its
+    /// checksum says it changed since the run wrote it.
+    pub(crate) fn read_recorded(path: &Path) -> Result<Self, RunDirError> {
+        Self::from_run_file(path).map_err(|e| {
+            let edited = matches!(crate::io::verify_sum(path), Err(crate::io::SumError::Mismatch(_)));
+            RunDirError::SettingsUnreadable { reason: e.to_string(), edited }
         })
     }
 }

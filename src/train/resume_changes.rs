@@ -146,11 +146,7 @@ fn setting_refusals(
     model: &LlamaConfig,
     data: Option<&String>,
 ) -> Result<(Vec<SettingChange>, Vec<SettingChange>), RunDirError> {
-    let path = out.join(TRAIN_CONFIG);
-    let saved = TrainConfig::from_run_file(&path).map_err(|e| RunDirError::SettingsUnreadable {
-        reason: e.to_string(),
-        edited: matches!(crate::io::verify_sum(&path), Err(crate::io::SumError::Mismatch(_))),
-    })?;
+    let saved = TrainConfig::read_recorded(&out.join(TRAIN_CONFIG))?;
     let info = recorded_model_info(out)?;
     let (allowed, mut refused) = resume_changes(&saved, config);
     if info.model != *model {
