@@ -112,7 +112,7 @@ fn pruning_an_identity_block_costs_nothing_and_other_drops_skip_exactly_that_lay
 
 #[test]
 fn multiple_choice_files_parse_in_the_arc_layouts_and_bad_lines_are_named() {
-    use layernorm_scaling::analysis::read_choice_items;
+    use layernorm_scaling::analysis::{read_choice_items, ChoiceProblem};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("arc.jsonl");
     std::fs::write(
@@ -133,7 +133,7 @@ fn multiple_choice_files_parse_in_the_arc_layouts_and_bad_lines_are_named() {
     let err = read_choice_items(&path).unwrap_err().to_string();
     assert!(err.contains("arc.jsonl:2") && err.contains("answer"), "{err}");
     std::fs::write(&path, "\n").unwrap();
-    assert!(read_choice_items(&path).unwrap_err().to_string().contains("no question"));
+    assert_eq!(read_choice_items(&path).unwrap_err().problem, ChoiceProblem::NoQuestion);
 }
 
 #[test]

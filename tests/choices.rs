@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 use common::assert_mentions;
 
 use layernorm_scaling::analysis::{
-    choice_picks, hellaswag_preprocess, read_choice_file, read_choice_items, ChoiceFormat, ChoiceItem,
+    choice_picks, hellaswag_preprocess, read_choice_file, read_choice_items, ChoiceFileError, ChoiceFormat, ChoiceItem,
+    ChoiceProblem,
 };
+use layernorm_scaling::data::Spot;
 
 fn fixture(name: &str) -> PathBuf {
     common::fixture("choices").join(name)
@@ -237,18 +239,29 @@ fn error(path: &Path, format: Option<ChoiceFormat>) -> String {
     read_choice_file(path, format).unwrap_err().to_string()
 }
 
+/// The file name and spot where reading `path` fails, and the problem.
+fn refusal(path: &Path, format: Option<ChoiceFormat>) -> (String, Option<Spot>, ChoiceProblem) {
+    let ChoiceFileError { place, problem } = read_choice_file(path, format).unwrap_err();
+    (place.path.file_name().unwrap().to_string_lossy().into_owned(), place.at, problem)
+}
+
 #[test]
 fn bad_piqa_labels_are_named() {
     let rows = std::fs::read_to_string(fixture("valid.jsonl")).unwrap();
     // No labels file beside the rows.
     let (dir, path) = temp_file("dev.jsonl", &rows);
-    assert_mentions(&error(&path, None), &["dev.jsonl:1", "dev-labels.lst", "label"]);
+    let (name, at, problem) = refusal(&path, None);
+    assert_eq!((name.as_str(), at), ("dev.jsonl", Some(Spot::Line(1))));
+    let ChoiceProblem::NoPiqaLabels { labels, .. } = problem else { panic!("{problem}") };
+    assert_eq!(labels, dir.path().join("dev-labels.lst"));
     // One label for two rows.
     std::fs::write(dir.path().join("dev-labels.lst"), "1\n").unwrap();
-    assert_mentions(&error(&path, None), &["dev-labels.lst holds 1 label(s)", "dev.jsonl holds 2 row(s)"]);
+    let count = ChoiceProblem::PiqaLabelCount { labels: 1, rows_file: path.clone(), rows: 2 };
+    assert_eq!(refusal(&path, None), ("dev-labels.lst".into(), None, count));
     // A label that is not 0 or 1.
     std::fs::write(dir.path().join("dev-labels.lst"), "1\n2\n").unwrap();
-    assert_mentions(&error(&path, None), &["dev-labels.lst:2", "`2`", "0 or 1"]);
+    let not_label = ChoiceProblem::NotPiqaLabel("2".into());
+    assert_eq!(refusal(&path, None), ("dev-labels.lst".into(), Some(Spot::Line(2)), not_label));
     std::fs::write(dir.path().join("dev-labels.lst"), "1\n0\n").unwrap();
     assert_eq!(read_choice_items(&path).unwrap().iter().map(|i| i.answer).collect::<Vec<_>>(), vec![1, 0]);
 }
@@ -257,17 +270,12 @@ fn bad_piqa_labels_are_named() {
 fn unknown_layouts_and_bad_answers_are_named_with_their_line() {
     // Fields of no layout: the message lists what each layout has.
     let (_dir, path) = temp_file("odd.jsonl", "{\"prompt\": \"q\", \"options\": [\"a\", \"b\"]}\n");
+    let no_format = ChoiceProblem::NoFormat { found: "the fields [options, prompt]".into() };
+    assert_eq!(refusal(&path, None), ("odd.jsonl".into(), Some(Spot::Line(1)), no_format));
+    // Said once, in the variant: what each layout has.
     assert_mentions(
         &error(&path, None),
-        &[
-            "odd.jsonl:1",
-            "prompt",
-            "options",
-            "arc: `question`",
-            "hellaswag: `activity_label`",
-            "piqa: `goal`",
-            "mmlu: `question`, `subject`",
-        ],
+        &["arc: `question`", "hellaswag: `activity_label`", "piqa: `goal`", "mmlu: `question`, `subject`"],
     );
     // An answer out of range, on the second line.
     let mmlu = "{\"question\": \"q\", \"subject\": \"s\", \"choices\": [\"a\", \"b\", \"c\", \"d\"], \"answer\": 0}\n\
@@ -295,8 +303,9 @@ fn unknown_layouts_and_bad_answers_are_named_with_their_line() {
         &error(&path, Some(ChoiceFormat::Hellaswag)),
         &["piqa.jsonl:1", "no string `ctx_a`", "hellaswag rows have"],
     );
-    let err = error(&fixture("college_computer_science_test.csv"), Some(ChoiceFormat::Arc));
-    assert_mentions(&err, &["college_computer_science_test.csv", "mmlu format only"]);
+    let refused = refusal(&fixture("college_computer_science_test.csv"), Some(ChoiceFormat::Arc));
+    let csv_not_mmlu = ChoiceProblem::CsvNotMmlu(ChoiceFormat::Arc);
+    assert_eq!(refused, ("college_computer_science_test.csv".into(), None, csv_not_mmlu));
     // The format's name.
     assert_eq!("HellaSwag".parse::<ChoiceFormat>().unwrap(), ChoiceFormat::Hellaswag);
     assert_mentions(
@@ -305,5 +314,5 @@ fn unknown_layouts_and_bad_answers_are_named_with_their_line() {
     );
     // An empty file.
     let (_dir, path) = temp_file("empty.jsonl", "\n");
-    assert_mentions(&error(&path, None), &["empty.jsonl", "no question"]);
+    assert_eq!(refusal(&path, None), ("empty.jsonl".into(), None, ChoiceProblem::NoQuestion));
 }

@@ -12,9 +12,11 @@ use burn::data::dataset::Dataset;
 use common::cpu;
 use layernorm_scaling::data::{
     builtin_documents, corpus_files, file_format, read_documents, split_documents, tokenize_corpus,
-    train_valid_datasets, CorpusSource, DataError, FileFormat, LmBatcher, SequenceDataset, SequenceMode, TokenCache,
-    TokenFile, TokenLayout, TokenWindow, Tokenizer, LLMC_MAGIC,
+    train_valid_datasets, CacheProblem, CorpusProblem, CorpusSource, DataError, FileFormat, JsonHint, LmBatcher,
+    SequenceDataset, SequenceMode, SplitProblem, Spot, TokenCache, TokenFile, TokenLayout, TokenLayoutProblem,
+    TokenWindow, Tokenizer, TokenizerProblem, WholeCorpusProblem, LLMC_MAGIC,
 };
+use layernorm_scaling::io::SumError;
 use layernorm_scaling::train::{DataSettings, OutputSettings};
 
 /// Parquet corpora: the `parquet` feature.
@@ -24,6 +26,23 @@ mod parquet;
 
 fn documents_of(path: &std::path::Path) -> Result<Vec<String>, DataError> {
     documents_with_field(path, "text")
+}
+
+/// The file name and spot of a corpus error, and its problem: fails on any other error.
+fn corpus_problem(error: DataError) -> (String, Option<Spot>, CorpusProblem) {
+    match error {
+        DataError::Corpus { place, problem } => {
+            (place.path.file_name().unwrap().to_string_lossy().into_owned(), place.at, problem)
+        }
+        other => panic!("not a corpus problem: {other}"),
+    }
+}
+
+/// The problem of a corpus error at `name` (with no spot in it): fails on any other error.
+fn problem_of(error: DataError, name: &str) -> CorpusProblem {
+    let (file, at, problem) = corpus_problem(error);
+    assert_eq!((file.as_str(), at), (name, None), "{problem}");
+    problem
 }
 
 fn documents_with_field(path: &std::path::Path, field: &str) -> Result<Vec<String>, DataError> {
@@ -98,11 +117,11 @@ fn a_tokenizer_json_trained_here_loads_and_round_trips() {
     assert!(ids.len() < sentence.len() / 2, "BPE merges: {} ids", ids.len());
     assert_eq!(tokenizer.decode(&ids).unwrap(), sentence);
 
-    let err = Tokenizer::from_spec("missing/tokenizer.json").unwrap_err().to_string();
-    assert!(err.contains("no such file"), "{err}");
+    let err = Tokenizer::from_spec("missing/tokenizer.json").unwrap_err();
+    assert!(matches!(err, DataError::Tokenizer(TokenizerProblem::NotFound { .. })), "{err}");
     std::fs::write(dir.path().join("bad.json"), "{}").unwrap();
-    let err = Tokenizer::from_file(dir.path().join("bad.json")).unwrap_err().to_string();
-    assert!(err.contains("not a valid tokenizer.json"), "{err}");
+    let err = Tokenizer::from_file(dir.path().join("bad.json")).unwrap_err();
+    assert!(matches!(err, DataError::Tokenizer(TokenizerProblem::Invalid { .. })), "{err}");
 }
 
 #[test]
@@ -124,20 +143,25 @@ fn jsonl_gz_text_and_folders_are_read_as_documents() {
     let bad = dir.path().join("sub/bad.jsonl");
     std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
     std::fs::write(&bad, "{\"text\": \"ok\"}\n{\"content\": \"no text\"}\n").unwrap();
-    let err = documents_of(&bad).unwrap_err().to_string();
-    assert!(err.contains("bad.jsonl:2") && err.contains("`text`"), "{err}");
+    let (file, at, problem) = corpus_problem(documents_of(&bad).unwrap_err());
+    assert_eq!((file.as_str(), at), ("bad.jsonl", Some(Spot::Line(2))));
+    assert!(matches!(problem, CorpusProblem::NoField { ref field, .. } if field == "text"), "{problem}");
     std::fs::write(&bad, "{\"text\": \"ok\"}\nnot json\n").unwrap();
-    assert!(documents_of(&bad).unwrap_err().to_string().contains("bad.jsonl:2: not a JSON object"));
+    let (_, at, problem) = corpus_problem(documents_of(&bad).unwrap_err());
+    assert!(at == Some(Spot::Line(2)) && matches!(problem, CorpusProblem::NotJsonLine { hint: None, .. }), "{problem}");
 
     let files = corpus_files(&[dir.path().to_path_buf()]).unwrap().files;
     let names: Vec<String> = files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["c4-train.00000-of-01024.jsonl.gz", "notes.txt", "bad.jsonl"]);
-    let err = corpus_files(&[PathBuf::from("/nonexistent/corpus")]).unwrap_err().to_string();
-    assert!(err.contains("no such file or folder"), "{err}");
+    let err = corpus_files(&[PathBuf::from("/nonexistent/corpus")]).unwrap_err();
+    assert_eq!(problem_of(err, "corpus"), CorpusProblem::NotFound);
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let err = corpus_files(&[empty]).unwrap_err().to_string();
-    assert!(err.contains("has no corpus file") && err.contains("hidden files and folders"), "{err}");
+    let problem = problem_of(corpus_files(&[empty]).unwrap_err(), "empty");
+    assert!(
+        matches!(problem, CorpusProblem::EmptyFolder { ref endings } if endings.contains(".jsonl.gz")),
+        "{problem}"
+    );
 }
 
 fn build_cache(dir: &std::path::Path, key: &str, docs: &[&[u32]]) -> TokenCache {
@@ -197,8 +221,9 @@ fn truncation_makes_one_padded_sequence_per_document_and_counts_real_targets_onl
     assert_eq!(subset(3).unwrap().len(), 1);
     assert_eq!(subset(4).unwrap().len(), 2);
     assert_eq!((subset(5).unwrap().len(), subset(8).unwrap().n_targets()), (3, 8));
-    let err = subset(9).unwrap_err().to_string();
-    assert!(err.contains("--valid-tokens 9 is more than the validation documents hold: 8 target tokens"), "{err}");
+    let err = subset(9).unwrap_err();
+    let expected = SplitProblem::TooFewValidTokens { asked: 9, available: 8, sequences: 3, seq_len: 4 };
+    assert_eq!(err, DataError::Split(expected));
     let packed = SequenceDataset::new(cache, &[0, 1, 2], 4).holding_targets(5).unwrap();
     assert_eq!((packed.len(), packed.n_targets()), (2, 8));
 }
@@ -221,7 +246,7 @@ fn the_token_cache_is_reused_rebuilt_on_change_and_never_left_half_written() {
 
     let failed = TokenCache::open_or_build(&dir.path().join("other"), "k", 0, |writer| {
         writer.push(&[1, 2, 3])?;
-        Err(DataError::Corpus("interrupted".into()))
+        Err(DataError::Whole(WholeCorpusProblem::ReaderStopped("interrupted")))
     });
     assert!(failed.is_err());
     let mut leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -229,7 +254,7 @@ fn the_token_cache_is_reused_rebuilt_on_change_and_never_left_half_written() {
     let names = [".cache.lock", ".other.lock", "cache"].map(std::ffi::OsString::from);
     assert_eq!(leftovers, names, "no partial cache remains (the builds' lock files do)");
     let empty = TokenCache::open_or_build(&dir.path().join("empty"), "k", 0, |_| Ok(()));
-    assert!(empty.unwrap_err().to_string().contains("no text"));
+    assert_eq!(empty.unwrap_err(), DataError::Whole(WholeCorpusProblem::NoText));
 
     // A build killed mid-way (its process gone) leaves a folder the next build removes; a build of
     // a process still running (this one's parent, say) is left alone.
@@ -283,8 +308,8 @@ fn the_split_is_by_document_stable_and_never_empty() {
     assert_ne!(split_documents(10_000, 0.1, 8).unwrap().1, valid, "seeded");
     let (train, valid) = split_documents(2, 0.01, 0).unwrap();
     assert_eq!((train.len(), valid.len()), (1, 1));
-    assert!(split_documents(1, 0.1, 0).unwrap_err().to_string().contains("at least 2"));
-    assert!(split_documents(10, 0.0, 0).is_err());
+    assert_eq!(split_documents(1, 0.1, 0).unwrap_err(), DataError::Split(SplitProblem::TooFewDocuments(1)));
+    assert_eq!(split_documents(10, 0.0, 0).unwrap_err(), DataError::Split(SplitProblem::BadFraction(0.0)));
 }
 
 #[test]
@@ -334,20 +359,35 @@ fn corpora_tokenise_into_train_and_validation_sets() {
     let (train, valid) = train_valid_datasets(cache.clone(), 64, 0.1, 0, SequenceMode::Pack).unwrap();
     assert!(train.len() > 5 * valid.len() && !valid.is_empty());
     assert_eq!(train.n_tokens() + valid.n_tokens(), cache.n_tokens());
-    let err = train_valid_datasets(cache.clone(), 100_000, 0.1, 0, SequenceMode::Pack).unwrap_err().to_string();
-    assert!(err.contains("fewer than one sequence"), "{err}");
+    let err = train_valid_datasets(cache.clone(), 100_000, 0.1, 0, SequenceMode::Pack).unwrap_err();
+    assert!(matches!(err, DataError::Split(SplitProblem::SplitTooShort { seq_len: 100_000, .. })), "{err}");
 
     // The advice fits the split that is short: the fraction moves documents from one to the other.
     let short = |fraction: f64, split: &str| {
         let (train, valid) = train_valid_datasets(cache.clone(), 16, fraction, 0, SequenceMode::Pack).unwrap();
         let tokens = if split == "training" { train.n_tokens() } else { valid.n_tokens() };
-        train_valid_datasets(cache.clone(), tokens as usize, fraction, 0, SequenceMode::Pack).unwrap_err().to_string()
+        match train_valid_datasets(cache.clone(), tokens as usize, fraction, 0, SequenceMode::Pack).unwrap_err() {
+            DataError::Split(SplitProblem::SplitTooShort { split, valid_fraction, .. }) => (split, valid_fraction),
+            other => panic!("{other}"),
+        }
     };
-    let err = short(0.1, "validation");
-    assert!(err.contains("the validation split has") && err.contains("a larger --valid-fraction (now 0.1)"), "{err}");
-    let err = short(0.9, "training");
-    assert!(err.contains("the training split has") && err.contains("a smaller --valid-fraction (now 0.9)"), "{err}");
-    assert!(!err.contains("larger"), "{err}");
+    assert_eq!(short(0.1, "validation"), ("validation", 0.1));
+    assert_eq!(short(0.9, "training"), ("training", 0.9));
+    // The advice is said once, in the variant's message: a larger fraction for a short validation split.
+    let err = DataError::Split(SplitProblem::SplitTooShort {
+        split: "validation",
+        tokens: 9,
+        seq_len: 16,
+        valid_fraction: 0.1,
+    });
+    assert!(err.to_string().contains("a larger --valid-fraction (now 0.1)"), "{err}");
+    let err = DataError::Split(SplitProblem::SplitTooShort {
+        split: "training",
+        tokens: 9,
+        seq_len: 16,
+        valid_fraction: 0.9,
+    });
+    assert!(err.to_string().contains("a smaller --valid-fraction (now 0.9)"), "{err}");
 
     let shakespeare = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinyshakespeare.txt");
     if shakespeare.is_file() {
@@ -415,20 +455,22 @@ fn gzip_members_are_all_read_and_trailing_bytes_are_ignored_with_their_offset() 
     // A second member cut short: the error names it by its offset.
     let cut = dir.path().join("cut.jsonl.gz");
     std::fs::write(&cut, [&one[..], &two[..two.len() - 4]].concat()).unwrap();
-    let err = documents_of(&cut).unwrap_err().to_string();
-    assert!(err.contains(&format!("in the gzip member that starts at byte {}", one.len())), "{err}");
-    assert!(!err.contains("invalid gzip header"), "{err}");
+    let problem = problem_of(documents_of(&cut).unwrap_err(), "cut.jsonl.gz");
+    let CorpusProblem::Unreadable(error) = &problem else { panic!("{problem}") };
+    assert!(error.contains(&format!("in the gzip member that starts at byte {}", one.len())), "{error}");
+    assert!(!error.contains("invalid gzip header"), "{error}");
     // In a JSON array too, where the reading error is not the JSON's.
     let array = dir.path().join("cut.json.gz");
     let whole = gzip_member("[{\"text\": \"first\"}, {\"text\": \"second\"}]", level);
     std::fs::write(&array, &whole[..whole.len() - 4]).unwrap();
-    let err = documents_of(&array).unwrap_err().to_string();
-    assert!(err.contains("gzip member that starts at byte 0") && !err.contains("not a JSON array"), "{err}");
+    let problem = problem_of(documents_of(&array).unwrap_err(), "cut.json.gz");
+    let CorpusProblem::Unreadable(error) = &problem else { panic!("not a JSON problem: {problem}") };
+    assert!(error.contains("gzip member that starts at byte 0"), "{error}");
 
     let plain = dir.path().join("plain.jsonl.gz");
     std::fs::write(&plain, "{\"text\": \"first\"}\n").unwrap();
-    let err = documents_of(&plain).unwrap_err().to_string();
-    assert!(err.contains("named .gz but") && err.contains("not gzip-compressed"), "{err}");
+    let problem = problem_of(documents_of(&plain).unwrap_err(), "plain.jsonl.gz");
+    assert_eq!(problem, CorpusProblem::NotGzip { empty: false });
 }
 
 /// Faults are named as what they are, where they are: a line that is not UTF-8 by its line, a
@@ -438,17 +480,17 @@ fn a_line_that_is_not_utf8_and_a_tokenizer_folder_are_named_as_such() {
     let dir = tempfile::tempdir().unwrap();
     let notes = dir.path().join("notes.txt");
     std::fs::write(&notes, b"one\n\ntwo\nbad \xff byte\n").unwrap();
-    let err = documents_of(&notes).unwrap_err().to_string();
-    assert!(err.contains("notes.txt:4: not UTF-8 text (byte 5 of the line"), "{err}");
+    let found = corpus_problem(documents_of(&notes).unwrap_err());
+    assert_eq!(found, ("notes.txt".into(), Some(Spot::Line(4)), CorpusProblem::NotUtf8 { byte: 5 }));
     let lines = dir.path().join("docs.jsonl");
     std::fs::write(&lines, b"{\"text\": \"ok\"}\n{\"text\": \"\xff\"}\n").unwrap();
-    let err = documents_of(&lines).unwrap_err().to_string();
-    assert!(err.contains("docs.jsonl:2: not UTF-8 text"), "{err}");
+    let found = corpus_problem(documents_of(&lines).unwrap_err());
+    assert_eq!(found, ("docs.jsonl".into(), Some(Spot::Line(2)), CorpusProblem::NotUtf8 { byte: 11 }));
 
-    let err = Tokenizer::from_file(dir.path()).unwrap_err().to_string();
-    assert!(err.contains("a folder, not a file") && !err.contains("no such file"), "{err}");
-    let err = Tokenizer::from_file(dir.path().join("nope.json")).unwrap_err().to_string();
-    assert!(err.contains("no such file"), "{err}");
+    let err = Tokenizer::from_file(dir.path()).unwrap_err();
+    assert!(matches!(err, DataError::Tokenizer(TokenizerProblem::IsFolder { .. })), "{err}");
+    let err = Tokenizer::from_file(dir.path().join("nope.json")).unwrap_err();
+    assert!(matches!(err, DataError::Tokenizer(TokenizerProblem::NotFound { .. })), "{err}");
 }
 
 /// C4's record layout: `text`, `timestamp`, `url`.
@@ -512,34 +554,32 @@ fn json_lines_are_recognised_by_content_whatever_the_name() {
     assert_eq!(file_format(&array).unwrap(), FileFormat::JsonArray);
     assert_eq!(documents_of(&array).unwrap(), vec!["first", "second"]);
     std::fs::write(&array, "[{\"text\": \"first\"}, 3]").unwrap();
-    let err = documents_of(&array).unwrap_err().to_string();
-    assert!(err.contains("docs.json: array item 2 is a number, not a JSON object"), "{err}");
+    let found = corpus_problem(documents_of(&array).unwrap_err());
+    assert_eq!(
+        found,
+        ("docs.json".into(), Some(Spot::ArrayItem(2)), CorpusProblem::ItemNotAnObject { found: "a number" })
+    );
     let pretty = dir.path().join("pretty.json");
     std::fs::write(&pretty, "{\n  \"text\": \"one object over lines\"\n}\n").unwrap();
-    let err = documents_of(&pretty).unwrap_err().to_string();
-    assert!(err.contains("pretty.json:1: not a JSON object (a JSON-lines file holds one object per line)"), "{err}");
-    assert!(err.contains("written over several lines"), "{err}");
+    let (_, at, problem) = corpus_problem(documents_of(&pretty).unwrap_err());
+    assert_eq!(at, Some(Spot::Line(1)));
+    assert!(matches!(problem, CorpusProblem::NotJsonLine { hint: Some(JsonHint::SeveralLines), .. }), "{problem}");
     // An array in a file named as JSON lines: the name is the fix.
     let misnamed = dir.path().join("docs.jsonl");
     std::fs::write(&misnamed, "[\n  {\"text\": \"first\"}\n]\n").unwrap();
-    let err = documents_of(&misnamed).unwrap_err().to_string();
-    assert!(err.contains("looks like a JSON array") && err.contains("named .json"), "{err}");
+    let (_, _, problem) = corpus_problem(documents_of(&misnamed).unwrap_err());
+    assert!(matches!(problem, CorpusProblem::NotJsonLine { hint: Some(JsonHint::Array), .. }), "{problem}");
 
     // A .txt file that holds JSON lines is never trained on as text.
     let txt = dir.path().join("c4.txt");
     write_gz(&txt, &lines);
-    let err = documents_of(&txt).unwrap_err().to_string();
-    assert!(
-        err.contains("c4.txt: looks like JSON lines")
-            && err.contains("`text`, `timestamp`, `url`")
-            && err.contains(".jsonl"),
-        "{err}"
-    );
+    let looks_like_lines = CorpusProblem::LooksLikeJsonLines { keys: "`text`, `timestamp`, `url`".into() };
+    assert_eq!(problem_of(documents_of(&txt).unwrap_err(), "c4.txt"), looks_like_lines);
     let source = CorpusSource::files(vec![txt.clone(), as_json.clone()]);
-    assert!(tokenize_corpus(&source, &Tokenizer::Byte, dir.path())
-        .unwrap_err()
-        .to_string()
-        .contains("looks like JSON"));
+    assert_eq!(
+        problem_of(tokenize_corpus(&source, &Tokenizer::Byte, dir.path()).unwrap_err(), "c4.txt"),
+        looks_like_lines
+    );
 
     // A .txt file stays text, even with braces that are not an object; without a name that says
     // text, a first `{` means JSON, and text that is not is refused with the hint to name it .txt.
@@ -549,8 +589,9 @@ fn json_lines_are_recognised_by_content_whatever_the_name() {
     assert_eq!(documents_of(&notes).unwrap(), vec!["{ not json }\nstill text", "second"]);
     let unnamed = dir.path().join("notes");
     std::fs::copy(&notes, &unnamed).unwrap();
-    let err = documents_of(&unnamed).unwrap_err().to_string();
-    assert!(err.contains("notes:1: not a JSON object") && err.contains("if the file is text, name it .txt"), "{err}");
+    let (_, at, problem) = corpus_problem(documents_of(&unnamed).unwrap_err());
+    let CorpusProblem::JsonByContent(inner) = problem else { panic!("{problem}") };
+    assert!(at == Some(Spot::Line(1)) && matches!(*inner, CorpusProblem::NotJsonLine { .. }), "{inner}");
 
     // Folders take .json and .json.gz files too.
     let folder = dir.path().join("folder");
@@ -568,17 +609,15 @@ fn the_text_field_is_chosen_and_a_missing_one_is_named_with_the_keys_present() {
     let file = dir.path().join("pile.jsonl");
     std::fs::write(&file, "{\"content\": \"alpha\", \"id\": 1}\n\n{\"content\": \"beta\", \"id\": 2}\n").unwrap();
     assert_eq!(documents_with_field(&file, "content").unwrap(), vec!["alpha", "beta"]);
-    let err = documents_of(&file).unwrap_err().to_string();
-    assert!(
-        err.contains("pile.jsonl:1: the object has no field `text` (its keys: `content`, `id`)")
-            && err.contains("--text-field"),
-        "{err}"
-    );
-    let err = documents_with_field(&file, "id").unwrap_err().to_string();
-    assert!(err.contains("pile.jsonl:1: the field `id` is a number, not a string"), "{err}");
+    let no_field = |field: &str, keys: &str| CorpusProblem::NoField { field: field.into(), keys: keys.into() };
+    let found = corpus_problem(documents_of(&file).unwrap_err());
+    assert_eq!(found, ("pile.jsonl".into(), Some(Spot::Line(1)), no_field("text", "`content`, `id`")));
+    let found = corpus_problem(documents_with_field(&file, "id").unwrap_err());
+    let not_text = CorpusProblem::FieldNotText { field: "id".into(), found: "a number" };
+    assert_eq!(found, ("pile.jsonl".into(), Some(Spot::Line(1)), not_text));
     std::fs::write(&file, "{\"content\": \"alpha\"}\n\n{\"id\": 2}\n").unwrap();
-    let err = documents_with_field(&file, "content").unwrap_err().to_string();
-    assert!(err.contains("pile.jsonl:3: the object has no field `content` (its keys: `id`)"), "{err}");
+    let found = corpus_problem(documents_with_field(&file, "content").unwrap_err());
+    assert_eq!(found, ("pile.jsonl".into(), Some(Spot::Line(3)), no_field("content", "`id`")));
 
     // Through the token cache: the field is part of what the cache is built from.
     std::fs::write(&file, "{\"content\": \"alpha\", \"title\": \"A\"}\n{\"content\": \"beta\", \"title\": \"B\"}\n")
@@ -700,45 +739,37 @@ fn token_files_train_as_documents_split_after_end_of_text_with_no_tokenisation()
 #[test]
 fn broken_token_files_are_refused_saying_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
-    let refused = |name: &str, bytes: Vec<u8>| -> String {
+    let refused = |name: &str, bytes: Vec<u8>| -> CorpusProblem {
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).unwrap();
-        let err = match tokenize_corpus(&CorpusSource::files(vec![path]), &Tokenizer::Byte, dir.path()) {
+        match tokenize_corpus(&CorpusSource::files(vec![path]), &Tokenizer::Byte, dir.path()) {
             Ok(_) => panic!("{name} was accepted"),
-            Err(err) => err.to_string(),
-        };
-        assert!(err.contains(name), "the message names the file: {err}");
-        err
+            Err(err) => problem_of(err, name),
+        }
     };
-    let err = refused("odd.bin", vec![1, 0, 2]);
-    assert!(err.contains("3 bytes, an odd number") && err.contains("uint16"), "{err}");
-    let err = refused("empty.bin", Vec::new());
-    assert!(err.contains("no tokens"), "{err}");
-    let err = refused("count.bin", llmc_bytes(1, 10, &[1, 2, 3]));
-    assert!(err.contains("says 10 tokens (20 bytes after the 1024-byte header) but the file has 6 bytes"), "{err}");
-    let err = refused("version.bin", llmc_bytes(3, 1, &[1]));
-    assert!(err.contains("unknown version 3") && err.contains("1, uint16") && err.contains("2, uint32"), "{err}");
+    let layout = CorpusProblem::TokenLayout;
+    assert_eq!(refused("odd.bin", vec![1, 0, 2]), layout(TokenLayoutProblem::OddBytes { bytes: 3 }));
+    assert_eq!(refused("empty.bin", Vec::new()), CorpusProblem::NoTokens);
+    let count = TokenLayoutProblem::CountMismatch { version: 1, count: 10, expected: 20, header: 1024, body: 6 };
+    assert_eq!(refused("count.bin", llmc_bytes(1, 10, &[1, 2, 3])), layout(count));
+    let version = TokenLayoutProblem::UnknownVersion { version: 3 };
+    assert_eq!(refused("version.bin", llmc_bytes(3, 1, &[1])), layout(version));
     let mut short = LLMC_MAGIC.to_le_bytes().to_vec();
     short.extend([1, 0, 0, 0]);
-    let err = refused("short.bin", short);
-    assert!(err.contains("8 bytes, fewer than llm.c's 1024-byte header"), "{err}");
-    let err = refused("gpt2.bin", nanogpt_bytes(&[10, 0, 50256, 11]));
-    assert!(
-        err.contains("token 2 is id 50256, outside the tokenizer's vocabulary of 256 ids")
-            && err.contains("--tokenizer"),
-        "{err}"
-    );
+    let short_header = TokenLayoutProblem::ShortHeader { magic: LLMC_MAGIC, bytes: 8, header: 1024 };
+    assert_eq!(refused("short.bin", short), layout(short_header));
+    let outside = CorpusProblem::TokenOutsideTokenizer { position: 2, id: 50256, vocab_size: 256 };
+    assert_eq!(refused("gpt2.bin", nanogpt_bytes(&[10, 0, 50256, 11])), outside);
 
     // Token files and text are not mixed.
     let (tokens, text) = (dir.path().join("ok.bin"), dir.path().join("notes.txt"));
     std::fs::write(&tokens, nanogpt_bytes(&[1, 0, 2, 0])).unwrap();
     std::fs::write(&text, "some text\n\nmore").unwrap();
-    let err = tokenize_corpus(&CorpusSource::files(vec![text, tokens.clone()]), &Tokenizer::Byte, dir.path())
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("ok.bin is a pre-tokenised token file but") && err.contains("notes.txt is not"), "{err}");
-    let err = documents_of(&tokens).unwrap_err().to_string();
-    assert!(err.contains("ok.bin: a token file"), "{err}");
+    let err = tokenize_corpus(&CorpusSource::files(vec![text.clone(), tokens.clone()]), &Tokenizer::Byte, dir.path())
+        .unwrap_err();
+    let mixed = WholeCorpusProblem::MixedTokensAndText { tokens: tokens.clone(), text };
+    assert_eq!(err, DataError::Whole(mixed));
+    assert_eq!(problem_of(documents_of(&tokens).unwrap_err(), "ok.bin"), CorpusProblem::TokensNotText);
 }
 
 /// Without the `parquet` feature a Parquet file (by its magic, whatever its name) is refused
@@ -753,19 +784,17 @@ fn without_the_parquet_feature_a_parquet_file_is_refused_saying_to_build_with_it
     std::fs::copy(&fixture, &unnamed).unwrap();
     for file in [&fixture, &unnamed] {
         assert_eq!(file_format(file).unwrap(), FileFormat::Parquet, "{}", file.display());
-        let err = documents_of(file).unwrap_err().to_string();
-        assert!(
-            err.contains("a Parquet file, and this build reads no Parquet") && err.contains("--features parquet"),
-            "{err}"
-        );
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert_eq!(problem_of(documents_of(file).unwrap_err(), name), CorpusProblem::NoParquetFeature);
     }
     let shard = dir.path().join("shards/000_00001.parquet");
     std::fs::copy(&fixture, &shard).unwrap();
     assert_eq!(corpus_files(&[dir.path().join("shards")]).unwrap().files, [shard.canonicalize().unwrap()]);
     let err = tokenize_corpus(&CorpusSource::files(vec![dir.path().join("shards")]), &Tokenizer::Byte, dir.path())
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("000_00001.parquet: a Parquet file") && err.contains("--features parquet"), "{err}");
+        .unwrap_err();
+    assert_eq!(problem_of(err, "000_00001.parquet"), CorpusProblem::NoParquetFeature);
+    // The advice, said once in the variant: what to build with.
+    assert!(CorpusProblem::NoParquetFeature.to_string().contains("--features parquet"));
 }
 
 /// A Hugging Face tokenizer.json of a word-level vocabulary, with `</s>` as end-of-text.
@@ -892,16 +921,15 @@ fn each_file_is_read_once_through_link_loops_sibling_links_and_repeats() {
 fn the_null_device_and_pipes_are_refused_saying_what_they_are() {
     let dir = tempfile::tempdir().unwrap();
     let cache_root = dir.path().join("cache");
-    let err = corpus_files(&[PathBuf::from("/dev/null")]).unwrap_err().to_string();
-    assert!(err.contains("/dev/null is the null device, which is always empty") && !err.contains("no such"), "{err}");
+    assert_eq!(problem_of(corpus_files(&[PathBuf::from("/dev/null")]).unwrap_err(), "null"), CorpusProblem::NullDevice);
 
     let fifo = dir.path().join("corpus.txt");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(made.success());
     // Opening the pipe would wait for a writer forever: it must be refused before.
     for paths in [vec![fifo.clone()], vec![dir.path().to_path_buf()]] {
-        let err = tokenize_corpus(&CorpusSource::files(paths), &Tokenizer::Byte, &cache_root).unwrap_err().to_string();
-        assert!(err.contains(&format!("{} is a pipe", fifo.display())) && err.contains("write it to a file"), "{err}");
+        let err = tokenize_corpus(&CorpusSource::files(paths), &Tokenizer::Byte, &cache_root).unwrap_err();
+        assert_eq!(problem_of(err, "corpus.txt"), CorpusProblem::Pipe);
     }
     assert!(!cache_root.exists(), "nothing is left behind");
 }
@@ -940,7 +968,8 @@ fn json_is_decided_by_its_first_character_at_any_size_and_a_byte_order_mark_is_n
     }
     let txt = dir.path().join("c4.txt");
     std::fs::write(&txt, &lines).unwrap();
-    assert!(documents_of(&txt).unwrap_err().to_string().contains("looks like JSON lines"));
+    let problem = problem_of(documents_of(&txt).unwrap_err(), "c4.txt");
+    assert!(matches!(problem, CorpusProblem::LooksLikeJsonLines { .. }), "{problem}");
 }
 
 /// Builds (or opens) the cache at `path` of three documents; true when it was built.
@@ -957,6 +986,14 @@ fn open_or_build_counted(path: &std::path::Path) -> (TokenCache, bool) {
 fn windows_of(cache: TokenCache) -> Vec<Vec<u32>> {
     let set = SequenceDataset::new(Arc::new(cache), &[0, 1, 2], 3);
     (0..set.len()).map(|i| set.get(i).unwrap().tokens).collect()
+}
+
+/// The problem of a token cache error: fails on any other error.
+fn cache_problem(error: DataError) -> CacheProblem {
+    match error {
+        DataError::Cache { problem, .. } => problem,
+        other => panic!("not a token cache problem: {other}"),
+    }
 }
 
 /// Overwrites `bytes.len()` bytes of `path` at `at`, keeping its size.
@@ -977,8 +1014,8 @@ fn a_token_cache_with_damaged_offsets_is_rebuilt_never_used() {
 
     // 8 bytes of offsets.bin overwritten (the second offset): once made `train` panic in packing.
     overwrite(&path.join("offsets.bin"), 8, &[0xff; 8]);
-    let err = TokenCache::open(&path).unwrap_err().to_string();
-    assert!(err.contains("offsets.bin") && err.contains("corrupt"), "{err}");
+    let err = TokenCache::open(&path).unwrap_err();
+    assert!(matches!(cache_problem(err), CacheProblem::Checksum { file: "offsets.bin", error: SumError::Mismatch(_) }));
     let (cache, built) = open_or_build_counted(&path);
     assert!(built, "the damaged cache is rebuilt");
     assert_eq!(windows_of(cache), before);
@@ -987,8 +1024,8 @@ fn a_token_cache_with_damaged_offsets_is_rebuilt_never_used() {
     // Offsets out of order with a checksum that matches them (written over): the offsets are checked too.
     overwrite(&path.join("offsets.bin"), 8, &20u64.to_le_bytes());
     layernorm_scaling::io::write_sum(&path.join("offsets.bin")).unwrap();
-    let err = TokenCache::open(&path).unwrap_err().to_string();
-    assert!(err.contains("offsets.bin") && err.contains("do not rise"), "{err}");
+    let err = TokenCache::open(&path).unwrap_err();
+    assert_eq!(cache_problem(err), CacheProblem::OffsetsNotRising { tokens: 14 });
     let (cache, built) = open_or_build_counted(&path);
     assert!(built);
     assert_eq!(windows_of(cache), before);
@@ -997,8 +1034,8 @@ fn a_token_cache_with_damaged_offsets_is_rebuilt_never_used() {
     for file in ["tokens.bin", "offsets.bin", "meta.json"] {
         std::fs::remove_file(path.join(format!("{file}.sum"))).unwrap();
     }
-    let err = TokenCache::open(&path).unwrap_err().to_string();
-    assert!(err.contains("earlier version"), "{err}");
+    let err = TokenCache::open(&path).unwrap_err();
+    assert_eq!(cache_problem(err), CacheProblem::NoChecksums);
     let (cache, built) = open_or_build_counted(&path);
     assert!(built);
     assert_eq!(windows_of(cache), before);
@@ -1021,8 +1058,8 @@ fn a_token_cache_with_damaged_tokens_is_rebuilt_never_used() {
         *byte ^= 0x5a;
     }
     std::fs::write(&tokens, content).unwrap();
-    let err = TokenCache::open(&path).unwrap_err().to_string();
-    assert!(err.contains("tokens.bin") && err.contains("corrupt"), "{err}");
+    let err = TokenCache::open(&path).unwrap_err();
+    assert!(matches!(cache_problem(err), CacheProblem::Checksum { file: "tokens.bin", error: SumError::Mismatch(_) }));
     let (cache, built) = open_or_build_counted(&path);
     assert!(built, "the damaged cache is rebuilt");
     assert_eq!(windows_of(cache), before);
@@ -1030,8 +1067,8 @@ fn a_token_cache_with_damaged_tokens_is_rebuilt_never_used() {
     // An id above the recorded largest, its checksum written over to match: the ids are checked too.
     overwrite(&tokens, 0, &1000u32.to_le_bytes());
     layernorm_scaling::io::write_sum(&tokens).unwrap();
-    let err = TokenCache::open(&path).unwrap_err().to_string();
-    assert!(err.contains("tokens.bin") && err.contains("id 1000"), "{err}");
+    let err = TokenCache::open(&path).unwrap_err();
+    assert_eq!(cache_problem(err), CacheProblem::TokenAboveMax { position: 0, id: 1000, max_token: 11 });
     let (cache, built) = open_or_build_counted(&path);
     assert!(built);
     assert_eq!(windows_of(cache), before);

@@ -12,7 +12,9 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
 use common::{cpu, expect_error, expect_refusal, finished_run, one_at_a_time, quick, ParamValues};
-use layernorm_scaling::data::{tokenize_corpus, CorpusSource, LmBatcher, SequenceMode, Tokenizer};
+use layernorm_scaling::data::{
+    tokenize_corpus, CorpusSource, DataError, LmBatcher, SequenceMode, SplitProblem, Tokenizer, WholeCorpusProblem,
+};
 use layernorm_scaling::measure::mean_loss;
 use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::{load_run_model, run_of_config_file, RunDirError, TRAIN_CONFIG};
@@ -569,34 +571,42 @@ fn a_validation_corpus_of_its_own_gives_every_run_the_same_tokens() {
     assert_eq!(recorded.eval.valid_data, vec![valid_file.clone()]);
 
     // Bad validation data: clear errors before the run directory is made.
-    let refused = |changed: TrainConfig, expected: &str| {
+    let refused = |changed: TrainConfig| -> DataError {
         let out = dir.path().join("refused");
-        let err = train(&edited(&changed, |c| c.output.out = out.clone()), Start::New, |_| {}).unwrap_err().to_string();
-        assert!(err.contains(expected), "`{err}` should say `{expected}`");
+        let err = train(&edited(&changed, |c| c.output.out = out.clone()), Start::New, |_| {}).unwrap_err();
         assert!(!out.exists(), "nothing is written for `{err}`");
+        match err {
+            Error::Data(err) => err,
+            other => panic!("not a data error: {other}"),
+        }
     };
-    let overlap = "the validation corpus overlaps the training one";
-    refused(edited(&config, |c| c.eval.valid_data = vec![train_file.clone()]), overlap);
-    refused(edited(&config, |c| c.eval.valid_data = vec![dir.path().to_path_buf()]), overlap);
+    let overlap = |valid: PathBuf| match refused(edited(&config, |c| c.eval.valid_data = vec![valid.clone()])) {
+        DataError::Whole(WholeCorpusProblem::ValidationOverlaps { valid: named, train, copy }) => {
+            assert!(named == valid || named.parent() == Some(&*valid), "{}", named.display());
+            (train, copy)
+        }
+        other => panic!("not an overlap: {other}"),
+    };
+    assert_eq!(overlap(train_file.clone()), (train_file.clone(), false));
+    assert_eq!(overlap(dir.path().to_path_buf()), (train_file.clone(), false));
     let copy = dir.path().join("copy.txt");
     std::fs::copy(&train_file, &copy).unwrap();
-    refused(edited(&config, |c| c.eval.valid_data = vec![copy]), "by content (a copy)");
+    assert_eq!(overlap(copy), (train_file.clone(), true));
     let empty = dir.path().join("empty.txt");
     std::fs::write(&empty, "\n\n").unwrap();
-    refused(
-        edited(&config, |c| c.eval.valid_data = vec![empty]),
-        "the validation corpus (--valid-data): the corpus has no text",
-    );
+    let err = refused(edited(&config, |c| c.eval.valid_data = vec![empty]));
+    assert_eq!(err, DataError::Validation(Box::new(DataError::Whole(WholeCorpusProblem::NoText))));
     let short = dir.path().join("short.txt");
     std::fs::write(&short, "too short").unwrap();
-    refused(
-        edited(&config, |c| c.eval.valid_data = vec![short]),
-        "the validation corpus (--valid-data) has 10 tokens, fewer than one sequence of 64 + 1",
-    );
-    refused(
-        edited(&config, |c| c.eval.valid_tokens = Some(10_000_000)),
-        "--valid-tokens 10000000 is more than the validation documents hold",
-    );
+    let err = refused(edited(&config, |c| c.eval.valid_data = vec![short]));
+    let too_short = SplitProblem::CorpusTooShort {
+        what: "the validation corpus (--valid-data)",
+        tokens: 10,
+        short: "fewer than one sequence of 64 + 1".into(),
+    };
+    assert_eq!(err, DataError::Split(too_short));
+    let err = refused(edited(&config, |c| c.eval.valid_tokens = Some(10_000_000)));
+    assert!(matches!(err, DataError::Split(SplitProblem::TooFewValidTokens { asked: 10_000_000, .. })), "{err}");
 }
 
 /// One definition of the validation loss: the mean over exactly the chosen targets, each batch

@@ -17,10 +17,11 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use super::choice_rows::{read_rows, shown, Row};
+use super::choice_file_error::{ChoiceFileError, ChoiceProblem};
+use super::choice_rows::{read_rows, Row};
 use super::ChoiceItem;
 use crate::config_error::ConfigError;
-use crate::data::DataError;
+use crate::data::{Place, Spot};
 
 /// A multiple-choice layout, named as `--choices-format` takes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +90,7 @@ impl FromStr for ChoiceFormat {
 }
 
 /// Reads a multiple-choice file in the format its first row shows (see [`read_choice_file`]).
-pub fn read_choice_items(path: &Path) -> Result<Vec<ChoiceItem>, DataError> {
+pub fn read_choice_items(path: &Path) -> Result<Vec<ChoiceItem>, ChoiceFileError> {
     Ok(read_choice_file(path, None)?.1)
 }
 
@@ -100,18 +101,15 @@ pub fn read_choice_items(path: &Path) -> Result<Vec<ChoiceItem>, DataError> {
 pub fn read_choice_file(
     path: &Path,
     format: Option<ChoiceFormat>,
-) -> Result<(ChoiceFormat, Vec<ChoiceItem>), DataError> {
+) -> Result<(ChoiceFormat, Vec<ChoiceItem>), ChoiceFileError> {
     let rows = read_rows(path)?;
-    let first = rows.first().ok_or_else(|| DataError::Corpus(format!("{}: no question", shown(path))))?;
+    let first = rows.first().ok_or_else(|| ChoiceFileError::new(path, ChoiceProblem::NoQuestion))?;
     let format = match format {
         Some(format) => format,
         None => detect(first)?,
     };
     if first.value.is_array() && format != ChoiceFormat::Mmlu {
-        return Err(DataError::Corpus(format!(
-            "{}: a CSV file is read in the mmlu format only (question, A, B, C, D, answer letter), not {format}",
-            shown(path)
-        )));
+        return Err(ChoiceFileError::new(path, ChoiceProblem::CsvNotMmlu(format)));
     }
     let labels = match format {
         ChoiceFormat::Piqa if first.value.get("label").is_none() => Some(read_piqa_labels(path, &rows)?),
@@ -128,14 +126,14 @@ pub fn read_choice_file(
                 ChoiceFormat::Piqa => piqa_item(&row.value, labels.as_ref().map(|l| l[index])),
                 ChoiceFormat::Mmlu => mmlu_item(&row.value, subject.as_deref()),
             };
-            item.map_err(|what| DataError::Corpus(format!("{}: {what}", row.place)))
+            item.map_err(|what| ChoiceFileError::new(row.place.clone(), ChoiceProblem::NotAnItem(what)))
         })
         .collect::<Result<_, _>>()?;
     Ok((format, items))
 }
 
 /// The format the fields of `row` show, or an error listing each format's fields.
-fn detect(row: &Row) -> Result<ChoiceFormat, DataError> {
+fn detect(row: &Row) -> Result<ChoiceFormat, ChoiceFileError> {
     let has = |key: &str| row.value.get(key).is_some_and(|v| !v.is_null());
     if row.value.is_array() {
         return Ok(ChoiceFormat::Mmlu);
@@ -156,12 +154,7 @@ fn detect(row: &Row) -> Result<ChoiceFormat, DataError> {
         Some(object) => format!("the fields [{}]", object.keys().map(String::as_str).collect::<Vec<_>>().join(", ")),
         None => "no JSON object".to_string(),
     };
-    let expected: Vec<String> = ChoiceFormat::ALL.iter().map(|f| format!("{f}: {}", f.fields())).collect();
-    Err(DataError::Corpus(format!(
-        "{}: {found} match no multiple-choice format; expected one of: {} (or name one with --choices-format)",
-        row.place,
-        expected.join("; ")
-    )))
+    Err(ChoiceFileError::new(row.place.clone(), ChoiceProblem::NoFormat { found }))
 }
 
 /// The string field `key` of `row`, or an error naming the format's fields.
@@ -320,31 +313,26 @@ pub fn piqa_labels_path(path: &Path) -> PathBuf {
 }
 
 /// The labels of an original PIQA file (one 0 or 1 a line), one per row of `rows`.
-fn read_piqa_labels(path: &Path, rows: &[Row]) -> Result<Vec<usize>, DataError> {
+fn read_piqa_labels(path: &Path, rows: &[Row]) -> Result<Vec<usize>, ChoiceFileError> {
     let labels_path = piqa_labels_path(path);
-    let lst = shown(&labels_path);
     let text = std::fs::read_to_string(&labels_path).map_err(|e| {
-        DataError::Corpus(format!(
-            "{}: the PIQA rows have no `label`, so their labels come from {lst} (as the original valid.jsonl's \
-             from valid-labels.lst), which cannot be read: {e}",
-            rows[0].place
-        ))
+        let problem = ChoiceProblem::NoPiqaLabels { labels: labels_path.clone(), error: e.to_string() };
+        ChoiceFileError::new(rows[0].place.clone(), problem)
     })?;
     let lines: Vec<&str> = text.trim_end().lines().collect();
     let mut labels = Vec::with_capacity(lines.len());
     for (index, line) in lines.iter().enumerate() {
         match line.trim().parse::<usize>() {
             Ok(label) if label < 2 => labels.push(label),
-            _ => return Err(DataError::Corpus(format!("{lst}:{}: `{line}` is not a PIQA label (0 or 1)", index + 1))),
+            _ => {
+                let place = Place::at(&labels_path, Spot::Line(index + 1));
+                return Err(ChoiceFileError::new(place, ChoiceProblem::NotPiqaLabel(line.to_string())));
+            }
         }
     }
     if labels.len() != rows.len() {
-        return Err(DataError::Corpus(format!(
-            "{lst} holds {} label(s) but {} holds {} row(s); they pair line by line",
-            labels.len(),
-            shown(path),
-            rows.len()
-        )));
+        let problem = ChoiceProblem::PiqaLabelCount { labels: labels.len(), rows_file: path.into(), rows: rows.len() };
+        return Err(ChoiceFileError::new(labels_path, problem));
     }
     Ok(labels)
 }

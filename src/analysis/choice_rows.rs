@@ -6,25 +6,21 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::data::DataError;
+use super::choice_file_error::{ChoiceFileError, ChoiceProblem};
+use crate::data::{Place, Spot};
 
 /// One row of a file: its fields and where it is, for messages.
 #[derive(Clone, Debug)]
 pub(crate) struct Row {
-    /// `file:line` or `file: row N` (1-based).
-    pub place: String,
+    /// The file, and the line or row (1-based).
+    pub place: Place,
     /// A JSON object for JSON and Parquet rows; a list of strings for CSV rows.
     pub value: Value,
 }
 
-/// The file's name as messages show it.
-pub(crate) fn shown(path: &Path) -> String {
-    path.display().to_string()
-}
-
 /// Every row of `path`, read by its extension: `.csv` (no header: each row a list of strings),
 /// `.parquet`, else JSON (a whole-file array when it starts with `[`, else one object per line).
-pub(crate) fn read_rows(path: &Path) -> Result<Vec<Row>, DataError> {
+pub(crate) fn read_rows(path: &Path) -> Result<Vec<Row>, ChoiceFileError> {
     match extension(path).as_str() {
         "csv" => read_csv(path),
         "parquet" => read_parquet_rows(path),
@@ -37,16 +33,15 @@ pub(crate) fn extension(path: &Path) -> String {
     path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default()
 }
 
-fn read_json(path: &Path) -> Result<Vec<Row>, DataError> {
-    let shown = shown(path);
-    let text = std::fs::read_to_string(path).map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
+fn read_json(path: &Path) -> Result<Vec<Row>, ChoiceFileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| unreadable(path, &e))?;
     if text.trim_start().starts_with('[') {
         let values: Vec<Value> = serde_json::from_str(&text)
-            .map_err(|e| DataError::Corpus(format!("{shown}: not a JSON array of objects: {e}")))?;
+            .map_err(|e| ChoiceFileError::new(path, ChoiceProblem::NotJsonArray(e.to_string())))?;
         return Ok(values
             .into_iter()
             .enumerate()
-            .map(|(i, value)| Row { place: format!("{shown}: row {}", i + 1), value })
+            .map(|(i, value)| Row { place: Place::at(path, Spot::Row(i + 1)), value })
             .collect());
     }
     let mut rows = Vec::new();
@@ -54,57 +49,57 @@ fn read_json(path: &Path) -> Result<Vec<Row>, DataError> {
         if line.trim().is_empty() {
             continue;
         }
-        let place = format!("{shown}:{}", index + 1);
-        let value =
-            serde_json::from_str(line).map_err(|e| DataError::Corpus(format!("{place}: not a JSON object: {e}")))?;
+        let place = Place::at(path, Spot::Line(index + 1));
+        let value = serde_json::from_str(line)
+            .map_err(|e| ChoiceFileError::new(place.clone(), ChoiceProblem::NotJsonObject(e.to_string())))?;
         rows.push(Row { place, value });
     }
     Ok(rows)
 }
 
+/// A file that cannot be read.
+fn unreadable(path: &Path, error: &std::io::Error) -> ChoiceFileError {
+    ChoiceFileError::new(path, ChoiceProblem::Unreadable(error.to_string()))
+}
+
 /// A CSV file without a header, with the standard quoting (a quoted field may hold commas,
 /// newlines and doubled quotes); each row's place is the line it starts on.
-fn read_csv(path: &Path) -> Result<Vec<Row>, DataError> {
-    let shown = shown(path);
+fn read_csv(path: &Path) -> Result<Vec<Row>, ChoiceFileError> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .from_path(path)
-        .map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
+        .map_err(|e| ChoiceFileError::new(path, ChoiceProblem::Unreadable(e.to_string())))?;
     let mut rows = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(|e| match e.position() {
-            Some(position) => DataError::Corpus(format!("{shown}:{}: not CSV: {e}", position.line())),
-            None => DataError::Corpus(format!("{shown}: not CSV: {e}")),
+        let record = record.map_err(|e| {
+            let place = Place { path: path.into(), at: e.position().map(|p| Spot::Line(p.line() as usize)) };
+            ChoiceFileError::new(place, ChoiceProblem::NotCsv(e.to_string()))
         })?;
         let line = record.position().map_or(0, |p| p.line());
         let value = Value::Array(record.iter().map(|field| Value::String(field.to_string())).collect());
-        rows.push(Row { place: format!("{shown}:{line}"), value });
+        rows.push(Row { place: Place::at(path, Spot::Line(line as usize)), value });
     }
     Ok(rows)
 }
 
 #[cfg(not(feature = "parquet"))]
-fn read_parquet_rows(path: &Path) -> Result<Vec<Row>, DataError> {
-    Err(DataError::Corpus(format!(
-        "{}: reading Parquet needs the `parquet` feature of layernorm-scaling (or export the rows as JSON lines)",
-        shown(path)
-    )))
+fn read_parquet_rows(path: &Path) -> Result<Vec<Row>, ChoiceFileError> {
+    Err(ChoiceFileError::new(path, ChoiceProblem::NoParquetFeature))
 }
 
 /// Every row of a Parquet file, as a JSON object (lists and structs nested as JSON).
 #[cfg(feature = "parquet")]
-fn read_parquet_rows(path: &Path) -> Result<Vec<Row>, DataError> {
+fn read_parquet_rows(path: &Path) -> Result<Vec<Row>, ChoiceFileError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
-    let shown = shown(path);
-    let bad = |e: &dyn std::fmt::Display| DataError::Corpus(format!("{shown}: not a readable Parquet file: {e}"));
-    let file = std::fs::File::open(path).map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
+    let bad = |e: &dyn std::fmt::Display| ChoiceFileError::new(path, ChoiceProblem::DamagedParquet(e.to_string()));
+    let file = std::fs::File::open(path).map_err(|e| unreadable(path, &e))?;
     let reader = SerializedFileReader::new(file).map_err(|e| bad(&e))?;
     let mut rows = Vec::new();
     for (index, row) in reader.get_row_iter(None).map_err(|e| bad(&e))?.enumerate() {
         let row = row.map_err(|e| bad(&e))?;
-        rows.push(Row { place: format!("{shown}: row {}", index + 1), value: parquet_row(&row) });
+        rows.push(Row { place: Place::at(path, Spot::Row(index + 1)), value: parquet_row(&row) });
     }
     Ok(rows)
 }

@@ -7,6 +7,7 @@ mod analysis_event;
 mod analysis_request;
 mod angular;
 mod block_influence;
+mod choice_file_error;
 mod choice_layouts;
 mod choice_rows;
 mod comparison;
@@ -40,6 +41,7 @@ pub use analysis_event::AnalysisEvent;
 pub use analysis_request::{AnalysisRequest, ChoiceSet, ModelSource, DEFAULT_ENCODER_SEQUENCES, DEFAULT_SEQ_LEN};
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use block_influence::block_influence;
+pub use choice_file_error::{ChoiceFileError, ChoiceProblem};
 pub use choice_layouts::{hellaswag_preprocess, piqa_labels_path, read_choice_file, read_choice_items, ChoiceFormat};
 pub use comparison::{path_labels, unique_labels, write_comparison, ComparedRun, RunSummary};
 #[cfg(feature = "train")]

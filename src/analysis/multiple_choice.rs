@@ -9,7 +9,7 @@
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor, TensorData};
 
-use crate::data::{DataError, Tokenizer};
+use crate::data::{DataError, Tokenizer, TokenizerProblem};
 use crate::error::Error;
 use crate::model::Llama;
 
@@ -44,7 +44,8 @@ pub fn continuation_log_likelihood(
     skip: &[usize],
 ) -> Result<f64, Error> {
     if context.is_empty() || continuation.is_empty() {
-        return Err(DataError::Corpus("a multiple-choice context or choice encodes to no token".into()).into());
+        let what = "a multiple-choice context or choice".to_string();
+        return Err(DataError::Tokenizer(TokenizerProblem::EncodesToNothing { what }).into());
     }
     let device = model.embed_tokens.weight.device();
     let all: Vec<i64> = context.iter().chain(continuation).map(|&t| t as i64).collect();
@@ -119,8 +120,14 @@ pub fn score_choices(
         for (choice, whole) in item.choices.iter().zip(&wholes) {
             let whole = encode(whole)?;
             let continuation = whole.get(context.len()..).unwrap_or_default();
-            let sum = continuation_log_likelihood(model, &context, continuation, skip)
-                .map_err(|e| DataError::Corpus(format!("question {:?}, choice {choice:?}: {e}", item.question)))?;
+            let sum = continuation_log_likelihood(model, &context, continuation, skip).map_err(|e| match e {
+                // Said with the question and the choice it is about.
+                Error::Data(DataError::Tokenizer(TokenizerProblem::EncodesToNothing { .. })) => {
+                    let what = format!("question {:?}, choice {choice:?}", item.question);
+                    DataError::Tokenizer(TokenizerProblem::EncodesToNothing { what }).into()
+                }
+                other => other,
+            })?;
             sums.push(sum);
         }
         let pick = choice_picks(&sums, &item.choices);

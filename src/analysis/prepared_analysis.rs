@@ -10,7 +10,6 @@ use super::{
     read_choice_file, report_dir, report_labels, write_comparison, AnalysisEvent, AnalysisRequest, ChoiceItem,
     ChoiceSet, ComparedRun, ModelSource, ReportModel,
 };
-use crate::data::DataError;
 use crate::run::RunIdentity;
 use crate::{config_error::ConfigError, error::Error};
 
@@ -255,10 +254,7 @@ fn choice_items(
     notes: &mut Vec<String>,
 ) -> Result<Vec<ChoiceItem>, Error> {
     // Named as the multiple-choice set, not as a corpus.
-    let (format, items) = read_choice_file(&set.path, set.format).map_err(|e| match e {
-        DataError::Corpus(message) => usage(format!("--choices: {message}")),
-        other => other.into(),
-    })?;
+    let (format, items) = read_choice_file(&set.path, set.format).map_err(|e| usage(format!("--choices: {e}")))?;
     if !format.has_acc_norm() {
         notes.push(format!("--choices: {format}'s choices are one letter each, so acc_norm equals acc: read acc"));
     }

@@ -13,7 +13,7 @@ use crate::data::json_lines::{for_each_line, object_keys, read_json_array, read_
 #[cfg(feature = "parquet")]
 use crate::data::parquet::read_parquet;
 use crate::data::token_file::is_token_file;
-use crate::data::DataError;
+use crate::data::{CorpusProblem, DataError, NotParquet};
 
 /// The names a folder's corpus files end with (lowercase).
 const CORPUS_ENDINGS: [&str; 8] = [".txt", ".md", ".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet", ".bin"];
@@ -60,22 +60,15 @@ pub struct CorpusFiles {
 pub fn corpus_files(paths: &[PathBuf]) -> Result<CorpusFiles, DataError> {
     let mut walk = Walk::default();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => DataError::Corpus(format!("{}: no such file or folder", path.display())),
-            _ => DataError::Corpus(format!("{}: {e}", path.display())),
-        })?;
+        let meta = std::fs::metadata(path).map_err(|e| DataError::unreadable(path, &e))?;
         if !meta.is_dir() {
             walk.file(path, &meta)?;
             continue;
         }
         let found = walk.found;
         if walk.dir(path)? && walk.found == found {
-            return Err(DataError::Corpus(format!(
-                "{}: the folder has no corpus file (none named {}; hidden files and folders, such as \
-                 `.cache/`, are skipped): give the files, or a folder that holds them",
-                path.display(),
-                CORPUS_ENDINGS.join(", ")
-            )));
+            let endings = CORPUS_ENDINGS.join(", ");
+            return Err(DataError::corpus(path, CorpusProblem::EmptyFolder { endings }));
         }
     }
     Ok(walk.listing)
@@ -94,7 +87,7 @@ struct Walk {
 impl Walk {
     /// Whether `path` is reached for the first time; a second time is recorded as skipped.
     fn first_visit(&mut self, path: &Path, kind: &str) -> Result<bool, DataError> {
-        let real = file_identity(path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
+        let real = file_identity(path).map_err(|e| DataError::unreadable(path, &e))?;
         if let Some(first) = self.seen.get(&real) {
             self.listing.skipped.push(format!(
                 "{}: skipped, the same {kind} as {} (each is read once)",
@@ -122,7 +115,7 @@ impl Walk {
         if !self.first_visit(dir, "folder")? {
             return Ok(false);
         }
-        let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", dir.display()));
+        let io = |e: std::io::Error| DataError::unreadable(dir, &e);
         let mut entries: Vec<PathBuf> =
             std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>().map_err(io)?;
         entries.sort();
@@ -131,7 +124,7 @@ impl Walk {
             if name.starts_with('.') {
                 continue;
             }
-            let meta = std::fs::metadata(&path).map_err(|e| DataError::Corpus(format!("{}: {e}", path.display())))?;
+            let meta = std::fs::metadata(&path).map_err(|e| DataError::unreadable(&path, &e))?;
             // A run trained into a folder of its own corpus must not become corpus of the next run.
             if meta.is_dir() && crate::io::is_output_folder(&path) {
                 self.listing.skipped.push(format!(
@@ -173,16 +166,14 @@ fn refuse_special(path: &Path, meta: &Metadata) -> Result<(), DataError> {
     if meta.is_file() {
         return Ok(());
     }
-    let what = if std::fs::canonicalize(path).is_ok_and(|real| real == Path::new("/dev/null")) {
-        "is the null device, which is always empty: there is no document to train on; give files or folders that \
-         hold the corpus (or no --data for the built-in corpus)"
+    let problem = if std::fs::canonicalize(path).is_ok_and(|real| real == Path::new("/dev/null")) {
+        CorpusProblem::NullDevice
     } else if is_fifo(meta) {
-        "is a pipe (a FIFO, such as `<(...)` gives), not a file: a corpus is read more than once (checksummed for \
-         the token cache, then tokenised) and a pipe only once; write it to a file (`... > corpus.txt`) and give that"
+        CorpusProblem::Pipe
     } else {
-        "is a device or a socket, not a regular file: give files or folders that hold the corpus"
+        CorpusProblem::Device
     };
-    Err(DataError::Corpus(format!("{} {what}", path.display())))
+    Err(DataError::corpus(path, problem))
 }
 
 #[cfg(unix)]
@@ -202,7 +193,7 @@ fn lowercase_name(path: &Path) -> String {
 /// The file, buffered, its first bytes read (in [`BufReader::buffer`]); the bytes read from the
 /// disk are added to `count`.
 fn open_raw(file: &Path, count: &Arc<AtomicU64>) -> Result<BufReader<Counted<File>>, DataError> {
-    let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
+    let io = |e: std::io::Error| DataError::unreadable(file, &e);
     let mut raw = BufReader::new(Counted { inner: File::open(file).map_err(io)?, count: count.clone() });
     raw.fill_buf().map_err(io)?;
     Ok(raw)
@@ -216,23 +207,12 @@ fn open(file: &Path, count: &Arc<AtomicU64>, trailing: &TrailingBytes) -> Result
     let named_gz = lowercase_name(file).ends_with(".gz");
     let gzip = raw.buffer().starts_with(GZIP_MAGIC);
     if named_gz && !gzip {
-        let what = if raw.buffer().is_empty() {
-            "it is empty (0 bytes; an interrupted download?): download it again".to_string()
-        } else {
-            "it does not start with gzip's bytes (1f 8b), so it is not gzip-compressed: rename it without .gz if it \
-             holds the text itself, or download it again"
-                .to_string()
-        };
-        return Err(DataError::Corpus(format!("{}: named .gz but {what}", file.display())));
+        return Err(DataError::corpus(file, CorpusProblem::NotGzip { empty: raw.buffer().is_empty() }));
     }
     let mut content: Box<dyn Read> =
         if gzip { Box::new(GzipMembers::new(raw, trailing.clone())) } else { Box::new(raw) };
     let mut head = Vec::with_capacity(UTF8_BOM.len());
-    content
-        .by_ref()
-        .take(UTF8_BOM.len() as u64)
-        .read_to_end(&mut head)
-        .map_err(|e| DataError::Corpus(format!("{}: {e}", file.display())))?;
+    content.by_ref().take(UTF8_BOM.len() as u64).read_to_end(&mut head).map_err(|e| DataError::unreadable(file, &e))?;
     if head == UTF8_BOM {
         head.clear();
     }
@@ -279,20 +259,17 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
         return Ok(FileFormat::Parquet);
     }
     if name.ends_with(".parquet") {
-        let lfs = if head.buffer().starts_with(b"version https://git-lfs") {
-            "it is a Git LFS pointer: fetch the file itself (`git lfs pull`, or `huggingface-cli download`)"
+        let why = if head.buffer().starts_with(b"version https://git-lfs") {
+            NotParquet::LfsPointer
         } else if head.buffer().is_empty() {
-            "it is empty (0 bytes; an interrupted download?): download it again"
+            NotParquet::Empty
         } else {
-            "the file is damaged or not Parquet: download it again"
+            NotParquet::Damaged
         };
-        return Err(DataError::Corpus(format!(
-            "{}: named .parquet but does not start with Parquet's `PAR1`; {lfs}",
-            file.display()
-        )));
+        return Err(DataError::corpus(file, CorpusProblem::NotParquet { why }));
     }
     let name = name.strip_suffix(".gz").unwrap_or(&name);
-    let io = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
+    let io = |e: std::io::Error| DataError::unreadable(file, &e);
     let mut content = open(file, &uncounted, &TrailingBytes::default())?;
     let first = first_byte(&mut content).map_err(io)?;
     if name.ends_with(".txt") || name.ends_with(".md") {
@@ -301,13 +278,7 @@ pub fn file_format(file: &Path) -> Result<FileFormat, DataError> {
             content.read_until(b'\n', &mut line).map_err(io)?;
         }
         if let Some(keys) = object_keys(&String::from_utf8_lossy(&line)) {
-            return Err(DataError::Corpus(format!(
-                "{}: looks like JSON lines, not text: its first line is a JSON object (keys {}); name it .jsonl \
-                 (.jsonl.gz when compressed) to train on one field of each line (`text`, or the one --text-field \
-                 names)",
-                file.display(),
-                show_names(&keys)
-            )));
+            return Err(DataError::corpus(file, CorpusProblem::LooksLikeJsonLines { keys: show_names(&keys) }));
         }
         return Ok(FileFormat::Text);
     }
@@ -348,37 +319,30 @@ pub fn read_documents_counting(
     warn: &mut dyn FnMut(String),
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
-    let shown = file.display().to_string();
     // A file read as JSON for its first character, not its name, may be text after all.
     let by_content = |error: DataError| match error {
-        DataError::Corpus(message) if !named_json(lowercase_name(file).trim_end_matches(".gz")) => {
-            DataError::Corpus(format!(
-                "{message} (read as JSON because its first character is `{{` or `[`; if the file is text, name it \
-                 .txt)"
-            ))
+        DataError::Corpus { place, problem } if !named_json(lowercase_name(file).trim_end_matches(".gz")) => {
+            DataError::Corpus { place, problem: CorpusProblem::JsonByContent(Box::new(problem)) }
         }
         other => other,
     };
     let trailing = TrailingBytes::default();
     match file_format(file)? {
         FileFormat::JsonLines => {
-            read_json_lines(open(file, read, &trailing)?, &shown, text_field, each).map_err(by_content)?
+            read_json_lines(open(file, read, &trailing)?, file, text_field, each).map_err(by_content)?
         }
         FileFormat::JsonArray => {
-            read_json_array(open(file, read, &trailing)?, &shown, text_field, each).map_err(by_content)?
+            read_json_array(open(file, read, &trailing)?, file, text_field, each).map_err(by_content)?
         }
-        FileFormat::Text => read_paragraphs(open(file, read, &trailing)?, &shown, each)?,
-        FileFormat::Parquet => read_parquet(file, &shown, text_field, each)?,
-        FileFormat::Tokens => {
-            return Err(DataError::Corpus(format!(
-                "{shown}: a token file (already tokenised) holds no text documents; train on it with --data"
-            )))
-        }
+        FileFormat::Text => read_paragraphs(open(file, read, &trailing)?, file, each)?,
+        FileFormat::Parquet => read_parquet(file, text_field, each)?,
+        FileFormat::Tokens => return Err(DataError::corpus(file, CorpusProblem::TokensNotText)),
     }
     if let Some((at, count)) = trailing.get() {
         warn(format!(
-            "{shown}: {count} trailing byte{} after the gzip data at offset {at} ignored (as `gzip -d` ignores \
+            "{}: {count} trailing byte{} after the gzip data at offset {at} ignored (as `gzip -d` ignores \
              trailing garbage); the documents before them are read",
+            file.display(),
             if count == 1 { "" } else { "s" }
         ));
     }
@@ -388,25 +352,21 @@ pub fn read_documents_counting(
 /// Without the `parquet` feature: the error that says how to read Parquet.
 #[cfg(not(feature = "parquet"))]
 fn read_parquet(
-    _file: &Path,
-    shown: &str,
+    file: &Path,
     _column: &str,
     _each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
-    Err(DataError::Corpus(format!(
-        "{shown}: a Parquet file, and this build reads no Parquet: build with the `parquet` feature \
-         (`cargo run --release --features parquet --example train -- ...`)"
-    )))
+    Err(DataError::corpus(file, CorpusProblem::NoParquetFeature))
 }
 
 /// Text: one document per paragraph (lines up to a blank line).
 fn read_paragraphs(
     reader: impl BufRead,
-    shown: &str,
+    file: &Path,
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let mut paragraph = String::new();
-    for_each_line(reader, shown, &mut |_, line| {
+    for_each_line(reader, file, &mut |_, line| {
         if line.trim().is_empty() {
             if !paragraph.is_empty() {
                 each(&paragraph)?;

@@ -1,12 +1,12 @@
 //! JSON corpora: JSON lines (one object per line, C4's and most datasets' layout) and a JSON
 //! array of objects; each object is one document, its text in one string field (`--text-field`).
 
-use std::fmt::Display;
 use std::io::BufRead;
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::data::DataError;
+use crate::data::{CorpusProblem, DataError, JsonHint, Place, Spot};
 
 /// The field that holds a document's text unless `--text-field` says otherwise.
 pub const DEFAULT_TEXT_FIELD: &str = "text";
@@ -27,112 +27,89 @@ pub fn show_names<'a>(names: impl IntoIterator<Item = &'a String>) -> String {
 }
 
 /// Calls `each` with every line of `reader` (without its line end) and its number, from 1. A
-/// read that fails (the disk, or damaged gzip data) is an error naming `shown`; a line that is
+/// read that fails (the disk, or damaged gzip data) is an error naming `file`; a line that is
 /// not UTF-8 text one naming the line and the byte.
 pub(crate) fn for_each_line(
     mut reader: impl BufRead,
-    shown: &str,
+    file: &Path,
     each: &mut dyn FnMut(usize, &str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let mut bytes = Vec::new();
     for number in 1.. {
         bytes.clear();
-        if reader.read_until(b'\n', &mut bytes).map_err(|e| DataError::Corpus(format!("{shown}: {e}")))? == 0 {
+        if reader.read_until(b'\n', &mut bytes).map_err(|e| DataError::unreadable(file, &e))? == 0 {
             break;
         }
         let end = bytes.len() - usize::from(bytes.ends_with(b"\n")) - usize::from(bytes.ends_with(b"\r\n"));
         let line = std::str::from_utf8(&bytes[..end]).map_err(|e| {
-            DataError::Corpus(format!(
-                "{shown}:{number}: not UTF-8 text (byte {} of the line is not UTF-8); save the file as UTF-8",
-                e.valid_up_to() + 1
-            ))
+            DataError::corpus(Place::at(file, Spot::Line(number)), CorpusProblem::NotUtf8 { byte: e.valid_up_to() + 1 })
         })?;
         each(number, line)?;
     }
     Ok(())
 }
 
-/// Calls `each` with the `field` of every line's object; blank lines are skipped. `shown` names
-/// the file in errors, with the line number.
+/// Calls `each` with the `field` of every line's object; blank lines are skipped. `file` is
+/// named in errors, with the line number.
 pub fn read_json_lines(
     reader: impl BufRead,
-    shown: &str,
+    file: &Path,
     field: &str,
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
-    for_each_line(reader, shown, &mut |number, line| {
+    for_each_line(reader, file, &mut |number, line| {
         if line.trim().is_empty() {
             return Ok(());
         }
-        let place = format!("{shown}:{number}");
+        let place = Place::at(file, Spot::Line(number));
         let value: Value = serde_json::from_str(line).map_err(|e| {
             // An object cut at the line's end: one written over several lines (pretty-printed).
             let hint = if line.trim_start().starts_with('[') {
-                "; this looks like a JSON array: a file of JSON lines holds one object per line, an array of \
-                 objects goes in a file named .json"
-            } else if e.is_eof() {
-                "; this looks like an object written over several lines: a JSON corpus file holds one object per \
-                 line (JSON lines), or one array of objects (`[{...}, {...}]`) in a file named .json"
+                Some(JsonHint::Array)
             } else {
-                ""
+                e.is_eof().then_some(JsonHint::SeveralLines)
             };
-            DataError::Corpus(format!(
-                "{place}: not a JSON object (a JSON-lines file holds one object per line): {e}{hint}"
-            ))
+            DataError::corpus(place.clone(), CorpusProblem::NotJsonLine { error: e.to_string(), hint })
         })?;
         let Value::Object(object) = value else {
-            return Err(DataError::Corpus(format!(
-                "{place}: not a JSON object (a JSON-lines file holds one object per line) but {}",
-                kind(&value)
-            )));
+            return Err(DataError::corpus(place, CorpusProblem::LineNotAnObject { found: kind(&value) }));
         };
-        each(text_of(&object, field, &place)?)
+        each(text_of(&object, field, place)?)
     })
 }
 
 /// Calls `each` with the `field` of every object of a JSON array (the whole file is parsed).
 pub fn read_json_array(
     reader: impl BufRead,
-    shown: &str,
+    file: &Path,
     field: &str,
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
     let items: Vec<Value> = serde_json::from_reader(reader).map_err(|e| {
         if e.is_io() {
             // Not the JSON's fault: the disk's, or the gzip data's around it.
-            return DataError::Corpus(format!("{shown}: {e}"));
+            return DataError::corpus(file, CorpusProblem::Unreadable(e.to_string()));
         }
-        let cut =
-            if e.is_eof() { "; the file ends inside the array: it was cut short (download it again)" } else { "" };
-        DataError::Corpus(format!(
-            "{shown}: not a JSON array of objects ({e}){cut}; a JSON corpus file holds JSON lines (one object per \
-             line) or one array of objects"
-        ))
+        DataError::corpus(file, CorpusProblem::NotJsonArray { error: e.to_string(), cut_short: e.is_eof() })
     })?;
     for (index, item) in items.iter().enumerate() {
-        let place = format!("{shown}: array item {}", index + 1);
+        let place = Place::at(file, Spot::ArrayItem(index + 1));
         let Value::Object(object) = item else {
-            return Err(DataError::Corpus(format!("{place} is {}, not a JSON object", kind(item))));
+            return Err(DataError::corpus(place, CorpusProblem::ItemNotAnObject { found: kind(item) }));
         };
-        each(text_of(object, field, &place)?)?;
+        each(text_of(object, field, place)?)?;
     }
     Ok(())
 }
 
 /// The string `field` of `object`; `place` names the object in errors.
-fn text_of<'a>(object: &'a Map<String, Value>, field: &str, place: &dyn Display) -> Result<&'a str, DataError> {
-    match object.get(field) {
-        Some(Value::String(text)) => Ok(text),
-        Some(other) => Err(DataError::Corpus(format!(
-            "{place}: the field `{field}` is {}, not a string of text; choose the text field with --text-field",
-            kind(other)
-        ))),
-        None => Err(DataError::Corpus(format!(
-            "{place}: the object has no field `{field}` (its keys: {}); choose the field that holds the text with \
-             --text-field",
-            show_names(object.keys())
-        ))),
-    }
+fn text_of<'a>(object: &'a Map<String, Value>, field: &str, place: Place) -> Result<&'a str, DataError> {
+    let problem = match object.get(field) {
+        Some(Value::String(text)) => return Ok(text),
+        Some(other) => CorpusProblem::FieldNotText { field: field.into(), found: kind(other) },
+        None => CorpusProblem::NoField { field: field.into(), keys: show_names(object.keys()) },
+    };
+    Err(DataError::corpus(place, problem))
 }
 
 /// What a JSON value is, for messages.

@@ -6,6 +6,7 @@
 mod batch;
 mod byte_readers;
 mod corpus;
+mod data_error;
 mod json_lines;
 #[cfg(feature = "parquet")]
 mod parquet;
@@ -21,6 +22,10 @@ use std::sync::Arc;
 
 pub use batch::{LmBatch, LmBatcher};
 pub use corpus::{corpus_files, file_format, read_documents, read_documents_counting, CorpusFiles, FileFormat};
+pub use data_error::{
+    CacheProblem, CorpusProblem, DataError, JsonHint, NotParquet, Place, SplitProblem, Spot, TokenLayoutProblem,
+    TokenizerProblem, WholeCorpusProblem,
+};
 pub use json_lines::DEFAULT_TEXT_FIELD;
 pub use sequences::{split_documents, SequenceDataset, SequenceMode, TokenWindow};
 pub use synthetic::builtin_documents;
@@ -28,35 +33,6 @@ pub use token_cache::{stable_hash, CacheMeta, CacheWriter, TokenCache};
 pub use token_file::{is_token_file, TokenFile, TokenLayout, LLMC_MAGIC};
 pub use tokenizer::Tokenizer;
 pub use tokenizing::TokenizeProgress;
-
-/// What went wrong with the data, said so that the user knows what to fix.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum DataError {
-    /// A tokenizer that cannot be loaded or used.
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
-    /// A corpus file or folder that cannot be read.
-    #[error("corpus: {0}")]
-    Corpus(String),
-    /// The token cache cannot be written or read.
-    #[error("token cache: {0}")]
-    Cache(String),
-    /// The corpus is too small for the requested split or sequence length.
-    #[error("data split: {0}")]
-    Split(String),
-}
-
-impl DataError {
-    /// The same error, its message prefixed with `what` (the data it is about).
-    pub fn about(self, what: &str) -> Self {
-        match self {
-            DataError::Tokenizer(m) => DataError::Tokenizer(format!("{what}: {m}")),
-            DataError::Corpus(m) => DataError::Corpus(format!("{what}: {m}")),
-            DataError::Cache(m) => DataError::Cache(format!("{what}: {m}")),
-            DataError::Split(m) => DataError::Split(format!("{what}: {m}")),
-        }
-    }
-}
 
 /// Where the training text comes from.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,8 +81,7 @@ fn corpus_key(source: &CorpusSource, tokenizer: &Tokenizer) -> Result<(String, C
             refuse_mixed(&listing.files)?;
             let mut places = String::new();
             for file in &listing.files {
-                let unreadable = |e: std::io::Error| DataError::Corpus(format!("{}: {e}", file.display()));
-                let (checksum, len) = crate::io::file_crc32(file).map_err(unreadable)?;
+                let (checksum, len) = crate::io::file_crc32(file).map_err(|e| DataError::unreadable(file, &e))?;
                 let absolute = std::fs::canonicalize(file).unwrap_or_else(|_| file.clone());
                 key.push_str(&format!(";{len}:crc32={checksum:08x}"));
                 places.push_str(&format!(";{}", absolute.display()));
@@ -183,9 +158,7 @@ fn build_cache(
         read_warnings = tokenizing::write_tokens(writer, files, source, tokenizer, progress)?;
         // A file rewritten while it was read would leave tokens under the old content's key.
         if corpus_key(source, tokenizer)?.0 != *key {
-            return Err(DataError::Corpus(
-                "a data file changed while it was being tokenised: run again once the data is written".into(),
-            ));
+            return Err(DataError::Whole(WholeCorpusProblem::ChangedWhileRead));
         }
         Ok(())
     })?;
@@ -197,12 +170,9 @@ fn build_cache(
 fn refuse_mixed(files: &[PathBuf]) -> Result<(), DataError> {
     let tokens = files.iter().find(|file| is_token_file(file));
     match (tokens, files.iter().find(|file| !is_token_file(file))) {
-        (Some(tokens), Some(text)) => Err(DataError::Corpus(format!(
-            "{} is a pre-tokenised token file but {} is not: a corpus is either text (tokenised here) or token \
-             files, not both; give --data only the .bin files or only the others",
-            tokens.display(),
-            text.display()
-        ))),
+        (Some(tokens), Some(text)) => {
+            Err(DataError::Whole(WholeCorpusProblem::MixedTokensAndText { tokens: tokens.clone(), text: text.clone() }))
+        }
         _ => Ok(()),
     }
 }
@@ -221,14 +191,14 @@ pub fn train_valid_datasets(
     let train = SequenceDataset::with_mode(cache.clone(), &train_docs, seq_len, mode);
     let valid = SequenceDataset::with_mode(cache, &valid_docs, seq_len, mode);
     // The fraction moves documents between the splits: the advice fits the split that is short.
-    for (name, set, fraction) in [("training", &train, "smaller"), ("validation", &valid, "larger")] {
+    for (split, set) in [("training", &train), ("validation", &valid)] {
         if set.is_empty() {
-            return Err(DataError::Split(format!(
-                "the {name} split has {} tokens, fewer than one sequence of {} + 1; use more data, a shorter \
-                 --seq-len or a {fraction} --valid-fraction (now {valid_fraction})",
-                set.n_tokens(),
-                seq_len
-            )));
+            return Err(DataError::Split(SplitProblem::SplitTooShort {
+                split,
+                tokens: set.n_tokens(),
+                seq_len,
+                valid_fraction,
+            }));
         }
     }
     Ok((train, valid))

@@ -16,32 +16,33 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::schema::types::{SchemaDescriptor, Type};
 
 use crate::data::json_lines::show_names;
-use crate::data::DataError;
+use crate::data::{CorpusProblem, DataError, Place, Spot};
 
 /// Rows decoded at a time (their texts are held until each has been passed on).
 const BATCH_ROWS: usize = 1024;
 
 /// Calls `each` with the text of every row of the Parquet file `file` whose `column` is not null,
-/// in order. `shown` names the file in errors.
+/// in order.
 pub fn read_parquet(
     file: &Path,
-    shown: &str,
     column: &str,
     each: &mut dyn FnMut(&str) -> Result<(), DataError>,
 ) -> Result<(), DataError> {
-    let opened = File::open(file).map_err(|e| DataError::Corpus(format!("{shown}: {e}")))?;
-    let reader = SerializedFileReader::new(opened).map_err(|e| damaged(shown, "", &e))?;
-    let index = text_column(reader.metadata().file_metadata().schema_descr(), shown, column)?;
+    let opened = File::open(file).map_err(|e| DataError::unreadable(file, &e))?;
+    let reader = SerializedFileReader::new(opened).map_err(|e| damaged(file.into(), &e))?;
+    let problem = |problem| DataError::corpus(file, problem);
+    let index = text_column(reader.metadata().file_metadata().schema_descr(), column).map_err(problem)?;
     let groups = reader.num_row_groups();
     let (mut texts, mut levels) = (Vec::new(), Vec::new());
     for group in 0..groups {
-        let place = format!(", row group {} of {groups}", group + 1);
+        let place = Place::at(file, Spot::RowGroup { group: group + 1, of: groups });
         let column_reader = reader
             .get_row_group(group)
             .and_then(|row_group| row_group.get_column_reader(index))
-            .map_err(|e| damaged(shown, &place, &e))?;
+            .map_err(|e| damaged(place.clone(), &e))?;
         let ColumnReader::ByteArrayColumnReader(mut values) = column_reader else {
-            return Err(DataError::Corpus(format!("{shown}{place}: the column `{column}` is not a string column")));
+            let kind = "another physical type".to_string();
+            return Err(DataError::corpus(place, CorpusProblem::NotStringColumn { column: column.into(), kind }));
         };
         loop {
             texts.clear();
@@ -49,15 +50,14 @@ pub fn read_parquet(
             // `texts` receives the non-null values only: a null row has a level and no value.
             let (rows, _, _) = values
                 .read_records(BATCH_ROWS, Some(&mut levels), None, &mut texts)
-                .map_err(|e| damaged(shown, &place, &e))?;
+                .map_err(|e| damaged(place.clone(), &e))?;
             if rows == 0 {
                 break;
             }
             for text in &texts {
                 let text = text.as_utf8().map_err(|e| {
-                    DataError::Corpus(format!(
-                        "{shown}{place}: a value of the string column `{column}` is not UTF-8 ({e})"
-                    ))
+                    let problem = CorpusProblem::ValueNotUtf8 { column: column.into(), error: e.to_string() };
+                    DataError::corpus(place.clone(), problem)
                 })?;
                 each(text)?;
             }
@@ -66,38 +66,27 @@ pub fn read_parquet(
     Ok(())
 }
 
-/// The leaf index of the top-level string column `column`, or an error saying what the file has.
-fn text_column(schema: &SchemaDescriptor, shown: &str, column: &str) -> Result<usize, DataError> {
+/// The leaf index of the top-level string column `column`, or what the file has instead.
+fn text_column(schema: &SchemaDescriptor, column: &str) -> Result<usize, CorpusProblem> {
     let fields = schema.root_schema().get_fields();
-    let choose = "choose the column that holds the text with --text-field";
     let Some(field) = fields.iter().find(|field| field.name() == column) else {
         let names: Vec<String> = fields.iter().map(|field| field.name().to_string()).collect();
-        return Err(DataError::Corpus(format!(
-            "{shown}: the Parquet file has no column `{column}` (its columns: {}); {choose}",
-            show_names(&names)
-        )));
+        return Err(CorpusProblem::NoColumn { column: column.into(), columns: show_names(&names) });
     };
     let info = field.get_basic_info();
     if field.is_group() || info.repetition() == Repetition::REPEATED {
-        return Err(DataError::Corpus(format!(
-            "{shown}: the column `{column}` is nested ({}), not a string column; only top-level string columns are \
-             read: {choose}",
-            nested_kind(field)
-        )));
+        return Err(CorpusProblem::NestedColumn { column: column.into(), kind: nested_kind(field) });
     }
     let string =
         matches!(info.logical_type_ref(), Some(LogicalType::String)) || info.converted_type() == ConvertedType::UTF8;
     if field.get_physical_type() != PhysicalType::BYTE_ARRAY || !string {
-        return Err(DataError::Corpus(format!(
-            "{shown}: the column `{column}` holds {}, not strings; {choose}",
-            primitive_kind(field)
-        )));
+        return Err(CorpusProblem::NotStringColumn { column: column.into(), kind: primitive_kind(field) });
     }
-    schema.columns().iter().position(|leaf| leaf.path().parts() == [column]).ok_or_else(|| {
-        DataError::Corpus(format!(
-            "{shown}: the column `{column}` is in the schema but has no data; the file is damaged"
-        ))
-    })
+    schema
+        .columns()
+        .iter()
+        .position(|leaf| leaf.path().parts() == [column])
+        .ok_or_else(|| CorpusProblem::ColumnWithoutData { column: column.into() })
 }
 
 /// What a nested column is, for messages.
@@ -123,10 +112,7 @@ fn primitive_kind(field: &Type) -> String {
     }
 }
 
-/// A file the reader cannot decode (`place` says where in it), with what to do.
-fn damaged(shown: &str, place: &str, error: &ParquetError) -> DataError {
-    DataError::Corpus(format!(
-        "{shown}{place}: not a readable Parquet file ({error}); it is truncated or damaged (an interrupted \
-         download?): download it again"
-    ))
+/// A file the reader cannot decode at `place`.
+fn damaged(place: Place, error: &ParquetError) -> DataError {
+    DataError::corpus(place, CorpusProblem::DamagedParquet { error: error.to_string() })
 }

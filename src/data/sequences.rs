@@ -7,7 +7,7 @@ use burn::data::dataset::{Dataset, DatasetError};
 use serde::{Deserialize, Serialize};
 
 use super::token_cache::TokenCache;
-use super::DataError;
+use super::{DataError, SplitProblem};
 use crate::seed::splitmix64;
 
 /// One training sequence: `seq_len + 1` tokens (inputs are the first `seq_len`, targets the last),
@@ -63,13 +63,10 @@ impl SequenceMode {
 /// stable and independent of the documents' order. Both sets are non-empty.
 pub fn split_documents(n_docs: usize, valid_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>), DataError> {
     if !(valid_fraction > 0.0 && valid_fraction < 1.0) {
-        return Err(DataError::Split(format!("the validation fraction must be in (0, 1), got {valid_fraction}")));
+        return Err(DataError::Split(SplitProblem::BadFraction(valid_fraction)));
     }
     if n_docs < 2 {
-        return Err(DataError::Split(format!(
-            "the corpus has {n_docs} document(s); a train/validation split needs at least 2 \
-             (text files are split into documents at blank lines, token files after each end-of-text token)"
-        )));
+        return Err(DataError::Split(SplitProblem::TooFewDocuments(n_docs)));
     }
     let unit = |doc: usize| (splitmix64(seed ^ splitmix64(doc as u64)) >> 11) as f64 / (1u64 << 53) as f64;
     let (mut valid, mut train): (Vec<usize>, Vec<usize>) = (0..n_docs).partition(|&doc| unit(doc) < valid_fraction);
@@ -164,12 +161,12 @@ impl SequenceDataset {
     pub fn holding_targets(mut self, targets: u64) -> Result<Self, DataError> {
         let available = self.n_targets();
         if targets > available {
-            return Err(DataError::Split(format!(
-                "--valid-tokens {targets} is more than the validation documents hold: {available} target tokens in {} \
-                 sequences of {}; lower --valid-tokens, or give more validation data",
-                self.len(),
-                self.seq_len
-            )));
+            return Err(DataError::Split(SplitProblem::TooFewValidTokens {
+                asked: targets,
+                available,
+                sequences: self.len(),
+                seq_len: self.seq_len,
+            }));
         }
         let keep = match self.mode {
             SequenceMode::Pack => targets.div_ceil(self.seq_len as u64) as usize,

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::data::token_file::TokenFile;
-use crate::data::{DataError, Tokenizer};
+use crate::data::{CacheProblem, CorpusProblem, DataError, Tokenizer, WholeCorpusProblem};
 
 /// What a cache holds and what it was built from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +49,8 @@ pub struct TokenCache {
 
 /// Writes documents into a cache being built.
 pub struct CacheWriter {
+    /// The cache's folder, for errors.
+    dir: PathBuf,
     tokens: BufWriter<File>,
     offsets: Vec<u64>,
     eot: u32,
@@ -58,7 +60,7 @@ pub struct CacheWriter {
 impl CacheWriter {
     /// Appends one document's tokens and the end-of-text token.
     pub fn push(&mut self, tokens: &[u32]) -> Result<(), DataError> {
-        let io = |e: std::io::Error| DataError::Cache(e.to_string());
+        let io = |e: std::io::Error| cache_io(&self.dir, &e);
         for &token in tokens.iter().chain(std::iter::once(&self.eot)) {
             self.tokens.write_all(&token.to_le_bytes()).map_err(io)?;
             self.max_token = self.max_token.max(token);
@@ -117,7 +119,7 @@ impl TokenCache {
                 Err(e) => warnings.push(format!("{e}; rebuilding the cache (tokenising the data again)")),
             }
         }
-        let io = |e: std::io::Error| DataError::Cache(format!("{}: {e}", dir.display()));
+        let io = |e: std::io::Error| cache_io(dir, &e);
         let parent = dir.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(io)?;
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -128,19 +130,20 @@ impl TokenCache {
         std::fs::create_dir_all(&tmp).map_err(io)?;
         let result = (|| {
             let file = File::create(tmp.join("tokens.bin")).map_err(io)?;
-            let mut writer = CacheWriter { tokens: BufWriter::new(file), offsets: vec![0], eot, max_token: eot };
+            let tokens = BufWriter::new(file);
+            let mut writer = CacheWriter { dir: dir.to_path_buf(), tokens, offsets: vec![0], eot, max_token: eot };
             fill(&mut writer)?;
             let n_docs = writer.offsets.len() - 1;
             let n_tokens = *writer.offsets.last().unwrap_or(&0);
             if n_docs == 0 {
-                return Err(DataError::Corpus("the corpus has no text (no non-empty document)".into()));
+                return Err(DataError::Whole(WholeCorpusProblem::NoText));
             }
             let file = writer.tokens.into_inner().map_err(|e| io(e.into_error()))?;
             file.sync_all().map_err(io)?;
             let offsets: Vec<u8> = writer.offsets.iter().flat_map(|o| o.to_le_bytes()).collect();
             crate::io::write_atomically(&tmp.join("offsets.bin"), &offsets).map_err(io)?;
             let meta = CacheMeta { key: key.to_string(), n_docs, n_tokens, max_token: Some(writer.max_token) };
-            let json = serde_json::to_string_pretty(&meta).map_err(|e| DataError::Cache(e.to_string()))?;
+            let json = serde_json::to_string_pretty(&meta).map_err(|e| io(e.into()))?;
             crate::io::write_atomically(&tmp.join("meta.json"), json.as_bytes()).map_err(io)?;
             // The checksums, once every file is complete: `open` checks the files against them.
             for file in CACHE_FILES {
@@ -179,52 +182,49 @@ impl TokenCache {
     /// token count, every token id at most the recorded largest. A cache that fails is an error
     /// naming the folder and the problem (a cache of an earlier version, without checksums, too).
     pub fn open(dir: &Path) -> Result<Self, DataError> {
-        let bad = |what: String| DataError::Cache(format!("{}: {what}", dir.display()));
+        let bad = |problem| DataError::Cache { dir: dir.to_path_buf(), problem };
+        let damaged =
+            |file, error: &dyn std::fmt::Display| bad(CacheProblem::Damaged { file, error: error.to_string() });
         for file in CACHE_FILES {
             match crate::io::verify_sum(&dir.join(file)) {
                 Ok(()) => {}
                 Err(crate::io::SumError::NoSum) if !dir.join("meta.json.sum").exists() => {
-                    return Err(bad("written by an earlier version, without checksums".into()))
+                    return Err(bad(CacheProblem::NoChecksums))
                 }
-                Err(e) => return Err(bad(format!("{file}: {e}"))),
+                Err(error) => return Err(bad(CacheProblem::Checksum { file, error })),
             }
         }
         let meta: CacheMeta = serde_json::from_str(
-            &std::fs::read_to_string(dir.join("meta.json")).map_err(|e| bad(format!("meta.json: {e}")))?,
+            &std::fs::read_to_string(dir.join("meta.json")).map_err(|e| damaged("meta.json", &e))?,
         )
-        .map_err(|e| bad(format!("meta.json: {e}")))?;
+        .map_err(|e| damaged("meta.json", &e))?;
         let Some(max_token) = meta.max_token else {
-            return Err(bad("written by an earlier version (meta.json has no max_token)".into()));
+            return Err(bad(CacheProblem::NoMaxToken));
         };
-        let raw = std::fs::read(dir.join("offsets.bin")).map_err(|e| bad(format!("offsets.bin: {e}")))?;
+        let raw = std::fs::read(dir.join("offsets.bin")).map_err(|e| damaged("offsets.bin", &e))?;
         if !raw.len().is_multiple_of(8) {
-            return Err(bad(format!("offsets.bin: {} bytes, not a whole number of 8-byte offsets", raw.len())));
+            let error = format!("{} bytes, not a whole number of 8-byte offsets", raw.len());
+            return Err(damaged("offsets.bin", &error));
         }
         let offsets: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
-        let tokens = TokenFile::open_cache(&dir.join("tokens.bin")).map_err(|e| bad(format!("tokens.bin: {e}")))?;
+        let tokens = TokenFile::open_cache(&dir.join("tokens.bin")).map_err(|e| damaged("tokens.bin", &e))?;
         if offsets.len() != meta.n_docs + 1 || tokens.n_tokens() != meta.n_tokens {
-            return Err(bad(format!(
-                "meta.json says {} documents and {} tokens, but offsets.bin has {} offsets and tokens.bin {} tokens",
-                meta.n_docs,
-                meta.n_tokens,
-                offsets.len(),
-                tokens.n_tokens()
-            )));
+            return Err(bad(CacheProblem::CountsDisagree {
+                docs: meta.n_docs,
+                tokens: meta.n_tokens,
+                offsets: offsets.len(),
+                file_tokens: tokens.n_tokens(),
+            }));
         }
         // Every document holds at least its end-of-text token.
         if offsets.first() != Some(&0)
             || offsets.last() != Some(&meta.n_tokens)
             || offsets.windows(2).any(|pair| pair[0] >= pair[1])
         {
-            return Err(bad(format!(
-                "offsets.bin: the document offsets do not rise from 0 to the {} tokens",
-                meta.n_tokens
-            )));
+            return Err(bad(CacheProblem::OffsetsNotRising { tokens: meta.n_tokens }));
         }
         if let Some((position, id)) = tokens.tokens().enumerate().find(|&(_, id)| id > max_token) {
-            return Err(bad(format!(
-                "tokens.bin: token {position} is id {id}, above the largest recorded in meta.json ({max_token})"
-            )));
+            return Err(bad(CacheProblem::TokenAboveMax { position: position as u64, id, max_token }));
         }
         Ok(Self { files: vec![tokens], firsts: vec![0], offsets, meta, dir: dir.to_path_buf(), warnings: Vec::new() })
     }
@@ -241,12 +241,8 @@ impl TokenCache {
             let first = total;
             for (position, id) in file.tokens().enumerate() {
                 if id as usize >= vocab_size {
-                    return Err(DataError::Corpus(format!(
-                        "{}: token {position} is id {id}, outside the tokenizer's vocabulary of {vocab_size} ids: \
-                         the file was made with another tokenizer; give that tokenizer's tokenizer.json with \
-                         --tokenizer (GPT-2's for nanoGPT's and llm.c's GPT-2 data)",
-                        path.display()
-                    )));
+                    let problem = CorpusProblem::TokenOutsideTokenizer { position: position as u64, id, vocab_size };
+                    return Err(DataError::corpus(path, problem));
                 }
                 if id == eot {
                     offsets.push(first + position as u64 + 1);
@@ -261,7 +257,7 @@ impl TokenCache {
             files.push(file);
         }
         if files.is_empty() {
-            return Err(DataError::Corpus("no token file given".into()));
+            return Err(DataError::Whole(WholeCorpusProblem::NoTokenFiles));
         }
         let meta =
             CacheMeta { key: key.to_string(), n_docs: offsets.len() - 1, n_tokens: total, max_token: Some(max_token) };
@@ -273,11 +269,11 @@ impl TokenCache {
     /// written out in the text, for a model of t5-base's 32,000 ids); `tokenizer` names the token.
     pub fn check_vocabulary(&self, tokenizer: &Tokenizer, vocab_size: usize) -> Result<(), DataError> {
         match self.meta.max_token.filter(|&id| id as usize >= vocab_size) {
-            Some(id) => Err(DataError::Corpus(format!(
-                "the corpus holds token id {id} ({}), outside the model's vocabulary of {vocab_size}: use a model \
-                 config with vocab_size > {id}, or remove that text from the corpus",
-                tokenizer.token_text(id).unwrap_or_else(|| "?".into())
-            ))),
+            Some(id) => Err(DataError::Whole(WholeCorpusProblem::OutsideModelVocabulary {
+                id,
+                text: tokenizer.token_text(id).unwrap_or_else(|| "?".into()),
+                vocab_size,
+            })),
             None => Ok(()),
         }
     }
@@ -361,4 +357,9 @@ const CACHE_FILES: [&str; 3] = ["tokens.bin", "offsets.bin", "meta.json"];
 /// A stable 64-bit FNV-1a hash, for cache folder names.
 pub fn stable_hash(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ byte as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The disk refused a read or a write of the cache in `dir`.
+fn cache_io(dir: &Path, error: &std::io::Error) -> DataError {
+    DataError::Cache { dir: dir.to_path_buf(), problem: CacheProblem::Io(error.to_string()) }
 }

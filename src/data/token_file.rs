@@ -7,7 +7,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-use crate::data::DataError;
+use crate::data::{CorpusProblem, DataError, TokenLayoutProblem};
 
 /// The first `int32` of an llm.c token file.
 pub const LLMC_MAGIC: u32 = 20240520;
@@ -66,8 +66,8 @@ impl TokenFile {
     /// 20240520, nanoGPT's otherwise. A size or header that does not fit the layout, or a file
     /// without tokens, is an error naming the file.
     pub fn open(path: &Path) -> Result<Self, DataError> {
-        let bad = |what: String| DataError::Corpus(format!("{}: {what}", path.display()));
-        let map = map_file(path).map_err(|e| bad(e.to_string()))?;
+        let bad = |problem| DataError::corpus(path, CorpusProblem::TokenLayout(problem));
+        let map = map_file(path).map_err(|e| DataError::unreadable(path, &e))?;
         let bytes = map.as_deref().unwrap_or(&[]);
         let layout = match bytes.first_chunk::<4>().map(|magic| u32::from_le_bytes(*magic)) {
             Some(LLMC_MAGIC) => TokenLayout::LlmC { version: llmc_header(bytes).map_err(bad)?.0 },
@@ -75,40 +75,35 @@ impl TokenFile {
         };
         let file = Self::from_map(map, layout).map_err(bad)?;
         if file.n_tokens == 0 {
-            return Err(bad("the token file holds no tokens".into()));
+            return Err(DataError::corpus(path, CorpusProblem::NoTokens));
         }
         Ok(file)
     }
 
     /// Opens a file in the token cache's layout; the error says what does not fit.
     pub(crate) fn open_cache(path: &Path) -> Result<Self, String> {
-        Self::from_map(map_file(path).map_err(|e| e.to_string())?, TokenLayout::Cache)
+        let map = map_file(path).map_err(|e| e.to_string())?;
+        Self::from_map(map, TokenLayout::Cache).map_err(|e| e.to_string())
     }
 
-    fn from_map(map: Option<Mmap>, layout: TokenLayout) -> Result<Self, String> {
+    fn from_map(map: Option<Mmap>, layout: TokenLayout) -> Result<Self, TokenLayoutProblem> {
         let bytes = map.as_deref().unwrap_or(&[]);
         let body = bytes.len().saturating_sub(layout.header_bytes());
         match layout {
             TokenLayout::NanoGpt if !bytes.len().is_multiple_of(2) => {
-                return Err(format!(
-                    "{} bytes, an odd number: a nanoGPT token file (a .bin without llm.c's header) holds 2-byte \
-                     uint16 tokens; the file is truncated or not a token file",
-                    bytes.len()
-                ))
+                return Err(TokenLayoutProblem::OddBytes { bytes: bytes.len() })
             }
             TokenLayout::LlmC { version } => {
                 let (_, count) = llmc_header(bytes)?;
                 let expected = count as u64 * layout.width() as u64;
                 if body as u64 != expected {
-                    return Err(format!(
-                        "llm.c header (version {version}) says {count} tokens ({expected} bytes after the \
-                         {LLMC_HEADER_BYTES}-byte header) but the file has {body} bytes after it; the file is \
-                         truncated or was not written by llm.c"
-                    ));
+                    let count = count as usize;
+                    let header = LLMC_HEADER_BYTES;
+                    return Err(TokenLayoutProblem::CountMismatch { version, count, expected, header, body });
                 }
             }
             TokenLayout::Cache if !bytes.len().is_multiple_of(4) => {
-                return Err(format!("{} bytes, not a whole number of 4-byte tokens", bytes.len()))
+                return Err(TokenLayoutProblem::PartialToken { bytes: bytes.len() })
             }
             _ => {}
         }
@@ -152,20 +147,18 @@ fn token(chunk: &[u8]) -> u32 {
 }
 
 /// The version and token count of an llm.c header.
-fn llmc_header(bytes: &[u8]) -> Result<(u32, u32), String> {
+fn llmc_header(bytes: &[u8]) -> Result<(u32, u32), TokenLayoutProblem> {
     if bytes.len() < LLMC_HEADER_BYTES {
-        return Err(format!(
-            "starts with llm.c's magic number {LLMC_MAGIC} but has {} bytes, fewer than llm.c's \
-             {LLMC_HEADER_BYTES}-byte header; the file is truncated",
-            bytes.len()
-        ));
+        return Err(TokenLayoutProblem::ShortHeader {
+            magic: LLMC_MAGIC,
+            bytes: bytes.len(),
+            header: LLMC_HEADER_BYTES,
+        });
     }
     let int = |i: usize| u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
     match int(1) {
         version @ (1 | 2) => Ok((version, int(2))),
-        version => {
-            Err(format!("llm.c token file of unknown version {version} (known: 1, uint16 tokens; 2, uint32 tokens)"))
-        }
+        version => Err(TokenLayoutProblem::UnknownVersion { version }),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::data::DataError;
+use crate::data::{DataError, TokenizerProblem};
 
 /// Turns text into token ids and back.
 #[derive(Clone)]
@@ -42,42 +42,35 @@ impl Tokenizer {
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, DataError> {
         let path = path.as_ref();
         let shown = path.display().to_string();
-        let fix = "give `byte` or the path of a Hugging Face tokenizer.json";
-        match std::fs::metadata(path) {
-            Ok(meta) if meta.is_dir() => {
-                return Err(DataError::Tokenizer(format!(
-                    "{shown}: a folder, not a file; {fix} (the tokenizer.json inside the folder, if it holds one)"
-                )))
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(DataError::Tokenizer(format!("{shown}: no such file; {fix}")))
-            }
+        let problem = match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => TokenizerProblem::IsFolder { path: shown },
+            Ok(_) => return Self::load_hugging_face(path, shown),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => TokenizerProblem::NotFound { path: shown },
             // It may well exist: say why it cannot be reached (a folder on the way not readable).
-            Err(e) => return Err(DataError::Tokenizer(format!("{shown}: cannot read it: {e}"))),
-        }
-        Self::load_hugging_face(path, shown)
+            Err(e) => TokenizerProblem::Unreadable { path: shown, error: e.to_string() },
+        };
+        Err(DataError::Tokenizer(problem))
     }
 
     #[cfg(feature = "tokenizers")]
     fn load_hugging_face(path: &Path, shown: String) -> Result<Self, DataError> {
         // Read once: the checksum is of the very bytes parsed.
-        let bytes = std::fs::read(path).map_err(|e| DataError::Tokenizer(format!("{shown}: {e}")))?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            DataError::Tokenizer(TokenizerProblem::Unreadable { path: shown.clone(), error: e.to_string() })
+        })?;
         let content = format!("{}:crc32={:08x}", bytes.len(), crc32fast::hash(&bytes));
-        let inner = tokenizers::Tokenizer::from_bytes(&bytes)
-            .map_err(|e| DataError::Tokenizer(format!("{shown}: not a valid tokenizer.json: {e}")))?;
+        let inner = tokenizers::Tokenizer::from_bytes(&bytes).map_err(|e| {
+            DataError::Tokenizer(TokenizerProblem::Invalid { path: shown.clone(), error: e.to_string() })
+        })?;
         let eot = EOT_NAMES.iter().find_map(|name| inner.token_to_id(name)).ok_or_else(|| {
-            DataError::Tokenizer(format!("{shown}: has none of the end-of-text tokens {}", EOT_NAMES.join(" ")))
+            DataError::Tokenizer(TokenizerProblem::NoEndOfText { path: shown.clone(), names: EOT_NAMES.join(" ") })
         })?;
         Ok(Tokenizer::HuggingFace { inner: Box::new(inner), eot, path: shown, content })
     }
 
     #[cfg(not(feature = "tokenizers"))]
     fn load_hugging_face(_path: &Path, shown: String) -> Result<Self, DataError> {
-        Err(DataError::Tokenizer(format!(
-            "{shown}: a tokenizer.json needs the `tokenizers` cargo feature of layernorm-scaling; rebuild with \
-             `--features tokenizers`, or use the `byte` tokenizer"
-        )))
+        Err(DataError::Tokenizer(TokenizerProblem::NoTokenizersFeature { path: shown }))
     }
 
     /// The number of token ids, added tokens included.
@@ -105,10 +98,7 @@ impl Tokenizer {
     pub fn check_fits(&self, vocab_size: usize) -> Result<(), DataError> {
         let needed = self.base_vocab_size();
         if needed > vocab_size {
-            return Err(DataError::Tokenizer(format!(
-                "the tokenizer has {needed} tokens but the model's vocabulary is {vocab_size}; use a model config \
-                 with vocab_size >= {needed}"
-            )));
+            return Err(DataError::Tokenizer(TokenizerProblem::VocabularyTooSmall { needed, vocab_size }));
         }
         Ok(())
     }
@@ -181,7 +171,7 @@ impl Tokenizer {
             Tokenizer::HuggingFace { inner, path, .. } => inner
                 .encode(text, special_tokens)
                 .map(|encoding| encoding.get_ids().to_vec())
-                .map_err(|e| DataError::Tokenizer(format!("{path}: cannot encode: {e}"))),
+                .map_err(|e| failed(path, "encode", &e)),
         }
     }
 
@@ -194,7 +184,7 @@ impl Tokenizer {
             Tokenizer::HuggingFace { inner, path, .. } => inner
                 .encode_batch(texts.iter().map(String::as_str).collect(), false)
                 .map(|encodings| encodings.iter().map(|e| e.get_ids().to_vec()).collect())
-                .map_err(|e| DataError::Tokenizer(format!("{path}: cannot encode: {e}"))),
+                .map_err(|e| failed(path, "encode", &e)),
         }
     }
 
@@ -207,7 +197,7 @@ impl Tokenizer {
             }
             #[cfg(feature = "tokenizers")]
             Tokenizer::HuggingFace { inner, path, .. } => {
-                inner.decode(ids, true).map_err(|e| DataError::Tokenizer(format!("{path}: cannot decode: {e}")))
+                inner.decode(ids, true).map_err(|e| failed(path, "decode", &e))
             }
         }
     }
@@ -217,4 +207,10 @@ impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Tokenizer({})", self.describe())
     }
+}
+
+/// The tokenizer at `path` failed to `what` ("encode" or "decode").
+#[cfg(feature = "tokenizers")]
+fn failed(path: &str, what: &'static str, error: &dyn std::fmt::Display) -> DataError {
+    DataError::Tokenizer(TokenizerProblem::Failed { path: path.into(), what, error: error.to_string() })
 }

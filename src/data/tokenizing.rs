@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::corpus::read_documents_counting;
-use super::{builtin_documents, CacheWriter, CorpusSource, DataError, Tokenizer};
+use super::{builtin_documents, CacheWriter, CorpusSource, DataError, Tokenizer, WholeCorpusProblem};
 
 /// Text encoded in one batch while building a token cache: large enough to keep every core busy,
 /// small enough to hold in memory (two batches are read ahead).
@@ -119,7 +119,9 @@ fn write_tokens_in_batches(
             }
         }
         drop(received);
-        let reader = reading.join().unwrap_or_else(|_| Err(DataError::Corpus("the corpus reader panicked".into())));
+        let reader = reading
+            .join()
+            .unwrap_or(Err(DataError::Whole(WholeCorpusProblem::ReaderStopped("the corpus reader panicked"))));
         written?;
         let warnings = reader?;
         if started.elapsed() >= REPORT_EVERY && said != Some(tokens) {
@@ -152,7 +154,7 @@ fn read_batches(
             batch_bytes = 0;
             if !send(std::mem::take(&mut batch)) {
                 stopped = true;
-                return Err(DataError::Corpus("the token cache's writer stopped".into()));
+                return Err(DataError::Whole(WholeCorpusProblem::ReaderStopped("the token cache's writer stopped")));
             }
         }
         Ok(())

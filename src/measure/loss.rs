@@ -5,7 +5,7 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::tensor::Device;
 
-use crate::data::{DataError, LmBatch, LmBatcher, SequenceDataset};
+use crate::data::{DataError, LmBatch, LmBatcher, SequenceDataset, SplitProblem};
 use crate::error::Error;
 use crate::model::{cross_entropy_counting, Llama};
 
@@ -20,9 +20,7 @@ pub fn evaluation_batches<'a>(
     // Saturating: `--batch-size` and `--batches` come from a command line, any size.
     let n = dataset.len().min(batch_size.saturating_mul(batches));
     if n == 0 {
-        return Err(DataError::Split(
-            "the evaluation data holds no full sequence; give more text or a shorter --seq-len".into(),
-        ));
+        return Err(DataError::Split(SplitProblem::NoFullSequence));
     }
     Ok((0..n).step_by(batch_size).map(move |start| {
         let windows: Vec<_> = (start..start.saturating_add(batch_size).min(n)).map(|i| dataset.window(i)).collect();

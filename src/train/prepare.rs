@@ -11,7 +11,7 @@ use super::events::{Events, TrainEvent};
 use super::memory_estimate::{RunShape, TrainingMemory};
 use crate::data::{
     corpus_files, tokenize_corpus_with_progress, train_valid_datasets, CorpusSource, DataError, SequenceDataset,
-    SequenceMode, TokenCache, TokenizeProgress, Tokenizer,
+    SequenceMode, SplitProblem, TokenCache, TokenizeProgress, Tokenizer, WholeCorpusProblem,
 };
 use crate::memory::{format_bytes, memory_limit, uses_host_memory};
 use crate::model::Llama;
@@ -326,7 +326,7 @@ fn datasets(
     } else {
         let valid_source =
             CorpusSource::Files { paths: config.eval.valid_data.clone(), text_field: config.data.text_field.clone() };
-        let valid_cache = tokenize(&valid_source).map_err(|e| e.about("the validation corpus (--valid-data)"))?;
+        let valid_cache = tokenize(&valid_source).map_err(|e| DataError::Validation(Box::new(e)))?;
         warnings.extend(valid_cache.warnings().iter().map(|w| format!("validation data: {w}")));
         fingerprint = format!("{fingerprint}+valid={}", valid_cache.content_fingerprint());
         documents += valid_cache.n_docs() as u64;
@@ -347,17 +347,14 @@ fn datasets(
 }
 
 /// An error when `dataset` (of the corpus `what` names) holds no sequence.
-fn check_not_empty(dataset: &SequenceDataset, what: &str) -> Result<(), DataError> {
+fn check_not_empty(dataset: &SequenceDataset, what: &'static str) -> Result<(), DataError> {
     use burn::data::dataset::Dataset;
     if dataset.is_empty() {
         let short = match dataset.mode() {
             SequenceMode::Pack => format!("fewer than one sequence of {} + 1", dataset.seq_len()),
             SequenceMode::Truncate => "no document of two tokens or more".into(),
         };
-        return Err(DataError::Split(format!(
-            "{what} has {} tokens, {short}: give more data or a shorter --seq-len",
-            dataset.n_tokens()
-        )));
+        return Err(DataError::Split(SplitProblem::CorpusTooShort { what, tokens: dataset.n_tokens(), short }));
     }
     Ok(())
 }
@@ -385,13 +382,8 @@ fn check_disjoint(data: &[std::path::PathBuf], valid_data: &[std::path::PathBuf]
                 && v_size == *t_size
                 && crate::io::file_crc32(&v).ok().is_some_and(|sum| crate::io::file_crc32(t).ok() == Some(sum));
             if linked || copied {
-                return Err(DataError::Corpus(format!(
-                    "the validation corpus overlaps the training one: {} (--valid-data) is {} (--data){}; validate \
-                     on documents the model does not train on (C4's c4-validation.*.json.gz for its c4-train shards)",
-                    v.display(),
-                    t.display(),
-                    if linked { "" } else { " by content (a copy)" },
-                )));
+                let overlap = WholeCorpusProblem::ValidationOverlaps { valid: v, train: t.clone(), copy: !linked };
+                return Err(DataError::Whole(overlap));
             }
         }
     }

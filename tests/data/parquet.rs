@@ -4,14 +4,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use layernorm_scaling::data::{corpus_files, file_format, tokenize_corpus, CorpusSource, FileFormat, Tokenizer};
+use layernorm_scaling::data::{
+    corpus_files, file_format, tokenize_corpus, CorpusProblem, CorpusSource, FileFormat, NotParquet, Spot, Tokenizer,
+};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
 
-use super::{cached_texts, documents_of, documents_with_field};
+use super::{cached_texts, corpus_problem, documents_of, documents_with_field, problem_of};
 
 /// The test files' columns: a nullable `text`, an `id` and a `title`.
 const SCHEMA: &str =
@@ -79,8 +81,9 @@ fn sample_texts() -> Vec<Option<String>> {
         .collect()
 }
 
-fn error_of(path: &Path, field: &str) -> String {
-    documents_with_field(path, field).unwrap_err().to_string()
+/// The problem of reading `path`'s column `field`, which must be about the file as a whole.
+fn error_of(path: &Path, field: &str) -> CorpusProblem {
+    problem_of(documents_with_field(path, field).unwrap_err(), path.file_name().unwrap().to_str().unwrap())
 }
 
 #[test]
@@ -134,42 +137,36 @@ fn a_wrong_column_or_a_damaged_file_is_refused_saying_what_is_wrong() {
     };
     write_parquet(&path, &texts, &layout);
 
-    let err = error_of(&path, "content");
-    assert!(
-        err.contains("shard.parquet: the Parquet file has no column `content` (its columns: `text`, `id`, `title`)")
-            && err.contains("--text-field"),
-        "{err}"
-    );
-    let err = error_of(&path, "id");
-    assert!(
-        err.contains("shard.parquet: the column `id` holds Parquet INT64 values, not strings")
-            && err.contains("--text-field"),
-        "{err}"
-    );
+    let no_column =
+        |column: &str, columns: &str| CorpusProblem::NoColumn { column: column.into(), columns: columns.into() };
+    assert_eq!(error_of(&path, "content"), no_column("content", "`text`, `id`, `title`"));
+    let int64 = CorpusProblem::NotStringColumn { column: "id".into(), kind: "Parquet INT64 values".into() };
+    assert_eq!(error_of(&path, "id"), int64);
 
     let odd = dir.path().join("odd.parquet");
+    let holds = |name: &str, kind: &str| CorpusProblem::NotStringColumn { column: name.into(), kind: kind.into() };
+    let nested = |name: &str, kind| CorpusProblem::NestedColumn { column: name.into(), kind };
     let cases = [
-        ("optional binary blob;", "blob", "holds bytes (BYTE_ARRAY without a string annotation"),
-        ("optional int32 day (DATE);", "day", "holds Parquet INT32 values (DATE), not strings"),
-        ("optional group meta { optional binary text (STRING); }", "meta", "is nested (a struct), not a string column"),
+        ("optional binary blob;", holds("blob", "bytes (BYTE_ARRAY without a string annotation: binary data)")),
+        ("optional int32 day (DATE);", holds("day", "Parquet INT32 values (DATE)")),
+        ("optional group meta { optional binary text (STRING); }", nested("meta", "a struct")),
         (
             "optional group tags (LIST) { repeated group list { optional binary element (STRING); } }",
-            "tags",
-            "is nested (a list), not a string column",
+            nested("tags", "a list"),
         ),
-        ("repeated binary words (STRING);", "words", "is nested (a repeated field, a list)"),
+        ("repeated binary words (STRING);", nested("words", "a repeated field, a list")),
     ];
-    for (column, name, message) in cases {
+    for (column, expected) in cases {
         write_schema_only(&odd, &format!("message document {{ {column} }}"));
-        let err = error_of(&odd, name);
-        assert!(
-            err.contains(&format!("odd.parquet: the column `{name}` {message}")) && err.contains("--text-field"),
-            "{err}"
-        );
+        let name = match &expected {
+            CorpusProblem::NotStringColumn { column, .. } | CorpusProblem::NestedColumn { column, .. } => column,
+            _ => unreachable!(),
+        };
+        assert_eq!(error_of(&odd, name), expected);
     }
     // A nested column's leaves are not columns of their own.
     write_schema_only(&odd, "message document { optional group meta { optional binary text (STRING); } }");
-    assert!(error_of(&odd, "text").contains("has no column `text` (its columns: `meta`)"));
+    assert_eq!(error_of(&odd, "text"), no_column("text", "`meta`"));
 
     // An interrupted download: cut anywhere, even after the first 4 bytes, it is still Parquet
     // (by its magic) and refused as damaged, never read as text.
@@ -178,27 +175,25 @@ fn a_wrong_column_or_a_damaged_file_is_refused_saying_what_is_wrong() {
     for keep in [bytes.len() - 1, bytes.len() / 2, 4] {
         std::fs::write(&cut, &bytes[..keep]).unwrap();
         assert_eq!(file_format(&cut).unwrap(), FileFormat::Parquet);
-        let err = documents_of(&cut).unwrap_err().to_string();
-        assert!(err.contains("cut.parquet: not a readable Parquet file") && err.contains("download it again"), "{err}");
+        let problem = problem_of(documents_of(&cut).unwrap_err(), "cut.parquet");
+        assert!(matches!(problem, CorpusProblem::DamagedParquet { .. }), "{problem}");
     }
     // Damaged pages (the footer intact): an error naming the row group, no panic.
     let mut damaged = bytes.clone();
     damaged[4..bytes.len() / 2].iter_mut().for_each(|byte| *byte = !*byte);
     std::fs::write(&cut, &damaged).unwrap();
-    let err = documents_of(&cut).unwrap_err().to_string();
-    assert!(err.contains("cut.parquet, row group 1 of 3: not a readable Parquet file"), "{err}");
+    let (name, at, problem) = corpus_problem(documents_of(&cut).unwrap_err());
+    assert_eq!((name.as_str(), at), ("cut.parquet", Some(Spot::RowGroup { group: 1, of: 3 })));
+    assert!(matches!(problem, CorpusProblem::DamagedParquet { .. }), "{problem}");
 
     // A `.parquet` name without Parquet's magic: a Git LFS pointer, or something else.
     let pointer = dir.path().join("000_00000.parquet");
     std::fs::write(&pointer, "version https://git-lfs.github.com/spec/v1\noid sha256:0123\nsize 2048\n").unwrap();
-    let err = file_format(&pointer).unwrap_err().to_string();
-    assert!(
-        err.contains("000_00000.parquet: named .parquet but does not start with") && err.contains("Git LFS pointer"),
-        "{err}"
-    );
+    let problem = problem_of(file_format(&pointer).unwrap_err(), "000_00000.parquet");
+    assert_eq!(problem, CorpusProblem::NotParquet { why: NotParquet::LfsPointer });
     std::fs::write(&pointer, "").unwrap();
-    let err = documents_of(&pointer).unwrap_err().to_string();
-    assert!(err.contains("it is empty (0 bytes") && err.contains("download it again"), "{err}");
+    let problem = problem_of(documents_of(&pointer).unwrap_err(), "000_00000.parquet");
+    assert_eq!(problem, CorpusProblem::NotParquet { why: NotParquet::Empty });
 }
 
 /// The pyarrow fixtures and their texts, row by row (`None` for a null).

@@ -1,6 +1,6 @@
 //! The sequences an encoder is scored on: `[CLS] w_1 .. w_n [SEP]`, cut from a tokenised corpus.
 
-use crate::data::{DataError, TokenCache, Tokenizer};
+use crate::data::{DataError, SplitProblem, TokenCache, Tokenizer, TokenizerProblem};
 
 /// The special tokens of a BERT tokenizer that pseudo-perplexity needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,11 +23,7 @@ impl BertTokens {
             _ => {
                 let missing: Vec<&str> =
                     names.iter().zip(ids).filter(|(_, id)| id.is_none()).map(|(n, _)| *n).collect();
-                Err(DataError::Tokenizer(format!(
-                    "has no {} token: an encoder's pseudo-perplexity needs BERT's [CLS], [SEP] and \
-                     [MASK]; give the model's own tokenizer.json (--tokenizer)",
-                    missing.join(", ")
-                )))
+                Err(DataError::Tokenizer(TokenizerProblem::NoBertTokens { missing: missing.join(", ") }))
             }
         }
     }
@@ -47,18 +43,12 @@ pub fn encoder_sequences(
     count: usize,
 ) -> Result<Vec<Vec<u32>>, DataError> {
     if seq_len < 3 {
-        return Err(DataError::Split(format!(
-            "--seq-len {seq_len}: an encoder's sequence needs at least 3 tokens ([CLS], one token to score, [SEP])"
-        )));
+        return Err(DataError::Split(SplitProblem::EncoderSeqLen(seq_len)));
     }
     let body = (seq_len - 2) as u64;
     let available = (cache.n_tokens() / body) as usize;
     if available == 0 {
-        return Err(DataError::Split(format!(
-            "the evaluation text holds {} tokens, fewer than one sequence of {body} (--seq-len {seq_len} less [CLS] \
-             and [SEP]); give more text (--data) or a lower --seq-len",
-            cache.n_tokens()
-        )));
+        return Err(DataError::Split(SplitProblem::EncoderTextTooShort { tokens: cache.n_tokens(), body, seq_len }));
     }
     let sequences = (0..count.min(available) as u64)
         .map(|index| {
