@@ -12,7 +12,7 @@ use burn::data::dataset::Dataset;
 use common::cpu;
 use layernorm_scaling::data::{
     builtin_documents, corpus_files, file_format, read_documents, split_documents, tokenize_corpus,
-    train_valid_datasets, CacheProblem, CorpusProblem, CorpusSource, DataError, FileFormat, JsonHint, LmBatcher,
+    train_valid_datasets, CacheProblem, CorpusProblem, CorpusSource, DataError, FileFormat, JsonHint, LmBatcher, Place,
     SequenceDataset, SequenceMode, SplitProblem, Spot, TokenCache, TokenFile, TokenLayout, TokenLayoutProblem,
     TokenWindow, Tokenizer, TokenizerProblem, WholeCorpusProblem, LLMC_MAGIC,
 };
@@ -1131,4 +1131,72 @@ fn a_run_written_before_the_data_seed_keeps_the_split_of_its_seed() {
     assert_eq!(TrainConfig::from_file(&path).unwrap().data.data_seed(), 1, "a config of the user's takes the default");
     std::fs::write(&path, r#"{"seed": 5, "data_seed": 9}"#).unwrap();
     assert_eq!(TrainConfig::from_run_file(&path).unwrap().data.data_seed, Some(9));
+}
+
+/// Each data error renders its place and facts where the user reads them (one message of each family).
+#[test]
+fn data_errors_name_the_place_and_the_facts_in_their_messages() {
+    let at = |spot| Place::at("a.jsonl", spot);
+    let no_field = CorpusProblem::NoField { field: "text".into(), keys: "`id`".into() };
+    let cases = [
+        (
+            DataError::corpus(at(Spot::Line(2)), no_field),
+            "corpus: a.jsonl:2: the object has no field `text` (its keys: `id`); choose the field that holds the \
+             text with --text-field",
+        ),
+        (
+            DataError::corpus(at(Spot::ArrayItem(3)), CorpusProblem::ItemNotAnObject { found: "a number" }),
+            "corpus: a.jsonl: array item 3: a number, not a JSON object",
+        ),
+        (
+            DataError::corpus(at(Spot::Row(4)), CorpusProblem::NotUtf8 { byte: 5 }),
+            "corpus: a.jsonl: row 4: not UTF-8 text (byte 5 of the line is not UTF-8); save the file as UTF-8",
+        ),
+        (
+            DataError::corpus(
+                at(Spot::RowGroup { group: 1, of: 3 }),
+                CorpusProblem::DamagedParquet { error: "EOF".into() },
+            ),
+            "corpus: a.jsonl, row group 1 of 3: not a readable Parquet file (EOF); it is truncated or damaged (an \
+             interrupted download?): download it again",
+        ),
+        (
+            DataError::corpus("/dev/null", CorpusProblem::NullDevice),
+            "corpus: /dev/null: the null device, which is always empty: there is no document to train on; give \
+             files or folders that hold the corpus (or no --data for the built-in corpus)",
+        ),
+        (
+            DataError::corpus(
+                at(Spot::Line(1)),
+                CorpusProblem::JsonByContent(Box::new(CorpusProblem::LineNotAnObject { found: "a number" })),
+            ),
+            "corpus: a.jsonl:1: not a JSON object (a JSON-lines file holds one object per line) but a number (read \
+             as JSON because its first character is `{` or `[`; if the file is text, name it .txt)",
+        ),
+        (
+            DataError::Validation(Box::new(DataError::Whole(WholeCorpusProblem::NoText))),
+            "the validation corpus (--valid-data): corpus: the corpus has no text (no non-empty document)",
+        ),
+        (
+            DataError::Cache { dir: "cache/0f".into(), problem: CacheProblem::NoMaxToken },
+            "token cache: cache/0f: written by an earlier version (meta.json has no max_token)",
+        ),
+        (
+            DataError::Tokenizer(TokenizerProblem::NotFound { path: "t.json".into() }),
+            "tokenizer: t.json: no such file; give `byte` or the path of a Hugging Face tokenizer.json",
+        ),
+        (
+            DataError::Split(SplitProblem::SplitTooShort {
+                split: "training",
+                tokens: 9,
+                seq_len: 16,
+                valid_fraction: 0.9,
+            }),
+            "data split: the training split has 9 tokens, fewer than one sequence of 16 + 1; use more data, a \
+             shorter --seq-len or a smaller --valid-fraction (now 0.9)",
+        ),
+    ];
+    for (error, expected) in cases {
+        assert_eq!(error.to_string(), expected);
+    }
 }
