@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::ChoiceFormat;
+use super::choice_format::ChoiceFormat;
 use crate::data::Place;
 
 /// A multiple-choice file that cannot be read as its format: `place` is the file, with the line or

@@ -8,6 +8,7 @@ mod analysis_request;
 mod angular;
 mod block_influence;
 mod choice_file_error;
+mod choice_format;
 mod choice_layouts;
 mod choice_rows;
 mod comparison;
@@ -42,7 +43,8 @@ pub use analysis_request::{AnalysisRequest, ChoiceSet, ModelSource, DEFAULT_ENCO
 pub use angular::{angular_distance, angular_distance_matrix, normalize_per_n};
 pub use block_influence::block_influence;
 pub use choice_file_error::{ChoiceFileError, ChoiceProblem};
-pub use choice_layouts::{hellaswag_preprocess, piqa_labels_path, read_choice_file, read_choice_items, ChoiceFormat};
+pub use choice_format::ChoiceFormat;
+pub use choice_layouts::{hellaswag_preprocess, piqa_labels_path, read_choice_file, read_choice_items};
 pub use comparison::{path_labels, unique_labels, write_comparison, ComparedRun, RunSummary};
 #[cfg(feature = "train")]
 pub use depth_report::{depth_csv, depth_markdown, depth_points, write_depth_figures, DepthPoint};
