@@ -373,21 +373,13 @@ fn corpora_tokenise_into_train_and_validation_sets() {
     };
     assert_eq!(short(0.1, "validation"), ("validation", 0.1));
     assert_eq!(short(0.9, "training"), ("training", 0.9));
-    // The advice is said once, in the variant's message: a larger fraction for a short validation split.
-    let err = DataError::Split(SplitProblem::SplitTooShort {
-        split: "validation",
-        tokens: 9,
-        seq_len: 16,
-        valid_fraction: 0.1,
-    });
-    assert!(err.to_string().contains("a larger --valid-fraction (now 0.1)"), "{err}");
-    let err = DataError::Split(SplitProblem::SplitTooShort {
-        split: "training",
-        tokens: 9,
-        seq_len: 16,
-        valid_fraction: 0.9,
-    });
-    assert!(err.to_string().contains("a smaller --valid-fraction (now 0.9)"), "{err}");
+    // The advice is said once, in the variant's message: a larger fraction for a short validation
+    // split, a smaller one for a short training split.
+    for (split, valid_fraction, advice) in [("validation", 0.1, "a larger"), ("training", 0.9, "a smaller")] {
+        let err = DataError::Split(SplitProblem::SplitTooShort { split, tokens: 9, seq_len: 16, valid_fraction });
+        let expected = format!("{advice} --valid-fraction (now {valid_fraction})");
+        assert!(err.to_string().contains(&expected), "{err}");
+    }
 
     let shakespeare = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/tinyshakespeare.txt");
     if shakespeare.is_file() {
