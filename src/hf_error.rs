@@ -1,31 +1,182 @@
 //! Why a Hugging Face model directory cannot be loaded or written. A leaf of its own beside
 //! `config_error.rs`, outside `hf/`, so that the crate's [`Error`](crate::error::Error), which wraps it,
 //! does not depend on the interop module, which uses the model, which returns `Error`.
+//!
+//! Each problem is a variant carrying its facts (the file, the field, the tensor, the values), so
+//! a program matches it; the advice to the user is written once, in its message.
+
+use std::path::PathBuf;
 
 use crate::config_error::ConfigError;
+use crate::norm::{NormKind, NormScheme};
 
-/// An error of the Hugging Face interop, naming the file, field or tensor at fault.
+/// An error of the Hugging Face interop, naming the folder, file, field or tensor at fault.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HfError {
-    /// A file cannot be read or written, or is not what it should be.
-    #[error("{path}: {message}")]
-    File {
+    /// The model folder does not exist (and is not a model of the local Hugging Face cache).
+    #[error(
+        "{}: no such folder: give a Hugging Face model folder (config.json and safetensors){}",
+        .dir.display(),
+        if *.by_name { ", or a model of the local Hugging Face cache by name (org/name, org/name@revision)" } else { "" }
+    )]
+    NoSuchFolder {
+        /// The folder given.
+        dir: PathBuf,
+        /// Whether a model of the cache could have been named instead (decoders, not BERT).
+        by_name: bool,
+    },
+    /// A model name ending in `@` with no revision after it.
+    #[error("{name}@: no revision after `@`: give {name}@BRANCH, {name}@TAG or {name}@COMMIT, or {name} alone")]
+    NoRevision {
+        /// The model name (`org/name`).
+        name: String,
+    },
+    /// A revision that would leave the cache's `refs/` folder (`org/name@../x`).
+    #[error("{spec}: `{revision}` is not a revision: give a branch, a tag or a commit hash after `@`")]
+    NotARevision {
+        /// What was given (`org/name@revision`).
+        spec: String,
+        /// The revision.
+        revision: String,
+    },
+    /// A model name with no folder of that name and no snapshot in the local Hugging Face cache.
+    #[error(
+        "{spec}: no such folder, and no snapshot of the model {name}{} in the local Hugging Face cache ({miss}); \
+         download it first (`huggingface-cli download {name}{}`), or give the model's folder: nothing is downloaded \
+         here",
+        .revision.as_ref().map(|r| format!(" at revision {r}")).unwrap_or_default(),
+        .revision.as_ref().map(|r| format!(" --revision {r}")).unwrap_or_default()
+    )]
+    NotInCache {
+        /// What was given (`org/name` or `org/name@revision`).
+        spec: String,
+        /// The model name (`org/name`).
+        name: String,
+        /// The revision, when one was given.
+        revision: Option<String>,
+        /// Where the cache was looked in, and what was missing.
+        miss: Box<CacheMiss>,
+    },
+    /// A file or folder that cannot be read or written.
+    #[error("{}: {error}", .path.display())]
+    Io {
         /// The file.
-        path: String,
-        /// What is wrong.
-        message: String,
+        path: PathBuf,
+        /// The system's error.
+        error: std::io::Error,
     },
-    /// A `config.json` field is missing or has a bad value.
-    #[error("config.json: field `{field}` {message}")]
+    /// A JSON file (`config.json`, the shard index) that is not valid JSON.
+    #[error("{}: not valid JSON: {error}", .path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        error: String,
+    },
+    /// A safetensors file that cannot be parsed: truncated, or not safetensors at all.
+    #[error("{}: not a valid safetensors file (truncated or corrupt?): {error}", .path.display())]
+    NotSafetensors {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        error: String,
+    },
+    /// A model folder with no weights file.
+    #[error("{}: holds neither model.safetensors nor model.safetensors.index.json", .dir.display())]
+    NoWeights {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// A weights file that is a link to nothing: a download of the Hugging Face cache left unfinished.
+    #[error(
+        "{}: is a link to a file that is not there ({error}): its download is missing or incomplete; download the \
+         model again",
+        .path.display()
+    )]
+    BrokenLink {
+        /// The link.
+        path: PathBuf,
+        /// The system's error following it.
+        error: std::io::Error,
+    },
+    /// A shard index whose `weight_map` is not a map of tensor names to file names.
+    #[error("{}: {}", .path.display(), match .key { None => "has no `weight_map` object".to_string(), Some(key) => format!("`{key}` maps to a non-string") })]
+    BadShardIndex {
+        /// The index file.
+        path: PathBuf,
+        /// The entry that maps to something other than a file name; `None` without a `weight_map`.
+        key: Option<String>,
+    },
+    /// A tensor whose data cannot be read or converted to f32.
+    #[error("{}: tensor `{key}` cannot be read: {error}", .path.display())]
+    BadTensorData {
+        /// The model folder or weights file.
+        path: PathBuf,
+        /// The tensor name.
+        key: String,
+        /// What failed.
+        error: String,
+    },
+    /// Tensors that cannot be serialized into a safetensors file (a shape that does not match
+    /// the values given).
+    #[error("{}: {error}", .path.display())]
+    CannotWrite {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        error: String,
+    },
+    /// Checked tensors that burn-store still could not load into the model.
+    #[error("{}: {error}", .dir.display())]
+    Apply {
+        /// The model folder.
+        dir: PathBuf,
+        /// burn-store's message.
+        error: String,
+    },
+    /// A folder export would write into that holds files of someone else's.
+    #[error("{}: {error}", .dir.display())]
+    NotReplaceable {
+        /// The folder.
+        dir: PathBuf,
+        /// Why it is not replaced, and what to do.
+        error: std::io::Error,
+    },
+    /// A model folder with no `tokenizer.json`, where text must be encoded.
+    #[error("unsupported: the model directory has no tokenizer.json; give token ids instead of text")]
+    NoTokenizer,
+    /// The model folder's `tokenizer.json` cannot be used.
+    #[cfg(feature = "data")]
+    #[error("{0}")]
+    Tokenizer(Box<crate::data::DataError>),
+    /// A `config.json` field that is missing or has a bad value.
+    #[error("config.json: field `{field}` {problem}")]
     Config {
-        /// The field.
+        /// The field (`(root)` for the whole file).
         field: String,
-        /// What is wrong.
-        message: String,
+        /// What is wrong with it.
+        problem: FieldProblem,
     },
+    /// A value of `config.json` the model cannot take; shown with the keys of `config.json`
+    /// (`rms_norm_eps`, not the model's `norm_eps`).
+    #[error("config.json: {}", named_by_hf_keys(.0))]
+    ConfigValue(ConfigError),
     /// An architecture or feature this crate does not implement.
     #[error("unsupported: {0}")]
-    Unsupported(String),
+    Unsupported(Unsupported),
+    /// A model that no Hugging Face LLaMA checkpoint can express: export refuses it.
+    #[error(
+        "unsupported: {}{problem}; the model itself is sound: it stays usable in this crate's own format (a run \
+         directory's model.bpk, which train --init-from, generate and analyze read)",
+        .scheme.as_ref().map(|s| format!("exporting a `{s}` model: ")).unwrap_or_default()
+    )]
+    NotExportable {
+        /// The model's scheme, when the whole config was checked.
+        scheme: Option<NormScheme>,
+        /// What the checkpoint cannot express.
+        problem: ExportProblem,
+    },
     /// A tensor the config needs is not in the checkpoint.
     #[error("tensor `{key}` is missing from the checkpoint in {dir}")]
     MissingTensor {
@@ -52,12 +203,29 @@ pub enum HfError {
         /// Its dtype.
         dtype: String,
     },
+    /// Tensors of the checkpoint the architecture has no place for.
+    #[error(
+        "unsupported: the checkpoint has {count} tensor(s) {} does not use, e.g. `{example}`; is config.json the \
+         checkpoint's own?",
+        if *.bert { "a BERT masked LM" } else { "this architecture" }
+    )]
+    UnusedTensors {
+        /// How many.
+        count: usize,
+        /// The first, by name.
+        example: String,
+        /// Whether the architecture is the BERT encoder (else the LLaMA decoder).
+        bert: bool,
+    },
+    /// A parameter of the model that no tensor of the checkpoint was loaded into.
+    #[error("unsupported: no tensor of the checkpoint was applied to `{path}`")]
+    NotApplied {
+        /// The model's parameter path.
+        path: String,
+    },
     /// The model config built from `config.json` is invalid.
     #[error("{0}")]
     Model(#[from] ConfigError),
-    /// A value of `config.json` the model cannot take, its key named as in `config.json`.
-    #[error("config.json: {0}")]
-    ConfigValue(String),
     /// A weight of the checkpoint holds NaN or infinity (a damaged download, or a model saved
     /// after it diverged).
     #[error(
@@ -70,13 +238,177 @@ pub enum HfError {
     },
 }
 
-impl HfError {
-    pub(crate) fn file(path: &std::path::Path, message: impl std::fmt::Display) -> Self {
-        HfError::File { path: path.display().to_string(), message: message.to_string() }
-    }
+/// What is wrong with a field of `config.json` ([`HfError::Config`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+#[allow(missing_docs)]
+pub enum FieldProblem {
+    #[error("is missing")]
+    Missing,
+    /// The file holds something other than a JSON object.
+    #[error("config.json must be a JSON object")]
+    NotAnObject,
+    /// A value of the wrong type or range, as the parser says.
+    #[error("has a bad value: {0}")]
+    BadValue(String),
+    /// A value that is not of the kind the field takes (`what`).
+    #[error("must be {what}, got {got}")]
+    WrongKind { what: &'static str, got: String },
+    #[error("must be at least 1, got 0")]
+    Zero,
+    #[error("must be a positive number, got {0}")]
+    NotPositive(f64),
+    #[error("{heads} does not divide hidden_size {hidden}")]
+    HeadsDoNotDivide { heads: usize, hidden: usize },
+    /// A size the checkpoint's tensors contradict: `found` says what they hold.
+    #[error("is {value}, but {found}; is config.json the checkpoint's own?")]
+    NotTheCheckpoints { value: usize, found: String },
+    /// The crate's scheme entry without its scheme's name.
+    #[error("must hold a `norm_scheme` string")]
+    NoSchemeName,
+}
 
-    pub(crate) fn config(field: &str, message: impl std::fmt::Display) -> Self {
-        HfError::Config { field: field.to_string(), message: message.to_string() }
+/// An architecture or feature of `config.json` this crate does not implement ([`HfError::Unsupported`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+#[allow(missing_docs)]
+pub enum Unsupported {
+    #[error("model_type `{model_type}` {architectures}; supported: llama, mistral, qwen2")]
+    ModelType { model_type: String, architectures: String },
+    #[error(
+        "a BERT encoder (model_type `bert`) cannot be trained or loaded as a decoder: training, generation and \
+         export take llama, mistral and qwen2; give an encoder to `analyze --hf-dir`, which measures its layer \
+         removal by pseudo-perplexity"
+    )]
+    BertAsDecoder,
+    #[error(
+        "model_type {model_type} {architectures} is not a BERT encoder (model_type `bert`); a LLaMA, Mistral or \
+         Qwen2 decoder loads with `load_hf_model`"
+    )]
+    NotBert { model_type: String, architectures: String },
+    #[error("rope type `{kind}` in `{field}`; supported: default, linear, llama3")]
+    RopeType { field: String, kind: String },
+    /// A decoder's activation other than SiLU.
+    #[error("hidden_act `{0}`; only silu (SwiGLU) is implemented")]
+    Activation(String),
+    /// A BERT activation this crate does not implement.
+    #[error(
+        "hidden_act `{0}`; implemented: gelu, gelu_python, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish"
+    )]
+    BertActivation(String),
+    /// `attention_bias` or `mlp_bias` in a LLaMA or Mistral.
+    #[error("`{0}: true`: this LLaMA variant has biases the model does not implement")]
+    Bias(String),
+    #[error("Qwen2 with `use_sliding_window: true` (sliding-window attention)")]
+    SlidingWindow,
+    #[error("head_dim {head_dim} differs from hidden_size / num_attention_heads = {implied}")]
+    HeadDim { head_dim: usize, implied: usize },
+    #[error("position_embedding_type `{0}`; only `absolute` position embeddings are implemented")]
+    PositionEmbedding(String),
+    /// `is_decoder` or `add_cross_attention` in a BERT config.
+    #[error("`{0}: true`: a BERT decoder (causal or cross-attention) is not this bidirectional encoder")]
+    BertDecoder(String),
+    #[error(
+        "{} has no masked-language-model head (no `cls.predictions.*` tensor): a bare BertModel cannot score \
+         tokens; give a BertForMaskedLM or BertForPreTraining checkpoint",
+        .dir.display()
+    )]
+    NoMaskedLmHead { dir: PathBuf },
+    /// Export was given a model that was not built from the config it was given with.
+    #[error("the model was not built from this config")]
+    NotThisConfig,
+}
+
+/// Why the local Hugging Face cache holds no snapshot of a model ([`HfError::NotInCache`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+#[allow(missing_docs)]
+pub enum CacheMiss {
+    #[error("no HF_HUB_CACHE, HF_HOME or home folder to find it in")]
+    NoCache,
+    #[error("the cache {} is not a folder", .cache.display())]
+    CacheNotAFolder { cache: PathBuf },
+    #[error("{} does not exist", .folder.display())]
+    NoModelFolder { folder: PathBuf },
+    /// A `refs/` file holding something other than a commit hash (its first 80 characters).
+    #[error("{} holds `{holds}`, which is not a commit hash (40 hex digits)", .ref_file.display())]
+    RefNotACommit { ref_file: PathBuf, holds: String },
+    #[error("{} holds no {} and no snapshot of that commit", .folder.display(), .ref_file.display())]
+    NoRef { folder: PathBuf, ref_file: PathBuf },
+    #[error("{} names commit `{commit}`, whose snapshot {} holds no config.json", .ref_file.display(), .snapshot.display())]
+    EmptySnapshot { ref_file: PathBuf, commit: String, snapshot: PathBuf },
+}
+
+/// What a Hugging Face LLaMA checkpoint cannot express ([`HfError::NotExportable`]): only
+/// RMSNorm, and Pre-LN blocks whose depth factors fold into the weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportProblem {
+    /// A norm kind other than RMSNorm.
+    #[error(
+        "a {} norm cannot be expressed in a Hugging Face LLaMA checkpoint (the LLaMA family uses RMSNorm)",
+        .0.name()
+    )]
+    NormKind(NormKind),
+    /// A part of the block, named with the schemes that have it, that the architecture lacks.
+    #[error(
+        "{0} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA \
+         checkpoint; Pre-LN, LNS in every position but before-norm, CompleteP and the init-only schemes export"
+    )]
+    Block(BlockPart),
+}
+
+/// A part of a transformer block that the Hugging Face LLaMA architecture has no counterpart for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockPart {
+    /// A norm after the residual addition.
+    #[error("a Post-LN block (post-ln, deepnorm, mix-ln)")]
+    PostLn,
+    /// A norm on each sub-layer's output as well as its input.
+    #[error("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")]
+    OutputNorm,
+    /// A norm on each sub-layer's output only.
+    #[error("a norm on each sub-layer's output and none on its input (reordered-norm)")]
+    OutputNormOnly,
+    /// GPAS's learned gate on the residual stream.
+    #[error("GPAS's learned scaling of the residual stream (gpas)")]
+    Gpas,
+    /// A learned gate on each branch.
+    #[error("a LayerScale or SkipInit gate")]
+    BranchGate,
+    /// LNS applied to the norm's input.
+    #[error("scaling the norm's input (lns:before-norm)")]
+    NormInputScale,
+    /// DeepNorm's scale of the residual.
+    #[error("a residual scale (DeepNorm)")]
+    ResidualScale,
+}
+
+/// `config.json`'s key for each field of the model config that `parse_hf_config` fills from it.
+const HF_KEYS: [(&str, &str); 11] = [
+    ("d_model", "hidden_size"),
+    ("d_ff", "intermediate_size"),
+    ("n_layers", "num_hidden_layers"),
+    ("n_heads", "num_attention_heads"),
+    ("n_kv_heads", "num_key_value_heads"),
+    ("vocab_size", "vocab_size"),
+    ("max_seq_len", "max_position_embeddings"),
+    ("rope_theta", "rope_theta"),
+    ("norm_eps", "rms_norm_eps"),
+    ("init_std", "initializer_range"),
+    ("embed_init_std", "initializer_range"),
+];
+
+/// `error`'s message with each model field named by its key in `config.json`, so the user finds
+/// what to fix.
+fn named_by_hf_keys(error: &ConfigError) -> String {
+    HF_KEYS.iter().fold(error.to_string(), |text, (ours, key)| text.replace(&format!("`{ours}`"), &format!("`{key}`")))
+}
+
+impl HfError {
+    pub(crate) fn config(field: &str, problem: FieldProblem) -> Self {
+        HfError::Config { field: field.to_string(), problem }
     }
 
     /// [`HfError::NonFinite`] for the first non-finite weight of a loaded model, if it has one
@@ -86,5 +418,11 @@ impl HfError {
             Some(parameter) => Err(HfError::NonFinite { parameter }),
             None => Ok(()),
         }
+    }
+}
+
+impl From<Unsupported> for HfError {
+    fn from(unsupported: Unsupported) -> Self {
+        HfError::Unsupported(unsupported)
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use hf_hub::{Cache, Repo, RepoType};
 
-use super::HfError;
+use super::{CacheMiss, HfError};
 
 /// The local Hugging Face hub cache this machine's tools use; `None` without `HF_HUB_CACHE`,
 /// `HF_HOME` or a home folder.
@@ -47,33 +47,26 @@ pub fn resolve_model_dir(spec: &Path) -> Result<PathBuf, HfError> {
 /// [`resolve_model_dir`] in the given hub cache (`None`: there is none to look in).
 pub fn resolve_model_dir_in(spec: &Path, cache: Option<Cache>) -> Result<PathBuf, HfError> {
     if let Some(name) = spec.to_str().filter(|_| !spec.exists()).and_then(|s| s.strip_suffix('@')) {
-        return Err(HfError::File {
-            path: spec.display().to_string(),
-            message: format!("no revision after `@`: give {name}@BRANCH, {name}@TAG or {name}@COMMIT, or {name} alone"),
-        });
+        return Err(HfError::NoRevision { name: name.to_string() });
     }
     let Some((name, revision)) = spec.to_str().filter(|_| !spec.exists()).and_then(repo_name) else {
         return Ok(spec.to_path_buf());
     };
-    let not_found = |looked: String| HfError::File {
-        path: spec.display().to_string(),
-        message: format!(
-            "no such folder, and no snapshot of the model {name}{} in the local Hugging Face cache ({looked}); \
-             download it first (`huggingface-cli download {name}{}`), or give the model's folder: nothing is \
-             downloaded here",
-            revision.map(|r| format!(" at revision {r}")).unwrap_or_default(),
-            revision.map(|r| format!(" --revision {r}")).unwrap_or_default(),
-        ),
+    let not_found = |miss: CacheMiss| HfError::NotInCache {
+        spec: spec.display().to_string(),
+        name: name.to_string(),
+        revision: revision.map(str::to_string),
+        miss: Box::new(miss),
     };
     let Some(cache) = cache else {
-        return Err(not_found("no HF_HUB_CACHE, HF_HOME or home folder to find it in".into()));
+        return Err(not_found(CacheMiss::NoCache));
     };
     let repo = match revision {
         Some(revision) => Repo::with_revision(name.to_string(), RepoType::Model, revision.to_string()),
         None => Repo::model(name.to_string()),
     };
     if !cache.path().is_dir() {
-        return Err(not_found(format!("the cache {} is not a folder", cache.path().display())));
+        return Err(not_found(CacheMiss::CacheNotAFolder { cache: cache.path().to_path_buf() }));
     }
     let folder = cache.path().join(repo.folder_name());
     let snapshot = |commit: &str| folder.join("snapshots").join(commit);
@@ -81,10 +74,7 @@ pub fn resolve_model_dir_in(spec: &Path, cache: Option<Cache>) -> Result<PathBuf
     // A revision names a file under `refs/`: one that leaves it (`../x`) names nothing.
     if let Some(revision) = revision {
         if revision.split('/').any(|part| part.is_empty() || part == "." || part == "..") || revision.contains('\\') {
-            return Err(HfError::file(
-                spec,
-                format!("`{revision}` is not a revision: give a branch, a tag or a commit hash after `@`"),
-            ));
+            return Err(HfError::NotARevision { spec: spec.display().to_string(), revision: revision.to_string() });
         }
     }
     // A commit hash names its snapshot itself; a branch or tag goes through `refs/`, which must
@@ -95,23 +85,15 @@ pub fn resolve_model_dir_in(spec: &Path, cache: Option<Cache>) -> Result<PathBuf
     let ref_file = folder.join("refs").join(revision.unwrap_or("main"));
     let named = std::fs::read_to_string(&ref_file).ok().map(|commit| commit.trim().to_string());
     if let Some(named) = named.as_deref().filter(|named| by_commit.is_none() && !is_commit(named)) {
-        return Err(not_found(format!(
-            "{} holds `{}`, which is not a commit hash (40 hex digits)",
-            ref_file.display(),
-            named.chars().take(80).collect::<String>()
-        )));
+        return Err(not_found(CacheMiss::RefNotACommit { ref_file, holds: named.chars().take(80).collect() }));
     }
     let by_ref = named.as_deref().map(|commit| snapshot(commit).join("config.json")).filter(|c| c.is_file());
     match by_commit.or(by_ref).and_then(|config| config.parent().map(Path::to_path_buf)) {
         Some(dir) => Ok(dir),
-        None if !folder.is_dir() => Err(not_found(format!("{} does not exist", folder.display()))),
+        None if !folder.is_dir() => Err(not_found(CacheMiss::NoModelFolder { folder })),
         None => Err(not_found(match named {
-            Some(commit) => format!(
-                "{} names commit `{commit}`, whose snapshot {} holds no config.json",
-                ref_file.display(),
-                snapshot(&commit).display()
-            ),
-            None => format!("{} holds no {} and no snapshot of that commit", folder.display(), ref_file.display()),
+            Some(commit) => CacheMiss::EmptySnapshot { snapshot: snapshot(&commit), ref_file, commit },
+            None => CacheMiss::NoRef { folder, ref_file },
         })),
     }
 }

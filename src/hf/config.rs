@@ -9,10 +9,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::layout::{kind_problem, plan_problem, SAVE_INSTEAD};
-use super::HfError;
+use super::layout::plan_problem;
+use super::{ExportProblem, FieldProblem, HfError, Unsupported};
 use crate::model::RopeScaling;
-use crate::{config_error::ConfigError, model::LlamaConfig, norm::NormKind, norm::NormScheme};
+use crate::{model::LlamaConfig, norm::NormKind, norm::NormScheme};
 
 /// The key under which an exported model records its normalisation scheme.
 pub const SCHEME_KEY: &str = "layernorm_scaling";
@@ -90,19 +90,19 @@ struct SchemeEntry {
 
 /// `value`, or an error naming `field` as missing.
 fn required<T>(field: &str, value: Option<T>) -> Result<T, HfError> {
-    value.ok_or_else(|| HfError::config(field, "is missing"))
+    value.ok_or_else(|| HfError::config(field, FieldProblem::Missing))
 }
 
 impl HfConfig {
     fn from_json(json: &Value) -> Result<Self, HfError> {
-        let config = json.as_object().ok_or_else(|| HfError::config("(root)", "config.json must be a JSON object"))?;
+        let config = json.as_object().ok_or_else(|| HfError::config("(root)", FieldProblem::NotAnObject))?;
         Self::deserialize(json).map_err(|error| {
             // serde says what is wrong but not where: the field is the entry that fails on its own.
             let fails_alone = |(key, value): &(&String, &Value)| {
                 Self::deserialize(&Value::Object(Map::from_iter([((*key).clone(), (*value).clone())]))).is_err()
             };
             let field = config.iter().find(fails_alone).map_or("(root)", |(key, _)| key.as_str());
-            HfError::config(field, format!("has a bad value: {error}"))
+            HfError::config(field, FieldProblem::BadValue(error.to_string()))
         })
     }
 }
@@ -124,9 +124,7 @@ impl RopeParams {
                     self.original_max_position_embeddings,
                 )?,
             })),
-            other => Err(HfError::Unsupported(format!(
-                "rope type `{other}` in `{field}`; supported: default, linear, llama3"
-            ))),
+            other => Err(Unsupported::RopeType { field: field.to_string(), kind: other.to_string() }.into()),
         }
     }
 
@@ -151,56 +149,49 @@ impl RopeParams {
 
 /// Reads `dir/config.json`.
 pub fn read_hf_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, HfError> {
-    let dir = dir.as_ref();
-    let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| HfError::file(&path, e))?;
-    let json: Value = serde_json::from_str(&text).map_err(|e| HfError::file(&path, format!("not valid JSON: {e}")))?;
-    parse_hf_config(&json)
+    parse_hf_config(&read_json(&dir.as_ref().join("config.json"))?)
+}
+
+/// The JSON file at `path` (a `config.json`, a shard index), parsed.
+pub(crate) fn read_json(path: &Path) -> Result<Value, HfError> {
+    let text = std::fs::read_to_string(path).map_err(|error| HfError::Io { path: path.to_path_buf(), error })?;
+    serde_json::from_str(&text).map_err(|e| HfError::NotJson { path: path.to_path_buf(), error: e.to_string() })
 }
 
 /// A [`LlamaConfig`] from a parsed `config.json`.
 pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
     if super::bert::describes_bert(json) {
-        return Err(HfError::Unsupported(
-            "a BERT encoder (model_type `bert`) cannot be trained or loaded as a decoder: training, generation \
-             and export take llama, mistral and qwen2; give an encoder to `analyze --hf-dir`, which measures its \
-             layer removal by pseudo-perplexity"
-                .into(),
-        ));
+        return Err(Unsupported::BertAsDecoder.into());
     }
     let config = HfConfig::from_json(json)?;
     let model_type = config.model_type.as_deref().unwrap_or("");
     if !["llama", "mistral", "qwen2"].contains(&model_type) {
         let architectures =
             config.architectures.as_ref().map(|a| Value::from(a.clone()).to_string()).unwrap_or_default();
-        return Err(HfError::Unsupported(format!(
-            "model_type `{model_type}` {architectures}; supported: llama, mistral, qwen2"
-        )));
+        return Err(Unsupported::ModelType { model_type: model_type.to_string(), architectures }.into());
     }
     if let Some(act) = config.hidden_act.as_deref().filter(|act| *act != "silu") {
-        return Err(HfError::Unsupported(format!("hidden_act `{act}`; only silu (SwiGLU) is implemented")));
+        return Err(Unsupported::Activation(act.to_string()).into());
     }
     for (field, value) in [("attention_bias", config.attention_bias), ("mlp_bias", config.mlp_bias)] {
         if model_type != "qwen2" && value == Some(true) {
-            return Err(HfError::Unsupported(format!(
-                "`{field}: true`: this LLaMA variant has biases the model does not implement"
-            )));
+            return Err(Unsupported::Bias(field.to_string()).into());
         }
     }
     if model_type == "qwen2" && config.use_sliding_window == Some(true) {
-        return Err(HfError::Unsupported("Qwen2 with `use_sliding_window: true` (sliding-window attention)".into()));
+        return Err(Unsupported::SlidingWindow.into());
     }
 
     let d_model = required("hidden_size", config.hidden_size)?;
     let n_heads = required("num_attention_heads", config.num_attention_heads)?;
     if n_heads == 0 || d_model % n_heads != 0 {
-        return Err(HfError::config("num_attention_heads", format!("{n_heads} does not divide hidden_size {d_model}")));
+        return Err(HfError::config(
+            "num_attention_heads",
+            FieldProblem::HeadsDoNotDivide { heads: n_heads, hidden: d_model },
+        ));
     }
     if let Some(head_dim) = config.head_dim.filter(|&head_dim| head_dim != d_model / n_heads) {
-        return Err(HfError::Unsupported(format!(
-            "head_dim {head_dim} differs from hidden_size / num_attention_heads = {}",
-            d_model / n_heads
-        )));
+        return Err(Unsupported::HeadDim { head_dim, implied: d_model / n_heads }.into());
     }
     // transformers 5 moves rope_theta and the scaling into `rope_parameters`.
     let (rope_theta, rope_scaling) = match &config.rope_parameters {
@@ -222,7 +213,7 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
         Some(entry) => entry
             .norm_scheme
             .as_deref()
-            .ok_or_else(|| HfError::config(SCHEME_KEY, "must hold a `norm_scheme` string"))?
+            .ok_or_else(|| HfError::config(SCHEME_KEY, FieldProblem::NoSchemeName))?
             .parse::<NormScheme>()?,
     };
     let mut model = LlamaConfig::new(
@@ -244,44 +235,17 @@ pub fn parse_hf_config(json: &Value) -> Result<LlamaConfig, HfError> {
     if let Some(std) = config.initializer_range {
         model = model.with_init_std(std).with_embed_init_std(std);
     }
-    model.validate().map_err(named_by_hf_keys)?;
+    model.validate().map_err(HfError::ConfigValue)?;
     Ok(model)
-}
-
-/// `config.json`'s key for each field of [`LlamaConfig`] that [`parse_hf_config`] fills from it.
-const HF_KEYS: [(&str, &str); 11] = [
-    ("d_model", "hidden_size"),
-    ("d_ff", "intermediate_size"),
-    ("n_layers", "num_hidden_layers"),
-    ("n_heads", "num_attention_heads"),
-    ("n_kv_heads", "num_key_value_heads"),
-    ("vocab_size", "vocab_size"),
-    ("max_seq_len", "max_position_embeddings"),
-    ("rope_theta", "rope_theta"),
-    ("norm_eps", "rms_norm_eps"),
-    ("init_std", "initializer_range"),
-    ("embed_init_std", "initializer_range"),
-];
-
-/// `error`, from validating the model read from `config.json`, with each field named by its key
-/// in `config.json` (`rms_norm_eps`, not `norm_eps`), so the user finds what to fix.
-fn named_by_hf_keys(error: ConfigError) -> HfError {
-    let message = HF_KEYS
-        .iter()
-        .fold(error.to_string(), |text, (ours, key)| text.replace(&format!("`{ours}`"), &format!("`{key}`")));
-    HfError::ConfigValue(message)
 }
 
 /// The `config.json` of `config` for transformers (`LlamaForCausalLM`, or `Qwen2ForCausalLM` when
 /// the model has q/k/v biases); a scheme other than Pre-LN is recorded under [`SCHEME_KEY`]. A
 /// norm kind or scheme a LLaMA checkpoint cannot express is an error naming the scheme.
 pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
-    check_exportable(config).map_err(|error| match error {
-        HfError::Unsupported(message) => {
-            HfError::Unsupported(format!("exporting a `{}` model: {message}", config.norm_scheme))
-        }
-        error => error,
-    })?;
+    if let Some(problem) = llama_checkpoint_problem(config)? {
+        return Err(HfError::NotExportable { scheme: Some(config.norm_scheme.clone()), problem });
+    }
     let (model_type, architecture) =
         if config.qkv_bias { ("qwen2", "Qwen2ForCausalLM") } else { ("llama", "LlamaForCausalLM") };
     let llama = model_type == "llama";
@@ -315,22 +279,14 @@ pub fn hf_config_json(config: &LlamaConfig) -> Result<Value, HfError> {
         sliding_window: None,
         layernorm_scaling: scheme,
     };
-    serde_json::to_value(hf).map_err(|e| HfError::Unsupported(format!("config.json: {e}")))
-}
-
-/// An error unless a LLaMA checkpoint can express `config` ([`llama_checkpoint_problem`]).
-fn check_exportable(config: &LlamaConfig) -> Result<(), HfError> {
-    match llama_checkpoint_problem(config)? {
-        Some(problem) => Err(HfError::Unsupported(format!("{problem}; {SAVE_INSTEAD}"))),
-        None => Ok(()),
-    }
+    serde_json::to_value(hf).map_err(|e| HfError::CannotWrite { path: "config.json".into(), error: e.to_string() })
 }
 
 /// Why a Hugging Face LLaMA checkpoint cannot express a model of `config`, `None` when it can:
 /// its norm kind must be RMSNorm and every layer's plan foldable into the weights.
-pub fn llama_checkpoint_problem(config: &LlamaConfig) -> Result<Option<String>, HfError> {
+pub fn llama_checkpoint_problem(config: &LlamaConfig) -> Result<Option<ExportProblem>, HfError> {
     if config.norm_kind != NormKind::RmsNorm {
-        return Ok(Some(kind_problem(config.norm_kind)));
+        return Ok(Some(ExportProblem::NormKind(config.norm_kind)));
     }
     for layer in 1..=config.n_layers {
         if let Some(problem) = plan_problem(&config.norm_scheme.plan(layer, config.n_layers, config.init_std)?) {

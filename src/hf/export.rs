@@ -6,7 +6,7 @@ use burn_store::{ModuleSnapshot, SafetensorsStore};
 
 use super::config::hf_config_json;
 use super::layout::{export_adapter, NameMap};
-use super::HfError;
+use super::{HfError, Unsupported};
 use crate::io::check_replaceable_dir;
 use crate::{model::Llama, model::LlamaConfig};
 
@@ -46,19 +46,17 @@ pub fn export_hf_from(
 ) -> Result<(), HfError> {
     let dir = dir.as_ref();
     if model.n_layers() != config.n_layers || model.lm_head.is_none() != config.tie_embeddings {
-        return Err(HfError::Unsupported("the model was not built from this config".into()));
+        return Err(Unsupported::NotThisConfig.into());
     }
     // An earlier export (it lists its files in `.contents`) is replaced; any other folder with
     // files, a downloaded model among them, is not.
-    check_replaceable_dir(dir, "config.json").map_err(|e| HfError::file(dir, e))?;
+    check_replaceable_dir(dir, "config.json")
+        .map_err(|error| HfError::NotReplaceable { dir: dir.to_path_buf(), error })?;
     // Norm kinds and schemes transformers cannot express are refused here, before anything is
     // written; the error names the model's scheme.
     let mut json = hf_config_json(config)?;
     if let Some(source) = source {
-        let path = source.join("config.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| HfError::file(&path, e))?;
-        let original: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| HfError::file(&path, format!("not valid JSON: {e}")))?;
+        let original = super::config::read_json(&source.join("config.json"))?;
         if let (Some(ours), Some(theirs)) = (json.as_object_mut(), original.as_object()) {
             // Only the keys of tokens and generation: the architecture is the retrofitted model's.
             for key in KEPT_FROM_SOURCE {
@@ -89,5 +87,5 @@ pub fn export_hf_from(
         }
         Ok(())
     })
-    .map_err(|e| HfError::file(dir, e))
+    .map_err(|error| HfError::Io { path: dir.to_path_buf(), error })
 }

@@ -12,7 +12,7 @@ use burn_store::{
     bridge, BurnToPyTorchAdapter, FloatCastAdapter, KeyRemapper, ModuleAdapter, ModuleContext, PyTorchToBurnAdapter,
 };
 
-use super::HfError;
+use super::{BlockPart, ExportProblem, HfError};
 use crate::model::Block;
 use crate::model::Llama;
 use crate::norm::{BranchGate, LayerPlan, NormKind, Placement};
@@ -71,7 +71,7 @@ pub fn folded_factors(block: &Block) -> Result<[f64; 4], HfError> {
 /// An error unless a LLaMA checkpoint can express a block of this plan ([`plan_problem`]).
 pub(crate) fn check_exportable_plan(plan: &LayerPlan) -> Result<(), HfError> {
     match plan_problem(plan) {
-        Some(problem) => Err(HfError::Unsupported(format!("{problem}; {SAVE_INSTEAD}"))),
+        Some(problem) => Err(HfError::NotExportable { scheme: None, problem }),
         None => Ok(()),
     }
 }
@@ -79,43 +79,18 @@ pub(crate) fn check_exportable_plan(plan: &LayerPlan) -> Result<(), HfError> {
 /// Why a LLaMA checkpoint cannot express a block of this plan, `None` when it can: Post-LN,
 /// Sandwich-LN, Peri-LN, branch gates, GPAS, LNS before the norm and DeepNorm's residual scale
 /// have no counterpart there.
-pub(crate) fn plan_problem(plan: &LayerPlan) -> Option<String> {
-    let what = match plan.placement {
-        Placement::Post => Some("a Post-LN block (post-ln, deepnorm, mix-ln)"),
-        Placement::Sandwich => {
-            Some("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")
-        }
-        Placement::Reordered => Some("a norm on each sub-layer's output and none on its input (reordered-norm)"),
-        Placement::Pre if plan.gpas => Some("GPAS's learned scaling of the residual stream (gpas)"),
-        Placement::Pre if plan.gate != BranchGate::None => Some("a LayerScale or SkipInit gate"),
-        Placement::Pre if plan.norm_input_scale != 1.0 => Some("scaling the norm's input (lns:before-norm)"),
-        Placement::Pre if plan.residual_scale != 1.0 => Some("a residual scale (DeepNorm)"),
-        Placement::Pre => None,
-    }?;
-    Some(format!(
-        "{what} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA \
-         checkpoint; {EXPORTABLE}"
-    ))
-}
-
-/// The schemes a LLaMA checkpoint expresses (their factors folded into the weights).
-const EXPORTABLE: &str = "Pre-LN, LNS in every position but before-norm, CompleteP and the init-only schemes export";
-
-/// What every refusal to export adds: the model itself is fine.
-pub(crate) const SAVE_INSTEAD: &str = "the model itself is sound: it stays usable in this crate's own format (a run \
-     directory's model.bpk, which train --init-from, generate and analyze read)";
-
-/// The refusal of a norm kind other than RMSNorm ([`kind_problem`]).
-pub(crate) fn unsupported_kind(kind: NormKind) -> HfError {
-    HfError::Unsupported(format!("{}; {SAVE_INSTEAD}", kind_problem(kind)))
-}
-
-/// Why no LLaMA-family checkpoint can express a norm of this kind (only RMSNorm is).
-pub(crate) fn kind_problem(kind: NormKind) -> String {
-    format!(
-        "a {} norm cannot be expressed in a Hugging Face LLaMA checkpoint (the LLaMA family uses RMSNorm)",
-        kind.name()
-    )
+pub(crate) fn plan_problem(plan: &LayerPlan) -> Option<ExportProblem> {
+    let part = match plan.placement {
+        Placement::Post => BlockPart::PostLn,
+        Placement::Sandwich => BlockPart::OutputNorm,
+        Placement::Reordered => BlockPart::OutputNormOnly,
+        Placement::Pre if plan.gpas => BlockPart::Gpas,
+        Placement::Pre if plan.gate != BranchGate::None => BlockPart::BranchGate,
+        Placement::Pre if plan.norm_input_scale != 1.0 => BlockPart::NormInputScale,
+        Placement::Pre if plan.residual_scale != 1.0 => BlockPart::ResidualScale,
+        Placement::Pre => return None,
+    };
+    Some(ExportProblem::Block(part))
 }
 
 /// Multiplies the weights at some module paths by a factor, in f64 and rounded once to f32.
@@ -132,7 +107,7 @@ impl FoldAdapter {
     fn new(model: &Llama, load: bool) -> Result<Self, HfError> {
         let norms = model.layers.iter().flat_map(|block| [&block.attn_norm, &block.ffn_norm]);
         if let Some(norm) = std::iter::once(&model.norm).chain(norms).find(|norm| norm.kind() != NormKind::RmsNorm) {
-            return Err(unsupported_kind(norm.kind()));
+            return Err(HfError::NotExportable { scheme: None, problem: ExportProblem::NormKind(norm.kind()) });
         }
         let mut factors = HashMap::new();
         for (i, block) in model.layers.iter().enumerate() {

@@ -9,7 +9,7 @@ use burn_store::ModuleSnapshot;
 use super::config::read_hf_config;
 use super::layout::{hf_shapes, load_adapter, NameMap};
 use super::weights::Checkpoint;
-use super::HfError;
+use super::{FieldProblem, HfError};
 #[cfg(feature = "data")]
 use crate::data::Tokenizer;
 use crate::{model::Llama, model::LlamaConfig};
@@ -29,10 +29,8 @@ impl HfModel {
     /// The directory's tokenizer; an error naming the directory when it has none.
     #[cfg(feature = "data")]
     pub fn tokenizer(&self) -> Result<Tokenizer, HfError> {
-        let path = self.tokenizer.as_ref().ok_or_else(|| {
-            HfError::Unsupported("the model directory has no tokenizer.json; give token ids instead of text".into())
-        })?;
-        Tokenizer::from_spec(&path.display().to_string()).map_err(|e| HfError::file(path, e))
+        let path = self.tokenizer.as_ref().ok_or(HfError::NoTokenizer)?;
+        Tokenizer::from_spec(&path.display().to_string()).map_err(|e| HfError::Tokenizer(Box::new(e)))
     }
 }
 
@@ -41,7 +39,7 @@ impl HfModel {
 /// 100000000) is an error naming the field and what the checkpoint holds, not an abort.
 fn check_sizes(config: &LlamaConfig, checkpoint: &Checkpoint) -> Result<(), HfError> {
     let not_its_own = |field: &str, value: usize, found: String| {
-        HfError::config(field, format!("is {value}, but {found}; is config.json the checkpoint's own?"))
+        HfError::config(field, FieldProblem::NotTheCheckpoints { value, found })
     };
     let layers = checkpoint.keys().into_iter().filter_map(layer_index).max().map_or(0, |last| last + 1);
     if layers != config.n_layers {
@@ -92,12 +90,7 @@ pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, 
     let resolved = super::resolve_model_dir(dir.as_ref())?;
     let dir = resolved.as_path();
     if !dir.is_dir() {
-        return Err(HfError::File {
-            path: dir.display().to_string(),
-            message: "no such folder: give a Hugging Face model folder (config.json and safetensors), or a model of \
-                      the local Hugging Face cache by name (org/name, org/name@revision)"
-                .into(),
-        });
+        return Err(HfError::NoSuchFolder { dir: dir.to_path_buf(), by_name: true });
     }
     let config = read_hf_config(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
@@ -121,20 +114,17 @@ pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, 
         .filter(|key| !(config.tie_embeddings && *key == "lm_head.weight"))
         .collect();
     if let Some(key) = unexpected.first() {
-        return Err(HfError::Unsupported(format!(
-            "the checkpoint has {} tensor(s) this architecture does not use, e.g. `{key}`; is config.json the checkpoint's own?",
-            unexpected.len()
-        )));
+        return Err(HfError::UnusedTensors { count: unexpected.len(), example: key.to_string(), bert: false });
     }
 
     let (tensors, renamed) = names.to_burn.remap(tensors);
     let result = model.apply(tensors, None, Some(Box::new(adapter)), true);
     // Names and shapes were checked above: what is left is a tensor whose data cannot be read.
     if let Some(error) = result.errors.first() {
-        return Err(HfError::file(dir, error));
+        return Err(HfError::Apply { dir: dir.to_path_buf(), error: error.to_string() });
     }
     if let Some((path, _)) = result.missing.first() {
-        return Err(HfError::Unsupported(format!("no tensor of the checkpoint was applied to `{path}`")));
+        return Err(HfError::NotApplied { path: path.clone() });
     }
     // Generation, analysis or training from it would give NaN with exit 0. Named by its key in
     // the checkpoint, as the user's tools show it.

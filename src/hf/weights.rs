@@ -31,11 +31,8 @@ impl std::fmt::Debug for Checkpoint {
 fn read_file(path: &Path) -> Result<BTreeMap<String, PackTensor>, HfError> {
     let mut store = SafetensorsStore::from_file(path);
     store.get_all_tensors().cloned().map_err(|e| match e {
-        SafetensorsStoreError::Io(e) => HfError::file(path, e),
-        SafetensorsStoreError::Safetensors(e) => {
-            HfError::file(path, format!("not a valid safetensors file (truncated or corrupt?): {e}"))
-        }
-        other => HfError::file(path, other),
+        SafetensorsStoreError::Io(error) => HfError::Io { path: path.to_path_buf(), error },
+        other => HfError::NotSafetensors { path: path.to_path_buf(), error: other.to_string() },
     })
 }
 
@@ -45,17 +42,14 @@ impl Checkpoint {
         let single = dir.join("model.safetensors");
         let index_path = dir.join("model.safetensors.index.json");
         let tensors = if index_path.is_file() {
-            let text = std::fs::read_to_string(&index_path).map_err(|e| HfError::file(&index_path, e))?;
-            let json: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| HfError::file(&index_path, format!("not valid JSON: {e}")))?;
-            let map = json["weight_map"]
-                .as_object()
-                .ok_or_else(|| HfError::file(&index_path, "has no `weight_map` object"))?;
+            let json = super::config::read_json(&index_path)?;
+            let bad_index =
+                |key: Option<&String>| HfError::BadShardIndex { path: index_path.clone(), key: key.cloned() };
+            let map = json["weight_map"].as_object().ok_or_else(|| bad_index(None))?;
             let mut shards: HashMap<&str, BTreeMap<String, PackTensor>> = HashMap::new();
             let mut tensors = BTreeMap::new();
             for (key, file) in map {
-                let name =
-                    file.as_str().ok_or_else(|| HfError::file(&index_path, format!("`{key}` maps to a non-string")))?;
+                let name = file.as_str().ok_or_else(|| bad_index(Some(key)))?;
                 if !shards.contains_key(name) {
                     shards.insert(name, read_file(&dir.join(name))?);
                 }
@@ -67,18 +61,12 @@ impl Checkpoint {
             tensors
         } else if single.is_file() {
             read_file(&single)?
-        } else if let (Ok(_), Err(e)) = (single.symlink_metadata(), single.metadata()) {
+        } else if let (Ok(_), Err(error)) = (single.symlink_metadata(), single.metadata()) {
             // The Hugging Face cache links each snapshot file to a blob: one removed or never
             // downloaded leaves the link.
-            return Err(HfError::file(
-                &single,
-                format!(
-                    "is a link to a file that is not there ({e}): its download is missing or incomplete; download \
-                     the model again"
-                ),
-            ));
+            return Err(HfError::BrokenLink { path: single, error });
         } else {
-            return Err(HfError::file(dir, "holds neither model.safetensors nor model.safetensors.index.json"));
+            return Err(HfError::NoWeights { dir: dir.to_path_buf() });
         };
         Ok(Self { dir: dir.to_path_buf(), tensors })
     }
@@ -123,7 +111,7 @@ impl Checkpoint {
 
     /// The tensor `key` as f32 values in row-major order, checked to have `shape`.
     pub fn tensor(&self, key: &str, shape: &[usize]) -> Result<Vec<f32>, HfError> {
-        let unreadable = |e: String| HfError::file(&self.dir, format!("tensor `{key}` cannot be read: {e}"));
+        let unreadable = |error: String| HfError::BadTensorData { path: self.dir.clone(), key: key.to_string(), error };
         let data = bridge::to_data(self.checked(key, shape)?).map_err(|e| unreadable(e.to_string()))?;
         data.try_cast_as::<f32>().and_then(|data| data.try_into_vec::<f32>()).map_err(|e| unreadable(e.to_string()))
     }
@@ -146,10 +134,11 @@ pub fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, Vec<f32>)]
         .map(|(name, shape, data)| {
             safetensors::tensor::TensorView::new(Dtype::F32, shape.clone(), data)
                 .map(|view| (name.clone(), view))
-                .map_err(|e| HfError::file(path, format!("tensor `{name}`: {e}")))
+                .map_err(|e| HfError::CannotWrite { path: path.to_path_buf(), error: format!("tensor `{name}`: {e}") })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let serialized = safetensors::serialize(views, Some(metadata)).map_err(|e| HfError::file(path, e))?;
-    crate::io::write_atomically(path, &serialized).map_err(|e| HfError::file(path, e))
+    let serialized = safetensors::serialize(views, Some(metadata))
+        .map_err(|e| HfError::CannotWrite { path: path.to_path_buf(), error: e.to_string() })?;
+    crate::io::write_atomically(path, &serialized).map_err(|error| HfError::Io { path: path.to_path_buf(), error })
 }

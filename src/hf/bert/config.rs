@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::hf::HfError;
+use crate::hf::{FieldProblem, HfError, Unsupported};
 
 /// The activation of the feed-forward layers and of the masked-LM head (`hidden_act`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -80,13 +80,14 @@ pub(crate) fn describes_bert(json: &Value) -> bool {
 fn entry<T>(
     config: &Value,
     field: &str,
-    what: &str,
+    what: &'static str,
     read: impl FnOnce(&Value) -> Option<T>,
 ) -> Result<Option<T>, HfError> {
     match config.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => {
-            read(value).map(Some).ok_or_else(|| HfError::config(field, format!("must be {what}, got {value}")))
+            let wrong = || HfError::config(field, FieldProblem::WrongKind { what, got: value.to_string() });
+            read(value).map(Some).ok_or_else(wrong)
         }
     }
 }
@@ -94,14 +95,14 @@ fn entry<T>(
 /// A size that must be there and be at least 1.
 fn size(config: &Value, field: &str) -> Result<usize, HfError> {
     let value = size_or(config, field, None)?;
-    value.ok_or_else(|| HfError::config(field, "is missing"))
+    value.ok_or_else(|| HfError::config(field, FieldProblem::Missing))
 }
 
 /// A size, at least 1, or `default` when absent.
 fn size_or(config: &Value, field: &str, default: Option<usize>) -> Result<Option<usize>, HfError> {
     let value = entry(config, field, "a positive integer", |v| v.as_u64().and_then(|n| usize::try_from(n).ok()))?;
     match value.or(default) {
-        Some(0) => Err(HfError::config(field, "must be at least 1, got 0")),
+        Some(0) => Err(HfError::config(field, FieldProblem::Zero)),
         value => Ok(value),
     }
 }
@@ -109,11 +110,7 @@ fn size_or(config: &Value, field: &str, default: Option<usize>) -> Result<Option
 impl BertConfig {
     /// Reads `dir/config.json`.
     pub fn read(dir: impl AsRef<Path>) -> Result<Self, HfError> {
-        let path = dir.as_ref().join("config.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| HfError::file(&path, e))?;
-        let json: Value =
-            serde_json::from_str(&text).map_err(|e| HfError::file(&path, format!("not valid JSON: {e}")))?;
-        Self::from_json(&json)
+        Self::from_json(&crate::hf::config::read_json(&dir.as_ref().join("config.json"))?)
     }
 
     /// The config a parsed `config.json` describes; an error naming the field for anything this
@@ -121,42 +118,32 @@ impl BertConfig {
     /// activation) or a value that is missing or invalid.
     pub fn from_json(json: &Value) -> Result<Self, HfError> {
         if !json.is_object() {
-            return Err(HfError::config("(root)", "config.json must be a JSON object"));
+            return Err(HfError::config("(root)", FieldProblem::NotAnObject));
         }
         if !describes_bert(json) {
             let model_type = json.get("model_type").map_or("(none)".to_string(), Value::to_string);
             let architectures = json.get("architectures").map(Value::to_string).unwrap_or_default();
-            return Err(HfError::Unsupported(format!(
-                "model_type {model_type} {architectures} is not a BERT encoder (model_type `bert`); a LLaMA, Mistral \
-                 or Qwen2 decoder loads with `load_hf_model`"
-            )));
+            return Err(Unsupported::NotBert { model_type, architectures }.into());
         }
         let text = |field: &str| entry(json, field, "a string", |v| v.as_str().map(str::to_string));
         let flag = |field: &str| entry(json, field, "true or false", Value::as_bool);
         if let Some(kind) = text("position_embedding_type")?.filter(|kind| kind != "absolute") {
-            return Err(HfError::Unsupported(format!(
-                "position_embedding_type `{kind}`; only `absolute` position embeddings are implemented"
-            )));
+            return Err(Unsupported::PositionEmbedding(kind).into());
         }
         for field in ["is_decoder", "add_cross_attention"] {
             if flag(field)? == Some(true) {
-                return Err(HfError::Unsupported(format!(
-                    "`{field}: true`: a BERT decoder (causal or cross-attention) is not this bidirectional encoder"
-                )));
+                return Err(Unsupported::BertDecoder(field.to_string()).into());
             }
         }
         let hidden_act = match text("hidden_act")? {
             None => BertActivation::Gelu,
-            Some(name) => BertActivation::from_hf_name(&name).ok_or_else(|| {
-                HfError::Unsupported(format!(
-                    "hidden_act `{name}`; implemented: gelu, gelu_python, gelu_new, gelu_pytorch_tanh, gelu_fast, \
-                     relu, silu, swish"
-                ))
-            })?,
+            Some(name) => {
+                BertActivation::from_hf_name(&name).ok_or_else(|| HfError::from(Unsupported::BertActivation(name)))?
+            }
         };
         let layer_norm_eps = entry(json, "layer_norm_eps", "a positive number", Value::as_f64)?.unwrap_or(1e-12);
         if !(layer_norm_eps > 0.0 && layer_norm_eps.is_finite()) {
-            return Err(HfError::config("layer_norm_eps", format!("must be a positive number, got {layer_norm_eps}")));
+            return Err(HfError::config("layer_norm_eps", FieldProblem::NotPositive(layer_norm_eps)));
         }
         let config = Self {
             vocab_size: size(json, "vocab_size")?,
@@ -171,10 +158,8 @@ impl BertConfig {
             tie_word_embeddings: flag("tie_word_embeddings")?.unwrap_or(true),
         };
         if !config.hidden_size.is_multiple_of(config.num_attention_heads) {
-            return Err(HfError::config(
-                "num_attention_heads",
-                format!("{} does not divide hidden_size {}", config.num_attention_heads, config.hidden_size),
-            ));
+            let (heads, hidden) = (config.num_attention_heads, config.hidden_size);
+            return Err(HfError::config("num_attention_heads", FieldProblem::HeadsDoNotDivide { heads, hidden }));
         }
         Ok(config)
     }

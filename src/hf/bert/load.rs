@@ -18,7 +18,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 
 use super::config::BertConfig;
 use super::model::{BertEmbeddings, BertForMaskedLm, BertLayer, MaskedLmHead};
-use crate::hf::{Checkpoint, HfError};
+use crate::hf::{Checkpoint, FieldProblem, HfError, Unsupported};
 
 /// Tensors a BERT checkpoint may hold that `BertForMaskedLM` does not use (after the prefix).
 const UNUSED: [&str; 4] =
@@ -85,12 +85,10 @@ fn check_layer_count(config: &BertConfig, checkpoint: &Checkpoint, prefix: &str)
     let index = |key: &str| key.strip_prefix(layer_prefix.as_str())?.split('.').next()?.parse::<usize>().ok();
     let layers = checkpoint.keys().into_iter().filter_map(index).max().map_or(0, |last| last + 1);
     if layers != config.num_hidden_layers {
+        let found = format!("the checkpoint holds {layers} layers");
         return Err(HfError::config(
             "num_hidden_layers",
-            format!(
-                "is {}, but the checkpoint holds {layers} layers; is config.json the checkpoint's own?",
-                config.num_hidden_layers
-            ),
+            FieldProblem::NotTheCheckpoints { value: config.num_hidden_layers, found },
         ));
     }
     Ok(())
@@ -107,20 +105,13 @@ pub fn load_bert_model(dir: impl AsRef<Path>, device: &Device) -> Result<(BertFo
     let resolved = crate::hf::resolve_model_dir(dir.as_ref())?;
     let dir = resolved.as_path();
     if !dir.is_dir() {
-        return Err(HfError::file(
-            dir,
-            "no such folder: give a Hugging Face model folder (config.json and safetensors)",
-        ));
+        return Err(HfError::NoSuchFolder { dir: dir.to_path_buf(), by_name: false });
     }
     let config = BertConfig::read(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
     let prefix = if checkpoint.contains("embeddings.word_embeddings.weight") { "" } else { "bert." };
     if !checkpoint.keys().iter().any(|key| key.starts_with("cls.predictions.")) {
-        return Err(HfError::Unsupported(format!(
-            "{} has no masked-language-model head (no `cls.predictions.*` tensor): a bare BertModel cannot score \
-             tokens; give a BertForMaskedLM or BertForPreTraining checkpoint",
-            dir.display()
-        )));
+        return Err(Unsupported::NoMaskedLmHead { dir: dir.to_path_buf() }.into());
     }
     check_layer_count(&config, &checkpoint, prefix)?;
     let tensors = Tensors { checkpoint: &checkpoint, prefix, device, used: RefCell::new(HashSet::new()) };
@@ -136,11 +127,7 @@ pub fn load_bert_model(dir: impl AsRef<Path>, device: &Device) -> Result<(BertFo
         .filter(|key| !(config.tie_word_embeddings && *key == "cls.predictions.decoder.weight"))
         .collect();
     if let Some(key) = unexpected.first() {
-        return Err(HfError::Unsupported(format!(
-            "the checkpoint has {} tensor(s) a BERT masked LM does not use, e.g. `{key}`; is config.json the \
-             checkpoint's own?",
-            unexpected.len()
-        )));
+        return Err(HfError::UnusedTensors { count: unexpected.len(), example: key.to_string(), bert: true });
     }
     HfError::check_finite(crate::model::first_non_finite_parameter(&model))?;
     Ok((model, config))
