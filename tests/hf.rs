@@ -9,9 +9,12 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::{Int, Tensor, TensorData};
 use common::{cpu, example, hf_fixture as fixture, max_diff, quick, ParamValues};
-use layernorm_scaling::hf::{export_hf, load_hf_model, read_hf_config, write_safetensors, Checkpoint};
+use layernorm_scaling::hf::{
+    export_hf, load_hf_model, read_hf_config, write_safetensors, BlockPart, CacheMiss, Checkpoint, ExportProblem,
+    FieldProblem, HfError, Unsupported,
+};
 use layernorm_scaling::model::{retrofit, RopeScaling};
-use layernorm_scaling::{Llama, NormScheme};
+use layernorm_scaling::{ConfigError, Llama, NormScheme};
 
 const FIXTURES: [&str; 5] = ["llama_mha_untied", "llama_gqa_tied", "llama3_rope_scaling", "qwen2_bias", "mistral"];
 
@@ -95,12 +98,7 @@ fn the_directory_tokenizer_encodes_as_transformers() {
     // transformers adds <s> (id 1) in front; our encode leaves special tokens out.
     assert_eq!(expected[0], 1);
     assert_eq!(ids, expected[1..]);
-    assert!(load_hf_model(fixture("qwen2_bias"), &cpu())
-        .unwrap()
-        .tokenizer()
-        .unwrap_err()
-        .to_string()
-        .contains("no tokenizer.json"));
+    assert!(matches!(load_hf_model(fixture("qwen2_bias"), &cpu()).unwrap().tokenizer(), Err(HfError::NoTokenizer)));
 }
 
 #[test]
@@ -156,17 +154,23 @@ fn export_round_trips_in_the_crate_with_lns_restored() {
     export_hf(&loaded.model, &loaded.config, &again, None).unwrap();
     assert!(!again.join("tokenizer.json").exists(), "the new export, without a tokenizer, replaced the old");
     std::fs::write(again.join("README.md"), "my model card").unwrap();
-    let err = export_hf(&loaded.model, &loaded.config, &again, None).unwrap_err().to_string();
-    assert!(err.contains("README.md"), "{err}");
+    let err = export_hf(&loaded.model, &loaded.config, &again, None).unwrap_err();
+    assert!(matches!(&err, HfError::NotReplaceable { dir, .. } if *dir == again), "{err}");
+    assert!(err.to_string().contains("README.md"), "the file in the way is named: {err}");
     assert_eq!(std::fs::read_to_string(again.join("README.md")).unwrap(), "my model card");
     let downloaded = copy_fixture("mistral", &dir.path().join("downloads"));
-    let err = export_hf(&loaded.model, &loaded.config, &downloaded, None).unwrap_err().to_string();
-    assert!(err.contains("no list of what it wrote (.contents") && err.contains("model.safetensors"), "{err}");
+    let err = export_hf(&loaded.model, &loaded.config, &downloaded, None).unwrap_err();
+    assert!(matches!(&err, HfError::NotReplaceable { dir, .. } if *dir == downloaded), "{err}");
     assert!(downloaded.join("model.safetensors").is_file());
     // Schemes transformers cannot express are refused before anything is written.
     let (post, config) = retrofit(loaded.model, &loaded.config, NormScheme::PostLn).unwrap();
-    let err = export_hf(&post, &config, dir.path().join("post"), None).unwrap_err().to_string();
-    assert!(err.contains("Post-LN") && !dir.path().join("post").exists(), "{err}");
+    let err = export_hf(&post, &config, dir.path().join("post"), None).unwrap_err();
+    let post_ln = ExportProblem::Block(BlockPart::PostLn);
+    assert!(
+        matches!(&err, HfError::NotExportable { scheme: Some(NormScheme::PostLn), problem } if *problem == post_ln),
+        "{err}"
+    );
+    assert!(!dir.path().join("post").exists());
 }
 
 /// A copy of fixture `name` in a temporary directory, for breaking.
@@ -180,8 +184,13 @@ fn copy_fixture(name: &str, to: &Path) -> PathBuf {
     dir
 }
 
-fn load_error(dir: &Path) -> String {
-    load_hf_model(dir, &cpu()).map(|_| ()).unwrap_err().to_string()
+fn load_error(dir: &Path) -> HfError {
+    load_hf_model(dir, &cpu()).map(|_| ()).unwrap_err()
+}
+
+/// Whether `error` is a `config.json` field problem about `name`.
+fn field_error(error: &HfError, name: &str, problem: FieldProblem) -> bool {
+    matches!(error, HfError::Config { field, problem: found } if field == name && *found == problem)
 }
 
 fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
@@ -205,55 +214,65 @@ fn each_bad_input_gives_an_error_naming_what_is_wrong() {
     }
     write_safetensors(&dir.join("model.safetensors"), &kept).unwrap();
     let err = load_error(&dir);
-    assert!(err.contains("`model.layers.1.self_attn.k_proj.bias` is missing"), "{err}");
+    assert!(
+        matches!(&err, HfError::MissingTensor { key, .. } if key == "model.layers.1.self_attn.k_proj.bias"),
+        "{err}"
+    );
 
     // A shape that disagrees with config.json.
     let dir = copy_fixture("mistral", &tmp.path().join("shape"));
     edit_config(&dir, |c| c["intermediate_size"] = 64.into());
     let err = load_error(&dir);
-    assert!(err.contains("gate_proj.weight") && err.contains("[48, 32]") && err.contains("[64, 32]"), "{err}");
+    let not_its_own = |e: &HfError| matches!(e, HfError::Config { field, problem: FieldProblem::NotTheCheckpoints { value: 64, .. } } if field == "intermediate_size");
+    assert!(not_its_own(&err) && err.to_string().contains("[48, 32]"), "{err:?}");
 
     // An unsupported architecture and an unsupported rope type.
     let dir = copy_fixture("mistral", &tmp.path().join("arch"));
     edit_config(&dir, |c| c["model_type"] = "gpt2".into());
     let err = load_error(&dir);
-    assert!(err.contains("model_type `gpt2`") && err.contains("supported: llama, mistral, qwen2"), "{err}");
+    assert!(
+        matches!(&err, HfError::Unsupported(Unsupported::ModelType { model_type, .. }) if model_type == "gpt2"),
+        "{err}"
+    );
     let dir = copy_fixture("llama3_rope_scaling", &tmp.path().join("rope"));
     edit_config(&dir, |c| c["rope_scaling"]["rope_type"] = "yarn".into());
     let err = load_error(&dir);
-    assert!(err.contains("rope type `yarn`"), "{err}");
+    assert!(
+        matches!(&err, HfError::Unsupported(Unsupported::RopeType { field, kind }) if field == "rope_scaling" && kind == "yarn"),
+        "{err}"
+    );
     let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("field"));
     edit_config(&dir, |c| c.as_object_mut().unwrap().remove("num_hidden_layers").map(drop).unwrap_or(()));
-    let err = load_error(&dir);
-    assert!(err.contains("`num_hidden_layers` is missing"), "{err}");
+    assert!(field_error(&load_error(&dir), "num_hidden_layers", FieldProblem::Missing));
     // A value the model cannot take is named by config.json's key, not by the model's field.
     let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("eps"));
     edit_config(&dir, |c| c["rms_norm_eps"] = serde_json::json!(1e40));
     let err = load_error(&dir);
-    assert!(err.contains("config.json: `rms_norm_eps` = 1e40") && !err.contains("`norm_eps`"), "{err}");
+    assert!(matches!(&err, HfError::ConfigValue(ConfigError::OutOfRange { field: "norm_eps", .. })), "{err:?}");
+    assert!(err.to_string().starts_with("config.json: `rms_norm_eps` = 1e40"), "named by config.json's key: {err}");
     let dir = copy_fixture("llama_gqa_tied", &tmp.path().join("vocab"));
     edit_config(&dir, |c| c["vocab_size"] = 0.into());
     let err = load_error(&dir);
-    assert!(err.contains("`vocab_size` must be at least 1"), "{err}");
+    assert!(matches!(&err, HfError::ConfigValue(ConfigError::Zero { field: "vocab_size" })), "{err:?}");
 
     // A truncated safetensors file, single and sharded.
     let dir = copy_fixture("llama_mha_untied", &tmp.path().join("truncated"));
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
     std::fs::write(dir.join("model.safetensors"), &bytes[..bytes.len() / 2]).unwrap();
     let err = load_error(&dir);
-    assert!(err.contains("model.safetensors") && err.contains("not a valid safetensors file"), "{err}");
+    assert!(matches!(&err, HfError::NotSafetensors { path, .. } if path.ends_with("model.safetensors")), "{err}");
     let dir = copy_fixture("llama3_rope_scaling", &tmp.path().join("shard"));
     std::fs::remove_file(dir.join("model-00002-of-00003.safetensors")).unwrap();
     let err = load_error(&dir);
-    assert!(err.contains("model-00002-of-00003.safetensors"), "{err}");
+    assert!(matches!(&err, HfError::Io { path, .. } if path.ends_with("model-00002-of-00003.safetensors")), "{err}");
 
     // No weights at all, and a config that is not JSON.
     let dir = tmp.path().join("empty");
     std::fs::create_dir(&dir).unwrap();
     std::fs::copy(fixture("mistral").join("config.json"), dir.join("config.json")).unwrap();
-    assert!(load_error(&dir).contains("holds neither model.safetensors"));
+    assert!(matches!(load_error(&dir), HfError::NoWeights { dir: at } if at == dir));
     std::fs::write(dir.join("config.json"), "{").unwrap();
-    assert!(load_error(&dir).contains("config.json: not valid JSON"));
+    assert!(matches!(load_error(&dir), HfError::NotJson { path, .. } if path == dir.join("config.json")));
 }
 
 /// The shape of `key` as stored, read from the safetensors header.
@@ -482,42 +501,45 @@ fn models_in_the_local_hugging_face_cache_resolve_by_name_offline() {
     assert_eq!(read_hf_config(resolve("lns/tiny@v2").unwrap()).unwrap().norm_eps, 1e-5);
 
     // No snapshot: the error says where it looked and how to download; nothing is fetched.
-    let err = resolve("lns/other").unwrap_err().to_string();
-    assert!(
-        err.contains("no snapshot of the model lns/other") && err.contains("models--lns--other does not exist"),
-        "{err}"
-    );
-    assert!(err.contains("huggingface-cli download lns/other"), "{err}");
-    let err = resolve("lns/tiny@v3").unwrap_err().to_string();
-    assert!(err.contains("at revision v3") && err.contains("refs/v3 and no snapshot of that commit"), "{err}");
+    let miss = |spec: &str| match resolve(spec) {
+        Err(HfError::NotInCache { miss, .. }) => *miss,
+        other => panic!("{spec}: {other:?}"),
+    };
+    let err = resolve("lns/other").unwrap_err();
+    assert!(matches!(&err, HfError::NotInCache { name, revision: None, .. } if name == "lns/other"), "{err}");
+    assert_eq!(miss("lns/other"), CacheMiss::NoModelFolder { folder: hub.join("models--lns--other") });
+    let repo = hub.join("models--lns--tiny");
+    assert!(matches!(resolve("lns/tiny@v3"), Err(HfError::NotInCache { revision: Some(r), .. }) if r == "v3"));
+    assert_eq!(miss("lns/tiny@v3"), CacheMiss::NoRef { folder: repo.clone(), ref_file: repo.join("refs/v3") });
     // A ref written by hand with a newline still names its commit.
     let refs = hub.join("models--lns--tiny/refs");
     std::fs::write(refs.join("v2"), format!("{}\n", "b".repeat(40))).unwrap();
     assert_eq!(resolve("lns/tiny@v2").unwrap(), v2);
     std::fs::remove_dir_all(main.parent().unwrap().join("a".repeat(40))).unwrap();
-    let err = resolve("lns/tiny").unwrap_err().to_string();
-    assert!(err.contains(&format!("names commit `{}`, whose snapshot", "a".repeat(40))), "{err}");
-    let err = resolve_model_dir_in(Path::new("lns/tiny"), None).unwrap_err().to_string();
-    assert!(err.contains("no HF_HUB_CACHE, HF_HOME or home folder"), "{err}");
-    let err = resolve("lns/tiny@").unwrap_err().to_string();
-    assert!(err.contains("no revision after `@`"), "{err}");
+    assert!(matches!(miss("lns/tiny"), CacheMiss::EmptySnapshot { commit, .. } if commit == "a".repeat(40)));
+    let no_cache = resolve_model_dir_in(Path::new("lns/tiny"), None);
+    assert!(matches!(no_cache, Err(HfError::NotInCache { miss, .. }) if *miss == CacheMiss::NoCache));
+    assert!(matches!(resolve("lns/tiny@"), Err(HfError::NoRevision { name }) if name == "lns/tiny"));
     // A revision that would leave `refs/`, and a ref that holds a path rather than a commit,
     // name nothing: they loaded a model from outside the cache.
-    let err = resolve("lns/tiny@../../x").unwrap_err().to_string();
-    assert!(err.contains("`../../x` is not a revision"), "{err}");
+    assert!(
+        matches!(resolve("lns/tiny@../../x"), Err(HfError::NotARevision { revision, .. }) if revision == "../../x")
+    );
     std::fs::write(refs.join("elsewhere"), "../../../outside").unwrap();
-    let err = resolve("lns/tiny@elsewhere").unwrap_err().to_string();
-    assert!(err.contains("holds `../../../outside`, which is not a commit hash"), "{err}");
+    let holds = "../../../outside".to_string();
+    assert_eq!(miss("lns/tiny@elsewhere"), CacheMiss::RefNotACommit { ref_file: refs.join("elsewhere"), holds });
     let file_cache = resolve_model_dir_in(Path::new("lns/tiny"), Some(HubCache::new(v2.join("config.json"))));
-    assert!(file_cache.unwrap_err().to_string().contains("is not a folder"));
+    assert!(
+        matches!(file_cache, Err(HfError::NotInCache { miss, .. }) if matches!(*miss, CacheMiss::CacheNotAFolder { .. }))
+    );
     // A snapshot whose weights link to a blob that is not there (a download cut short): named as
     // such, not "holds neither model.safetensors nor ...".
     let broken = dir.path().join("broken");
     std::fs::create_dir_all(&broken).unwrap();
     std::fs::copy(v2.join("config.json"), broken.join("config.json")).unwrap();
     std::os::unix::fs::symlink("../../blobs/0123abcd", broken.join("model.safetensors")).unwrap();
-    let err = load_hf_model(&broken, &cpu()).unwrap_err().to_string();
-    assert!(err.contains("a link to a file that is not there") && err.contains("download the model again"), "{err}");
+    let err = load_hf_model(&broken, &cpu()).unwrap_err();
+    assert!(matches!(&err, HfError::BrokenLink { path, .. } if *path == broken.join("model.safetensors")), "{err}");
 
     // Paths are paths: absolute, `./`, several folders, or an existing folder of that name.
     for spec in ["/abs/path", "./lns/tiny", "a/b/c", "lns", "lns/"] {
@@ -651,4 +673,58 @@ fn training_from_a_model_with_nan_weights_is_refused_before_anything_is_written(
         matches!(&error, layernorm_scaling::hf::HfError::NonFinite { parameter } if parameter == "model.layers.1.mlp.down_proj.weight"),
         "{error}"
     );
+}
+
+/// One message of each family, whole: the place, the facts and the advice, written once per
+/// variant (the tests above match the variants).
+#[test]
+fn hf_errors_name_the_place_and_the_facts_in_their_messages() {
+    let messages = [
+        (
+            HfError::NoSuchFolder { dir: "models/x".into(), by_name: true },
+            "models/x: no such folder: give a Hugging Face model folder (config.json and safetensors), or a model of \
+             the local Hugging Face cache by name (org/name, org/name@revision)",
+        ),
+        (
+            HfError::NotInCache {
+                spec: "lns/tiny@v3".into(),
+                name: "lns/tiny".into(),
+                revision: Some("v3".into()),
+                miss: Box::new(CacheMiss::NoModelFolder { folder: "hub/models--lns--tiny".into() }),
+            },
+            "lns/tiny@v3: no such folder, and no snapshot of the model lns/tiny at revision v3 in the local Hugging \
+             Face cache (hub/models--lns--tiny does not exist); download it first (`huggingface-cli download lns/tiny \
+             --revision v3`), or give the model's folder: nothing is downloaded here",
+        ),
+        (
+            HfError::Config {
+                field: "num_attention_heads".into(),
+                problem: FieldProblem::HeadsDoNotDivide { heads: 3, hidden: 32 },
+            },
+            "config.json: field `num_attention_heads` 3 does not divide hidden_size 32",
+        ),
+        (
+            HfError::ConfigValue(ConfigError::Zero { field: "n_layers" }),
+            "config.json: `num_hidden_layers` must be at least 1, got 0",
+        ),
+        (
+            HfError::NotExportable {
+                scheme: Some(NormScheme::PostLn),
+                problem: ExportProblem::Block(BlockPart::PostLn),
+            },
+            "unsupported: exporting a `post-ln` model: a Post-LN block (post-ln, deepnorm, mix-ln) has no counterpart \
+             in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA checkpoint; Pre-LN, LNS in \
+             every position but before-norm, CompleteP and the init-only schemes export; the model itself is sound: \
+             it stays usable in this crate's own format (a run directory's model.bpk, which train --init-from, \
+             generate and analyze read)",
+        ),
+        (
+            HfError::UnusedTensors { count: 2, example: "cls.extra".into(), bert: true },
+            "unsupported: the checkpoint has 2 tensor(s) a BERT masked LM does not use, e.g. `cls.extra`; is \
+             config.json the checkpoint's own?",
+        ),
+    ];
+    for (error, expected) in messages {
+        assert_eq!(error.to_string(), expected);
+    }
 }
