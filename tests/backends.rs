@@ -90,3 +90,37 @@ fn device_strings_select_compiled_backends_or_name_the_missing_feature() {
         assert!(matches!(&err, ConfigError::NotCompiled { feature: "ndarray", .. }), "{err}");
     }
 }
+
+/// Without a Vulkan adapter wgpu falls back to OpenGL, where Burn's autotuned kernels wait on
+/// each other for ever (seen on Mesa's llvmpipe): `--device wgpu-cpu` and `--device wgpu` are
+/// refused at once, with the driver to install, instead of hanging. The Vulkan loader is shown
+/// no driver.
+#[cfg(all(feature = "wgpu", target_os = "linux"))]
+#[test]
+fn wgpu_without_a_vulkan_adapter_is_refused_instead_of_hanging() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    for device in ["wgpu-cpu", "wgpu"] {
+        let mut child = Command::new(common::example("curse"))
+            .args(["--device", device, "--layers", "2", "--batch", "1", "--seq-len", "8"])
+            .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+            .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(120) {
+                child.kill().unwrap();
+                panic!("--device {device} without a Vulkan driver still runs after 120 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{device}: {stderr}");
+        assert!(stderr.contains(&format!("device `{device}` cannot run on this machine")), "{stderr}");
+        assert!(stderr.contains("mesa-vulkan-drivers") && !stderr.contains("panicked"), "{stderr}");
+    }
+}

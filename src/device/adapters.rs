@@ -32,6 +32,27 @@ pub(super) fn wgpu_adapter_infos() -> Vec<(String, bool)> {
     Vec::new()
 }
 
+/// Why a wgpu device (`software`: the `wgpu-cpu` one) cannot be used here, if it cannot: with
+/// no such adapter on Vulkan, Metal or DirectX 12, wgpu falls back to OpenGL, where Burn's
+/// autotuned kernels wait on each other for ever (seen on Mesa's llvmpipe), so the program would
+/// hang rather than fail.
+pub(super) fn wgpu_fallback_problem(software: bool) -> Option<String> {
+    let adapters = wgpu_adapter_infos();
+    let found = if software { adapters.iter().any(|(_, software)| *software) } else { !adapters.is_empty() };
+    let (missing, driver) = if software {
+        ("no software adapter (Mesa's lavapipe)", "Mesa's Vulkan driver")
+    } else {
+        ("no adapter", "a Vulkan driver: your GPU's, or Mesa's for the CPU")
+    };
+    (!found).then(|| {
+        format!(
+            "wgpu finds {missing} on Vulkan, Metal or DirectX 12, and would fall back to OpenGL, on which Burn's \
+             kernels hang; install {driver} (`apt-get install mesa-vulkan-drivers libvulkan1` on Debian or \
+             Ubuntu), or use --device flex"
+        )
+    })
+}
+
 /// The value of `future`, polled until it is ready (wgpu's native futures are ready at once), or
 /// `None` after 30 s.
 #[cfg(feature = "wgpu")]

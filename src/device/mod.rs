@@ -119,8 +119,10 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
         feature,
         compiled: compiled_backends().join(", "),
     })?;
-    // CUDA's libraries stop the whole program (a panic) at the first tensor on a missing GPU.
+    // CUDA's libraries stop the whole program (a panic) at the first tensor on a missing GPU;
+    // wgpu without a Vulkan (Metal, DirectX 12) adapter hangs on OpenGL.
     let problem = match name {
+        "wgpu" | "wgpu-cpu" => adapters::wgpu_fallback_problem(name == "wgpu-cpu"),
         "cuda" => gpu::cuda_problem_here(index),
         #[cfg(feature = "tch")]
         "tch-cuda" => gpu::tch_cuda_problem(index),
