@@ -28,7 +28,7 @@ pub enum RunDirError {
     #[error("{problem}; choose another --out")]
     NoFolder {
         /// What is in the way.
-        problem: String,
+        problem: crate::io::FolderProblem,
     },
     /// A folder holding files but no run: the user's.
     #[error(

@@ -12,7 +12,8 @@ use common::{
     edited, example, expect_error, expect_refusal, finished_run, quick, refused_changes, require_fault_points,
     snapshot, weights,
 };
-use layernorm_scaling::io::FAIL_AT;
+use layernorm_scaling::data::{CacheProblem, DataError};
+use layernorm_scaling::io::{FolderProblem, FAIL_AT};
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::read_metrics;
 use layernorm_scaling::run::{ReplacedRun, ResumeAdvice, RunDirError};
@@ -908,17 +909,25 @@ fn sizes_that_cannot_work_are_refused_before_anything_is_written() {
     assert!(!out.exists());
     // A folder where a file is, and a symbolic link to nothing.
     std::fs::write(dir.path().join("afile"), "x").unwrap();
-    expect_error(&quick(&dir.path().join("afile/sub"), 10, 5), Start::New, "is a file, not a folder");
-    std::os::unix::fs::symlink(dir.path().join("nowhere"), dir.path().join("link")).unwrap();
-    expect_error(&quick(&dir.path().join("link"), 10, 5), Start::New, "symbolic link that leads to no folder");
-    // A loop of links says so (it said "a symbolic link to nothing").
-    std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
-    let err = expect_error(&quick(&dir.path().join("loop"), 10, 5), Start::New, "leads to no folder").to_string();
-    assert!(err.contains("levels of symbolic links"), "{err}");
+    let no_folder = |out: PathBuf| match expect_refusal(&quick(&out, 10, 5), Start::New, |e| {
+        matches!(e, RunDirError::NoFolder { .. })
+    }) {
+        RunDirError::NoFolder { problem } => problem,
+        _ => unreachable!(),
+    };
+    assert_eq!(no_folder(dir.path().join("afile/sub")), FolderProblem::File { file: dir.path().join("afile") });
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
+    let missing = std::fs::metadata(&link).unwrap_err().to_string();
+    assert_eq!(no_folder(link.clone()), FolderProblem::DanglingLink { link, error: missing });
+    // A loop of links says so (it said "a symbolic link to nothing"), with the system's words.
+    let looped = dir.path().join("loop");
+    std::os::unix::fs::symlink("loop", &looped).unwrap();
+    let round = std::fs::metadata(&looped).unwrap_err().to_string();
+    assert_eq!(no_folder(looped.clone()), FolderProblem::DanglingLink { link: looped.clone(), error: round.clone() });
     // So does a loop on the way to --out (it gave the token cache's "Too many levels of symbolic
     // links" after its work began).
-    let err = expect_error(&quick(&dir.path().join("loop/run"), 10, 5), Start::New, "leads to no folder").to_string();
-    assert!(err.contains("loop is a symbolic link") && err.contains("--out"), "{err}");
+    assert_eq!(no_folder(looped.join("run")), FolderProblem::DanglingLink { link: looped, error: round });
 }
 
 #[test]
@@ -932,22 +941,27 @@ fn a_cache_dir_that_cannot_hold_the_cache_is_refused_before_tokenising() {
         config.data.cache_dir = Some(dir.path().join("afile"));
         config
     };
-    expect_error(&file, Start::New, "--cache-dir: ");
-    expect_error(&file, Start::New, "afile is a file, not a folder");
+    let cache_refusal = |config: &TrainConfig| match train(config, Start::New, |_| {}).err() {
+        Some(Error::Data(DataError::Cache { problem, .. })) => problem,
+        other => panic!("expected the token cache's refusal, got {other:?}"),
+    };
+    let afile = FolderProblem::File { file: dir.path().join("afile") };
+    assert_eq!(cache_refusal(&file), CacheProblem::NoFolder(afile));
     // A link to nothing, or a loop of links (it said "File exists (os error 17)").
     std::os::unix::fs::symlink("nowhere", dir.path().join("dangling")).unwrap();
     std::os::unix::fs::symlink("cycle", dir.path().join("cycle")).unwrap();
     for link in ["dangling", "cycle"] {
         let mut config = quick(&out, 5, 5);
         config.data.cache_dir = Some(dir.path().join(link));
-        expect_error(&config, Start::New, "is a symbolic link that leads to no folder");
+        let refused = cache_refusal(&config);
+        assert!(matches!(&refused, CacheProblem::NoFolder(FolderProblem::DanglingLink { .. })), "{refused}");
     }
     // The run directory itself, or a folder in it: it tokenised there, then refused the directory
     // for holding the cache's files.
     for cache in [out.clone(), out.join("cache"), dir.path().join(".").join("run")] {
         let mut config = quick(&out, 5, 5);
         config.data.cache_dir = Some(cache.clone());
-        expect_error(&config, Start::New, "is the run directory");
+        assert_eq!(cache_refusal(&config), CacheProblem::InRunDirectory { run: out.clone() });
         assert!(!out.exists(), "{}: nothing is written", cache.display());
     }
 }

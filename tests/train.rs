@@ -226,7 +226,8 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let unwritable = edited(&base, |c| c.output.out = file.join("run"));
-    expect_error(&unwritable, Start::New, "is a file, not a folder");
+    let in_the_way = |e: &layernorm_scaling::run::RunDirError| matches!(e, layernorm_scaling::run::RunDirError::NoFolder { problem: layernorm_scaling::io::FolderProblem::File { file: f } } if *f == file);
+    expect_refusal(&unwritable, Start::New, in_the_way);
     expect_error(&edited(&base, |c| c.data.tokenizer = "missing.json".into()), Start::New, "no such file");
     // A scheme is checked where it is read: a config file names the field and the value.
     let bad_scheme = dir.path().join("bad-scheme.toml");

@@ -5,6 +5,7 @@
 
 mod batch;
 mod byte_readers;
+mod cache_problem;
 mod corpus;
 mod data_error;
 mod json_lines;
@@ -21,10 +22,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use batch::{LmBatch, LmBatcher};
+pub use cache_problem::CacheProblem;
 pub use corpus::{corpus_files, file_format, read_documents, read_documents_counting, CorpusFiles, FileFormat};
 pub use data_error::{
-    CacheProblem, CorpusProblem, DataError, JsonHint, NotParquet, Place, SplitProblem, Spot, TokenLayoutProblem,
-    TokenizerProblem, WholeCorpusProblem,
+    CorpusProblem, DataError, JsonHint, NotParquet, Place, SplitProblem, Spot, TokenLayoutProblem, TokenizerProblem,
+    WholeCorpusProblem,
 };
 pub use json_lines::DEFAULT_TEXT_FIELD;
 pub use sequences::{split_documents, SequenceDataset, SequenceMode, TokenWindow};

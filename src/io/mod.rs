@@ -6,14 +6,16 @@
 mod chart_mark;
 mod checksum;
 pub mod fault;
+mod folder_problem;
 mod output_folder;
 
 pub use chart_mark::{is_our_chart, mark_chart};
 pub use checksum::{file_crc32, sum_path, verify_sum, verify_sum_of, write_atomically_with_sum, write_sum, SumError};
 pub use fault::{crash_point, fail_point, fault_injected, CRASH_AT, FAIL_AT, FAULT_INJECTION};
+pub use folder_problem::{folder_path_problem, FolderProblem};
 pub use output_folder::{
-    check_replaceable_dir, check_replaceable_file, folder_path_problem, is_output_folder, same_folder,
-    write_dir_atomically, CONTENTS_FILE, RUN_SETTINGS_FILE,
+    check_replaceable_dir, check_replaceable_file, is_output_folder, same_folder, write_dir_atomically, CONTENTS_FILE,
+    RUN_SETTINGS_FILE,
 };
 
 use std::io::Write;

@@ -207,20 +207,6 @@ fn output_listing(path: &Path) -> Option<PathBuf> {
     })
 }
 
-/// Why no folder can be at `path` or be made there, or `None` where one can: a symbolic link on
-/// the way that leads nowhere (to a missing target, or round a loop), or a file on the way
-/// (`path` itself included).
-pub fn folder_path_problem(path: &Path) -> Option<String> {
-    let on_the_way = || path.ancestors().filter(|a| !a.as_os_str().is_empty());
-    for link in on_the_way().filter(|a| a.symlink_metadata().is_ok()) {
-        if let Err(e) = std::fs::metadata(link) {
-            return Some(format!("{} is a symbolic link that leads to no folder ({e})", link.display()));
-        }
-    }
-    let existing = on_the_way().find(|a| a.exists())?;
-    (!existing.is_dir()).then(|| format!("{} is a file, not a folder", existing.display()))
-}
-
 /// An error unless `dir` is absent, empty, or an earlier output that [`write_dir_atomically`]
 /// may replace (it holds `marker`, and its [`CONTENTS_FILE`] lists every other file in it): check
 /// it before long work. The error names the files that are not provably ours.

@@ -12,7 +12,7 @@ use super::fit::{fit, Fitted};
 use super::monitor::RunMonitor;
 use super::prepare::{prepare, Prepared};
 use super::resume::{check_start, starting_point, Start, StartingPoint};
-use crate::data::{SequenceDataset, Tokenizer};
+use crate::data::{CacheProblem, DataError, SequenceDataset, Tokenizer};
 use crate::model::Llama;
 use crate::run::{checkpoint_status, load_run_model, save_run_model, ReplacedRun, RunDir, CHECKPOINTS, PREVIOUS_RUN};
 use crate::run_dir_error::RunDirError;
@@ -165,9 +165,9 @@ fn replaced_run_event(dir: &RunDir, replaced: ReplacedRun) -> TrainEvent {
 /// before any tokenising: a folder, or a path where one can be made, and neither the run
 /// directory nor inside it (the run directory holds the run alone).
 fn check_cache_dir(out: &Path, cache_dir: &Path) -> Result<(), Error> {
-    let error = |message: String| Error::file(cache_dir, format!("--cache-dir: {message}"));
+    let refused = |problem| Error::Data(DataError::Cache { dir: cache_dir.to_path_buf(), problem });
     if let Some(problem) = crate::io::folder_path_problem(cache_dir) {
-        return Err(error(format!("{problem}; give a folder for the token cache")));
+        return Err(refused(CacheProblem::NoFolder(problem)));
     }
     let resolved = |path: &Path| {
         std::path::absolute(path).map(|p| {
@@ -179,11 +179,7 @@ fn check_cache_dir(out: &Path, cache_dir: &Path) -> Result<(), Error> {
     };
     if let (Ok(cache), Ok(run)) = (resolved(cache_dir), resolved(out)) {
         if cache.starts_with(&run) {
-            return Err(error(format!(
-                "it is the run directory {} or inside it, which holds the run alone; give another folder, or leave \
-                 --cache-dir unset (the cache then goes beside the run, in .token-cache)",
-                out.display()
-            )));
+            return Err(refused(CacheProblem::InRunDirectory { run: out.to_path_buf() }));
         }
     }
     Ok(())
