@@ -13,8 +13,10 @@ use burn::data::dataset::Dataset;
 use burn::module::Module;
 use common::{cpu, expect_error, expect_refusal, finished_run, one_at_a_time, quick, ParamValues};
 use layernorm_scaling::data::{
-    tokenize_corpus, CorpusSource, DataError, LmBatcher, SequenceMode, SplitProblem, Tokenizer, WholeCorpusProblem,
+    tokenize_corpus, CorpusProblem, CorpusSource, DataError, LmBatcher, SequenceMode, SplitProblem, Tokenizer,
+    TokenizerProblem, WholeCorpusProblem,
 };
+use layernorm_scaling::io::FolderProblem;
 use layernorm_scaling::measure::mean_loss;
 use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::{load_run_model, run_of_config_file, RunDirError, TRAIN_CONFIG};
@@ -215,20 +217,34 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let base = quick(&dir.path().join("run"), 20, 10);
 
+    let data_error = |config: &TrainConfig| match train(config, Start::New, |_| {}).err() {
+        Some(Error::Data(error)) => error,
+        other => panic!("expected a data error, got {other:?}"),
+    };
     let missing = edited(&base, |c| c.data.files = vec![dir.path().join("nope.txt")]);
-    expect_error(&missing, Start::New, "no such file or folder");
+    let error = data_error(&missing);
+    assert!(
+        matches!(&error, DataError::Corpus { place, problem: CorpusProblem::NotFound } if place.path == dir.path().join("nope.txt")),
+        "{error}"
+    );
     let empty_file = dir.path().join("empty.txt");
     std::fs::write(&empty_file, "\n\n").unwrap();
-    expect_error(&edited(&base, |c| c.data.files = vec![empty_file]), Start::New, "no text");
+    let error = data_error(&edited(&base, |c| c.data.files = vec![empty_file]));
+    assert_eq!(error, DataError::Whole(WholeCorpusProblem::NoText));
 
     let long = edited(&base, |c| c.data.seq_len = 512);
     expect_error(&long, Start::New, "max_seq_len");
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
     let unwritable = edited(&base, |c| c.output.out = file.join("run"));
-    let in_the_way = |e: &layernorm_scaling::run::RunDirError| matches!(e, layernorm_scaling::run::RunDirError::NoFolder { problem: layernorm_scaling::io::FolderProblem::File { file: f } } if *f == file);
+    let in_the_way =
+        |e: &RunDirError| matches!(e, RunDirError::NoFolder { problem: FolderProblem::File { file: f } } if *f == file);
     expect_refusal(&unwritable, Start::New, in_the_way);
-    expect_error(&edited(&base, |c| c.data.tokenizer = "missing.json".into()), Start::New, "no such file");
+    let error = data_error(&edited(&base, |c| c.data.tokenizer = "missing.json".into()));
+    assert!(
+        matches!(&error, DataError::Tokenizer(TokenizerProblem::NotFound { path }) if path == "missing.json"),
+        "{error}"
+    );
     // A scheme is checked where it is read: a config file names the field and the value.
     let bad_scheme = dir.path().join("bad-scheme.toml");
     std::fs::write(&bad_scheme, "norm = \"mix-ln:2\"\n").unwrap();
@@ -298,7 +314,9 @@ fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
     std::fs::write(&json, tokenizer.to_string()).unwrap();
     let mut config = quick(&dir.path().join("run"), 20, 10);
     config.data.tokenizer = json.display().to_string();
-    expect_error(&config, Start::New, "the tokenizer has 301 tokens but the model's vocabulary is 256");
+    let refused = train(&config, Start::New, |_| {}).err();
+    let too_small = TokenizerProblem::VocabularyTooSmall { needed: 301, vocab_size: 256 };
+    assert!(matches!(&refused, Some(Error::Data(DataError::Tokenizer(p))) if *p == too_small), "{refused:?}");
 }
 
 #[test]
@@ -500,11 +518,9 @@ fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_the
     let paragraph = "t1 t2 t3 t4 t5 t6 t7 t8 t9 t10 t11 t12 t13 t14 t15 t16 t17 t18 t19 t20\n\n";
     std::fs::write(&corpus, format!("{}t5 <extra_id_9> t6\n", paragraph.repeat(200))).unwrap();
     (config.data.files, config.output.out) = (vec![corpus], dir.path().join("run2"));
-    expect_error(
-        &config,
-        Start::New,
-        "the corpus holds token id 259 (<extra_id_9>), outside the model's vocabulary of 256",
-    );
+    let refused = train(&config, Start::New, |_| {}).err();
+    let outside = WholeCorpusProblem::OutsideModelVocabulary { id: 259, text: "<extra_id_9>".into(), vocab_size: 256 };
+    assert!(matches!(&refused, Some(Error::Data(DataError::Whole(p))) if *p == outside), "{refused:?}");
 }
 
 #[test]
