@@ -4,8 +4,8 @@
 An assertion is one `assert!`, `assert_eq!` or `assert_ne!` call under `tests/`, or one call of
 the tests' helpers that check a message for phrases (`assert_mentions` and its kin), its body
 read over as many lines as it takes, without its own failure message. It pins wording when what
-it checks holds a string literal with two words in a row (a phrase, not a file name), or, for the
-helpers, any word: it would fail if a message were reworded while the behaviour stayed the same.
+it checks holds a string literal with two words in a row (a phrase, not a file name, an option or
+a number): it would fail if a message were reworded while the behaviour stayed the same.
 A check whose phrases come from a table counts once, where it asserts.
 
     python3 scripts/count_wording_assertions.py [tests]
@@ -60,11 +60,9 @@ def main():
             if name.startswith("fn ") or text[max(0, call.start() - 3) : call.start()] == "fn ":
                 continue
             total += 1
-            if name in MESSAGE_HELPERS:
-                wording_here = any(re.search(r"[A-Za-z]{2,}", lit) for lit in LITERAL.findall(",".join(args)))
-            else:
-                checked = args[: 1 if name == "assert!" else 2]
-                wording_here = pins_wording(",".join(checked))
+            # A helper's arguments are all checked; an assertion's last one may be its own message.
+            checked = args if name in MESSAGE_HELPERS else args[: 1 if name == "assert!" else 2]
+            wording_here = pins_wording(",".join(checked))
             if wording_here:
                 wording += 1
                 per_file[str(path)] = per_file.get(str(path), 0) + 1
