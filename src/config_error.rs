@@ -97,9 +97,17 @@ pub enum ConfigError {
         /// Why, and what to do.
         message: String,
     },
-    /// A model too large for the memory it would live in; the message names the sizes and the fix.
+    /// A model, a traced pass or a training step too large for the memory it would live in.
     #[error("{0}")]
-    TooLarge(String),
+    TooLarge(Box<crate::memory_problem::MemoryProblem>),
+    /// A setting of one depth of a sweep's `--layers` that cannot work.
+    #[error("the depth {depth} of --layers: {error}")]
+    AtDepth {
+        /// The depth.
+        depth: usize,
+        /// Why it cannot work.
+        error: Box<ConfigError>,
+    },
     /// Settings that contradict each other: the message names both values and the fix.
     #[error("{0}")]
     Conflict(String),

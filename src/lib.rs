@@ -106,6 +106,7 @@ pub mod io;
 pub mod measure;
 #[doc(hidden)] // the machine's memory, for the examples and tests
 pub mod memory;
+mod memory_problem;
 pub mod model;
 pub mod norm;
 pub mod run;
@@ -121,6 +122,7 @@ pub mod train;
 pub use config_error::ConfigError;
 pub use device::{compiled_backends, parse_device, parse_devices, set_precision, Precision};
 pub use error::Error;
+pub use memory_problem::{MemoryProblem, ModelSize};
 pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};
 pub use norm::{
     apply_depth_scale, depth_scale, DynamicTanhScaling, DynamicTanhScalingConfig, InitScheme, LayerNormScaling,

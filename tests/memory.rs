@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use common::example;
 use layernorm_scaling::memory::format_bytes;
 use layernorm_scaling::train::{RunShape, Sweep, TrainingMemory};
-use layernorm_scaling::{LlamaConfig, NormScheme, Precision};
+use layernorm_scaling::{ConfigError, Error, LlamaConfig, MemoryProblem, NormScheme, Precision};
 
 /// How far the estimate may be from a measured peak, either way.
 const TOLERANCE: f64 = 0.15;
@@ -244,9 +244,10 @@ fn a_depth_sweep_refuses_a_depth_that_cannot_fit_before_training_any() {
         depths: vec![2, 100_000],
     };
     let mut events = 0;
-    let err = sweep.run(|_| events += 1).unwrap_err().to_string();
-    assert!(err.starts_with("the depth 100000 of --layers: the model does not fit in memory"), "{err}");
-    assert!(err.contains("n_layers 100000") && err.contains("needs about"), "{err}");
+    let err = sweep.run(|_| events += 1).unwrap_err();
+    let Error::Config(ConfigError::AtDepth { depth: 100_000, error }) = &err else { panic!("{err:?}") };
+    let ConfigError::TooLarge(problem) = &**error else { panic!("{error:?}") };
+    assert!(matches!(**problem, MemoryProblem::Training { model, .. } if model.n_layers == 100_000), "{problem}");
     assert_eq!(events, 0, "no pair started");
     assert!(!out.join("layers-2").exists(), "nothing trained");
 }

@@ -18,7 +18,7 @@ use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::read_metrics;
 use layernorm_scaling::run::{ReplacedRun, ResumeAdvice, RunDirError};
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
-use layernorm_scaling::{ConfigError, Error};
+use layernorm_scaling::{ConfigError, Error, MemoryProblem};
 
 #[test]
 fn overwrite_checks_everything_before_touching_the_old_run() {
@@ -897,7 +897,10 @@ fn sizes_that_cannot_work_are_refused_before_anything_is_written() {
             config.model.preset = "7b".into();
             config
         };
-        expect_error(&huge, Start::New, "the model does not fit in memory");
+        let err = train(&huge, Start::New, |_| {}).err();
+        let too_large =
+            |e: &ConfigError| matches!(e, ConfigError::TooLarge(p) if matches!(**p, MemoryProblem::Training { .. }));
+        assert!(matches!(&err, Some(Error::Config(e)) if too_large(e)), "{err:?}");
         assert!(!out.exists());
     }
     let overflow = {

@@ -7,7 +7,8 @@ use burn::tensor::Device;
 
 use super::rope::RopeScaling;
 use crate::config_error::check_positive_f32;
-use crate::memory::{float_bytes, format_bytes, host_memory_available};
+use crate::memory::{float_bytes, host_memory_available};
+use crate::memory_problem::{MemoryProblem, ModelSize};
 use crate::norm::{check_alpha_init, BranchGate, InitScheme, NormKind, NormScheme, DYT_ALPHA_INIT};
 use crate::{config_error::ConfigError, error::Error};
 
@@ -186,6 +187,12 @@ impl LlamaConfig {
         )))
     }
 
+    /// The sizes its memory refusals name.
+    pub fn size(&self) -> ModelSize {
+        let (d_model, d_ff, n_layers, vocab_size) = (self.d_model, self.d_ff, self.n_layers, self.vocab_size);
+        ModelSize { params: self.num_params(), d_model, d_ff, n_layers, vocab_size }
+    }
+
     /// An error unless the parameters, `float_bytes` bytes each, fit in `available` bytes of
     /// memory; it names the fields that size the model and what to do. [`init`](LlamaConfig::init)
     /// asks for two floats a parameter (the weights, and as much again for drawing them); training
@@ -197,17 +204,12 @@ impl LlamaConfig {
         if bytes <= available {
             return Ok(());
         }
-        Err(ConfigError::TooLarge(format!(
-            "the model does not fit in memory: its {params} parameters (d_model {}, d_ff {}, n_layers {}, \
-             vocab_size {}) take {} at {float_bytes} bytes each, but only {} of memory is available; use a \
-             smaller d_model, d_ff, n_layers or vocab_size (or a smaller preset), or a GPU device",
-            self.d_model,
-            self.d_ff,
-            self.n_layers,
-            self.vocab_size,
-            format_bytes(bytes),
-            format_bytes(available),
-        )))
+        Err(ConfigError::TooLarge(Box::new(MemoryProblem::Weights {
+            model: self.size(),
+            float_bytes,
+            needed: bytes,
+            available,
+        })))
     }
 
     /// An error unless a forward pass of `batch` x `seq` tokens that keeps the hidden state around
@@ -227,13 +229,13 @@ impl LlamaConfig {
         if needed <= available as f64 {
             return Ok(());
         }
-        Err(ConfigError::TooLarge(format!(
-            "the model's weights, the hidden state after each of its {} layers and the logits for {batch} x {seq} \
-             tokens take {}, but only {} of memory is available; use fewer sequences, shorter ones or fewer layers",
-            self.n_layers,
-            format_bytes(needed.min(u64::MAX as f64) as u64),
-            format_bytes(available),
-        )))
+        Err(ConfigError::TooLarge(Box::new(MemoryProblem::Trace {
+            n_layers: self.n_layers,
+            batch,
+            seq,
+            needed: needed.min(u64::MAX as f64) as u64,
+            available,
+        })))
     }
 
     /// Reads a JSON config file (the format of `configs/models/*.json`) and validates it.

@@ -14,6 +14,7 @@ use crate::data::{
     SequenceMode, SplitProblem, TokenCache, TokenizeProgress, Tokenizer, WholeCorpusProblem,
 };
 use crate::memory::{format_bytes, memory_limit, uses_host_memory};
+use crate::memory_problem::MemoryProblem;
 use crate::model::Llama;
 use crate::run::{load_model_dir, read_model_dir_config, read_model_info, resolve_dir, RunModelInfo};
 use crate::run_dir_error::RunDirError;
@@ -140,19 +141,13 @@ fn check_run_memory(
     // The model is named first when no batch can make it fit: one sequence of one token.
     let least = complete(TrainingMemory::new(model, RunShape { batch_size: 1, seq_len: 1, ..shape }));
     if !limit.admits(least.peak()) {
-        return Err(ConfigError::TooLarge(format!(
-            "the model does not fit in memory: training its {} parameters (d_model {}, d_ff {}, n_layers {}, \
-             vocab_size {}) in {} needs about {} even at one token a step ({}), but {beyond}; use a smaller \
-             d_model, d_ff, n_layers or vocab_size (or a smaller preset), or a GPU device",
-            model.num_params(),
-            model.d_model,
-            model.d_ff,
-            model.n_layers,
-            model.vocab_size,
-            shape.precision,
-            format_bytes(least.peak()),
-            least.breakdown(),
-        )));
+        return Err(ConfigError::TooLarge(Box::new(MemoryProblem::Training {
+            model: model.size(),
+            precision: shape.precision.to_string(),
+            needed: least.peak(),
+            breakdown: least.breakdown(),
+            limit: beyond,
+        })));
     }
     Err(ConfigError::Conflict(format!(
         "`batch_size` ({}) x `seq_len` ({}){} does not fit in memory: training needs about {} at its peak ({}), \

@@ -50,7 +50,7 @@ impl Sweep {
                 if self.depths.is_empty() {
                     e
                 } else {
-                    ConfigError::TooLarge(format!("the depth {} of --layers: {e}", model.n_layers))
+                    ConfigError::AtDepth { depth: model.n_layers, error: Box::new(e) }
                 }
             })?;
         }
