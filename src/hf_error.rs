@@ -223,6 +223,9 @@ pub enum HfError {
         /// The model's parameter path.
         path: String,
     },
+    /// Sequences the masked-LM scorer cannot score.
+    #[error("pseudo-perplexity: {0}")]
+    Scoring(ScoringProblem),
     /// The model config built from `config.json` is invalid.
     #[error("{0}")]
     Model(#[from] ConfigError),
@@ -317,6 +320,24 @@ pub enum Unsupported {
     /// Export was given a model that was not built from the config it was given with.
     #[error("the model was not built from this config")]
     NotThisConfig,
+}
+
+/// Why sequences cannot be scored by a masked LM ([`HfError::Scoring`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+#[allow(missing_docs)]
+pub enum ScoringProblem {
+    #[error("no sequences to score")]
+    NoSequences,
+    #[error("the [MASK] id {mask} is outside the model's vocabulary of {vocab}")]
+    MaskOutsideVocabulary { mask: u32, vocab: usize },
+    /// Sequence `index` has fewer than its two special tokens and one to score.
+    #[error("sequence {index} has {tokens} tokens; each needs [CLS], at least one token and [SEP]")]
+    TooShort { index: usize, tokens: usize },
+    #[error("sequence {index} has {tokens} tokens, more than the {positions} positions of the model (max_position_embeddings)")]
+    TooLong { index: usize, tokens: usize, positions: usize },
+    #[error("sequence {index} holds token id {id}, outside the model's vocabulary of {vocab}")]
+    TokenOutsideVocabulary { index: usize, id: u32, vocab: usize },
 }
 
 /// Why the local Hugging Face cache holds no snapshot of a model ([`HfError::NotInCache`]).

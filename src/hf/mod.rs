@@ -16,7 +16,7 @@ mod layout;
 mod load;
 mod weights;
 
-pub use crate::hf_error::{BlockPart, CacheMiss, ExportProblem, FieldProblem, HfError, Unsupported};
+pub use crate::hf_error::{BlockPart, CacheMiss, ExportProblem, FieldProblem, HfError, ScoringProblem, Unsupported};
 pub use bert::{
     bert_layer_removal, is_bert_dir, load_bert_model, pseudo_log_likelihood, pseudo_perplexity, BertActivation,
     BertConfig, BertEmbeddings, BertForMaskedLm, BertLayer, LayerRemoval, MaskedLmHead,

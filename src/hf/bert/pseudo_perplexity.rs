@@ -13,7 +13,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use serde::Serialize;
 
 use super::model::BertForMaskedLm;
-use crate::config_error::ConfigError;
+use crate::hf::{HfError, ScoringProblem};
 
 /// Tokens per forward pass: the masked copies of the sequences are batched up to this many.
 const TOKENS_PER_PASS: usize = 4096;
@@ -33,7 +33,7 @@ pub fn pseudo_perplexity(
     sequences: &[Vec<u32>],
     mask_token: u32,
     skip: &[usize],
-) -> Result<f64, ConfigError> {
+) -> Result<f64, HfError> {
     let (log_likelihood, tokens) = pseudo_log_likelihood(model, sequences, mask_token, skip)?;
     Ok((-log_likelihood / tokens as f64).exp())
 }
@@ -45,7 +45,7 @@ pub fn pseudo_log_likelihood(
     sequences: &[Vec<u32>],
     mask_token: u32,
     skip: &[usize],
-) -> Result<(f64, usize), ConfigError> {
+) -> Result<(f64, usize), HfError> {
     check_sequences(model, sequences, mask_token)?;
     model.check_layers(skip)?;
     let device = model.embeddings.word_embeddings.weight.device();
@@ -83,31 +83,25 @@ pub fn pseudo_log_likelihood(
 }
 
 /// An error unless `sequences` can be scored by `model`.
-fn check_sequences(model: &BertForMaskedLm, sequences: &[Vec<u32>], mask_token: u32) -> Result<(), ConfigError> {
+fn check_sequences(model: &BertForMaskedLm, sequences: &[Vec<u32>], mask_token: u32) -> Result<(), HfError> {
     let vocab = model.vocab_size();
-    let bad = |message: String| Err(ConfigError::Conflict(format!("pseudo-perplexity: {message}")));
+    let bad = |problem| Err(HfError::Scoring(problem));
     if sequences.is_empty() {
-        return bad("no sequences to score".into());
+        return bad(ScoringProblem::NoSequences);
     }
     if mask_token as usize >= vocab {
-        return bad(format!("the [MASK] id {mask_token} is outside the model's vocabulary of {vocab}"));
+        return bad(ScoringProblem::MaskOutsideVocabulary { mask: mask_token, vocab });
     }
     for (index, sequence) in sequences.iter().enumerate() {
-        if sequence.len() < 3 {
-            return bad(format!(
-                "sequence {index} has {} tokens; each needs [CLS], at least one token and [SEP]",
-                sequence.len()
-            ));
+        let tokens = sequence.len();
+        if tokens < 3 {
+            return bad(ScoringProblem::TooShort { index, tokens });
         }
-        if sequence.len() > model.max_positions() {
-            return bad(format!(
-                "sequence {index} has {} tokens, more than the {} positions of the model (max_position_embeddings)",
-                sequence.len(),
-                model.max_positions()
-            ));
+        if tokens > model.max_positions() {
+            return bad(ScoringProblem::TooLong { index, tokens, positions: model.max_positions() });
         }
-        if let Some(id) = sequence.iter().find(|&&id| id as usize >= vocab) {
-            return bad(format!("sequence {index} holds token id {id}, outside the model's vocabulary of {vocab}"));
+        if let Some(&id) = sequence.iter().find(|&&id| id as usize >= vocab) {
+            return bad(ScoringProblem::TokenOutsideVocabulary { index, id, vocab });
         }
     }
     Ok(())
@@ -140,7 +134,7 @@ pub fn bert_layer_removal(
     mask_token: u32,
     layers: &[usize],
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<LayerRemoval, ConfigError> {
+) -> Result<LayerRemoval, HfError> {
     model.check_layers(layers)?;
     let layers: Vec<usize> = if layers.is_empty() { (1..=model.n_layers()).collect() } else { layers.to_vec() };
     let (log_likelihood, scored_tokens) = pseudo_log_likelihood(model, sequences, mask_token, &[])?;
