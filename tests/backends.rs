@@ -91,20 +91,21 @@ fn device_strings_select_compiled_backends_or_name_the_missing_feature() {
     }
 }
 
-/// Without a Vulkan adapter wgpu falls back to OpenGL, where Burn's autotuned kernels wait on
-/// each other for ever (seen on Mesa's llvmpipe): `--device wgpu-cpu` and `--device wgpu` are
-/// refused at once, with the driver to install, instead of hanging. The Vulkan loader is shown
-/// no driver.
+/// Without a Vulkan adapter Burn falls back to OpenGL, where its autotuned kernels wait on each
+/// other for ever on Mesa's llvmpipe (or, without OpenGL either, it panics): `--device wgpu-cpu`,
+/// `--device wgpu` and `--device wgpu:3` are refused at once, with the driver to install,
+/// instead. The Vulkan loader is shown no driver.
 #[cfg(all(feature = "wgpu", target_os = "linux"))]
 #[test]
 fn wgpu_without_a_vulkan_adapter_is_refused_instead_of_hanging() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    for device in ["wgpu-cpu", "wgpu"] {
+    for device in ["wgpu-cpu", "wgpu", "wgpu:3"] {
         let mut child = Command::new(common::example("curse"))
             .args(["--device", device, "--layers", "2", "--batch", "1", "--seq-len", "8"])
             .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
             .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+            .env_remove("VK_ADD_DRIVER_FILES")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -120,9 +120,11 @@ pub fn parse_device(spec: &str) -> Result<Device, ConfigError> {
         compiled: compiled_backends().join(", "),
     })?;
     // CUDA's libraries stop the whole program (a panic) at the first tensor on a missing GPU;
-    // wgpu without a Vulkan (Metal, DirectX 12) adapter hangs on OpenGL.
+    // wgpu panics without an adapter of the kind asked for, and hangs on OpenGL's software renderer.
     let problem = match name {
-        "wgpu" | "wgpu-cpu" => adapters::wgpu_fallback_problem(name == "wgpu-cpu"),
+        "wgpu" if index == 0 => adapters::wgpu_device_problem(adapters::WgpuKind::Default),
+        "wgpu" => adapters::wgpu_device_problem(adapters::WgpuKind::Discrete(index)),
+        "wgpu-cpu" => adapters::wgpu_device_problem(adapters::WgpuKind::Software),
         "cuda" => gpu::cuda_problem_here(index),
         #[cfg(feature = "tch")]
         "tch-cuda" => gpu::tch_cuda_problem(index),
