@@ -118,6 +118,15 @@ pub enum HfError {
         /// What failed.
         error: String,
     },
+    /// A safetensors file burn-store cannot read for another reason than its format (a tensor
+    /// type it does not know, such as FP8).
+    #[error("{}: {error}", .path.display())]
+    CannotRead {
+        /// The file.
+        path: PathBuf,
+        /// burn-store's message.
+        error: String,
+    },
     /// Tensors that cannot be serialized into a safetensors file (a shape that does not match
     /// the values given).
     #[error("{}: {error}", .path.display())]

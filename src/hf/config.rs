@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::json_file::read_json;
 use super::layout::plan_problem;
 use super::{ExportProblem, FieldProblem, HfError, Unsupported};
 use crate::model::RopeScaling;
@@ -150,12 +151,6 @@ impl RopeParams {
 /// Reads `dir/config.json`.
 pub fn read_hf_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, HfError> {
     parse_hf_config(&read_json(&dir.as_ref().join("config.json"))?)
-}
-
-/// The JSON file at `path` (a `config.json`, a shard index), parsed.
-pub(crate) fn read_json(path: &Path) -> Result<Value, HfError> {
-    let text = std::fs::read_to_string(path).map_err(|error| HfError::Io { path: path.to_path_buf(), error })?;
-    serde_json::from_str(&text).map_err(|e| HfError::NotJson { path: path.to_path_buf(), error: e.to_string() })
 }
 
 /// A [`LlamaConfig`] from a parsed `config.json`.

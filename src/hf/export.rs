@@ -56,7 +56,7 @@ pub fn export_hf_from(
     // written; the error names the model's scheme.
     let mut json = hf_config_json(config)?;
     if let Some(source) = source {
-        let original = super::config::read_json(&source.join("config.json"))?;
+        let original = super::json_file::read_json(&source.join("config.json"))?;
         if let (Some(ours), Some(theirs)) = (json.as_object_mut(), original.as_object()) {
             // Only the keys of tokens and generation: the architecture is the retrofitted model's.
             for key in KEPT_FROM_SOURCE {

@@ -12,6 +12,7 @@ mod bert;
 mod cache;
 mod config;
 mod export;
+mod json_file;
 mod layout;
 mod load;
 mod weights;

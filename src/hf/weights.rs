@@ -32,7 +32,10 @@ fn read_file(path: &Path) -> Result<BTreeMap<String, PackTensor>, HfError> {
     let mut store = SafetensorsStore::from_file(path);
     store.get_all_tensors().cloned().map_err(|e| match e {
         SafetensorsStoreError::Io(error) => HfError::Io { path: path.to_path_buf(), error },
-        other => HfError::NotSafetensors { path: path.to_path_buf(), error: other.to_string() },
+        SafetensorsStoreError::Safetensors(e) => {
+            HfError::NotSafetensors { path: path.to_path_buf(), error: e.to_string() }
+        }
+        other => HfError::CannotRead { path: path.to_path_buf(), error: other.to_string() },
     })
 }
 
@@ -42,7 +45,7 @@ impl Checkpoint {
         let single = dir.join("model.safetensors");
         let index_path = dir.join("model.safetensors.index.json");
         let tensors = if index_path.is_file() {
-            let json = super::config::read_json(&index_path)?;
+            let json = super::json_file::read_json(&index_path)?;
             let bad_index =
                 |key: Option<&String>| HfError::BadShardIndex { path: index_path.clone(), key: key.cloned() };
             let map = json["weight_map"].as_object().ok_or_else(|| bad_index(None))?;

@@ -110,7 +110,7 @@ fn size_or(config: &Value, field: &str, default: Option<usize>) -> Result<Option
 impl BertConfig {
     /// Reads `dir/config.json`.
     pub fn read(dir: impl AsRef<Path>) -> Result<Self, HfError> {
-        Self::from_json(&crate::hf::config::read_json(&dir.as_ref().join("config.json"))?)
+        Self::from_json(&crate::hf::json_file::read_json(&dir.as_ref().join("config.json"))?)
     }
 
     /// The config a parsed `config.json` describes; an error naming the field for anything this
