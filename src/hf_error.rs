@@ -16,15 +16,13 @@ use crate::norm::{NormKind, NormScheme};
 pub enum HfError {
     /// The model folder does not exist (and is not a model of the local Hugging Face cache).
     #[error(
-        "{}: no such folder: give a Hugging Face model folder (config.json and safetensors){}",
-        .dir.display(),
-        if *.by_name { ", or a model of the local Hugging Face cache by name (org/name, org/name@revision)" } else { "" }
+        "{}: no such folder: give a Hugging Face model folder (config.json and safetensors), or a model of the local \
+         Hugging Face cache by name (org/name, org/name@revision)",
+        .dir.display()
     )]
     NoSuchFolder {
         /// The folder given.
         dir: PathBuf,
-        /// Whether a model of the cache could have been named instead (decoders, not BERT).
-        by_name: bool,
     },
     /// A model name ending in `@` with no revision after it.
     #[error("{name}@: no revision after `@`: give {name}@BRANCH, {name}@TAG or {name}@COMMIT, or {name} alone")]
@@ -293,11 +291,13 @@ pub enum Unsupported {
          removal by pseudo-perplexity"
     )]
     BertAsDecoder,
+    /// A config of another model type (`model_type` as written, `None` without one).
     #[error(
-        "model_type {model_type} {architectures} is not a BERT encoder (model_type `bert`); a LLaMA, Mistral or \
-         Qwen2 decoder loads with `load_hf_model`"
+        "model_type {} {architectures} is not a BERT encoder (model_type `bert`); a LLaMA, Mistral or Qwen2 decoder \
+         loads with `load_hf_model`",
+        .model_type.as_ref().map_or("(none)".to_string(), |t| format!("\"{t}\""))
     )]
-    NotBert { model_type: String, architectures: String },
+    NotBert { model_type: Option<String>, architectures: String },
     #[error("rope type `{kind}` in `{field}`; supported: default, linear, llama3")]
     RopeType { field: String, kind: String },
     /// A decoder's activation other than SiLU.

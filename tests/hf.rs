@@ -161,6 +161,7 @@ fn export_round_trips_in_the_crate_with_lns_restored() {
     let downloaded = copy_fixture("mistral", &dir.path().join("downloads"));
     let err = export_hf(&loaded.model, &loaded.config, &downloaded, None).unwrap_err();
     assert!(matches!(&err, HfError::NotReplaceable { dir, .. } if *dir == downloaded), "{err}");
+    assert!(err.to_string().contains("model.safetensors"), "the downloaded files are named: {err}");
     assert!(downloaded.join("model.safetensors").is_file());
     // Schemes transformers cannot express are refused before anything is written.
     let (post, config) = retrofit(loaded.model, &loaded.config, NormScheme::PostLn).unwrap();
@@ -681,7 +682,7 @@ fn training_from_a_model_with_nan_weights_is_refused_before_anything_is_written(
 fn hf_errors_name_the_place_and_the_facts_in_their_messages() {
     let messages = [
         (
-            HfError::NoSuchFolder { dir: "models/x".into(), by_name: true },
+            HfError::NoSuchFolder { dir: "models/x".into() },
             "models/x: no such folder: give a Hugging Face model folder (config.json and safetensors), or a model of \
              the local Hugging Face cache by name (org/name, org/name@revision)",
         ),

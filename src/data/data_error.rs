@@ -24,7 +24,7 @@ pub enum DataError {
     /// The corpus as a whole cannot be trained on.
     #[error("corpus: {0}")]
     Whole(WholeCorpusProblem),
-    /// The token cache in `dir` cannot be written or read.
+    /// The token cache in `dir` cannot be written or read, or `dir` (`--cache-dir`) cannot hold one.
     #[error("token cache: {}: {problem}", dir.display())]
     Cache {
         /// The cache's folder.

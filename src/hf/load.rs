@@ -90,7 +90,7 @@ pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, 
     let resolved = super::resolve_model_dir(dir.as_ref())?;
     let dir = resolved.as_path();
     if !dir.is_dir() {
-        return Err(HfError::NoSuchFolder { dir: dir.to_path_buf(), by_name: true });
+        return Err(HfError::NoSuchFolder { dir: dir.to_path_buf() });
     }
     let config = read_hf_config(dir)?;
     let checkpoint = Checkpoint::open(dir)?;

@@ -121,7 +121,7 @@ impl BertConfig {
             return Err(HfError::config("(root)", FieldProblem::NotAnObject));
         }
         if !describes_bert(json) {
-            let model_type = json.get("model_type").map_or("(none)".to_string(), Value::to_string);
+            let model_type = json.get("model_type").map(|t| t.as_str().map_or_else(|| t.to_string(), str::to_string));
             let architectures = json.get("architectures").map(Value::to_string).unwrap_or_default();
             return Err(Unsupported::NotBert { model_type, architectures }.into());
         }

@@ -105,7 +105,7 @@ pub fn load_bert_model(dir: impl AsRef<Path>, device: &Device) -> Result<(BertFo
     let resolved = crate::hf::resolve_model_dir(dir.as_ref())?;
     let dir = resolved.as_path();
     if !dir.is_dir() {
-        return Err(HfError::NoSuchFolder { dir: dir.to_path_buf(), by_name: false });
+        return Err(HfError::NoSuchFolder { dir: dir.to_path_buf() });
     }
     let config = BertConfig::read(dir)?;
     let checkpoint = Checkpoint::open(dir)?;
