@@ -165,8 +165,8 @@ pub enum HfError {
         /// What is wrong with it.
         problem: FieldProblem,
     },
-    /// A value of `config.json` the model cannot take; shown with the keys of `config.json`
-    /// (`rms_norm_eps`, not the model's `norm_eps`).
+    /// A value of `config.json` the model cannot take, found when the model config read from it is
+    /// checked; shown with the keys of `config.json` (`rms_norm_eps`, not the model's `norm_eps`).
     #[error("config.json: {}", named_by_hf_keys(.0))]
     ConfigValue(ConfigError),
     /// An architecture or feature this crate does not implement.
@@ -225,15 +225,16 @@ pub enum HfError {
         bert: bool,
     },
     /// A parameter of the model that no tensor of the checkpoint was loaded into.
-    #[error("unsupported: no tensor of the checkpoint was applied to `{path}`")]
+    #[error("unsupported: no tensor of the checkpoint was applied to `{parameter}`")]
     NotApplied {
-        /// The model's parameter path.
-        path: String,
+        /// The model's parameter, by its path in the model.
+        parameter: String,
     },
     /// Sequences the masked-LM scorer cannot score.
     #[error("pseudo-perplexity: {0}")]
     Scoring(ScoringProblem),
-    /// The model config built from `config.json` is invalid.
+    /// A setting of the crate's own that the model refuses (a `norm_scheme` name recorded in
+    /// `config.json`, a layer number given to the scorer), in the model's terms.
     #[error("{0}")]
     Model(#[from] ConfigError),
     /// A weight of the checkpoint holds NaN or infinity (a damaged download, or a model saved
@@ -251,8 +252,9 @@ pub enum HfError {
 /// What is wrong with a field of `config.json` ([`HfError::Config`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-#[allow(missing_docs)]
+#[allow(missing_docs)] // each variant's doc or message says what its fields are
 pub enum FieldProblem {
+    /// The field is absent (or `null`).
     #[error("is missing")]
     Missing,
     /// The file holds something other than a JSON object.
@@ -264,15 +266,18 @@ pub enum FieldProblem {
     /// A value that is not of the kind the field takes (`what`).
     #[error("must be {what}, got {got}")]
     WrongKind { what: &'static str, got: String },
+    /// A size of 0.
     #[error("must be at least 1, got 0")]
     Zero,
+    /// A number that must be positive and finite, and is not.
     #[error("must be a positive number, got {0}")]
     NotPositive(f64),
+    /// `num_attention_heads` (`heads`) does not divide `hidden_size` (`hidden`).
     #[error("{heads} does not divide hidden_size {hidden}")]
     HeadsDoNotDivide { heads: usize, hidden: usize },
     /// A size the checkpoint's tensors contradict: `found` says what they hold.
     #[error("is {value}, but {found}; is config.json the checkpoint's own?")]
-    NotTheCheckpoints { value: usize, found: String },
+    ContradictsCheckpoint { value: usize, found: String },
     /// The crate's scheme entry without its scheme's name.
     #[error("must hold a `norm_scheme` string")]
     NoSchemeName,
@@ -281,10 +286,12 @@ pub enum FieldProblem {
 /// An architecture or feature of `config.json` this crate does not implement ([`HfError::Unsupported`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-#[allow(missing_docs)]
+#[allow(missing_docs)] // each variant's doc or message says what its fields are
 pub enum Unsupported {
+    /// A decoder other than LLaMA, Mistral and Qwen2; `architectures` is the JSON list, or empty.
     #[error("model_type `{model_type}` {architectures}; supported: llama, mistral, qwen2")]
     ModelType { model_type: String, architectures: String },
+    /// A BERT folder given where a decoder is loaded.
     #[error(
         "a BERT encoder (model_type `bert`) cannot be trained or loaded as a decoder: training, generation and \
          export take llama, mistral and qwen2; give an encoder to `analyze --hf-dir`, which measures its layer \
@@ -298,6 +305,7 @@ pub enum Unsupported {
         .model_type.as_ref().map_or("(none)".to_string(), |t| format!("\"{t}\""))
     )]
     NotBert { model_type: Option<String>, architectures: String },
+    /// A rope scaling (`kind`, under the key `field`) this crate does not implement.
     #[error("rope type `{kind}` in `{field}`; supported: default, linear, llama3")]
     RopeType { field: String, kind: String },
     /// A decoder's activation other than SiLU.
@@ -311,15 +319,19 @@ pub enum Unsupported {
     /// `attention_bias` or `mlp_bias` in a LLaMA or Mistral.
     #[error("`{0}: true`: this LLaMA variant has biases the model does not implement")]
     Bias(String),
+    /// Qwen2's sliding-window attention.
     #[error("Qwen2 with `use_sliding_window: true` (sliding-window attention)")]
     SlidingWindow,
+    /// A `head_dim` other than `hidden_size / num_attention_heads` (`implied`).
     #[error("head_dim {head_dim} differs from hidden_size / num_attention_heads = {implied}")]
     HeadDim { head_dim: usize, implied: usize },
+    /// BERT position embeddings other than absolute ones.
     #[error("position_embedding_type `{0}`; only `absolute` position embeddings are implemented")]
     PositionEmbedding(String),
     /// `is_decoder` or `add_cross_attention` in a BERT config.
     #[error("`{0}: true`: a BERT decoder (causal or cross-attention) is not this bidirectional encoder")]
     BertDecoder(String),
+    /// A BERT checkpoint (in `dir`) without its masked-LM head.
     #[error(
         "{} has no masked-language-model head (no `cls.predictions.*` tensor): a bare BertModel cannot score \
          tokens; give a BertForMaskedLM or BertForPreTraining checkpoint",
@@ -334,17 +346,21 @@ pub enum Unsupported {
 /// Why sequences cannot be scored by a masked LM ([`HfError::Scoring`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-#[allow(missing_docs)]
+#[allow(missing_docs)] // each variant's doc or message says what its fields are
 pub enum ScoringProblem {
+    /// An empty list of sequences.
     #[error("no sequences to score")]
     NoSequences,
+    /// A `[MASK]` id the model's vocabulary does not hold.
     #[error("the [MASK] id {mask} is outside the model's vocabulary of {vocab}")]
     MaskOutsideVocabulary { mask: u32, vocab: usize },
     /// Sequence `index` has fewer than its two special tokens and one to score.
     #[error("sequence {index} has {tokens} tokens; each needs [CLS], at least one token and [SEP]")]
     TooShort { index: usize, tokens: usize },
+    /// Sequence `index` is longer than the model's positions.
     #[error("sequence {index} has {tokens} tokens, more than the {positions} positions of the model (max_position_embeddings)")]
     TooLong { index: usize, tokens: usize, positions: usize },
+    /// Sequence `index` holds a token id the vocabulary does not.
     #[error("sequence {index} holds token id {id}, outside the model's vocabulary of {vocab}")]
     TokenOutsideVocabulary { index: usize, id: u32, vocab: usize },
 }
@@ -352,19 +368,24 @@ pub enum ScoringProblem {
 /// Why the local Hugging Face cache holds no snapshot of a model ([`HfError::NotInCache`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-#[allow(missing_docs)]
+#[allow(missing_docs)] // each variant's doc or message says what its fields are
 pub enum CacheMiss {
+    /// There is no cache to look in.
     #[error("no HF_HUB_CACHE, HF_HOME or home folder to find it in")]
     NoCache,
+    /// The cache's path is not a folder.
     #[error("the cache {} is not a folder", .cache.display())]
     CacheNotAFolder { cache: PathBuf },
+    /// The model's folder (`models--org--name`) is not in the cache.
     #[error("{} does not exist", .folder.display())]
     NoModelFolder { folder: PathBuf },
     /// A `refs/` file holding something other than a commit hash (its first 80 characters).
     #[error("{} holds `{holds}`, which is not a commit hash (40 hex digits)", .ref_file.display())]
     RefNotACommit { ref_file: PathBuf, holds: String },
+    /// The revision names neither a ref file nor a snapshot.
     #[error("{} holds no {} and no snapshot of that commit", .folder.display(), .ref_file.display())]
     NoRef { folder: PathBuf, ref_file: PathBuf },
+    /// The ref's commit has a snapshot without `config.json`.
     #[error("{} names commit `{commit}`, whose snapshot {} holds no config.json", .ref_file.display(), .snapshot.display())]
     EmptySnapshot { ref_file: PathBuf, commit: String, snapshot: PathBuf },
 }

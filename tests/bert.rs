@@ -256,7 +256,7 @@ fn each_bad_checkpoint_is_an_error_naming_what_is_wrong() {
     let layers = edit_config("layers", &|c| {
         c.insert("num_hidden_layers".into(), 4.into());
     });
-    let four = |e: &HfError| matches!(e, HfError::Config { field, problem: FieldProblem::NotTheCheckpoints { value: 4, .. } } if field == "num_hidden_layers");
+    let four = |e: &HfError| matches!(e, HfError::Config { field, problem: FieldProblem::ContradictsCheckpoint { value: 4, .. } } if field == "num_hidden_layers");
     assert!(four(&layers) && layers.to_string().contains("holds 3 layers"), "{layers}");
     let width = edit_config("width", &|c| {
         c.insert("hidden_size".into(), 32.into());

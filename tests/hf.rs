@@ -224,7 +224,7 @@ fn each_bad_input_gives_an_error_naming_what_is_wrong() {
     let dir = copy_fixture("mistral", &tmp.path().join("shape"));
     edit_config(&dir, |c| c["intermediate_size"] = 64.into());
     let err = load_error(&dir);
-    let not_its_own = |e: &HfError| matches!(e, HfError::Config { field, problem: FieldProblem::NotTheCheckpoints { value: 64, .. } } if field == "intermediate_size");
+    let not_its_own = |e: &HfError| matches!(e, HfError::Config { field, problem: FieldProblem::ContradictsCheckpoint { value: 64, .. } } if field == "intermediate_size");
     assert!(not_its_own(&err) && err.to_string().contains("[48, 32]"), "{err:?}");
 
     // An unsupported architecture and an unsupported rope type.

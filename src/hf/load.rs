@@ -39,7 +39,7 @@ impl HfModel {
 /// 100000000) is an error naming the field and what the checkpoint holds, not an abort.
 fn check_sizes(config: &LlamaConfig, checkpoint: &Checkpoint) -> Result<(), HfError> {
     let not_its_own = |field: &str, value: usize, found: String| {
-        HfError::config(field, FieldProblem::NotTheCheckpoints { value, found })
+        HfError::config(field, FieldProblem::ContradictsCheckpoint { value, found })
     };
     let layers = checkpoint.keys().into_iter().filter_map(layer_index).max().map_or(0, |last| last + 1);
     if layers != config.n_layers {
@@ -124,7 +124,7 @@ pub fn load_hf_model(dir: impl AsRef<Path>, device: &Device) -> Result<HfModel, 
         return Err(HfError::Apply { dir: dir.to_path_buf(), error: error.to_string() });
     }
     if let Some((path, _)) = result.missing.first() {
-        return Err(HfError::NotApplied { path: path.clone() });
+        return Err(HfError::NotApplied { parameter: path.clone() });
     }
     // Generation, analysis or training from it would give NaN with exit 0. Named by its key in
     // the checkpoint, as the user's tools show it.

@@ -188,7 +188,7 @@ impl LlamaConfig {
     }
 
     /// The sizes its memory refusals name.
-    pub fn size(&self) -> ModelSize {
+    pub fn sizes(&self) -> ModelSize {
         let (d_model, d_ff, n_layers, vocab_size) = (self.d_model, self.d_ff, self.n_layers, self.vocab_size);
         ModelSize { params: self.num_params(), d_model, d_ff, n_layers, vocab_size }
     }
@@ -205,7 +205,7 @@ impl LlamaConfig {
             return Ok(());
         }
         Err(ConfigError::TooLarge(Box::new(MemoryProblem::Weights {
-            model: self.size(),
+            model: self.sizes(),
             float_bytes,
             needed: bytes,
             available,

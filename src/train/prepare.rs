@@ -142,7 +142,7 @@ fn check_run_memory(
     let least = complete(TrainingMemory::new(model, RunShape { batch_size: 1, seq_len: 1, ..shape }));
     if !limit.admits(least.peak()) {
         return Err(ConfigError::TooLarge(Box::new(MemoryProblem::Training {
-            model: model.size(),
+            model: model.sizes(),
             precision: shape.precision.to_string(),
             needed: least.peak(),
             breakdown: least.breakdown(),

@@ -88,7 +88,7 @@ fn check_layer_count(config: &BertConfig, checkpoint: &Checkpoint, prefix: &str)
         let found = format!("the checkpoint holds {layers} layers");
         return Err(HfError::config(
             "num_hidden_layers",
-            FieldProblem::NotTheCheckpoints { value: config.num_hidden_layers, found },
+            FieldProblem::ContradictsCheckpoint { value: config.num_hidden_layers, found },
         ));
     }
     Ok(())
