@@ -8,7 +8,19 @@
 use std::path::PathBuf;
 
 use crate::config_error::ConfigError;
-use crate::norm::{NormKind, NormScheme};
+use crate::norm::NormScheme;
+
+mod cache_miss;
+mod export_problem;
+mod field_problem;
+mod scoring_problem;
+mod unsupported;
+
+pub use cache_miss::CacheMiss;
+pub use export_problem::{BlockPart, ExportProblem};
+pub use field_problem::FieldProblem;
+pub use scoring_problem::ScoringProblem;
+pub use unsupported::Unsupported;
 
 /// An error of the Hugging Face interop, naming the folder, file, field or tensor at fault.
 #[derive(Debug, thiserror::Error)]
@@ -247,193 +259,6 @@ pub enum HfError {
         /// where the loader knows it, else by the model's path.
         parameter: String,
     },
-}
-
-/// What is wrong with a field of `config.json` ([`HfError::Config`]).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-#[allow(missing_docs)] // each variant's doc or message says what its fields are
-pub enum FieldProblem {
-    /// The field is absent (or `null`).
-    #[error("is missing")]
-    Missing,
-    /// The file holds something other than a JSON object.
-    #[error("config.json must be a JSON object")]
-    NotAnObject,
-    /// A value of the wrong type or range, as the parser says.
-    #[error("has a bad value: {0}")]
-    BadValue(String),
-    /// A value that is not of the kind the field takes (`what`).
-    #[error("must be {what}, got {got}")]
-    WrongKind { what: &'static str, got: String },
-    /// A size of 0.
-    #[error("must be at least 1, got 0")]
-    Zero,
-    /// A number that must be positive and finite, and is not.
-    #[error("must be a positive number, got {0}")]
-    NotPositive(f64),
-    /// `num_attention_heads` (`heads`) does not divide `hidden_size` (`hidden`).
-    #[error("{heads} does not divide hidden_size {hidden}")]
-    HeadsDoNotDivide { heads: usize, hidden: usize },
-    /// A size the checkpoint's tensors contradict: `found` says what they hold.
-    #[error("is {value}, but {found}; is config.json the checkpoint's own?")]
-    ContradictsCheckpoint { value: usize, found: String },
-    /// The crate's scheme entry without its scheme's name.
-    #[error("must hold a `norm_scheme` string")]
-    NoSchemeName,
-}
-
-/// An architecture or feature of `config.json` this crate does not implement ([`HfError::Unsupported`]).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-#[allow(missing_docs)] // each variant's doc or message says what its fields are
-pub enum Unsupported {
-    /// A decoder other than LLaMA, Mistral and Qwen2; `architectures` is the JSON list, or empty.
-    #[error("model_type `{model_type}` {architectures}; supported: llama, mistral, qwen2")]
-    ModelType { model_type: String, architectures: String },
-    /// A BERT folder given where a decoder is loaded.
-    #[error(
-        "a BERT encoder (model_type `bert`) cannot be trained or loaded as a decoder: training, generation and \
-         export take llama, mistral and qwen2; give an encoder to `analyze --hf-dir`, which measures its layer \
-         removal by pseudo-perplexity"
-    )]
-    BertAsDecoder,
-    /// A config of another model type (`model_type` as written, `None` without one).
-    #[error(
-        "model_type {} {architectures} is not a BERT encoder (model_type `bert`); a LLaMA, Mistral or Qwen2 decoder \
-         loads with `load_hf_model`",
-        .model_type.as_ref().map_or("(none)".to_string(), |t| format!("\"{t}\""))
-    )]
-    NotBert { model_type: Option<String>, architectures: String },
-    /// A rope scaling (`kind`, under the key `field`) this crate does not implement.
-    #[error("rope type `{kind}` in `{field}`; supported: default, linear, llama3")]
-    RopeType { field: String, kind: String },
-    /// A decoder's activation other than SiLU.
-    #[error("hidden_act `{0}`; only silu (SwiGLU) is implemented")]
-    Activation(String),
-    /// A BERT activation this crate does not implement.
-    #[error(
-        "hidden_act `{0}`; implemented: gelu, gelu_python, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish"
-    )]
-    BertActivation(String),
-    /// `attention_bias` or `mlp_bias` in a LLaMA or Mistral.
-    #[error("`{0}: true`: this LLaMA variant has biases the model does not implement")]
-    Bias(String),
-    /// Qwen2's sliding-window attention.
-    #[error("Qwen2 with `use_sliding_window: true` (sliding-window attention)")]
-    SlidingWindow,
-    /// A `head_dim` other than `hidden_size / num_attention_heads` (`implied`).
-    #[error("head_dim {head_dim} differs from hidden_size / num_attention_heads = {implied}")]
-    HeadDim { head_dim: usize, implied: usize },
-    /// BERT position embeddings other than absolute ones.
-    #[error("position_embedding_type `{0}`; only `absolute` position embeddings are implemented")]
-    PositionEmbedding(String),
-    /// `is_decoder` or `add_cross_attention` in a BERT config.
-    #[error("`{0}: true`: a BERT decoder (causal or cross-attention) is not this bidirectional encoder")]
-    BertDecoder(String),
-    /// A BERT checkpoint (in `dir`) without its masked-LM head.
-    #[error(
-        "{} has no masked-language-model head (no `cls.predictions.*` tensor): a bare BertModel cannot score \
-         tokens; give a BertForMaskedLM or BertForPreTraining checkpoint",
-        .dir.display()
-    )]
-    NoMaskedLmHead { dir: PathBuf },
-    /// Export was given a model that was not built from the config it was given with.
-    #[error("the model was not built from this config")]
-    NotThisConfig,
-}
-
-/// Why sequences cannot be scored by a masked LM ([`HfError::Scoring`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-#[allow(missing_docs)] // each variant's doc or message says what its fields are
-pub enum ScoringProblem {
-    /// An empty list of sequences.
-    #[error("no sequences to score")]
-    NoSequences,
-    /// A `[MASK]` id the model's vocabulary does not hold.
-    #[error("the [MASK] id {mask} is outside the model's vocabulary of {vocab}")]
-    MaskOutsideVocabulary { mask: u32, vocab: usize },
-    /// Sequence `index` has fewer than its two special tokens and one to score.
-    #[error("sequence {index} has {tokens} tokens; each needs [CLS], at least one token and [SEP]")]
-    TooShort { index: usize, tokens: usize },
-    /// Sequence `index` is longer than the model's positions.
-    #[error("sequence {index} has {tokens} tokens, more than the {positions} positions of the model (max_position_embeddings)")]
-    TooLong { index: usize, tokens: usize, positions: usize },
-    /// Sequence `index` holds a token id the vocabulary does not.
-    #[error("sequence {index} holds token id {id}, outside the model's vocabulary of {vocab}")]
-    TokenOutsideVocabulary { index: usize, id: u32, vocab: usize },
-}
-
-/// Why the local Hugging Face cache holds no snapshot of a model ([`HfError::NotInCache`]).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-#[allow(missing_docs)] // each variant's doc or message says what its fields are
-pub enum CacheMiss {
-    /// There is no cache to look in.
-    #[error("no HF_HUB_CACHE, HF_HOME or home folder to find it in")]
-    NoCache,
-    /// The cache's path is not a folder.
-    #[error("the cache {} is not a folder", .cache.display())]
-    CacheNotAFolder { cache: PathBuf },
-    /// The model's folder (`models--org--name`) is not in the cache.
-    #[error("{} does not exist", .folder.display())]
-    NoModelFolder { folder: PathBuf },
-    /// A `refs/` file holding something other than a commit hash (its first 80 characters).
-    #[error("{} holds `{holds}`, which is not a commit hash (40 hex digits)", .ref_file.display())]
-    RefNotACommit { ref_file: PathBuf, holds: String },
-    /// The revision names neither a ref file nor a snapshot.
-    #[error("{} holds no {} and no snapshot of that commit", .folder.display(), .ref_file.display())]
-    NoRef { folder: PathBuf, ref_file: PathBuf },
-    /// The ref's commit has a snapshot without `config.json`.
-    #[error("{} names commit `{commit}`, whose snapshot {} holds no config.json", .ref_file.display(), .snapshot.display())]
-    EmptySnapshot { ref_file: PathBuf, commit: String, snapshot: PathBuf },
-}
-
-/// What a Hugging Face LLaMA checkpoint cannot express ([`HfError::NotExportable`]): only
-/// RMSNorm, and Pre-LN blocks whose depth factors fold into the weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ExportProblem {
-    /// A norm kind other than RMSNorm.
-    #[error(
-        "a {} norm cannot be expressed in a Hugging Face LLaMA checkpoint (the LLaMA family uses RMSNorm)",
-        .0.name()
-    )]
-    NormKind(NormKind),
-    /// A part of the block, named with the schemes that have it, that the architecture lacks.
-    #[error(
-        "{0} has no counterpart in the Hugging Face LLaMA architecture, so it cannot be expressed in a LLaMA \
-         checkpoint; Pre-LN, LNS in every position but before-norm, CompleteP and the init-only schemes export"
-    )]
-    Block(BlockPart),
-}
-
-/// A part of a transformer block that the Hugging Face LLaMA architecture has no counterpart for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BlockPart {
-    /// A norm after the residual addition.
-    #[error("a Post-LN block (post-ln, deepnorm, mix-ln)")]
-    PostLn,
-    /// A norm on each sub-layer's output as well as its input.
-    #[error("a norm on each sub-layer's output (sandwich-ln, and peri-ln with its embedding norm)")]
-    OutputNorm,
-    /// A norm on each sub-layer's output only.
-    #[error("a norm on each sub-layer's output and none on its input (reordered-norm)")]
-    OutputNormOnly,
-    /// GPAS's learned gate on the residual stream.
-    #[error("GPAS's learned scaling of the residual stream (gpas)")]
-    Gpas,
-    /// A learned gate on each branch.
-    #[error("a LayerScale or SkipInit gate")]
-    BranchGate,
-    /// LNS applied to the norm's input.
-    #[error("scaling the norm's input (lns:before-norm)")]
-    NormInputScale,
-    /// DeepNorm's scale of the residual.
-    #[error("a residual scale (DeepNorm)")]
-    ResidualScale,
 }
 
 /// `config.json`'s key for each field of the model config that `parse_hf_config` fills from it.
