@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    edited, example, expect_error, expect_refusal, finished_run, quick, refused_changes, require_fault_points,
-    snapshot, weights,
+    edited, example, expect_data_error, expect_error, expect_refusal, finished_run, quick, refused_changes,
+    require_fault_points, snapshot, weights,
 };
 use layernorm_scaling::data::{CacheProblem, DataError};
 use layernorm_scaling::io::{FolderProblem, FAIL_AT};
@@ -944,8 +944,8 @@ fn a_cache_dir_that_cannot_hold_the_cache_is_refused_before_tokenising() {
         config.data.cache_dir = Some(dir.path().join("afile"));
         config
     };
-    let cache_refusal = |config: &TrainConfig| match train(config, Start::New, |_| {}).err() {
-        Some(Error::Data(DataError::Cache { problem, .. })) => problem,
+    let cache_refusal = |config: &TrainConfig| match expect_data_error(config, Start::New) {
+        DataError::Cache { problem, .. } => problem,
         other => panic!("expected the token cache's refusal, got {other:?}"),
     };
     let afile = FolderProblem::File { file: dir.path().join("afile") };

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
-use common::{cpu, expect_error, expect_refusal, finished_run, one_at_a_time, quick, ParamValues};
+use common::{cpu, expect_data_error, expect_error, expect_refusal, finished_run, one_at_a_time, quick, ParamValues};
 use layernorm_scaling::data::{
     tokenize_corpus, CorpusProblem, CorpusSource, DataError, LmBatcher, SequenceMode, SplitProblem, Tokenizer,
     TokenizerProblem, WholeCorpusProblem,
@@ -217,10 +217,7 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let base = quick(&dir.path().join("run"), 20, 10);
 
-    let data_error = |config: &TrainConfig| match train(config, Start::New, |_| {}).err() {
-        Some(Error::Data(error)) => error,
-        other => panic!("expected a data error, got {other:?}"),
-    };
+    let data_error = |config: &TrainConfig| expect_data_error(config, Start::New);
     let missing = edited(&base, |c| c.data.files = vec![dir.path().join("nope.txt")]);
     let error = data_error(&missing);
     assert!(
@@ -314,9 +311,8 @@ fn a_tokenizer_larger_than_the_vocabulary_is_refused() {
     std::fs::write(&json, tokenizer.to_string()).unwrap();
     let mut config = quick(&dir.path().join("run"), 20, 10);
     config.data.tokenizer = json.display().to_string();
-    let refused = train(&config, Start::New, |_| {}).err();
     let too_small = TokenizerProblem::VocabularyTooSmall { needed: 301, vocab_size: 256 };
-    assert!(matches!(&refused, Some(Error::Data(DataError::Tokenizer(p))) if *p == too_small), "{refused:?}");
+    assert_eq!(expect_data_error(&config, Start::New), DataError::Tokenizer(too_small));
 }
 
 #[test]
@@ -518,9 +514,8 @@ fn added_tokens_above_the_vocabulary_are_refused_only_where_the_corpus_holds_the
     let paragraph = "t1 t2 t3 t4 t5 t6 t7 t8 t9 t10 t11 t12 t13 t14 t15 t16 t17 t18 t19 t20\n\n";
     std::fs::write(&corpus, format!("{}t5 <extra_id_9> t6\n", paragraph.repeat(200))).unwrap();
     (config.data.files, config.output.out) = (vec![corpus], dir.path().join("run2"));
-    let refused = train(&config, Start::New, |_| {}).err();
     let outside = WholeCorpusProblem::OutsideModelVocabulary { id: 259, text: "<extra_id_9>".into(), vocab_size: 256 };
-    assert!(matches!(&refused, Some(Error::Data(DataError::Whole(p))) if *p == outside), "{refused:?}");
+    assert_eq!(expect_data_error(&config, Start::New), DataError::Whole(outside));
 }
 
 #[test]

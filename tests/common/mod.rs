@@ -321,6 +321,18 @@ pub fn expect_error(
     err
 }
 
+/// The data error `train` refuses `config` started as `start` with: fails unless it is refused with
+/// an [`Error::Data`](layernorm_scaling::Error::Data).
+pub fn expect_data_error(
+    config: &layernorm_scaling::train::TrainConfig,
+    start: layernorm_scaling::train::Start,
+) -> layernorm_scaling::data::DataError {
+    match layernorm_scaling::train::train(config, start, |_| {}).err() {
+        Some(layernorm_scaling::Error::Data(error)) => error,
+        other => panic!("expected a data error, got {other:?}"),
+    }
+}
+
 /// The run directory's refusal of a training of `config` as `start`: fails unless `train` is
 /// refused with an [`Error::RunDir`](layernorm_scaling::Error::RunDir) whose error `is` accepts.
 pub fn expect_refusal(
