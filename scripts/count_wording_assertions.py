@@ -61,8 +61,13 @@ def main():
             if text[max(0, call.start() - 3) : call.start()] == "fn ":
                 continue  # the helper's own definition
             total += 1
-            # A helper's arguments are all checked; an assertion's last one may be its own message.
-            checked = args if name in MESSAGE_HELPERS else args[: 1 if name == "assert!" else 2]
+            # A helper's arguments are all checked, but for the label of what is checked that the
+            # programs' `assert_refused(output, parts, what)` takes last (its failure message); an
+            # assertion's last argument may be its own message.
+            if name in MESSAGE_HELPERS:
+                checked = args[:2] if name == "assert_refused" and len(args) == 3 else args
+            else:
+                checked = args[: 1 if name == "assert!" else 2]
             wording_here = pins_wording(",".join(checked))
             if wording_here:
                 wording += 1

@@ -10,9 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use common::{cpu, example, hf_fixture as fixture};
-use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config};
-use layernorm_scaling::run::{save_run_model, RunModelInfo};
-use layernorm_scaling::{LlamaConfig, NormKind, NormScheme};
+use layernorm_scaling::analysis::{report_labels, ReportModel};
+use layernorm_scaling::data::Tokenizer;
+use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config, HfError};
+use layernorm_scaling::run::RunDirError;
+use layernorm_scaling::run::{check_tokenizer_identity, load_model_dir, require_hf_dir, save_run_model, RunModelInfo};
+use layernorm_scaling::{Error, LlamaConfig, NormKind, NormScheme};
 
 /// The fixture's tokenizer.json (a BPE of 100 tokens).
 fn tokenizer() -> PathBuf {
@@ -61,8 +64,10 @@ fn mistral_with_window(dir: &Path, window: usize) -> PathBuf {
 
 #[test]
 fn a_result_that_cannot_be_written_is_an_error_not_a_success() {
-    // A full disk under `> file`: the logits or samples would be cut short.
+    // A full disk under `> file`: the logits or samples would be cut short. The program says why,
+    // with the system's own words for it.
     let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let disk_full = std::io::Error::from_raw_os_error(28).to_string();
     let model = fixture("llama_mha_untied");
     let output = Command::new(example("generate"))
         .arg("--hf-dir")
@@ -73,7 +78,7 @@ fn a_result_that_cannot_be_written_is_an_error_not_a_success() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("cannot write the result") && !stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains(&disk_full) && !stderr.contains("panicked"), "{stderr}");
     let output = Command::new(example("hf"))
         .args(["logits", "--json", "--tokens", "1,2,3", "--device", "flex", "--hf-dir"])
         .arg(&model)
@@ -82,16 +87,16 @@ fn a_result_that_cannot_be_written_is_an_error_not_a_success() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("cannot write the result"), "{stderr}");
+    assert!(stderr.contains(&disk_full), "{stderr}");
     // The tables of `curse` and `presets` are their results too.
     for (program, args) in [("curse", &["--layers", "2", "--device", "flex"][..]), ("presets", &[][..])] {
         let output = Command::new(example(program)).args(args).stdout(full()).output().unwrap();
-        assert_refused(&output, &["cannot write the result"], program);
+        assert_refused(&output, &[&disk_full], program);
     }
     // So is the help that was asked for.
     for program in ["train", "generate", "analyze", "sweep", "curse", "presets", "bench", "hf"] {
         let output = Command::new(example(program)).arg("--help").stdout(full()).output().unwrap();
-        assert_refused(&output, &["cannot write the help"], &format!("{program} --help > /dev/full"));
+        assert_refused(&output, &[&disk_full], &format!("{program} --help > /dev/full"));
     }
 }
 
@@ -132,7 +137,8 @@ fn presets_write_keeps_a_file_edited_by_hand() {
     std::fs::remove_file(dir.join("7b.json")).unwrap();
     std::fs::remove_file(dir.join("3b.json")).unwrap();
     std::fs::create_dir(dir.join("3b.json")).unwrap();
-    assert_refused(&write(&["--overwrite"]), &["3b.json: is a folder"], "presets --write over a folder");
+    assert_refused(&write(&["--overwrite"]), &["3b.json"], "presets --write over a folder");
+    assert!(dir.join("3b.json").is_dir(), "the folder is kept");
 }
 
 /// `curse --plot` writes a PNG only: a path not named `.png`, or an existing file that is not a PNG
@@ -145,7 +151,7 @@ fn curse_plot_never_replaces_a_file_that_is_not_its_chart() {
     };
     let corpus = tmp.path().join("corpus.txt");
     std::fs::write(&corpus, "my corpus").unwrap();
-    assert_refused(&curse(&corpus), &["give a path ending in .png"], "curse --plot corpus.txt");
+    assert_refused(&curse(&corpus), &["corpus.txt", ".png"], "curse --plot corpus.txt");
     let fake = tmp.path().join("model.png");
     std::fs::write(&fake, "not a picture").unwrap();
     assert_refused(&curse(&fake), &["model.png exists and is not a chart this crate drew"], "curse --plot");
@@ -153,7 +159,7 @@ fn curse_plot_never_replaces_a_file_that_is_not_its_chart() {
     let picture = tmp.path().join("picture.png");
     let fixture_png = || Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/curse-of-depth.png");
     std::fs::copy(fixture_png(), &picture).unwrap();
-    assert_refused(&curse(&picture), &["picture.png exists and is not a chart"], "curse --plot over a PNG");
+    assert_refused(&curse(&picture), &["picture.png"], "curse --plot over a PNG");
     assert_eq!(std::fs::read(&picture).unwrap(), std::fs::read(fixture_png()).unwrap());
     assert_eq!(std::fs::read_to_string(&corpus).unwrap(), "my corpus");
     assert_eq!(std::fs::read_to_string(&fake).unwrap(), "not a picture");
@@ -179,9 +185,11 @@ fn analyze_refuses_labels_it_would_have_to_rename() {
             .args(labels)
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains("would become") || stderr.contains("names a file"), "{labels:?}: {stderr}");
-        assert_refused(&output, &["--label"], &format!("--label {labels:?}"));
+        // The library's refusal of these labels for two runs, whole.
+        let runs = [Path::new("r1"), Path::new("r2")].map(|dir| ReportModel { dir, given: dir, is_run: true });
+        let given = labels.map(String::from);
+        let refusal = report_labels(&given, &runs).expect_err("labels it would rename").to_string();
+        assert_refused(&output, &[&refusal], &format!("--label {labels:?}"));
     }
 }
 
@@ -436,21 +444,23 @@ fn a_llama_config_json_is_written_only_for_what_export_can_write() {
             let json = hf_config_json(&config);
             assert_eq!(json.is_ok(), exported.is_ok(), "{scheme} {kind:?}: {json:?} / {exported:?}");
             if let Err(err) = json {
-                let message = err.to_string();
-                assert!(message.contains(&format!("`{scheme}`")) && message.contains("cannot be"), "{message}");
+                let HfError::NotExportable { scheme: Some(named), .. } = &err else { panic!("{scheme}: {err:?}") };
+                assert_eq!(named, &scheme, "the refusal names the model's scheme");
             }
         }
     }
 
-    // bench --hf-config refuses them, and writes nothing.
+    // bench --hf-config refuses them with the library's refusal, and writes nothing.
     for scheme in ["post-ln", "deepnorm", "mix-ln", "sandwich-ln"] {
+        let config = LlamaConfig::tiny().with_norm_scheme(scheme.parse().unwrap());
+        let refusal = hf_config_json(&config).expect_err(scheme).to_string();
         let path = tmp.path().join(format!("{scheme}.json"));
         let output = Command::new(example("bench"))
             .args(["--model", "tiny", "--norm", scheme, "--device", "flex", "--hf-config"])
             .arg(&path)
             .output()
             .unwrap();
-        assert_refused(&output, &[&format!("exporting a `{scheme}"), "no counterpart"], scheme);
+        assert_refused(&output, &[&refusal], scheme);
         assert!(!path.exists(), "{scheme}");
     }
 }
@@ -464,14 +474,13 @@ fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
     std::fs::create_dir_all(tmp.path().join("trained/tok")).unwrap();
     std::fs::copy(tokenizer(), tmp.path().join("trained/tok/tokenizer.json")).unwrap();
     let config = LlamaConfig::tiny();
-    let identity =
-        layernorm_scaling::data::Tokenizer::from_spec(&tokenizer().display().to_string()).unwrap().identity();
+    let identity = Tokenizer::from_spec(&tokenizer().display().to_string()).unwrap().identity();
     let info = RunModelInfo {
         model: config.clone(),
         tokenizer: "tok/tokenizer.json".into(),
         steps: 0,
         data: None,
-        tokenizer_identity: Some(identity),
+        tokenizer_identity: Some(identity.clone()),
     };
     save_run_model(&run, &config.init(&cpu()).unwrap(), &info).unwrap();
     let text = tmp.path().join("eval.txt");
@@ -501,7 +510,9 @@ fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
             .output()
             .unwrap()
     };
-    let parts = ["tok/tokenizer.json", "relative to the folder its training ran in", "--tokenizer PATH"];
+    // The recorded path, the folder it was looked for from, and the option that gives another.
+    let here = tmp.path().display().to_string();
+    let parts = ["tok/tokenizer.json", &here, "--tokenizer"];
     assert_refused(&generate(tmp.path(), &[]), &parts, "generate");
     assert_refused(&analyze(tmp.path(), &[]), &parts, "analyze");
     assert!(!tmp.path().join("report").exists());
@@ -533,7 +544,11 @@ fn a_tokenizer_path_not_found_from_here_names_the_tokenizer_option() {
     bytes.push(b'\n');
     std::fs::write(&other, bytes).unwrap();
     let wrong = [OsStr::new("--tokenizer"), other.as_os_str()];
-    let parts = ["other.json", "is not the tokenizer the model was trained with"];
+    let loaded = Tokenizer::from_spec(&other.display().to_string()).unwrap();
+    let refusal = check_tokenizer_identity(&loaded, &other.display().to_string(), Some(&identity))
+        .expect_err("another tokenizer")
+        .to_string();
+    let parts = [refusal.as_str()];
     assert_refused(&generate(tmp.path(), &wrong), &parts, "generate with another tokenizer");
     std::fs::remove_dir_all(tmp.path().join("report")).unwrap();
     assert_refused(&analyze(tmp.path(), &wrong), &parts, "analyze with another tokenizer");
@@ -581,7 +596,10 @@ fn hf_logits_of_a_text_match_transformers_with_its_special_tokens() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert_refused(&output, &["vocabulary is 128", "give the model's own tokenizer"], "generate --tokenizer byte");
+    let loaded = load_model_dir(&dir, None, &cpu()).unwrap();
+    let refusal = loaded.tokenizer(Some(Path::new("byte"))).expect_err("bytes beyond the vocabulary").to_string();
+    assert!(refusal.contains(&loaded.config.vocab_size.to_string()), "{refusal}");
+    assert_refused(&output, &[&refusal], "generate --tokenizer byte");
 }
 
 /// `train --config RUN/train.json --resume` from another folder resumes RUN: the relative `out`
@@ -602,7 +620,8 @@ fn a_runs_train_json_resumes_it_from_any_folder() {
         .args(["--config", "../run/train.json", "--resume"])
         .output()
         .unwrap();
-    assert_refused(&output, &["the run is finished"], "train --config ../run/train.json --resume");
+    // Refused as finished: its 2 steps, and the option that trains on from it.
+    assert_refused(&output, &["(2 steps)", "--init-from"], "train --config ../run/train.json --resume");
     assert!(!tmp.path().join("elsewhere/run").exists());
     // Hand-edited settings are seen, and refused: the checkpoints were made with the old ones.
     let train_json = tmp.path().join("run/train.json");
@@ -611,7 +630,8 @@ fn a_runs_train_json_resumes_it_from_any_folder() {
     std::fs::write(&train_json, edited).unwrap();
     let output =
         Command::new(example("train")).current_dir(tmp.path()).args(["--resume", "--out", "run"]).output().unwrap();
-    assert_refused(&output, &["differs from the one the run wrote"], "train --resume after an edit of train.json");
+    let edited_settings = RunDirError::SettingsEdited.to_string();
+    assert_refused(&output, &[&edited_settings], "train --resume after an edit of train.json");
     // So is an edited model.json, by every program that loads the weights into the model it
     // describes (they were analysed as another scheme without a word).
     let model_json = tmp.path().join("run/model.json");
@@ -624,11 +644,10 @@ fn a_runs_train_json_resumes_it_from_any_folder() {
         .args(["--run", "run", "--prompt", "the", "--device", "flex"])
         .output()
         .unwrap();
-    assert_refused(
-        &output,
-        &["model.json", "differs from the one the run wrote"],
-        "generate after an edit of model.json",
-    );
+    assert_refused(&output, &["model.json"], "generate after an edit of model.json");
+    let err = load_model_dir(tmp.path().join("run"), None, &cpu()).expect_err("an edited model.json");
+    let Error::File { path, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(path, &model_json);
 }
 
 /// A run trained on bytes is not exported with another tokenizer: its weights would be read with
@@ -761,7 +780,8 @@ fn an_hf_dir_without_config_json_is_named_as_such_by_every_program() {
     let empty = tempfile::tempdir().unwrap();
     for (program, args) in [("generate", &["--prompt", "hi"][..]), ("analyze", &[][..])] {
         let output = Command::new(example(program)).arg("--hf-dir").arg(empty.path()).args(args).output().unwrap();
-        assert_refused(&output, &["--hf-dir: no config.json there", "--run"], program);
+        let refusal = require_hf_dir(empty.path()).expect_err("no config.json").to_string();
+        assert_refused(&output, &[&refusal], program);
         assert!(!String::from_utf8_lossy(&output.stderr).contains("model.json"), "{program}");
     }
 }
@@ -824,7 +844,9 @@ fn resume_alone_takes_the_runs_own_settings_and_a_run_that_did_not_learn_exits_1
     assert_succeeded(&analyzed, "analyze --epoch 1");
     let stderr = String::from_utf8_lossy(&analyzed.stderr);
     assert!(stderr.contains("warning: --epoch is deprecated") && stderr.contains("use --step 10"), "{stderr}");
-    assert_refused(&generate(&["--step", "15"]), &["no checkpoint at step 15", "--step 10, 20"], "a missing step");
+    let missing = load_model_dir(&run, Some(15), &cpu()).expect_err("no checkpoint at step 15").to_string();
+    assert!(missing.contains("--step 10, 20"), "the steps there are named: {missing}");
+    assert_refused(&generate(&["--step", "15"]), &[&missing], "a missing step");
 
     // A learning rate that collapses the model to a uniform guess, with finite losses throughout.
     let collapsed = tmp.path().join("collapsed");
