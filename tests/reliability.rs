@@ -422,7 +422,10 @@ fn the_depth_trained_is_the_depth_asked_for() {
         c.model.init_from = Some(dir.path().to_path_buf());
         c.model.layers = Some(4);
     });
-    assert!(model_config(&init).unwrap_err().to_string().contains("cannot change the depth"));
+    // The conflict names the option, its value and the model it cannot change.
+    let err = model_config(&init).unwrap_err();
+    let Error::Config(ConfigError::Conflict(conflict)) = &err else { panic!("{err:?}") };
+    assert!(conflict.contains("`layers` (4)") && conflict.contains(&dir.path().display().to_string()), "{err}");
 }
 
 #[test]
@@ -613,11 +616,10 @@ fn a_run_started_from_another_resumes_without_its_source() {
         std::fs::remove_file(fresh.output.out.join(file)).unwrap();
     }
     let mut events = Vec::new();
-    let again = train(&fresh, Start::Resume, |event| events.push(event.to_string())).unwrap();
+    let again = train(&fresh, Start::Resume, |event| events.push(event)).unwrap();
     assert_eq!(again.train_losses.first(), uninterrupted.train_losses.first(), "started from the same weights");
     // Read again as they are now (a source replaced in between would be taken silently): said so.
-    let restarted = format!("starting it again from step 0, from the weights in {} as they are now", copy.display());
-    assert!(events.contains(&format!("the run has no complete checkpoint yet: {restarted}")), "{events:?}");
+    assert!(events.contains(&TrainEvent::Restarted { init_from: Some(copy.clone()) }), "{events:?}");
 }
 
 /// A checkpoint whose model file is gone (a training prunes the kinds one by one) is not offered
@@ -866,7 +868,8 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     // A data path not found from here (train.json records it relative to where the run was
     // trained): said so, with the fix, not a bare "no such file".
     let moved = edited(&same, |c| c.data.files = vec![PathBuf::from("elsewhere/corpus.txt")]);
-    expect_error(&moved, Start::Resume, "a resume reads the paths the run's train.json records");
+    let not_found = Path::new("elsewhere/corpus.txt");
+    expect_refusal(&moved, Start::Resume, |e| matches!(e, RunDirError::DataNotFound { data, .. } if data == not_found));
 
     // A run on the built-in corpus resumed with --data: refused before the files are tokenised.
     let builtin = quick(&dir.path().join("builtin"), 10, 5);
@@ -1037,12 +1040,12 @@ fn a_bf16_run_resumes_from_its_checkpoint() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     let default = format!("{:?}", burn::tensor::Device::default());
     if resumed.status.success() {
-        assert!(String::from_utf8_lossy(&resumed.stdout).contains("resuming from the checkpoint at step 5"));
+        assert!(String::from_utf8_lossy(&resumed.stdout).contains(&TrainEvent::Resumed { step: 5 }.to_string()));
     } else {
-        assert!(
-            stderr.contains("a bf16 run cannot be resumed with this build") && stderr.contains(&default),
-            "{stderr}"
-        );
+        // The library's refusal, naming the default device.
+        let refused = Error::run_dir(&out, RunDirError::NoBf16Restore { default_device: default.clone() });
+        assert_eq!(resumed.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&refused.to_string()), "{stderr}");
         assert!(!default.contains("Flex"), "the flex default device takes bf16: {stderr}");
     }
 }
@@ -1115,7 +1118,7 @@ fn an_f16_mixed_run_resumes_bit_identically_on(device: &str) {
     let resumed = f16_run(&killed, &["--resume"], None);
     let stderr = String::from_utf8_lossy(&resumed.stderr);
     assert!(resumed.status.success(), "{stderr}");
-    assert!(String::from_utf8_lossy(&resumed.stdout).contains("resuming from the checkpoint at step 5"));
+    assert!(String::from_utf8_lossy(&resumed.stdout).contains(&TrainEvent::Resumed { step: 5 }.to_string()));
     assert!(!stderr.contains("holds no f16 loss scale"), "{stderr}");
     let losses = |out: &Path| -> Vec<(String, usize, usize, u64)> {
         let rows = read_metrics(out).unwrap().into_iter().filter(|r| r.metric == "Loss");

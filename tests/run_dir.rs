@@ -9,19 +9,33 @@ use common::edited;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{cpu, example, quick, require_fault_points, snapshot, weights};
+use common::{cpu, example, expect_refusal, quick, require_fault_points, snapshot, weights};
 use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
 use layernorm_scaling::run::load_run_model;
-use layernorm_scaling::run::PREVIOUS_RUN;
-use layernorm_scaling::train::{train, RunDir, Start, TrainConfig};
+use layernorm_scaling::run::{RunDirError, PREVIOUS_RUN};
+use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, TrainEvent};
+use layernorm_scaling::Error;
 
-/// Resumes `config`'s run, which must be refused with an error holding each of `parts`, and
-/// leave every file of the run as it was.
-fn refused_untouched(config: &TrainConfig, parts: &[&str]) {
+/// Resumes `config`'s run, which must be refused by the run directory with an error that `is`
+/// accepts, and leave every file of the run as it was.
+fn refused_untouched(config: &TrainConfig, is: impl Fn(&RunDirError) -> bool) {
     let before = snapshot(&config.output.out);
-    let err = train(config, Start::Resume, |_| {}).unwrap_err().to_string();
-    assert!(parts.iter().all(|part| err.contains(part)), "{err} should mention {parts:?}");
+    expect_refusal(config, Start::Resume, is);
     assert_eq!(snapshot(&config.output.out), before, "nothing written");
+}
+
+/// Asserts that a run of the train example failed cleanly (exit code 1, no panic) and reported
+/// `expected`, the library's own error for the case, as it words it.
+fn assert_reports(output: &Output, expected: &Error) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains(&expected.to_string()), "{stderr} should report {expected:?}");
+}
+
+/// The library's refusal of a resume of the finished 10-step run in `out`.
+fn finished_10_steps(out: &Path) -> Error {
+    Error::run_dir(out, RunDirError::Finished { steps: 10, run: out.to_path_buf() })
 }
 
 /// A finished 10-step run in `<dir>/run` with a report of its own in `analysis/`.
@@ -51,9 +65,12 @@ fn a_finished_run_stays_finished_without_its_checkpoints() {
             std::fs::write(sum.path(), "crc32 00000000 bytes 1\n").unwrap();
         }
     }
-    refused_untouched(&lower_lr, &["the run is finished (10 steps)", "--init-from"]);
+    // Refused as finished (its advice: --init-from), naming the run's steps and directory.
+    let out = &config.output.out;
+    let finished = |e: &RunDirError| matches!(e, RunDirError::Finished { steps: 10, run } if run == out);
+    refused_untouched(&lower_lr, finished);
     std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
-    refused_untouched(&lower_lr, &["the run is finished (10 steps)"]);
+    refused_untouched(&lower_lr, finished);
 }
 
 #[test]
@@ -70,16 +87,20 @@ fn a_set_aside_that_fails_half_way_puts_the_run_back() {
     assert!(!config.output.out.join(PREVIOUS_RUN).exists());
 }
 
-/// The train example as [`quick`] configures it (validated and saved every 5 steps; 10 steps
-/// unless `extra` says otherwise) into `out`, with `extra` options, crashing at `crash_at`.
+/// The train example as [`quick`] configures it (validated and saved every 5 steps; 10 steps,
+/// warmup 5 and lr 0.003 unless `extra` says otherwise) into `out`, with `extra` options,
+/// crashing at `crash_at`.
 fn train_command(out: &Path, extra: &[&str], crash_at: Option<&str>) -> Command {
     let mut command = Command::new(example("train"));
     command.args(["--device", "flex", "--model", "tiny", "--builtin-docs", "2000", "--seq-len", "64"]);
-    command.args(["--batch-size", "8", "--warmup", "5", "--lr", "0.003", "--eval-every", "5"]);
+    command.args(["--batch-size", "8", "--eval-every", "5"]);
     command.args(["--save-every", "5", "--eval-batches", "4", "--samples", "0", "--out"]).arg(out);
     command.arg("--cache-dir").arg(out.parent().unwrap().join("cache")).args(extra);
-    if !extra.contains(&"--steps") {
-        command.args(["--steps", "10"]);
+    // Each given once (the program refuses an option given twice): `extra`'s value, else this one.
+    for (option, value) in [("--steps", "10"), ("--warmup", "5"), ("--lr", "0.003")] {
+        if !extra.contains(&option) {
+            command.args([option, value]);
+        }
     }
     command.env_remove(CRASH_AT).env_remove(FAIL_AT);
     if let Some(point) = crash_at {
@@ -92,6 +113,15 @@ fn train_command(out: &Path, extra: &[&str], crash_at: Option<&str>) -> Command 
 
 fn train_example(out: &Path, extra: &[&str], crash_at: Option<&str>) -> Output {
     train_command(out, extra, crash_at).output().unwrap()
+}
+
+/// Runs the train example into `out` with `extra` options, asserting that it was killed at the
+/// crash point `point` (it names the point as it aborts there).
+fn crash_at(out: &Path, extra: &[&str], point: &str) {
+    let crashed = train_example(out, extra, Some(point));
+    let stderr = String::from_utf8_lossy(&crashed.stderr);
+    assert!(!crashed.status.success(), "{point}: it crashed");
+    assert!(stderr.contains(&format!("{CRASH_AT}={point}")), "{point}: {stderr}");
 }
 
 #[test]
@@ -113,28 +143,22 @@ fn an_overwrite_killed_anywhere_leaves_the_old_run_or_the_new_one_never_a_mix() 
         "record:model.json",
     ];
     for point in points {
-        let crashed = train_example(&out, &overwrite, Some(point));
-        assert!(!crashed.status.success(), "{point}: it crashed");
+        crash_at(&out, &overwrite, point);
         // Whatever reads the directory next (here a training that fails its checks at once,
         // which still opens it) finds the old run whole.
-        let err = train_example(&out, &["--resume"], None);
-        let stderr = String::from_utf8_lossy(&err.stderr);
-        assert!(stderr.contains("the run is finished"), "{point}: {stderr}");
+        assert_reports(&train_example(&out, &["--resume"], None), &finished_10_steps(&out));
         assert_eq!(snapshot(&out), old, "{point}: the old run is back, byte for byte");
     }
     // Killed while the old run is put back after a failed new run, then while it is discarded
     // after a successful one.
     let diverging = ["--overwrite", "--lr", "1e30", "--warmup", "0"];
     for point in ["put-back:checkpoint", "put-back:model.bpk", "put-back:analysis"] {
-        assert!(!train_example(&out, &diverging, Some(point)).status.success());
-        let err = train_example(&out, &["--resume"], None);
-        assert!(String::from_utf8_lossy(&err.stderr).contains("the run is finished"), "{point}");
+        crash_at(&out, &diverging, point);
+        assert_reports(&train_example(&out, &["--resume"], None), &finished_10_steps(&out));
         assert_eq!(snapshot(&out), old, "{point}: the old run is back, byte for byte");
     }
-    let crashed = train_example(&out, &overwrite, Some("discard"));
-    assert!(!crashed.status.success());
-    let err = train_example(&out, &["--resume", "--seed", "7"], None);
-    assert!(String::from_utf8_lossy(&err.stderr).contains("the run is finished"));
+    crash_at(&out, &overwrite, "discard");
+    assert_reports(&train_example(&out, &["--resume", "--seed", "7"], None), &finished_10_steps(&out));
     assert!(weights(&out) != old_weights, "the new run is kept");
     assert!(!out.join("analysis").exists(), "the old run's report went with it");
     let names: Vec<String> =
@@ -150,10 +174,12 @@ fn a_checkpoint_that_cannot_be_saved_never_costs_the_one_before_it() {
     let keep_one = ["--keep-checkpoints", "0", "--steps", "15"];
     let mut command = train_command(&out, &keep_one, None);
     require_fault_points();
-    let failed = command.env(FAIL_AT, "save:optim-10").output().unwrap();
+    let full_disk_at = "save:optim-10";
+    let failed = command.env(FAIL_AT, full_disk_at).output().unwrap();
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert_eq!(failed.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("no space left on device") && !stderr.contains("panicked"), "{stderr}");
+    // The write error reported is the one injected there (`... ({FAIL_AT}=<point>)`), not a panic.
+    assert!(stderr.contains(&format!("{FAIL_AT}={full_disk_at}")) && !stderr.contains("panicked"), "{stderr}");
     for kind in ["model", "optim", "scheduler"] {
         let path = out.join(format!("checkpoint/{kind}-step-5.bpk"));
         assert_eq!(verify_sum(&path), Ok(()), "{kind} of step 5 is kept");
@@ -162,7 +188,7 @@ fn a_checkpoint_that_cannot_be_saved_never_costs_the_one_before_it() {
     let resumed = train_command(&out, &[&keep_one[..], &["--resume"]].concat(), None).output().unwrap();
     let stdout = String::from_utf8_lossy(&resumed.stdout);
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
-    assert!(stdout.contains("resuming from the checkpoint at step 5"), "{stdout}");
+    assert!(stdout.contains(&TrainEvent::Resumed { step: 5 }.to_string()), "{stdout}");
     let mut left: Vec<String> = std::fs::read_dir(out.join("checkpoint"))
         .unwrap()
         .flatten()
@@ -177,11 +203,9 @@ fn a_checkpoint_that_cannot_be_saved_never_costs_the_one_before_it() {
 fn a_start_killed_between_the_first_files_starts_again() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    assert!(!train_example(&out, &[], Some("record:model.json")).status.success());
-    let resumed = train_example(&out, &["--resume"], None);
-    let stderr = String::from_utf8_lossy(&resumed.stderr);
-    assert_eq!(resumed.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("start a new run without --resume"), "{stderr}");
+    crash_at(&out, &[], "record:model.json");
+    // It holds no train.json: nothing to resume (start a new run without --resume).
+    assert_reports(&train_example(&out, &["--resume"], None), &Error::run_dir(&out, RunDirError::NothingToResume));
     let again = train_example(&out, &[], None);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
     assert!(verify_sum(&out.join("model.bpk")).is_ok());
@@ -193,7 +217,7 @@ fn a_start_killed_between_the_first_files_starts_again() {
 fn a_kill_in_the_final_save_leaves_a_run_that_a_resume_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    assert!(!train_example(&out, &[], Some("final-model:after-model-json")).status.success());
+    crash_at(&out, &[], "final-model:after-model-json");
     assert!(verify_sum(&out.join("model.bpk")).is_err(), "not finished yet");
     let resumed = train_example(&out, &["--resume"], None);
     assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
@@ -209,7 +233,7 @@ fn an_overwrite_killed_before_its_first_checkpoint_is_named_by_the_programs_that
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     assert!(train_example(&out, &[], None).status.success());
-    assert!(!train_example(&out, &["--overwrite", "--seed", "7"], Some("record:model.json")).status.success());
+    crash_at(&out, &["--overwrite", "--seed", "7"], "record:model.json");
     let err = load_run_model(&out, None, &cpu()).unwrap_err().to_string();
     assert!(err.contains(".previous-run") && err.contains("--resume"), "{err}");
 }
@@ -237,8 +261,10 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
         config.model.init_from = Some(sweep.clone());
         config
     };
-    let err = train(&from_sweep, Start::New, |_| {}).unwrap_err().to_string();
-    assert!(err.contains("holds runs: give one of them") && err.contains(&run_inside.display().to_string()), "{err}");
+    let err = train(&from_sweep, Start::New, |_| {}).unwrap_err();
+    let Error::File { path, message } = &err else { panic!("{err:?}") };
+    assert_eq!(path, &sweep, "{err}");
+    assert!(message.contains(&run_inside.display().to_string()), "{err}");
     assert!(!dir.path().join("new").exists());
 }
 
@@ -250,7 +276,7 @@ fn a_replacement_killed_after_its_first_checkpoint_keeps_the_old_run_until_it_go
     let old_model = std::fs::read(out.join("model.bpk")).unwrap();
     // Killed when the new run checkpoints for the third time: its first checkpoint is complete.
     let new_run = ["--seed", "7", "--steps", "20"];
-    assert!(!train_example(&out, &[&new_run[..], &["--overwrite"]].concat(), Some("checkpoint:3")).status.success());
+    crash_at(&out, &[&new_run[..], &["--overwrite"]].concat(), "checkpoint:3");
     let err = load_run_model(&out, None, &cpu()).unwrap_err().to_string();
     assert!(err.contains(".previous-run") && err.contains("--config"), "{err}");
     // A resume with the old run's settings is refused, and deletes nothing.
@@ -272,11 +298,14 @@ fn a_final_model_that_fails_its_checksum_is_never_trained_over_from_step_0() {
     let config = finished_run(dir.path());
     std::fs::remove_dir_all(config.output.out.join("checkpoint")).unwrap();
     std::fs::write(config.output.out.join("model.bpk.sum"), "crc32 00000000 bytes 1\n").unwrap();
-    refused_untouched(&edited(&config, |c| c.optim.lr = 0.01), &["does not verify", "--overwrite"]);
+    // Nothing can finish it (its model does not verify, no checkpoint): train it again with --overwrite.
+    let nothing_can_finish = |e: &RunDirError| matches!(e, RunDirError::NothingCanFinish);
+    refused_untouched(&edited(&config, |c| c.optim.lr = 0.01), nothing_can_finish);
     // The final model and its checksum deleted: the metrics still say the run reached its end.
     std::fs::remove_file(config.output.out.join("model.bpk")).unwrap();
     std::fs::remove_file(config.output.out.join("model.bpk.sum")).unwrap();
-    refused_untouched(&config, &["resuming would train it again from step 0"]);
+    // Refused as such: resuming would train it again from step 0.
+    refused_untouched(&config, nothing_can_finish);
 }
 
 #[test]
