@@ -7,12 +7,13 @@ use std::process::Command;
 
 use common::{assert_png_not_blank, builtin_data, cpu, example, one_at_a_time, quick};
 use layernorm_scaling::analysis::{
-    analyze, angular_heatmap, normalize_per_n, unique_labels, write_comparison, AnalysisOptions, ComparedRun, Heatmap,
-    LineChart, Report,
+    analyze, angular_heatmap, normalize_per_n, unique_labels, write_comparison, AnalysisEvent, AnalysisOptions,
+    AnalysisRequest, ComparedRun, Heatmap, LineChart, ModelSource, Report,
 };
-use layernorm_scaling::run::{read_metrics, read_tracking};
+use layernorm_scaling::data::{DataError, SplitProblem};
+use layernorm_scaling::run::{read_metrics, read_model_dir_config, read_tracking, read_tracking_skipping_damage};
 use layernorm_scaling::train::{train, Start, TrainConfig};
-use layernorm_scaling::{ConfigError, LlamaConfig};
+use layernorm_scaling::{ConfigError, Error, LlamaConfig};
 
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> =
@@ -97,8 +98,8 @@ fn a_report_is_written_whole_with_every_figure() {
 
     // Bad requests are clear errors, not panics.
     let too_deep = AnalysisOptions { layers: vec![2, 9], ..options.clone() };
-    let err = analyze(&model, &data, &too_deep, &mut |_, _| {}).unwrap_err().to_string();
-    assert!(err.contains("layer 9 does not exist"), "{err}");
+    let err = analyze(&model, &data, &too_deep, &mut |_, _| {}).unwrap_err();
+    assert!(matches!(err, Error::Config(ConfigError::NoSuchLayer { layer: 9, n_layers: 4 })), "{err}");
     // A layer listed twice is refused by the options themselves, before any model is read.
     let twice = AnalysisOptions { layers: vec![2, 1, 2], ..options.clone() };
     assert_eq!(twice.validate(), Err(ConfigError::LayerTwice { layer: 2 }));
@@ -107,8 +108,8 @@ fn a_report_is_written_whole_with_every_figure() {
         Err(layernorm_scaling::Error::Config(ConfigError::LayerTwice { layer: 2 }))
     ));
     let short = builtin_data(dir.path(), 1, 10_000);
-    let err = analyze(&model, &short, &options, &mut |_, _| {}).unwrap_err().to_string();
-    assert!(err.contains("no full sequence"), "{err}");
+    let err = analyze(&model, &short, &options, &mut |_, _| {}).unwrap_err();
+    assert!(matches!(err, Error::Data(DataError::Split(SplitProblem::NoFullSequence))), "{err}");
 }
 
 #[test]
@@ -276,6 +277,26 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     .unwrap();
     let analyze = example("analyze");
     let common = ["--seq-len", "32", "--batch-size", "4", "--batches", "1", "--device", "flex"];
+    // The analysis of `run` that `common` asks for, in this process: the library's own refusals
+    // and warnings, to find in what the command says.
+    let prepared = |run: &Path, out: Option<&Path>| {
+        let mut warnings = Vec::new();
+        let request = AnalysisRequest {
+            seq_len: 32,
+            device: "flex".into(),
+            out: out.map(Path::to_path_buf),
+            options: AnalysisOptions { batch_size: 4, batches: 1, ..AnalysisOptions::default() },
+            ..AnalysisRequest::new(vec![ModelSource::Run(run.to_path_buf())])
+        };
+        let refused = request
+            .prepare(&mut |event| {
+                if let AnalysisEvent::Warning(warning) = event {
+                    warnings.push(warning);
+                }
+            })
+            .err();
+        (refused, warnings)
+    };
 
     // A small multiple-choice file in the ARC layout, scored with and without each layer.
     let arc = dir.path().join("arc-good.jsonl");
@@ -304,7 +325,8 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     ] {
         assert_png_not_blank(&report.join(figure));
     }
-    assert!(String::from_utf8_lossy(&output.stdout).contains("report written to"));
+    // It says where the report is.
+    assert!(String::from_utf8_lossy(&output.stdout).contains(&report.display().to_string()));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap()).unwrap();
     let choices = &json["multiple_choice"];
@@ -383,7 +405,12 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.code() == Some(1) && stderr.contains("holds no report.json"), "{out:?}: {stderr}");
+        // The library's refusal of that directory, named as it was given.
+        let (refused, _) = prepared(&a, Some(&b));
+        let refused = refused.expect("refused in process too");
+        assert!(matches!(&refused, Error::File { path, .. } if *path == b), "{refused:?}");
+        let refused = refused.to_string().replace(&b.display().to_string(), &Path::new(out).display().to_string());
+        assert!(output.status.code() == Some(1) && stderr.contains(&refused), "{out:?}: {stderr}");
         assert!(b.join("model.bpk").is_file() && b.join("model.json").is_file(), "{out:?} touched the run");
     }
     // An earlier report directory that holds the model being analysed is not replaced.
@@ -417,8 +444,12 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     std::fs::write(tracked.join("tracking.jsonl"), format!("{record}\n")).unwrap();
     let output = Command::new(&analyze).arg("--run").arg(&tracked).args(common).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // The library's refusal names the file and its line.
+    let refused = prepared(&tracked, None).0.expect("refused in process too");
+    let Error::File { path, message } = &refused else { panic!("{refused:?}") };
+    assert!(*path == tracked.join("tracking.jsonl") && message.starts_with("line 1:"), "{refused}");
     assert!(
-        output.status.code() == Some(1) && stderr.contains("tracking.jsonl: line 1") && !stderr.contains("panicked"),
+        output.status.code() == Some(1) && stderr.contains(&refused.to_string()) && !stderr.contains("panicked"),
         "{stderr}"
     );
     assert!(!tracked.join("analysis").exists());
@@ -434,7 +465,15 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     std::fs::write(damaged.join("tracking.jsonl"), format!("{first}\n{{\"step\": 1, \"block_out\n{rest}")).unwrap();
     let output = Command::new(&analyze).arg("--run").arg(&damaged).args(common).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success() && stderr.contains("1 damaged line(s) left out (line 2"), "{stderr}");
+    // The library warns of that line, naming the file and its line: the command says so.
+    let (refused, warnings) = prepared(&damaged, None);
+    assert!(refused.is_none(), "{refused:?}");
+    let file = damaged.join("tracking.jsonl").display().to_string();
+    assert!(warnings.len() == 1 && warnings[0].contains(&file) && warnings[0].contains("(line 2:"), "{warnings:?}");
+    assert!(output.status.success() && stderr.contains(&warnings[0]), "{stderr}");
+    let n_layers = read_model_dir_config(&damaged).unwrap().n_layers;
+    let (_, bad) = read_tracking_skipping_damage(&damaged, n_layers).unwrap();
+    assert_eq!(bad.iter().map(|(line, _)| *line).collect::<Vec<_>>(), [2], "one damaged line, the second");
     assert!(damaged.join("analysis/report.json").is_file());
 
     // A checkpoint that does not match its config.
@@ -447,8 +486,11 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     std::fs::write(mismatched.join("model.json"), json).unwrap();
     let output = Command::new(&analyze).arg("--run").arg(&mismatched).args(common).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // The library refuses the weights, naming their file.
+    let refused = prepared(&mismatched, None).0.expect("refused in process too");
+    assert!(matches!(&refused, Error::File { path, .. } if *path == mismatched.join("model.bpk")), "{refused:?}");
     assert!(
-        output.status.code() == Some(1) && stderr.contains("does not match model.json") && !stderr.contains("panicked"),
+        output.status.code() == Some(1) && stderr.contains(&refused.to_string()) && !stderr.contains("panicked"),
         "{stderr}"
     );
     assert!(!mismatched.join("analysis").exists());

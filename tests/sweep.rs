@@ -9,9 +9,11 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::example;
-use layernorm_scaling::cli::{parse_schemes, parse_seeds};
-use layernorm_scaling::run::read_metrics;
-use layernorm_scaling::train::SweepRecord;
+use layernorm_scaling::analysis::{sweep_loss_curves, LossCurves};
+use layernorm_scaling::cli::{parse_baseline, parse_inits, parse_schemes, parse_seeds};
+use layernorm_scaling::run::{read_metrics, RunDirError};
+use layernorm_scaling::train::{model_config, PairOutcome, Sweep, SweepRecord, TrainConfig};
+use layernorm_scaling::{ConfigError, Error};
 
 fn sweep_command(out: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(example("sweep"));
@@ -35,6 +37,46 @@ fn run(command: &mut Command) -> Output {
 fn results(out: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(out.join("report/results.json")).unwrap();
     serde_json::from_str::<serde_json::Value>(&text).unwrap()["results"].clone()
+}
+
+fn read_record(out: &Path) -> SweepRecord {
+    serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap()
+}
+
+/// A rerun that trained nothing: no pair started, the record holds `pairs` pairs, and each is
+/// named on stdout beside its recorded outcome (its loss, or why it diverged).
+fn assert_skipped(stdout: &str, out: &Path, pairs: usize) {
+    assert!(!stdout.contains("=== sweep"), "{stdout}");
+    let record = read_record(out);
+    assert_eq!(record.outcomes.len(), pairs, "{stdout}");
+    for (key, outcome) in &record.outcomes {
+        let said = match outcome {
+            PairOutcome::Finished { valid_loss } => format!("{valid_loss:.4}"),
+            PairOutcome::Diverged { reason } => reason.lines().next().unwrap_or_default().to_string(),
+        };
+        assert!(stdout.lines().any(|line| line.contains(key.as_str()) && line.contains(&said)), "{key}: {stdout}");
+    }
+}
+
+/// The loss curves of the sweep of `schemes` in `out`, and the library's warnings on them, as its
+/// files stand.
+fn loss_curves(out: &Path, schemes: &str) -> (Vec<(String, LossCurves)>, Vec<String>) {
+    let record = read_record(out);
+    let sweep = Sweep { schemes: parse_schemes(schemes).unwrap(), ..record.sweep() };
+    sweep_loss_curves(&sweep, &record)
+}
+
+/// Whether the curves of `group` were left out (no run of it read).
+fn left_out(curves: &[(String, LossCurves)], group: &str) -> bool {
+    curves.iter().find(|(name, _)| name == group).unwrap().1.train.is_empty()
+}
+
+/// Each of the library's `warnings` is on stderr, and one names `key`.
+fn assert_warned(stderr: &str, warnings: &[String], key: &str) {
+    assert!(warnings.iter().any(|warning| warning.contains(key)), "{key}: {warnings:?}");
+    for warning in warnings {
+        assert!(stderr.contains(warning.as_str()), "{warning}: {stderr}");
+    }
 }
 
 /// A PNG that decodes and has more than one colour.
@@ -134,7 +176,7 @@ fn a_sweep_trains_every_pair_once_and_reports_the_runs_own_numbers() {
     let before = files(&out);
     let output = run(&mut sweep_command(&out, &args));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(stdout.matches("already finished").count(), 4, "{stdout}");
+    assert_skipped(&stdout, &out, 4);
     assert!(!stdout.contains("=== sweep"), "{stdout}");
     assert_eq!(results(&out), table);
     assert!(files(&out) == before, "sweep.json and results.csv are unchanged");
@@ -180,7 +222,10 @@ fn a_diverging_scheme_is_recorded_and_the_others_finish() {
     assert!(md.contains("| 0 of 1 (1 diverged) | diverged | diverged |"), "{md}");
     // Run again, the diverged pair is not retrained.
     let output = run(&mut sweep_command(&out, &["--schemes", "skip-init:1e30,pre-ln"]));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("already diverged"));
+    assert_skipped(&String::from_utf8_lossy(&output.stdout), &out, 2);
+    let diverged =
+        read_record(&out).outcomes.into_values().filter(|o| matches!(o, PairOutcome::Diverged { .. })).count();
+    assert_eq!(diverged, 1, "the diverged pair stays recorded as such");
     // How to try other settings: a new --out, since this one refuses them.
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("1 pair(s) diverged") && stderr.contains("with a new --out"), "{stderr}");
@@ -258,7 +303,14 @@ fn bad_sweeps_are_refused_before_any_training() {
             let output = command.output().unwrap();
             let stderr = String::from_utf8_lossy(&output.stderr);
             assert_eq!(output.status.code(), Some(1), "{expected}: {stderr}");
-            assert!(stderr.contains(expected) && stderr.contains("not valid UTF-8"), "{stderr}");
+            // The library's refusal of the same paths, naming the option.
+            let mut config = TrainConfig::default();
+            config.output.out = out.clone();
+            config.data.files = extra.into_iter().cloned().collect();
+            let sweep = Sweep { config, schemes: parse_schemes("lns").unwrap(), seeds: vec![1], ..Sweep::default() };
+            let refused = sweep.check().unwrap_err();
+            let Error::Config(ConfigError::Conflict(message)) = &refused else { panic!("{refused:?}") };
+            assert!(message.contains(expected) && stderr.contains(message.as_str()), "{message}: {stderr}");
             assert!(!stderr.contains("panicked") && !out.exists(), "{expected}: {stderr}");
         }
     }
@@ -270,7 +322,7 @@ fn bad_sweeps_are_refused_before_any_training() {
     let output =
         run(sweep_command(&from_config, &["--schemes", "pre-ln", "--no-diagnostics"]).arg("--config").arg(&config));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("the config's `norm = \"lns\"` is replaced by the sweep's --schemes"), "{stderr}");
+    assert!(stderr.contains("`norm = \"lns\"`") && stderr.contains("--schemes"), "{stderr}");
     assert!(from_config.join("pre-ln/seed-3/model.bpk").is_file(), "the config's seed, the sweep's scheme");
 
     // The same sweep with other settings in the same directory is refused, naming the change;
@@ -279,10 +331,14 @@ fn bad_sweeps_are_refused_before_any_training() {
     run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));
     let output = sweep_command(&out, &["--schemes", "lns", "--lr", "0.01"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("other training settings (lr: "), "{stderr}");
+    let mut other = read_record(&out).sweep();
+    other.config.optim.lr = 0.01;
+    let refused = other.check().unwrap_err();
+    assert!(matches!(&refused, Error::File { path, message } if *path == out && message.contains("lr: ")), "{refused}");
+    assert!(output.status.code() == Some(1) && stderr.contains(&refused.to_string()), "{stderr}");
     let respelled = dir.path().join(".").join("sweep/");
     let output = run(&mut sweep_command(&respelled, &["--schemes", "lns", "--log-every", "1", "--no-diagnostics"]));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("already finished"));
+    assert_skipped(&String::from_utf8_lossy(&output.stdout), &out, 1);
 
     // A sweep whose first pair never started may change its settings (a typo'd --device is fixed
     // by running again).
@@ -328,18 +384,36 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
     let output = train.arg("--init-from").arg(&out).arg("--out").arg(dir.path().join("x")).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("holds runs: give one of them") && !stderr.contains("No such file"), "{stderr}");
+    let mut init_from = TrainConfig::default();
+    init_from.model.init_from = Some(out.clone());
+    let refused = model_config(&init_from).unwrap_err().to_string();
+    let runs = [out.join("pre-ln/seed-1"), out.join("lns/seed-1")].map(|run| run.display().to_string());
+    assert!(runs.iter().any(|run| refused.contains(run.as_str())), "names one of its runs: {refused}");
+    // Not the system's "not found" of its missing model.json.
+    let not_found = std::io::Error::from_raw_os_error(2).to_string();
+    assert!(stderr.contains(&refused) && !stderr.contains(&not_found), "{stderr}");
     std::fs::remove_dir_all(out.join("lns/seed-1")).unwrap();
     // A damaged metrics.jsonl leaves its run out of the curves, with a warning naming it.
     let metrics = out.join("pre-ln/seed-1/metrics.jsonl");
     let text = std::fs::read_to_string(&metrics).unwrap();
     std::fs::write(&metrics, format!("{{\"split\": \"tr\n{text}")).unwrap();
+    let pre_ln_model = std::fs::read(out.join("pre-ln/seed-1/model.bpk")).unwrap();
     let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(stdout.contains("training lns seed 1") && stdout.contains("pre-ln/seed-1 already"), "{stdout}");
+    // Only lns seed 1 trains again; pre-ln seed 1 is named with its recorded loss, untouched.
+    let started: Vec<&str> = stdout.lines().filter(|line| line.contains("=== sweep")).collect();
+    assert!(started.len() == 1 && started[0].contains(" lns ") && started[0].contains(" 1"), "{stdout}");
+    assert!(out.join("lns/seed-1/model.bpk").is_file());
+    assert!(std::fs::read(out.join("pre-ln/seed-1/model.bpk")).unwrap() == pre_ln_model, "pre-ln was trained again");
+    let PairOutcome::Finished { valid_loss } = read_record(&out).outcomes["pre-ln/seed-1"] else { panic!("{stdout}") };
+    let skipped = format!("{valid_loss:.4}");
+    assert!(stdout.lines().any(|line| line.contains("pre-ln/seed-1") && line.contains(&skipped)), "{stdout}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let warning = format!("warning: the loss curves leave out pre-ln/seed-1: {}: line 1", metrics.display());
-    assert!(stderr.contains(&warning), "{stderr}");
+    let (curves, warnings) = loss_curves(&out, "pre-ln,lns");
+    assert_warned(&stderr, &warnings, "pre-ln/seed-1");
+    let at = format!("{}: line 1", metrics.display());
+    assert!(warnings.iter().any(|w| w.contains("pre-ln/seed-1") && w.contains(&at)), "{warnings:?}");
+    assert!(left_out(&curves, "pre-ln"), "the damaged run is left out of the curves");
     // Both pairs shared one token cache.
     assert!(out.join(".token-cache").is_dir() && !out.join("lns/.token-cache").exists());
 
@@ -349,27 +423,35 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
         std::fs::write(&metrics, damaged).unwrap();
         let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains("warning: the loss curves leave out pre-ln/seed-1"), "{stderr}");
+        let (curves, warnings) = loss_curves(&out, "pre-ln,lns");
+        assert_warned(&stderr, &warnings, "pre-ln/seed-1");
+        assert!(left_out(&curves, "pre-ln"), "{warnings:?}");
     }
     // Whole lines removed from the end: the curve would stop early without a word.
     let first_lines: String = text.lines().take(3).map(|line| format!("{line}\n")).collect();
     std::fs::write(&metrics, first_lines).unwrap();
     let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("the loss curve of pre-ln/seed-1 stops at step") && stderr.contains("of 6"), "{stderr}");
+    let (curves, warnings) = loss_curves(&out, "pre-ln,lns");
+    assert_warned(&stderr, &warnings, "pre-ln/seed-1");
+    // Kept in the curves, and said to stop short of the run's 6 steps.
+    assert!(!left_out(&curves, "pre-ln") && warnings.iter().any(|w| w.contains(" of 6")), "{warnings:?}");
     std::fs::write(&metrics, "").unwrap();
     let output = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("pre-ln/seed-1") && stderr.contains("holds no training loss"), "{stderr}");
+    let (curves, warnings) = loss_curves(&out, "pre-ln,lns");
+    assert_warned(&stderr, &warnings, "pre-ln/seed-1");
+    assert!(left_out(&curves, "pre-ln"), "{warnings:?}");
 
     // So does a missing one.
     std::fs::remove_file(out.join("lns/seed-1/metrics.jsonl")).unwrap();
     let output = run(&mut sweep_command(&out, &["--schemes", "lns", "--no-diagnostics"]));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("warning: the loss curves leave out lns/seed-1") && stderr.contains("cannot read"),
-        "{stderr}"
-    );
+    let (curves, warnings) = loss_curves(&out, "lns");
+    assert_warned(&stderr, &warnings, "lns/seed-1");
+    let missing = out.join("lns/seed-1/metrics.jsonl").display().to_string();
+    assert!(warnings.iter().any(|w| w.contains(missing.as_str())), "names the missing file: {warnings:?}");
+    assert!(left_out(&curves, "lns"), "{warnings:?}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report/results.json")).unwrap()).unwrap();
     assert_eq!(report["results"].as_array().unwrap().len(), 1);
@@ -387,7 +469,13 @@ fn a_deleted_pair_is_trained_again_and_a_narrower_rerun_reports_only_its_pairs()
     let output = sweep_command(&out, &["--schemes", "pre-ln,lns", "--no-diagnostics"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("trained again since the sweep recorded it") && stderr.contains("lr:"), "{stderr}");
+    // The library refuses the same sweep so, naming the pair's folder and the changed rate.
+    let sweep = Sweep { schemes: parse_schemes("pre-ln,lns").unwrap(), ..read_record(&out).sweep() };
+    let refused = sweep.run(|_| {}).unwrap_err();
+    let Error::RunDir { path, error: RunDirError::PairRetrained { changes } } = &refused else { panic!("{refused:?}") };
+    assert_eq!(*path, out.join("lns/seed-1"));
+    assert!(changes.iter().any(|change| change.setting == "lr"), "{changes:?}");
+    assert!(stderr.contains(&refused.to_string()), "{stderr}");
 }
 
 #[test]
@@ -414,7 +502,12 @@ fn scheme_and_seed_lists_parse() {
     assert!(parse_schemes("all").unwrap().len() >= 11);
     assert_eq!(parse_seeds("1-3,7").unwrap(), vec![1, 2, 3, 7]);
     assert!(parse_seeds("3-1").is_err());
-    assert!(parse_seeds("1-5000").unwrap_err().to_string().contains("more than the 1000"));
+    // A range holds at most 1000 seeds, and the refusal names the range and that limit.
+    assert_eq!(parse_seeds("1-1000").unwrap().len(), 1000);
+    assert!(parse_seeds("1-1001").is_err());
+    let too_many = parse_seeds("1-5000").unwrap_err();
+    let ConfigError::Conflict(message) = &too_many else { panic!("{too_many:?}") };
+    assert!(message.starts_with("--seeds") && message.contains("`1-5000`") && message.contains("1000"), "{message}");
 }
 
 #[test]
@@ -434,7 +527,10 @@ fn a_sweep_refuses_new_seeds_once_its_data_changed_in_place() {
     let output = with("1,2").output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("holds a sweep trained on other data") && stderr.contains("give a new --out"), "{stderr}");
+    // The library's refusal of the same sweep on the changed data (the settings are the same).
+    let refused = Sweep { seeds: vec![1, 2], ..read_record(&out).sweep() }.check().unwrap_err();
+    assert!(matches!(&refused, Error::File { path, .. } if *path == out), "{refused:?}");
+    assert!(stderr.contains(&refused.to_string()) && stderr.contains("--out"), "{stderr}");
     assert!(!out.join("pre-ln/seed-2").exists(), "nothing is trained");
     // The data restored, the sweep goes on.
     std::fs::write(&data, &corpus).unwrap();
@@ -481,14 +577,19 @@ fn a_depth_sweep_reports_the_curse_against_depth_with_its_figures() {
     assert_eq!(std::fs::read_to_string(out.join("report/depth.csv")).unwrap().lines().count(), 5);
     // Run again: nothing trains, the record reads back with its axis.
     let again = run(&mut sweep_command(&out, &["--schemes", "pre-ln,lns", "--layers", "2,3", "--seeds", "1"]));
-    assert_eq!(String::from_utf8_lossy(&again.stdout).matches("already finished").count(), 4);
+    assert_skipped(&String::from_utf8_lossy(&again.stdout), &out, 4);
     // Without its axis, or with one depth (a fixed depth, not the axis), it is refused and says how.
     for extra in [&["--layers", "3"][..], &[]] {
         let output =
             sweep_command(&out, &[&["--schemes", "pre-ln,lns", "--seeds", "1"][..], extra].concat()).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
+        // The library's refusal of the same sweep: one depth for every run, or the model's own.
+        let mut without_axis = Sweep { depths: Vec::new(), ..read_record(&out).sweep() };
+        without_axis.config.model.layers = (!extra.is_empty()).then_some(3);
+        let refused = without_axis.check().unwrap_err();
+        assert!(matches!(&refused, Error::File { path, .. } if *path == out), "{refused:?}");
         assert!(
-            !output.status.success() && stderr.contains("holds a depth sweep (--layers 2,3)"),
+            !output.status.success() && stderr.contains(&refused.to_string()) && stderr.contains("--layers 2,3"),
             "{extra:?}: {stderr}"
         );
     }
@@ -540,7 +641,13 @@ fn an_init_axis_without_normal_pairs_with_its_first_pre_ln_and_names_arms_as_giv
     }
     let output = sweep_command(&out, &[&args[..], &["--baseline", "pre-ln"]].concat()).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success() && stderr.contains("(pre-ln+scaled, gpas:lns+scaled)"), "{stderr}");
+    let sweep = read_record(&out).sweep();
+    let refused = parse_baseline(&sweep, Some("pre-ln")).unwrap_err();
+    let ConfigError::Conflict(message) = &refused else { panic!("{refused:?}") };
+    // It lists the arms as --schemes and --inits write them.
+    let arms = sweep.pairs().iter().map(|pair| format!("{}+{}", pair.scheme, pair.init.unwrap())).collect::<Vec<_>>();
+    assert!(arms.len() == 2 && arms.iter().all(|arm| message.contains(arm.as_str())), "{arms:?}: {message}");
+    assert!(!output.status.success() && stderr.contains(message.as_str()), "{stderr}");
     // A model file's own init and --inits both set the init: refused.
     let model = dir.path().join("model.json");
     let config = layernorm_scaling::LlamaConfig::tiny().with_init(Some("scaled".parse().unwrap()));
@@ -554,7 +661,16 @@ fn an_init_axis_without_normal_pairs_with_its_first_pre_ln_and_names_arms_as_giv
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success() && stderr.contains("the model file's init `scaled`"), "{stderr}");
+    // The library's refusal of the same sweep, naming the init.
+    let mut config = TrainConfig::default();
+    config.model.preset = model.display().to_string();
+    config.output.out = dir.path().join("other");
+    let schemes = parse_schemes("pre-ln,gpas:lns").unwrap();
+    let sweep = Sweep { config, schemes, seeds: vec![1], inits: parse_inits("scaled").unwrap(), ..Sweep::default() };
+    let refused = sweep.check().unwrap_err();
+    let Error::Config(ConfigError::Conflict(message)) = &refused else { panic!("{refused:?}") };
+    assert!(message.contains("`scaled`") && stderr.contains(message.as_str()), "{message}: {stderr}");
+    assert!(!output.status.success() && !dir.path().join("other").exists(), "{stderr}");
 }
 
 /// Issue 55: the number of devices is part of every pair's batch. A sweep continued on two
