@@ -11,7 +11,7 @@ use burn::module::Param;
 use burn::tensor::{Tensor, TensorData};
 use common::{cpu, example, hf_fixture as fixture};
 use layernorm_scaling::data::{tokenize_corpus, CorpusSource, Tokenizer};
-use layernorm_scaling::hf::{load_hf_model, write_safetensors, Checkpoint, HfError};
+use layernorm_scaling::hf::{load_hf_model, write_safetensors, Checkpoint, FieldProblem, HfError};
 use layernorm_scaling::memory::{available_memory_bytes, format_bytes, mem_available, uses_host_memory};
 use layernorm_scaling::model::first_non_finite_parameter;
 use layernorm_scaling::run::{read_tracking, read_tracking_skipping_damage, TrackRecord, TRACKING};
@@ -42,11 +42,7 @@ fn an_absurd_hugging_face_config_is_refused_before_anything_is_allocated() {
             serde_json::json!({"hidden_size": 100_000_000, "head_dim": 25_000_000}),
             "[128, 32], not [128, 100000000] (hidden_size 32)",
         ),
-        (
-            "num_hidden_layers",
-            serde_json::json!({"num_hidden_layers": 1_000_000}),
-            "is 1000000, but the checkpoint holds 2 layers",
-        ),
+        ("num_hidden_layers", serde_json::json!({"num_hidden_layers": 1_000_000}), "the checkpoint holds 2 layers"),
         (
             "intermediate_size",
             serde_json::json!({"intermediate_size": 1_000_000_000}),
@@ -54,6 +50,7 @@ fn an_absurd_hugging_face_config_is_refused_before_anything_is_allocated() {
         ),
         ("vocab_size", serde_json::json!({"vocab_size": 1_000_000_000}), "(vocab_size 128)"),
     ];
+    // What the checkpoint holds instead (the problem's `found`).
     for (field, edit, expected) in cases {
         let dir = edited_fixture("llama_mha_untied", &tmp.path().join(field), |config| {
             for (key, value) in edit.as_object().unwrap() {
@@ -61,10 +58,12 @@ fn an_absurd_hugging_face_config_is_refused_before_anything_is_allocated() {
             }
         });
         let err = load_hf_model(&dir, &cpu()).map(|_| ()).unwrap_err();
-        let message = err.to_string();
-        assert!(matches!(&err, HfError::Config { field: f, .. } if f == field), "{field}: {err:?}");
-        assert!(message.starts_with(&format!("config.json: field `{field}`")), "{message}");
-        assert!(message.contains(expected) && message.contains("the checkpoint's own"), "{message}");
+        // The field, refused as contradicting the checkpoint's tensors, with its value and theirs.
+        let HfError::Config { field: f, problem: FieldProblem::ContradictsCheckpoint { value, found } } = &err else {
+            panic!("{field}: {err:?}")
+        };
+        assert_eq!((f.as_str(), Some(*value as u64)), (field, edit[field].as_u64()), "{err}");
+        assert!(found.contains(expected), "{field}: {found}");
     }
     // The fixture itself still loads: the check refuses only configs the checkpoint contradicts.
     let dir = edited_fixture("llama_mha_untied", &tmp.path().join("unchanged"), |_| {});
@@ -181,8 +180,13 @@ fn resuming_keeps_every_valid_tracking_record_around_a_corrupt_line() {
     // lines out, and says which.
     let (read, damaged) = read_tracking_skipping_damage(dir.path(), 2).unwrap();
     assert_eq!((read.len(), damaged.iter().map(|(line, _)| *line).collect::<Vec<_>>()), (5, vec![3, 5]));
-    let err = read_tracking(dir.path()).unwrap_err().to_string();
-    assert!(err.contains("tracking.jsonl: line 3"), "{err}");
+    // The strict reader's error is the file's, at the first bad line, with what the lenient one says of it.
+    let err = read_tracking(dir.path()).unwrap_err();
+    let (line, what) = &damaged[0];
+    assert!(
+        matches!(&err, layernorm_scaling::Error::File { path: at, message } if *at == path && *message == format!("line {line}: {what}")),
+        "{err:?}"
+    );
 
     // Resuming at step 5 keeps the records of steps 0, 1, 3 and 4 (not 7, of the interrupted run).
     let probe = TensorData::new(vec![0i64; 4], [1, 4]);
@@ -225,20 +229,18 @@ fn every_reader_of_a_run_refuses_its_non_finite_weights() {
     let model = with_value_at(config.init(&cpu()).unwrap(), f32::NAN);
     let info = RunModelInfo { model: config, tokenizer: "byte".into(), steps: 1, data: None, tokenizer_identity: None };
     save_run_model(&run, &model, &info).unwrap();
-    match load_run_model(&run, None, &cpu()) {
-        Err(layernorm_scaling::Error::NonFinite { parameter, .. }) => {
-            assert_eq!(parameter, "layers.1.mlp.down_proj.weight")
-        }
-        other => panic!("{:?}", other.map(drop)),
+    // The loader's refusal, which each program reports as it is.
+    let error = load_run_model(&run, None, &cpu()).map(drop).unwrap_err();
+    match &error {
+        layernorm_scaling::Error::NonFinite { parameter, .. } => assert_eq!(parameter, "layers.1.mlp.down_proj.weight"),
+        other => panic!("{other:?}"),
     }
+    let expected = error.to_string();
     let refused = |command: &mut Command, what: &str| {
         let output = command.output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{what}: {stderr}");
-        assert!(
-            stderr.contains("`layers.1.mlp.down_proj.weight` holds NaN") && stderr.contains("diverged"),
-            "{what}: {stderr}"
-        );
+        assert!(stderr.contains(&expected), "{what}: {stderr}");
         assert!(!stderr.contains("panicked") && output.stdout.is_empty(), "{what}: {stderr}");
     };
     refused(Command::new(example("generate")).arg("--run").arg(&run).args(["--device", "flex"]), "generate");
@@ -301,11 +303,16 @@ fn analyze_refuses_a_diverged_model_and_writes_no_report() {
     let output = analyze(&diverged, &out);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
+    // The loader's refusal of the weight, naming the model folder, as analyze reports it.
+    let up_proj = "model.layers.1.mlp.up_proj.weight";
+    let refusal = load_hf_model(&diverged, &cpu()).map(drop).unwrap_err();
+    assert!(matches!(&refusal, HfError::NonFinite { parameter } if parameter == up_proj), "{refusal}");
+    let expected = layernorm_scaling::run::load_model_dir(&diverged, None, &cpu()).map(drop).unwrap_err();
     assert!(
-        stderr.contains("`model.layers.1.mlp.up_proj.weight` holds NaN or infinite values")
-            && stderr.contains("diverged"),
-        "{stderr}"
+        matches!(&expected, layernorm_scaling::Error::File { path, message } if *path == diverged && *message == refusal.to_string()),
+        "{expected:?}"
     );
+    assert!(stderr.contains(&expected.to_string()), "{stderr}");
     assert!(!stderr.contains("panicked") && !out.exists(), "{stderr}");
 }
 
@@ -322,15 +329,24 @@ fn a_training_config_of_another_name_is_read_by_its_content() {
     assert_eq!(TrainConfig::from_file(&json).unwrap().optim.steps, 9);
     // Neither: the error says what each attempt found.
     std::fs::write(&toml, "steps = 7\nsteps: 8\n").unwrap();
-    let err = TrainConfig::from_file(&toml).unwrap_err().to_string();
-    assert!(
-        err.contains("run.cfg")
-            && err.contains("neither TOML nor JSON")
-            && err.contains("read as TOML:")
-            && err.contains("read as JSON:")
-            && err.contains("name it .toml or .json"),
-        "{err}"
-    );
+    let err = TrainConfig::from_file(&toml).unwrap_err();
+    // What reading the same text as each format says: the text in a file of that name refused.
+    let attempt = |extension: &str| {
+        let named = dir.path().join(format!("attempt.{extension}"));
+        std::fs::write(&named, "steps = 7\nsteps: 8\n").unwrap();
+        match TrainConfig::from_file(&named).unwrap_err() {
+            layernorm_scaling::Error::File { message, .. } => {
+                message.split_once(": ").unwrap().1.trim_end().to_string()
+            }
+            other => panic!("{extension}: {other:?}"),
+        }
+    };
+    let layernorm_scaling::Error::File { path, message } = &err else { panic!("{err:?}") };
+    assert_eq!(*path, toml, "{err}");
+    for (extension, found) in [("toml", attempt("toml")), ("json", attempt("json"))] {
+        assert!(message.contains(&found), "what reading it as {extension} found: {found}; {err}");
+        assert!(message.contains(&format!(".{extension}")), "a name to give it: {err}");
+    }
     // A .json name is JSON only: TOML in it is refused as JSON.
     let named = dir.path().join("run.json");
     std::fs::write(&named, "steps = 7\n").unwrap();

@@ -22,7 +22,7 @@ use layernorm_scaling::model::cross_entropy_counting;
 use layernorm_scaling::run::{load_run_model, run_of_config_file, RunDirError, TRAIN_CONFIG};
 use layernorm_scaling::run::{read_metrics, read_tracking};
 use layernorm_scaling::train::{train, validation_data, DataBudget, Start, TrainConfig, TrainEvent};
-use layernorm_scaling::{Error, NormScheme};
+use layernorm_scaling::{ConfigError, Error, NormScheme};
 
 fn step_of(event: &TrainEvent) -> usize {
     match event {
@@ -247,16 +247,12 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     std::fs::write(&bad_scheme, "norm = \"mix-ln:2\"\n").unwrap();
     let err = TrainConfig::from_file(&bad_scheme).unwrap_err().to_string();
     assert!(err.contains("post_ln_fraction") && err.contains("bad-scheme.toml"), "{err}");
-    expect_error(
+    // Settings that contradict each other: refused with the config's own error, naming both.
+    expect_conflict(
         &edited(&base, |c| c.checkpoints.save_every = Some(15)),
-        Start::New,
-        "must be a multiple of `eval_every` (10)",
+        &["`save_every` (15)", "`eval_every` (10)"],
     );
-    expect_error(
-        &edited(&base, |c| c.optim.warmup = Some(50)),
-        Start::New,
-        "`warmup` (50) is longer than the run's `steps` (20)",
-    );
+    expect_conflict(&edited(&base, |c| c.optim.warmup = Some(50)), &["`warmup` (50)", "`steps` (20)"]);
     expect_refusal(&base, Start::Resume, |e| matches!(e, RunDirError::NothingToResume));
 
     // A finished run refuses to be overwritten, and resuming it with another model is refused.
@@ -292,6 +288,20 @@ fn bad_inputs_are_clear_errors_before_any_work() {
     let again = train(&base, Start::Overwrite, |_| {}).unwrap();
     assert_eq!(again.train_losses.len(), 20);
     assert!(base.output.out.join("notes.txt").is_file());
+}
+
+/// `train`'s refusal of `config` for settings that contradict each other: the error its own
+/// validation gives, which names each of `settings` (a setting and its value).
+fn expect_conflict(config: &TrainConfig, settings: &[&str]) {
+    let own = config.validate().unwrap_err();
+    let ConfigError::Conflict(message) = &own else { panic!("expected a conflict, got {own:?}") };
+    for setting in settings {
+        assert!(message.contains(setting), "{setting}: {message}");
+    }
+    match train(config, Start::New, |_| {}).map(drop) {
+        Err(Error::Config(error)) => assert_eq!(error, own),
+        other => panic!("expected {own}, got {other:?}"),
+    }
 }
 
 #[test]
@@ -353,7 +363,13 @@ fn every_training_config_file_parses_and_validates() {
     let bad = tempfile::tempdir().unwrap();
     let path = bad.path().join("typo.toml");
     std::fs::write(&path, "stepz = 10\n").unwrap();
-    assert!(TrainConfig::from_file(&path).unwrap_err().to_string().contains("unknown field `stepz`"));
+    // The unknown key is named, beside the settings there are.
+    match TrainConfig::from_file(&path).unwrap_err() {
+        Error::File { path: at, message } => {
+            assert!(at == path && message.contains("`stepz`") && message.contains("`steps`"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// burn-train would default to `Device::default()` (wgpu when compiled in): the run must use the
@@ -682,8 +698,13 @@ fn truncated_documents_train_and_the_budget_counts_their_real_tokens() {
     assert_eq!(budget.sequences_mode, SequenceMode::Truncate);
     // One sequence per training document, each predicting fewer than 64 real tokens on average.
     assert!(budget.tokens < budget.sequences * 64 && budget.tokens > budget.sequences, "{budget:?}");
+    assert_eq!(budget.seq_len, 64);
+    // The line said before the first step is the budget's note, which tells truncated documents
+    // from packed sequences.
     let note = TrainEvent::Data(budget).to_string();
-    assert!(note.contains("documents cut at 64 + 1 tokens, padding not counted"), "{note}");
+    assert_eq!(note, budget.note());
+    let packed = DataBudget { sequences_mode: SequenceMode::Pack, ..budget };
+    assert_ne!(note, packed.note(), "{note}");
 }
 
 /// What `--resume` without a config file starts from: the run's own recorded settings, found from
@@ -729,8 +750,11 @@ fn a_runs_recorded_settings_are_found_from_its_directory_or_its_train_json() {
     std::fs::create_dir_all(&cut).unwrap();
     std::fs::copy(config.output.out.join("train.json.sum"), cut.join("train.json.sum")).unwrap();
     std::fs::write(cut.join(TRAIN_CONFIG), "{\"seq_len\": 6").unwrap();
-    let err = TrainConfig::recorded_in(&cut).unwrap_err().to_string();
-    assert!(err.contains("differs from the one the run wrote"), "{err}");
+    let err = TrainConfig::recorded_in(&cut).unwrap_err();
+    assert!(
+        matches!(&err, Error::RunDir { path, error: RunDirError::SettingsUnreadable { edited: true, .. } } if *path == cut),
+        "{err:?}"
+    );
     // A copy of a run's train.json with its checksum is a config file too.
     std::fs::copy(config.output.out.join("train.json.sum"), dir.path().join("train.json.sum")).unwrap();
     assert_eq!(run_of_config_file(&lone), None);
