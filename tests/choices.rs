@@ -14,7 +14,7 @@ use common::assert_mentions;
 
 use layernorm_scaling::analysis::{
     choice_picks, hellaswag_preprocess, read_choice_file, read_choice_items, ChoiceFileError, ChoiceFormat, ChoiceItem,
-    ChoiceProblem,
+    ChoiceProblem, ItemProblem,
 };
 use layernorm_scaling::data::Spot;
 
@@ -281,28 +281,32 @@ fn unknown_layouts_and_bad_answers_are_named_with_their_line() {
     let mmlu = "{\"question\": \"q\", \"subject\": \"s\", \"choices\": [\"a\", \"b\", \"c\", \"d\"], \"answer\": 0}\n\
                 {\"question\": \"q\", \"subject\": \"s\", \"choices\": [\"a\", \"b\", \"c\", \"d\"], \"answer\": 4}\n";
     let (_dir, path) = temp_file("mmlu.jsonl", mmlu);
-    assert_mentions(&error(&path, None), &["mmlu.jsonl:2", "`answer` 4 names no choice", "0 to 3"]);
+    let no_choice = ItemProblem::NoSuchChoice { key: "answer".into(), value: "4".into(), choices: 4, letters: true };
+    assert_eq!(refusal(&path, None), ("mmlu.jsonl".into(), Some(Spot::Line(2)), ChoiceProblem::NotAnItem(no_choice)));
     // HellaSwag's test split has an empty label.
     let row =
         std::fs::read_to_string(fixture("hellaswag_hf.jsonl")).unwrap().replace("\"label\": \"0\"", "\"label\": \"\"");
     let (_dir, path) = temp_file("hellaswag.jsonl", &row);
-    assert_mentions(&error(&path, None), &["hellaswag.jsonl:2", "`label` is empty", "test split"]);
+    let empty = ChoiceProblem::NotAnItem(ItemProblem::EmptyAnswer { key: "label".into() });
+    assert_eq!(refusal(&path, None), ("hellaswag.jsonl".into(), Some(Spot::Line(2)), empty));
     // PIQA's test split in the Hub's export: label -1.
     let (_dir, path) = temp_file("piqa.jsonl", "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\", \"label\": -1}\n");
-    assert_mentions(&error(&path, None), &["piqa.jsonl:1", "`label` is -1"]);
+    let negative = ItemProblem::NegativeAnswer { key: "label".into(), value: -1, choices: 2, letters: false };
+    assert_eq!(refusal(&path, None), ("piqa.jsonl".into(), Some(Spot::Line(1)), ChoiceProblem::NotAnItem(negative)));
     // A CSV row with 5 fields, on line 6 (the second row spans lines 2 to 4).
     let csv = std::fs::read_to_string(fixture("college_computer_science_test.csv")).unwrap() + "q,a,b,c,A\n";
     let (_dir, path) = temp_file("anatomy_test.csv", &csv);
-    assert_mentions(&error(&path, None), &["anatomy_test.csv:6", "5 fields", "question, A, B, C, D, answer letter"]);
+    let fields = ChoiceProblem::NotAnItem(ItemProblem::CsvFields { found: 5 });
+    assert_eq!(refusal(&path, None), ("anatomy_test.csv".into(), Some(Spot::Line(6)), fields));
     // A CSV whose name says no subject.
     let (_dir, path) = temp_file("questions.csv", "q,a,b,c,d,A\n");
-    assert_mentions(&error(&path, None), &["questions.csv:1", "no `subject`", "<subject>_test.csv"]);
+    let no_subject = ChoiceProblem::NotAnItem(ItemProblem::NoSubject);
+    assert_eq!(refusal(&path, None), ("questions.csv".into(), Some(Spot::Line(1)), no_subject));
     // A named format the rows do not have.
     let (_dir, path) = temp_file("piqa.jsonl", "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\", \"label\": 0}\n");
-    assert_mentions(
-        &error(&path, Some(ChoiceFormat::Hellaswag)),
-        &["piqa.jsonl:1", "no string `ctx_a`", "hellaswag rows have"],
-    );
+    let no_text = ItemProblem::NoText { key: "ctx_a".into(), format: ChoiceFormat::Hellaswag };
+    let refused = refusal(&path, Some(ChoiceFormat::Hellaswag));
+    assert_eq!(refused, ("piqa.jsonl".into(), Some(Spot::Line(1)), ChoiceProblem::NotAnItem(no_text)));
     let refused = refusal(&fixture("college_computer_science_test.csv"), Some(ChoiceFormat::Arc));
     let csv_not_mmlu = ChoiceProblem::CsvNotMmlu(ChoiceFormat::Arc);
     assert_eq!(refused, ("college_computer_science_test.csv".into(), None, csv_not_mmlu));

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::choice_format::ChoiceFormat;
+use super::item_problem::ItemProblem;
 use crate::data::Place;
 
 /// A multiple-choice file that cannot be read as its format: `place` is the file, with the line or
@@ -53,7 +54,7 @@ pub enum ChoiceProblem {
     NoFormat { found: String },
     /// A row that is not an item of its format: `0` says what it lacks.
     #[error("{0}")]
-    NotAnItem(String),
+    NotAnItem(ItemProblem),
     /// PIQA rows without `label`, whose labels file (`labels`) cannot be read.
     #[error(
         "the PIQA rows have no `label`, so their labels come from {} (as the original valid.jsonl's from \

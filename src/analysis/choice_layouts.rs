@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::choice_file_error::{ChoiceFileError, ChoiceProblem};
 use super::choice_format::ChoiceFormat;
 use super::choice_rows::{read_rows, Row};
+use super::item_problem::ItemProblem;
 use super::ChoiceItem;
 use crate::data::{Place, Spot};
 
@@ -90,25 +91,25 @@ fn detect(row: &Row) -> Result<ChoiceFormat, ChoiceFileError> {
 }
 
 /// The string field `key` of `row`, or an error naming the format's fields.
-fn text<'a>(row: &'a Value, key: &str, format: ChoiceFormat) -> Result<&'a str, String> {
-    row[key].as_str().ok_or_else(|| format!("no string `{key}` ({format} rows have {})", format.fields()))
+fn text<'a>(row: &'a Value, key: &str, format: ChoiceFormat) -> Result<&'a str, ItemProblem> {
+    row[key].as_str().ok_or_else(|| ItemProblem::NoText { key: key.into(), format })
 }
 
 /// The list of strings `key` of `row`, or an error naming the format's fields.
-fn texts(row: &Value, key: &str, format: ChoiceFormat) -> Result<Vec<String>, String> {
+fn texts(row: &Value, key: &str, format: ChoiceFormat) -> Result<Vec<String>, ItemProblem> {
     row[key]
         .as_array()
         .and_then(|list| list.iter().map(|t| t.as_str().map(str::to_string)).collect::<Option<Vec<_>>>())
-        .ok_or_else(|| format!("no list of strings `{key}` ({format} rows have {})", format.fields()))
+        .ok_or_else(|| ItemProblem::NoTexts { key: key.into(), format })
 }
 
 /// The 0-based answer in `value` (an integer or a digit string; with `letters`, also `A`, `B`, ...)
 /// for `n` choices.
-fn answer_index(value: &Value, key: &str, n: usize, letters: bool) -> Result<usize, String> {
+fn answer_index(value: &Value, key: &str, n: usize, letters: bool) -> Result<usize, ItemProblem> {
     let index = match value {
         Value::Number(number) => number.as_i64(),
         Value::String(s) if s.trim().is_empty() => {
-            return Err(format!("`{key}` is empty (a test split has no answers)"));
+            return Err(ItemProblem::EmptyAnswer { key: key.into() });
         }
         Value::String(s) => s.trim().parse::<i64>().ok().or_else(|| {
             let mut chars = s.trim().chars();
@@ -117,33 +118,29 @@ fn answer_index(value: &Value, key: &str, n: usize, letters: bool) -> Result<usi
                 _ => None,
             }
         }),
-        Value::Null => return Err(format!("no `{key}`")),
+        Value::Null => return Err(ItemProblem::NoAnswer { key: key.into() }),
         _ => None,
     };
-    let last = if letters {
-        format!("0 to {} or A to {}", n - 1, (b'A' + n as u8 - 1) as char)
-    } else {
-        format!("0 to {}", n - 1)
-    };
+    let key = key.to_string();
     match index {
         Some(i) if i >= 0 && (i as usize) < n => Ok(i as usize),
-        Some(i) if i < 0 => Err(format!("`{key}` is {i} (a test split has no answers); expected {last}")),
-        _ => Err(format!("`{key}` {value} names no choice; expected {last}")),
+        Some(value) if value < 0 => Err(ItemProblem::NegativeAnswer { key, value, choices: n, letters }),
+        _ => Err(ItemProblem::NoSuchChoice { key, value: value.to_string(), choices: n, letters }),
     }
 }
 
 /// ARC-style: `question` (a string, or an object with a `stem`), `choices` (a list of strings, or
 /// an object with `text` and `label` lists, or a list of `{text, label}`), and the answer as
 /// `answer` / `answerKey` (an index, or a label such as `"B"`).
-fn arc_item(row: &Value) -> Result<ChoiceItem, String> {
+fn arc_item(row: &Value) -> Result<ChoiceItem, ItemProblem> {
     let question = match &row["question"] {
         Value::String(q) => q.clone(),
-        q => q["stem"].as_str().ok_or("no string `question` (or `question.stem`)")?.to_string(),
+        q => q["stem"].as_str().ok_or(ItemProblem::NoArcQuestion)?.to_string(),
     };
     let choices_value = if row["choices"].is_null() { &row["question"]["choices"] } else { &row["choices"] };
-    let (choices, labels) = arc_choices(choices_value).ok_or("no `choices` list")?;
+    let (choices, labels) = arc_choices(choices_value).ok_or(ItemProblem::NoArcChoices)?;
     if choices.len() < 2 {
-        return Err("fewer than 2 choices".into());
+        return Err(ItemProblem::FewerThanTwo { key: "choices".into() });
     }
     let key = if row["answer"].is_null() { &row["answerKey"] } else { &row["answer"] };
     let answer = match key {
@@ -156,7 +153,7 @@ fn arc_item(row: &Value) -> Result<ChoiceItem, String> {
         _ => None,
     }
     .filter(|&a| a < choices.len())
-    .ok_or("`answer` / `answerKey` is missing or names no choice")?;
+    .ok_or(ItemProblem::NoArcAnswer)?;
     Ok(ChoiceItem::with_question_prompt(question, choices, answer))
 }
 
@@ -183,13 +180,13 @@ fn arc_choices(value: &Value) -> Option<(Vec<String>, Vec<String>)> {
 
 /// HellaSwag as lm-eval's `process_docs`: the query
 /// `preprocess(activity_label + ": " + ctx_a + " " + ctx_b.capitalize())`, each ending preprocessed.
-fn hellaswag_item(row: &Value) -> Result<ChoiceItem, String> {
+fn hellaswag_item(row: &Value) -> Result<ChoiceItem, ItemProblem> {
     let format = ChoiceFormat::Hellaswag;
     let ctx = format!("{} {}", text(row, "ctx_a", format)?, python_capitalize(text(row, "ctx_b", format)?));
     let query = hellaswag_preprocess(&format!("{}: {ctx}", text(row, "activity_label", format)?));
     let choices: Vec<String> = texts(row, "endings", format)?.iter().map(|e| hellaswag_preprocess(e)).collect();
     if choices.len() < 2 {
-        return Err("fewer than 2 `endings`".into());
+        return Err(ItemProblem::FewerThanTwo { key: "endings".into() });
     }
     let answer = answer_index(&row["label"], "label", choices.len(), false)?;
     Ok(ChoiceItem { question: query.clone(), context: query, choices, answer })
@@ -227,7 +224,7 @@ fn python_capitalize(text: &str) -> String {
 
 /// PIQA: the prompt `Question: {goal}\nAnswer:`, the choices `sol1` and `sol2`; the answer from
 /// `label`, else from the labels file (`file_label`).
-fn piqa_item(row: &Value, file_label: Option<usize>) -> Result<ChoiceItem, String> {
+fn piqa_item(row: &Value, file_label: Option<usize>) -> Result<ChoiceItem, ItemProblem> {
     let format = ChoiceFormat::Piqa;
     let goal = text(row, "goal", format)?;
     let choices = vec![text(row, "sol1", format)?.to_string(), text(row, "sol2", format)?.to_string()];
@@ -278,15 +275,12 @@ fn subject_of_file(path: &Path) -> Option<String> {
 /// MMLU as lm-eval's default template: the subject's description, then
 /// `{question.strip()}\nA. {choices[0]}\nB. ..\nC. ..\nD. {choices[3]}\nAnswer:`; the choices are the
 /// letters. A CSV row (`question, A, B, C, D, answer letter`) takes its subject from the file name.
-fn mmlu_item(row: &Value, file_subject: Option<&str>) -> Result<ChoiceItem, String> {
+fn mmlu_item(row: &Value, file_subject: Option<&str>) -> Result<ChoiceItem, ItemProblem> {
     let format = ChoiceFormat::Mmlu;
     let (question, options, answer) = match row {
         Value::Array(fields) => {
             if fields.len() != 6 {
-                return Err(format!(
-                    "{} fields; MMLU's CSV rows have 6: question, A, B, C, D, answer letter",
-                    fields.len()
-                ));
+                return Err(ItemProblem::CsvFields { found: fields.len() });
             }
             let field = |i: usize| fields[i].as_str().unwrap_or_default().to_string();
             let options = (1..5).map(field).collect::<Vec<_>>();
@@ -295,15 +289,14 @@ fn mmlu_item(row: &Value, file_subject: Option<&str>) -> Result<ChoiceItem, Stri
         _ => {
             let options = texts(row, "choices", format)?;
             if options.len() != 4 {
-                return Err(format!("{} `choices`; MMLU has 4 (A to D)", options.len()));
+                return Err(ItemProblem::MmluChoices { found: options.len() });
             }
             (text(row, "question", format)?.to_string(), options, answer_index(&row["answer"], "answer", 4, true)?)
         }
     };
     let subject = match row["subject"].as_str() {
         Some(subject) => subject,
-        None => file_subject
-            .ok_or("no `subject`, and the file name is not `<subject>_test.csv` (or _val, _dev) to take it from")?,
+        None => file_subject.ok_or(ItemProblem::NoSubject)?,
     };
     let question = question.trim().to_string();
     let mut context = format!(
@@ -334,10 +327,22 @@ mod tests {
         assert_eq!(answer_index(&Value::from(2), "label", 4, false), Ok(2));
         assert_eq!(answer_index(&Value::from("3"), "label", 4, false), Ok(3));
         assert_eq!(answer_index(&Value::from("C"), "answer", 4, true), Ok(2));
-        assert!(answer_index(&Value::from("C"), "label", 4, false).unwrap_err().contains("names no choice"));
-        assert!(answer_index(&Value::from(4), "label", 4, false).unwrap_err().contains("0 to 3"));
-        assert!(answer_index(&Value::from(-1), "label", 2, false).unwrap_err().contains("test split"));
-        assert!(answer_index(&Value::from(""), "label", 4, false).unwrap_err().contains("test split"));
+        let no_choice = |value: &str| ItemProblem::NoSuchChoice {
+            key: "label".into(),
+            value: value.into(),
+            choices: 4,
+            letters: false,
+        };
+        assert_eq!(answer_index(&Value::from("C"), "label", 4, false), Err(no_choice("\"C\"")));
+        assert_eq!(answer_index(&Value::from(4), "label", 4, false), Err(no_choice("4")));
+        let negative = ItemProblem::NegativeAnswer { key: "label".into(), value: -1, choices: 2, letters: false };
+        assert_eq!(answer_index(&Value::from(-1), "label", 2, false), Err(negative));
+        let empty = ItemProblem::EmptyAnswer { key: "label".into() };
+        assert_eq!(answer_index(&Value::from(""), "label", 4, false), Err(empty));
+        // The range the message gives: by index, or by index or letter.
+        assert!(no_choice("4").to_string().ends_with("expected 0 to 3"));
+        let lettered = ItemProblem::NoSuchChoice { key: "answer".into(), value: "9".into(), choices: 4, letters: true };
+        assert!(lettered.to_string().ends_with("expected 0 to 3 or A to D"), "{lettered}");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod depth_report;
 mod encoder_report;
 mod figures;
 mod identity;
+mod item_problem;
 mod logit_lens;
 mod multiple_choice;
 #[cfg(feature = "train")]
@@ -54,6 +55,7 @@ pub use figures::{
     angular_heatmap, variance_chart, write_comparison_figures, write_report_figures, write_tracking_figures,
 };
 pub use identity::{identity_ratios, update_ratio};
+pub use item_problem::ItemProblem;
 pub use logit_lens::{logit_lens, LogitLens};
 pub use multiple_choice::{
     choice_picks, continuation_log_likelihood, longest_choice_tokens, score_choices, ChoiceAccuracy, ChoiceItem,
