@@ -32,6 +32,15 @@ pub enum Error {
         /// What went wrong and what to do.
         message: String,
     },
+    /// A run's model file (`path`: its final model, a checkpoint, its `model.json`) that cannot be
+    /// loaded: why, and what to do.
+    #[error("{}: {problem}", path.display())]
+    RunModel {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be loaded.
+        problem: Box<crate::load_problem::LoadProblem>,
+    },
     /// A run directory that cannot be used (not a run, locked by another run, ...).
     #[error("run directory {}: {error}", path.display())]
     RunDir {
@@ -73,6 +82,11 @@ impl Error {
     /// An [`Error::RunDir`] about the directory `path`.
     pub fn run_dir(path: impl AsRef<Path>, error: crate::run_dir_error::RunDirError) -> Self {
         Error::RunDir { path: path.as_ref().to_path_buf(), error }
+    }
+
+    /// An [`Error::RunModel`] about the file `path`.
+    pub fn run_model(path: impl AsRef<Path>, problem: crate::load_problem::LoadProblem) -> Self {
+        Error::RunModel { path: path.as_ref().to_path_buf(), problem: Box::new(problem) }
     }
 
     /// An [`Error::File`] about `path`.

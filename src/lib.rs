@@ -103,6 +103,7 @@ pub mod hf;
 mod hf_error;
 #[doc(hidden)] // plumbing shared with the examples and tests: exit codes, atomic writes, crash points
 pub mod io;
+mod load_problem;
 pub mod measure;
 #[doc(hidden)] // the machine's memory, for the examples and tests
 pub mod memory;

@@ -13,8 +13,8 @@ use common::{cpu, example, hf_fixture as fixture};
 use layernorm_scaling::analysis::{report_labels, ReportModel};
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config, HfError};
-use layernorm_scaling::run::RunDirError;
 use layernorm_scaling::run::{check_tokenizer_identity, load_model_dir, require_hf_dir, save_run_model, RunModelInfo};
+use layernorm_scaling::run::{LoadProblem, RunDirError};
 use layernorm_scaling::{Error, LlamaConfig, NormKind, NormScheme};
 
 /// The fixture's tokenizer.json (a BPE of 100 tokens).
@@ -646,7 +646,8 @@ fn a_runs_train_json_resumes_it_from_any_folder() {
         .unwrap();
     assert_refused(&output, &["model.json"], "generate after an edit of model.json");
     let err = load_model_dir(tmp.path().join("run"), None, &cpu()).expect_err("an edited model.json");
-    let Error::File { path, .. } = &err else { panic!("{err:?}") };
+    let Error::RunModel { path, problem } = &err else { panic!("{err:?}") };
+    assert_eq!(**problem, LoadProblem::ModelInfoEdited);
     assert_eq!(path, &model_json);
 }
 

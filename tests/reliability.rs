@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    edited, example, expect_data_error, expect_error, expect_refusal, finished_run, quick, refused_changes,
-    require_fault_points, snapshot, weights,
+    edited, example, expect_data_error, expect_error, expect_refusal, finished_run, load_problem, quick,
+    refused_changes, require_fault_points, snapshot, weights,
 };
 use layernorm_scaling::data::{CacheProblem, DataError};
-use layernorm_scaling::io::{FolderProblem, FAIL_AT};
+use layernorm_scaling::io::{FolderProblem, SumError, FAIL_AT};
 use layernorm_scaling::run::load_run_model;
 use layernorm_scaling::run::read_metrics;
-use layernorm_scaling::run::{ReplacedRun, ResumeAdvice, RunDirError};
+use layernorm_scaling::run::{CheckpointList, FinishAdvice, LoadProblem, ReplacedRun, ResumeAdvice, RunDirError};
 use layernorm_scaling::train::{model_config, train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::{ConfigError, Error, MemoryProblem};
 
@@ -340,19 +340,28 @@ fn resume_falls_back_from_a_damaged_latest_checkpoint_to_the_previous_one() {
 fn a_missing_or_cut_short_final_model_says_how_to_finish_and_resume_finishes_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
-    let cpu = layernorm_scaling::parse_device("flex").unwrap();
     let model = config.output.out.join("model.bpk");
     let bytes = std::fs::read(&model).unwrap();
     let finished = weights(&config.output.out);
     std::fs::write(&model, &bytes[..bytes.len() / 3]).unwrap();
-    let err = load_run_model(&config.output.out, None, &cpu).unwrap_err().to_string();
-    assert!(err.contains("incomplete") && err.contains("--resume"), "{err}");
-    assert!(!err.contains("config file"), "{err}");
+    // Cut short: incomplete, to be finished by a resume, or read from a checkpoint.
+    let out = &config.output.out;
+    let both = CheckpointList::Steps(vec![5, 10]);
+    let (path, problem) = load_problem(out, None);
+    assert_eq!(path, model);
+    let LoadProblem::Incomplete { problem: SumError::Mismatch(_), finish: FinishAdvice::Resume { run }, checkpoints } =
+        &problem
+    else {
+        panic!("{problem:?}")
+    };
+    assert!(run == out && checkpoints == &both, "{problem:?}");
+    // Gone: not finished, the same advice.
     std::fs::remove_file(&model).unwrap();
-    let err = load_run_model(&config.output.out, None, &cpu).unwrap_err().to_string();
-    assert!(err.contains("missing: the training has not finished") && err.contains("--step 5, 10"), "{err}");
-    let err = load_run_model(&config.output.out, Some(7), &cpu).unwrap_err().to_string();
-    assert!(err.contains("no checkpoint at step 7") && err.contains("--step 5, 10"), "{err}");
+    let resume = FinishAdvice::Resume { run: out.clone() };
+    let not_finished = LoadProblem::NotFinished { finish: resume, checkpoints: both.clone() };
+    assert_eq!(load_problem(out, None), (model.clone(), not_finished));
+    let (_, problem) = load_problem(out, Some(7));
+    assert_eq!(problem, LoadProblem::NoCheckpoint { step: 7, checkpoints: both });
 
     // `steps` lowered by hand below the newest checkpoint: refused, not step 10's weights written
     // as step 5's final model.
@@ -394,9 +403,8 @@ fn a_garbage_checkpoint_is_called_corrupt_not_a_divergence() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
     damage(&config.output.out, 10, "model", false);
-    let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.output.out, Some(10), &cpu).unwrap_err().to_string();
-    assert!(err.contains("corrupt"), "{err}");
+    let (_, problem) = load_problem(&config.output.out, Some(10));
+    assert!(matches!(problem, LoadProblem::DamagedCheckpoint { problem: SumError::Mismatch(_), .. }), "{problem:?}");
 }
 
 #[test]
@@ -542,16 +550,22 @@ fn a_diverged_run_keeps_only_sound_checkpoints_and_names_the_step() {
     assert_eq!(checkpoint, complete.last().map(|&step| (step, out.join("checkpoint"))), "the newest, named");
     // Loading its final model while a training holds the run says so (not "finish the run"), and
     // once it is released, that it diverged (resuming with the same settings diverges again).
-    let held = load_run_model(&out, None, &cpu).unwrap_err().to_string();
-    assert!(held.contains("the training is still running"), "{held}");
+    let finish_advice = |out: &Path| match load_problem(out, None).1 {
+        LoadProblem::NotFinished { finish, .. } => finish,
+        other => panic!("{other:?}"),
+    };
+    let held = finish_advice(&out);
+    assert_eq!(held, FinishAdvice::StillRunning { pid: std::process::id().to_string() });
     drop(run);
-    let diverged = load_run_model(&out, None, &cpu).unwrap_err().to_string();
-    assert!(diverged.contains("the run diverged") && diverged.contains("--lr"), "{diverged}");
-    assert!(!diverged.contains("(same settings)"), "{diverged}");
+    // Diverged (resuming with the same settings would diverge again), after the checkpoints kept,
+    // and offering them to resume from at a lower rate when there are some.
+    let diverged = finish_advice(&out);
+    let FinishAdvice::Diverged { step, has_checkpoints, .. } = diverged else { panic!("{diverged:?}") };
+    assert_eq!(has_checkpoints, !complete.is_empty());
+    assert!(step > complete.last().copied().unwrap_or_default(), "after the checkpoints kept");
     // Without a checkpoint, resuming is not offered beside "the run has no checkpoints".
     std::fs::remove_dir_all(out.join("checkpoint")).unwrap();
-    let diverged = load_run_model(&out, None, &cpu).unwrap_err().to_string();
-    assert!(diverged.contains("train it again with a lower --lr") && !diverged.contains("resume"), "{diverged}");
+    assert!(matches!(finish_advice(&out), FinishAdvice::Diverged { has_checkpoints: false, .. }));
 }
 
 /// Removes the final model and the last checkpoint (step `step`) of a run: as if killed after
@@ -629,12 +643,8 @@ fn a_checkpoint_without_its_model_file_is_not_listed_as_loadable() {
     let dir = tempfile::tempdir().unwrap();
     let config = finished_run(dir.path());
     std::fs::remove_file(config.output.out.join("checkpoint/model-step-10.bpk")).unwrap();
-    let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.output.out, Some(10), &cpu).unwrap_err().to_string();
-    assert!(
-        err.contains("no checkpoint at step 10: the run's checkpoints are --step 5") && !err.contains("5, 10"),
-        "{err}"
-    );
+    let (_, problem) = load_problem(&config.output.out, Some(10));
+    assert_eq!(problem, LoadProblem::NoCheckpoint { step: 10, checkpoints: CheckpointList::Steps(vec![5]) });
 }
 
 /// A finished run whose checkpoints were deleted and whose final model was damaged since: train
@@ -651,9 +661,10 @@ fn a_finished_run_with_a_damaged_model_and_no_checkpoint_says_to_train_again() {
     bytes[middle] ^= 0xff;
     std::fs::write(&model, bytes).unwrap();
     expect_refusal(&config, Start::Resume, |e| matches!(e, RunDirError::NothingCanFinish));
-    let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.output.out, None, &cpu).unwrap_err().to_string();
-    assert!(err.contains("train it again") && err.contains("--overwrite") && !err.contains("--resume"), "{err}");
+    let (_, problem) = load_problem(&config.output.out, None);
+    let LoadProblem::Incomplete { finish: FinishAdvice::NothingCanFinish { .. }, .. } = &problem else {
+        panic!("{problem:?}")
+    };
 }
 
 /// A training loss that is infinite while its gradient stays finite (as when the loss overflows;
@@ -1007,9 +1018,9 @@ fn checkpoints_named_by_epoch_are_named_in_the_refusal_never_taken_for_none() {
     assert!(files.contains(&"model-2.bpk".to_string()), "{files:?}");
     assert!(snapshot(&config.output.out) == before, "nothing is changed");
     // Loading one says how to rename them, not that there are none.
-    let cpu = layernorm_scaling::parse_device("flex").unwrap();
-    let err = load_run_model(&config.output.out, Some(10), &cpu).unwrap_err().to_string();
-    assert!(err.contains("named by epoch") && err.contains("model-1.bpk"), "{err}");
+    let (_, problem) = load_problem(&config.output.out, Some(10));
+    let epoch_named = CheckpointList::EpochNamed { first: "model-1.bpk".into() };
+    assert_eq!(problem, LoadProblem::NoCheckpoint { step: 10, checkpoints: epoch_named });
     // They are the run's own: --overwrite replaces them with it.
     train(&config, Start::Overwrite, |_| {}).unwrap();
     assert!(layernorm_scaling::run::epoch_named_files(&checkpoints).is_empty());

@@ -11,7 +11,9 @@ use layernorm_scaling::analysis::{
     AnalysisRequest, ComparedRun, Heatmap, LineChart, ModelSource, Report,
 };
 use layernorm_scaling::data::{DataError, SplitProblem};
-use layernorm_scaling::run::{read_metrics, read_model_dir_config, read_tracking, read_tracking_skipping_damage};
+use layernorm_scaling::run::{
+    read_metrics, read_model_dir_config, read_tracking, read_tracking_skipping_damage, LoadProblem,
+};
 use layernorm_scaling::train::{train, Start, TrainConfig};
 use layernorm_scaling::{ConfigError, Error, LlamaConfig};
 
@@ -488,7 +490,9 @@ fn the_analyze_command_writes_a_full_report_and_refuses_bad_input() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     // The library refuses the weights, naming their file.
     let refused = prepared(&mismatched, None).0.expect("refused in process too");
-    assert!(matches!(&refused, Error::File { path, .. } if *path == mismatched.join("model.bpk")), "{refused:?}");
+    let Error::RunModel { path, problem } = &refused else { panic!("{refused:?}") };
+    assert!(*path == mismatched.join("model.bpk"), "{refused:?}");
+    assert!(matches!(**problem, LoadProblem::DoesNotMatch { .. }), "{refused:?}");
     assert!(
         output.status.code() == Some(1) && stderr.contains(&refused.to_string()) && !stderr.contains("panicked"),
         "{stderr}"

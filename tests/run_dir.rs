@@ -9,10 +9,9 @@ use common::edited;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::{cpu, example, expect_refusal, quick, require_fault_points, snapshot, weights};
+use common::{example, expect_refusal, load_problem, quick, require_fault_points, snapshot, weights};
 use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
-use layernorm_scaling::run::load_run_model;
-use layernorm_scaling::run::{RunDirError, PREVIOUS_RUN};
+use layernorm_scaling::run::{LoadProblem, RunDirError, PREVIOUS_RUN};
 use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::Error;
 
@@ -234,8 +233,9 @@ fn an_overwrite_killed_before_its_first_checkpoint_is_named_by_the_programs_that
     let out = dir.path().join("run");
     assert!(train_example(&out, &[], None).status.success());
     crash_at(&out, &["--overwrite", "--seed", "7"], "record:model.json");
-    let err = load_run_model(&out, None, &cpu()).unwrap_err().to_string();
-    assert!(err.contains(".previous-run") && err.contains("--resume"), "{err}");
+    // The run set aside is named, with how to get it back or finish the new one.
+    let replacing = LoadProblem::Replacing { run: out.clone(), aside: out.join(PREVIOUS_RUN) };
+    assert_eq!(load_problem(&out, None), (out.join("model.bpk"), replacing));
 }
 
 #[test]
@@ -277,8 +277,8 @@ fn a_replacement_killed_after_its_first_checkpoint_keeps_the_old_run_until_it_go
     // Killed when the new run checkpoints for the third time: its first checkpoint is complete.
     let new_run = ["--seed", "7", "--steps", "20"];
     crash_at(&out, &[&new_run[..], &["--overwrite"]].concat(), "checkpoint:3");
-    let err = load_run_model(&out, None, &cpu()).unwrap_err().to_string();
-    assert!(err.contains(".previous-run") && err.contains("--config"), "{err}");
+    let replacing = LoadProblem::Replacing { run: out.clone(), aside: out.join(PREVIOUS_RUN) };
+    assert_eq!(load_problem(&out, None), (out.join("model.bpk"), replacing));
     // A resume with the old run's settings is refused, and deletes nothing.
     let refused = train_example(&out, &["--resume", "--seed", "1"], None);
     assert_eq!(refused.status.code(), Some(1));

@@ -27,6 +27,7 @@ mod checkpoint_files;
 #[cfg(any(feature = "train", feature = "cli"))]
 mod epoch_steps;
 mod identity;
+mod load_diagnosis;
 #[cfg(feature = "tensorboard")]
 mod lock;
 mod metrics_file;
@@ -41,6 +42,7 @@ mod run_model;
 mod state;
 mod tracking_file;
 
+pub use crate::load_problem::{CheckpointList, FinishAdvice, LoadProblem, NotARun};
 pub use crate::run_dir_error::{ResumeAdvice, RunDirError, SettingChange};
 pub use checkpoint_files::{checkpoint_file, checkpoint_status, checkpoint_steps, epoch_named_files, CHECKPOINT_KINDS};
 pub use identity::RunIdentity;

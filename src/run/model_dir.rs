@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
+use super::load_diagnosis::not_a_run;
 use super::model_info::{invalid_model_info, read_model_info, ModelInfoError};
-use super::run_model::{load_run_model_as_saved, not_a_run};
+use super::run_model::load_run_model_as_saved;
 use crate::model::{cast_weights_to_device, Llama};
 use crate::{error::Error, model::LlamaConfig};
 

@@ -367,3 +367,16 @@ pub fn finished_run(dir: &std::path::Path) -> layernorm_scaling::train::TrainCon
     layernorm_scaling::train::train(&config, layernorm_scaling::train::Start::New, |_| {}).unwrap();
     config
 }
+
+/// Why loading the model of the run `dir` (its final model, or the checkpoint of `step`) fails:
+/// the file named, and the problem. Fails unless the load is refused with an
+/// [`Error::RunModel`](layernorm_scaling::Error::RunModel).
+pub fn load_problem(
+    dir: &std::path::Path,
+    step: Option<usize>,
+) -> (std::path::PathBuf, layernorm_scaling::run::LoadProblem) {
+    match layernorm_scaling::run::load_run_model(dir, step, &cpu()) {
+        Err(layernorm_scaling::Error::RunModel { path, problem }) => (path, *problem),
+        other => panic!("expected a refused model file, got {:?}", other.map(|(_, info)| info)),
+    }
+}
