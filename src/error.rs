@@ -41,6 +41,24 @@ pub enum Error {
         /// Why it cannot be loaded.
         problem: Box<crate::load_problem::LoadProblem>,
     },
+    /// A folder given as a model that is neither a run directory nor a Hugging Face model
+    /// directory, or not the kind asked for.
+    #[error("{}: {problem}", dir.display())]
+    ModelDir {
+        /// The folder.
+        dir: PathBuf,
+        /// What it is instead.
+        problem: crate::load_problem::ModelDirProblem,
+    },
+    /// A Hugging Face model directory (`dir`) that cannot be loaded: `error` says why.
+    #[cfg(feature = "hf")]
+    #[error("{}: {error}", dir.display())]
+    HfDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why it cannot be loaded.
+        error: crate::hf::HfError,
+    },
     /// A run directory that cannot be used (not a run, locked by another run, ...).
     #[error("run directory {}: {error}", path.display())]
     RunDir {

@@ -14,7 +14,7 @@ use layernorm_scaling::analysis::{report_labels, ReportModel};
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config, HfError};
 use layernorm_scaling::run::{check_tokenizer_identity, load_model_dir, require_hf_dir, save_run_model, RunModelInfo};
-use layernorm_scaling::run::{LoadProblem, RunDirError};
+use layernorm_scaling::run::{LoadProblem, ModelDirProblem, RunDirError};
 use layernorm_scaling::{Error, LlamaConfig, NormKind, NormScheme};
 
 /// The fixture's tokenizer.json (a BPE of 100 tokens).
@@ -781,7 +781,11 @@ fn an_hf_dir_without_config_json_is_named_as_such_by_every_program() {
     let empty = tempfile::tempdir().unwrap();
     for (program, args) in [("generate", &["--prompt", "hi"][..]), ("analyze", &[][..])] {
         let output = Command::new(example(program)).arg("--hf-dir").arg(empty.path()).args(args).output().unwrap();
-        let refusal = require_hf_dir(empty.path()).expect_err("no config.json").to_string();
+        let refusal = require_hf_dir(empty.path()).expect_err("no config.json");
+        let Error::ModelDir { problem: ModelDirProblem::NotHfDir { hides: None }, .. } = &refusal else {
+            panic!("{refusal:?}")
+        };
+        let refusal = refusal.to_string();
         assert_refused(&output, &[&refusal], program);
         assert!(!String::from_utf8_lossy(&output.stderr).contains("model.json"), "{program}");
     }

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use common::{example, expect_refusal, load_problem, quick, require_fault_points, snapshot, weights};
 use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
-use layernorm_scaling::run::{LoadProblem, RunDirError, PREVIOUS_RUN};
+use layernorm_scaling::run::{LoadProblem, ModelDirProblem, NotARun, RunDirError, PREVIOUS_RUN};
 use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::Error;
 
@@ -262,9 +262,15 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
         config
     };
     let err = train(&from_sweep, Start::New, |_| {}).unwrap_err();
-    let Error::File { path, message } = &err else { panic!("{err:?}") };
-    assert_eq!(path, &sweep, "{err}");
-    assert!(message.contains(&run_inside.display().to_string()), "{err}");
+    // Neither kind of model directory: a folder of runs, one of which is named.
+    let Error::ModelDir {
+        dir: given,
+        problem: ModelDirProblem::NeitherKind { what: NotARun::HoldsRuns { run, .. }, .. },
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert!(*given == sweep && *run == run_inside, "{err}");
     assert!(!dir.path().join("new").exists());
 }
 

@@ -5,12 +5,14 @@
 
 mod checkpoint_list;
 mod finish_advice;
+mod model_dir_problem;
 mod not_a_run;
 
 use std::path::PathBuf;
 
 pub use checkpoint_list::CheckpointList;
 pub use finish_advice::FinishAdvice;
+pub use model_dir_problem::ModelDirProblem;
 pub use not_a_run::NotARun;
 
 use crate::io::SumError;

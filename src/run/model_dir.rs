@@ -8,6 +8,7 @@ use burn::tensor::Device;
 use super::load_diagnosis::not_a_run;
 use super::model_info::{invalid_model_info, read_model_info, ModelInfoError};
 use super::run_model::load_run_model_as_saved;
+use crate::load_problem::ModelDirProblem;
 use crate::model::{cast_weights_to_device, Llama};
 use crate::{error::Error, model::LlamaConfig};
 
@@ -137,33 +138,31 @@ pub fn require_hf_dir(dir: &Path) -> Result<PathBuf, Error> {
     if is_hf_dir(&resolved) {
         return Ok(resolved);
     }
-    Err(Error::file(
-        dir,
-        format!(
-            "--hf-dir: no config.json there; is it a Hugging Face model directory? (a run directory of the train \
-             example goes to --run){}",
-            hidden_cached_model(dir)
-        ),
-    ))
+    Err(Error::ModelDir {
+        dir: dir.to_path_buf(),
+        problem: ModelDirProblem::NotHfDir { hides: hidden_cached_model(dir) },
+    })
 }
 
-/// A note when the local folder `dir` is named like a model of the Hugging Face cache, which it
-/// hides (a local folder comes first); empty otherwise.
-fn hidden_cached_model(dir: &Path) -> String {
+/// The model of the Hugging Face cache (`org/name`) that the local folder `dir` hides by its name
+/// (a local folder comes first), if it does.
+fn hidden_cached_model(dir: &Path) -> Option<String> {
     #[cfg(feature = "hf")]
     if let Some((name, _)) = dir.to_str().and_then(crate::hf::repo_name).filter(|_| dir.is_dir()) {
-        return format!(
-            "; the local folder {name} comes before a model of that name in the Hugging Face cache: rename or \
-             remove the folder to use the cached model"
-        );
+        return Some(name.to_string());
     }
     let _ = dir;
-    String::new()
+    None
 }
 
 #[cfg(feature = "hf")]
 fn hf_error(dir: &Path, error: crate::hf::HfError) -> Error {
-    Error::file(dir, error)
+    Error::HfDir { dir: dir.to_path_buf(), error }
+}
+
+/// An [`Error::ModelDir`] about `dir`.
+fn refused(dir: &Path, problem: ModelDirProblem) -> Error {
+    Error::ModelDir { dir: dir.to_path_buf(), problem }
 }
 
 #[cfg(feature = "hf")]
@@ -175,7 +174,7 @@ fn load_hf_dir(dir: &Path, device: &Device) -> Result<LoadedModel, Error> {
 
 #[cfg(not(feature = "hf"))]
 fn load_hf_dir(dir: &Path, _device: &Device) -> Result<LoadedModel, Error> {
-    Err(Error::file(dir, "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling"))
+    Err(refused(dir, ModelDirProblem::NeedsHfFeature))
 }
 
 /// The config of the model in `dir`, a run directory or a Hugging Face directory (or a model of
@@ -187,22 +186,13 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
         #[cfg(feature = "hf")]
         return crate::hf::read_hf_config(dir).map_err(|e| hf_error(dir, e));
         #[cfg(not(feature = "hf"))]
-        return Err(Error::file(
-            dir,
-            "a Hugging Face model directory needs the `hf` cargo feature of layernorm-scaling",
-        ));
+        return Err(refused(dir, ModelDirProblem::NeedsHfFeature));
     }
     let info = read_model_info(dir).map_err(|e| match e {
         ModelInfoError::Unreadable(e) => {
             // A missing model.json is the message itself; another failure (no permission) is said.
-            let cause = if e.kind() == std::io::ErrorKind::NotFound { String::new() } else { format!("{e}: ") };
-            Error::file(
-                dir,
-                format!(
-                    "{cause}not a run directory (model.json) nor a Hugging Face model directory (config.json); {}",
-                    not_a_run(dir)
-                ),
-            )
+            let error = (e.kind() != std::io::ErrorKind::NotFound).then(|| e.to_string());
+            refused(dir, ModelDirProblem::NeitherKind { error, what: not_a_run(dir) })
         }
         ModelInfoError::Invalid(e) => invalid_model_info(dir, &e),
     })?;
@@ -217,15 +207,12 @@ pub fn load_model_dir(dir: impl AsRef<Path>, step: Option<usize>, device: &Devic
     let resolved = resolve_dir(dir.as_ref())?;
     let dir = resolved.as_path();
     if !dir.is_dir() {
-        let what = if dir.exists() { "a file, not a folder" } else { "no such folder" };
-        return Err(Error::file(
-            dir,
-            format!("{what}: give a run directory of the train example or a Hugging Face model directory"),
-        ));
+        let problem = if dir.exists() { ModelDirProblem::NotAFolder } else { ModelDirProblem::NoSuchFolder };
+        return Err(refused(dir, problem));
     }
     if is_hf_dir(dir) {
         if step.is_some() {
-            return Err(Error::file(dir, "a Hugging Face model directory has no checkpoints: drop --step"));
+            return Err(refused(dir, ModelDirProblem::NoHfCheckpoints));
         }
         return load_hf_dir(dir, device);
     }
