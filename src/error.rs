@@ -59,6 +59,9 @@ pub enum Error {
         /// Why it cannot be loaded.
         error: crate::hf::HfError,
     },
+    /// A tokenizer that cannot be used with the model it was chosen for.
+    #[error(transparent)]
+    TokenizerChoice(#[from] crate::load_problem::TokenizerChoice),
     /// A run directory that cannot be used (not a run, locked by another run, ...).
     #[error("run directory {}: {error}", path.display())]
     RunDir {

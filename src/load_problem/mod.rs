@@ -7,6 +7,7 @@ mod checkpoint_list;
 mod finish_advice;
 mod model_dir_problem;
 mod not_a_run;
+mod tokenizer_choice;
 
 use std::path::PathBuf;
 
@@ -14,6 +15,7 @@ pub use checkpoint_list::CheckpointList;
 pub use finish_advice::FinishAdvice;
 pub use model_dir_problem::ModelDirProblem;
 pub use not_a_run::NotARun;
+pub use tokenizer_choice::TokenizerChoice;
 
 use crate::io::SumError;
 

@@ -8,7 +8,7 @@ use burn::tensor::Device;
 use super::load_diagnosis::not_a_run;
 use super::model_info::{invalid_model_info, read_model_info, ModelInfoError};
 use super::run_model::load_run_model_as_saved;
-use crate::load_problem::ModelDirProblem;
+use crate::load_problem::{ModelDirProblem, TokenizerChoice};
 use crate::model::{cast_weights_to_device, Llama};
 use crate::{error::Error, model::LlamaConfig};
 
@@ -39,27 +39,16 @@ impl LoadedModel {
         let byte_fits = crate::data::Tokenizer::Byte.base_vocab_size() <= self.config.vocab_size;
         if self.tokenizer.is_none() && given.is_none() && !byte_fits {
             // The byte tokenizer would be refused next: not advised.
-            return Err(Error::Config(crate::config_error::ConfigError::Conflict(format!(
-                "the model directory has no tokenizer.json; give the model's own with --tokenizer PATH (its \
-                 vocabulary is {}, too small for the byte tokenizer)",
-                self.config.vocab_size
-            ))));
+            return Err(TokenizerChoice::NoneRecorded { vocab_size: Some(self.config.vocab_size) }.into());
         }
         let spec = tokenizer_spec(self.tokenizer.as_deref(), given)?;
         let tokenizer = crate::data::Tokenizer::from_spec(&spec)?;
         check_tokenizer_identity(&tokenizer, &spec, self.tokenizer_identity.as_deref())?;
         // The model's vocabulary is fixed: the fix is its own tokenizer, not another model config.
         if tokenizer.base_vocab_size() > self.config.vocab_size {
-            return Err(Error::file(
-                &spec,
-                format!(
-                    "the tokenizer has {} tokens but the model's vocabulary is {}: give the model's own tokenizer \
-                     (its tokenizer.json){}",
-                    tokenizer.base_vocab_size(),
-                    self.config.vocab_size,
-                    if self.tokenizer.is_some() { ", or leave --tokenizer unset" } else { "" }
-                ),
-            ));
+            let (tokens, vocab_size, own) =
+                (tokenizer.base_vocab_size(), self.config.vocab_size, self.tokenizer.is_some());
+            return Err(TokenizerChoice::TooLarge { spec, tokens, vocab_size, own }.into());
         }
         Ok(tokenizer)
     }
@@ -74,14 +63,12 @@ pub fn check_tokenizer_identity(
     recorded: Option<&str>,
 ) -> Result<(), Error> {
     match recorded {
-        Some(recorded) if recorded != tokenizer.identity() => Err(Error::file(
-            spec,
-            format!(
-                "is not the tokenizer the model was trained with (it is {}, the run's was {recorded}); give the \
-                 run's own tokenizer with --tokenizer PATH",
-                tokenizer.identity()
-            ),
-        )),
+        Some(recorded) if recorded != tokenizer.identity() => Err(TokenizerChoice::NotTheRunsOwn {
+            spec: spec.to_string(),
+            found: tokenizer.identity(),
+            recorded: recorded.to_string(),
+        }
+        .into()),
         _ => Ok(()),
     }
 }
@@ -94,26 +81,14 @@ pub fn tokenizer_spec(recorded: Option<&str>, given: Option<&Path>) -> Result<St
         return Ok(path.display().to_string());
     }
     let Some(spec) = recorded else {
-        return Err(Error::Config(crate::config_error::ConfigError::Conflict(
-            "the model directory has no tokenizer.json; give one with --tokenizer PATH, or --tokenizer byte for a \
-             model trained on bytes (an exported byte-level run)"
-                .into(),
-        )));
+        return Err(TokenizerChoice::NoneRecorded { vocab_size: None }.into());
     };
     if spec == "byte" || Path::new(spec).is_file() {
         return Ok(spec.to_string());
     }
-    let advice = "give the tokenizer.json with --tokenizer PATH";
-    let message = if Path::new(spec).is_relative() {
-        let here = std::env::current_dir().map(|dir| format!(" from {}", dir.display())).unwrap_or_default();
-        format!(
-            "the model's tokenizer, a path relative to the folder its training ran in, is not found{here}; run \
-             from that folder, or {advice}"
-        )
-    } else {
-        format!("the model's tokenizer is not found (moved or deleted?); {advice}")
-    };
-    Err(Error::file(spec, message))
+    let relative = Path::new(spec).is_relative();
+    let from = if relative { std::env::current_dir().ok() } else { None };
+    Err(TokenizerChoice::NotFound { spec: spec.to_string(), from, relative }.into())
 }
 
 /// `dir`, or, when no such path exists and it reads `org/name[@revision]`, the snapshot of that
