@@ -47,10 +47,7 @@ static OUTPUT_FAILURE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(
 /// failure.
 pub fn output_written() -> Result<(), crate::error::Error> {
     match OUTPUT_FAILURE.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        Some(e) => Err(crate::error::Error::file(
-            std::path::Path::new("standard output"),
-            format!("cannot write the result: {e}"),
-        )),
+        Some(e) => Err(crate::error::Error::Output { error: e.clone() }),
         None => Ok(()),
     }
 }
@@ -90,10 +87,9 @@ pub fn print_event(event: impl std::fmt::Display, notice: bool) {
 pub fn write_result(text: std::fmt::Arguments) -> Result<(), crate::error::Error> {
     let mut stdout = std::io::stdout().lock();
     match stdout.write_fmt(format_args!("{text}\n")).and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(crate::error::Error::file(
-            std::path::Path::new("standard output"),
-            format!("cannot write the result: {e}"),
-        )),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(crate::error::Error::Output { error: e.to_string() })
+        }
         _ => Ok(()),
     }
 }

@@ -62,6 +62,13 @@ pub enum Error {
     /// A tokenizer that cannot be used with the model it was chosen for.
     #[error(transparent)]
     TokenizerChoice(#[from] crate::load_problem::TokenizerChoice),
+    /// A program's result (logits, samples, a table) that cannot be written to standard output
+    /// (a full disk under `> file`): `error` is the system's reason.
+    #[error("standard output: cannot write the result: {error}")]
+    Output {
+        /// Why the write failed.
+        error: String,
+    },
     /// A run directory that cannot be used (not a run, locked by another run, ...).
     #[error("run directory {}: {error}", path.display())]
     RunDir {
