@@ -57,6 +57,7 @@ pub enum Error {
         /// The directory.
         dir: PathBuf,
         /// Why it cannot be loaded.
+        #[source]
         error: crate::hf::HfError,
     },
     /// A tokenizer that cannot be used with the model it was chosen for.

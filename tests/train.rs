@@ -703,6 +703,8 @@ fn truncated_documents_train_and_the_budget_counts_their_real_tokens() {
     // from packed sequences.
     let note = TrainEvent::Data(budget).to_string();
     assert_eq!(note, budget.note());
+    // It names the documents and the length they are cut at.
+    assert!(note.contains(&budget.sequences.to_string()) && note.contains("64"), "{note}");
     let packed = DataBudget { sequences_mode: SequenceMode::Pack, ..budget };
     assert_ne!(note, packed.note(), "{note}");
 }

@@ -36,7 +36,8 @@ pub enum ItemProblem {
     /// or, with `letters`, also by letter.
     #[error("`{key}` is {value} (a test split has no answers); expected {}", answer_range(*.choices, *.letters))]
     NegativeAnswer { key: String, value: i64, choices: usize, letters: bool },
-    /// An answer `value` (as the row writes it) that names none of the `choices` choices.
+    /// An answer `value` (rendered as JSON: a string in quotes) that names none of the `choices`
+    /// choices.
     #[error("`{key}` {value} names no choice; expected {}", answer_range(*.choices, *.letters))]
     NoSuchChoice { key: String, value: String, choices: usize, letters: bool },
     /// An MMLU CSV row with `found` fields instead of 6.

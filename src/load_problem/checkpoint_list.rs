@@ -18,9 +18,9 @@ pub enum CheckpointList {
 }
 
 impl CheckpointList {
-    /// Whether there is a checkpoint to load.
+    /// Whether there is no checkpoint to load.
     pub fn is_empty(&self) -> bool {
-        !matches!(self, Self::Steps(_))
+        !matches!(self, Self::Steps(steps) if !steps.is_empty())
     }
 }
 

@@ -17,16 +17,17 @@ pub enum FinishAdvice {
     DivergedAtFirstStep {
         /// The metric that became non-finite (`loss`, `gradient norm`).
         metric: String,
-        /// Its value (NaN or infinite).
-        value: f64,
+        /// Its value as the log reads it (`NaN`, `inf`): text, so that the advice compares equal
+        /// to itself.
+        value: String,
     },
     /// The run diverged at `step` (its `metric` was `value`): resume it from a checkpoint with a
     /// lower learning rate when it has one, else train it again.
     Diverged {
         /// The metric that became non-finite.
         metric: String,
-        /// Its value.
-        value: f64,
+        /// Its value as the log reads it.
+        value: String,
         /// The step.
         step: usize,
         /// The run directory.

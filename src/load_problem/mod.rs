@@ -44,11 +44,13 @@ pub enum LoadProblem {
         /// The run directory.
         run: PathBuf,
     },
-    /// No `model.json`: not a run directory. `error` is why it could not be read, unless it is
-    /// simply not there.
+    /// No `model.json` that can be read: not a run directory. `kind` and `error` are why it could
+    /// not be read (`NotFound` where it is simply not there).
     NotARun {
-        /// The reading error, other than "not found".
-        error: Option<String>,
+        /// The kind of the reading error.
+        kind: std::io::ErrorKind,
+        /// The reading error, as the system words it.
+        error: String,
         /// What the directory is instead.
         what: NotARun,
     },
@@ -108,7 +110,9 @@ pub enum LoadProblem {
     },
     /// The file cannot be read (`error`: no permission, a disk error).
     CannotRead {
-        /// The reading error.
+        /// The kind of the reading error.
+        kind: std::io::ErrorKind,
+        /// The reading error, as the system words it.
         error: String,
     },
     /// Weights that do not fit the model `model.json` describes (`detail`: the first mismatches).
@@ -142,10 +146,7 @@ impl std::fmt::Display for LoadProblem {
                 "missing: the training into {} was stopped before it started; train into it again, without --resume",
                 run.display()
             ),
-            Self::NotARun { error, what } => match error {
-                Some(error) => write!(f, "{error}; {what}"),
-                None => write!(f, "{what}"),
-            },
+            Self::NotARun { error, what, .. } => write!(f, "{error}; {what}"),
             Self::ModelInfoEdited => write!(
                 f,
                 "differs from the one the run wrote (edited by hand?): its weights were trained with the model it \
@@ -185,7 +186,7 @@ impl std::fmt::Display for LoadProblem {
             Self::DamagedCheckpoint { problem, checkpoints } => {
                 write!(f, "{problem}; load another checkpoint ({checkpoints})")
             }
-            Self::CannotRead { error } => write!(f, "cannot read it: {error}"),
+            Self::CannotRead { error, .. } => write!(f, "cannot read it: {error}"),
             Self::DoesNotMatch { detail } => {
                 write!(f, "does not match model.json ({detail}); was model.json replaced?")
             }

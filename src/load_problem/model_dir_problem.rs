@@ -20,10 +20,13 @@ pub enum ModelDirProblem {
         hides: Option<String>,
     },
     /// Neither a run directory (`model.json`) nor a Hugging Face model directory (`config.json`):
-    /// `error` is why `model.json` could not be read, unless it is simply not there.
+    /// `kind` and `error` are why `model.json` could not be read, said unless it is simply not
+    /// there (`NotFound`).
     NeitherKind {
-        /// The reading error, other than "not found".
-        error: Option<String>,
+        /// The kind of the reading error.
+        kind: std::io::ErrorKind,
+        /// The reading error, as the system words it.
+        error: String,
         /// What the folder is instead.
         what: NotARun,
     },
@@ -53,8 +56,8 @@ impl std::fmt::Display for ModelDirProblem {
                     None => Ok(()),
                 }
             }
-            Self::NeitherKind { error, what } => {
-                if let Some(error) = error {
+            Self::NeitherKind { kind, error, what } => {
+                if *kind != std::io::ErrorKind::NotFound {
                     write!(f, "{error}: ")?;
                 }
                 write!(f, "not a run directory (model.json) nor a Hugging Face model directory (config.json); {what}")

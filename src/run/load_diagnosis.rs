@@ -20,7 +20,7 @@ pub(crate) fn finish_advice(dir: &Path, has_checkpoints: bool) -> FinishAdvice {
         row.split == "train" && row.is_batch_value() && watched && !row.value.is_finite()
     });
     if let Some(row) = diverged {
-        let (metric, value) = (row.metric.to_lowercase(), row.value);
+        let (metric, value) = (row.metric.to_lowercase(), row.value.to_string());
         if row.step == 1 {
             return FinishAdvice::DivergedAtFirstStep { metric, value };
         }

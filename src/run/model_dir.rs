@@ -166,8 +166,8 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
     let info = read_model_info(dir).map_err(|e| match e {
         ModelInfoError::Unreadable(e) => {
             // A missing model.json is the message itself; another failure (no permission) is said.
-            let error = (e.kind() != std::io::ErrorKind::NotFound).then(|| e.to_string());
-            refused(dir, ModelDirProblem::NeitherKind { error, what: not_a_run(dir) })
+            let (kind, error) = (e.kind(), e.to_string());
+            refused(dir, ModelDirProblem::NeitherKind { kind, error, what: not_a_run(dir) })
         }
         ModelInfoError::Invalid(e) => invalid_model_info(dir, &e),
     })?;

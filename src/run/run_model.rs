@@ -81,7 +81,7 @@ pub(crate) fn load_run_model_as_saved(
     }
     let info_path = dir.join(MODEL_INFO);
     let info = read_model_info(dir).map_err(|e| match e {
-        ModelInfoError::Unreadable(e) => refused(&info_path, not_a_run(dir, Some(&e))),
+        ModelInfoError::Unreadable(e) => refused(&info_path, not_a_run(dir, &e)),
         ModelInfoError::Invalid(e) => invalid_model_info(dir, &e),
     })?;
     info.model.validate()?;
@@ -139,7 +139,7 @@ pub(crate) fn load_run_model_as_saved(
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(refused(&path, removed(None, None))),
-        Err(e) => return Err(refused(&path, LoadProblem::CannotRead { error: e.to_string() })),
+        Err(e) => return Err(refused(&path, LoadProblem::CannotRead { kind: e.kind(), error: e.to_string() })),
     };
     if let Err(problem) = crate::io::verify_sum_of(&path, &bytes) {
         return Err(refused(&path, removed(Some(problem), None)));
@@ -200,10 +200,10 @@ fn unfinished_start(dir: &Path) -> Option<LoadProblem> {
     started.then(|| LoadProblem::StoppedBeforeStart { run: dir.to_path_buf() })
 }
 
-/// The problem of a directory whose `model.json` could not be read (`error`, said when given):
-/// not a run, with what it is instead.
-pub(super) fn not_a_run(dir: &Path, error: Option<&std::io::Error>) -> LoadProblem {
-    LoadProblem::NotARun { error: error.map(std::io::Error::to_string), what: what_is_there(dir) }
+/// The problem of a directory whose `model.json` could not be read (`error`): not a run, with
+/// what it is instead.
+pub(super) fn not_a_run(dir: &Path, error: &std::io::Error) -> LoadProblem {
+    LoadProblem::NotARun { kind: error.kind(), error: error.to_string(), what: what_is_there(dir) }
 }
 
 /// The record layout of a checkpoint: burn-train saves the training wrapper, whose only
