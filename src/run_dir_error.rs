@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use crate::io::RUN_SETTINGS_FILE as TRAIN_CONFIG;
+use crate::load_problem::LoadProblem;
 
 /// A run directory that cannot be used as asked: what was found, and (in its message) what to do.
 #[derive(Debug, thiserror::Error)]
@@ -140,10 +141,11 @@ pub enum RunDirError {
         here: String,
     },
     /// `--init-from` a run that has no final model yet.
-    #[error("--init-from starts from a run's final model, and {problem}")]
+    #[error("--init-from starts from a run's final model, and {}", no_final_model(problem))]
     NoFinalModel {
-        /// What the run has instead (its state, and how to finish it).
-        problem: String,
+        /// Why its final model cannot be loaded: unfinished (with how to finish it), cut short, or
+        /// being replaced.
+        problem: Box<LoadProblem>,
     },
     /// The `train.json` a run recorded cannot be read.
     #[error(
@@ -293,6 +295,20 @@ pub enum RunDirError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+/// What a run without a final model has instead, as `--init-from`'s refusal says it (a checkpoint
+/// is not offered: `--init-from` reads final models only).
+fn no_final_model(problem: &LoadProblem) -> String {
+    match problem {
+        LoadProblem::NotFinished { finish, .. } => {
+            format!("it has no final model: the training has not finished; {finish}")
+        }
+        LoadProblem::Incomplete { problem, finish, .. } => {
+            format!("its final model is incomplete ({problem}); {finish}")
+        }
+        other => format!("its final model is {other}"),
+    }
 }
 
 /// A setting that differs from the one a run recorded: its name and how it changes.

@@ -866,7 +866,8 @@ fn a_resume_on_other_data_is_refused_and_the_same_data_elsewhere_is_not() {
     let err = expect_refusal(&from_unfinished, Start::New, |e| matches!(e, RunDirError::NoFinalModel { .. }));
     // How to finish it: a resume, not a checkpoint (which --init-from does not read).
     let RunDirError::NoFinalModel { problem } = err else { unreachable!() };
-    assert!(problem.contains("train --resume") && !problem.contains("--step"), "{problem}");
+    let LoadProblem::NotFinished { finish: FinishAdvice::Resume { run }, .. } = *problem else { panic!("{problem:?}") };
+    assert_eq!(run, config.output.out);
     std::fs::write(&corpus, &original).unwrap();
     // The same content under another spelling of its path, and the scheme named or not: the same run.
     let same = edited(&config, |c| {

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use common::{example, expect_refusal, load_problem, quick, require_fault_points, snapshot, weights};
 use layernorm_scaling::io::{verify_sum, CRASH_AT, FAIL_AT};
-use layernorm_scaling::run::{LoadProblem, ModelDirProblem, NotARun, RunDirError, PREVIOUS_RUN};
+use layernorm_scaling::run::{FoundInstead, LoadProblem, ModelDirProblem, RunDirError, PREVIOUS_RUN};
 use layernorm_scaling::train::{train, RunDir, Start, TrainConfig, TrainEvent};
 use layernorm_scaling::Error;
 
@@ -265,7 +265,7 @@ fn a_run_can_replace_the_run_it_starts_from_and_a_sweep_is_not_a_run() {
     // Neither kind of model directory: a folder of runs, one of which is named.
     let Error::ModelDir {
         dir: given,
-        problem: ModelDirProblem::NeitherKind { what: NotARun::HoldsRuns { run, .. }, .. },
+        problem: ModelDirProblem::NeitherKind { what: FoundInstead::HoldsRuns { run, .. }, .. },
     } = &err
     else {
         panic!("{err:?}")

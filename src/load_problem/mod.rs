@@ -5,16 +5,16 @@
 
 mod checkpoint_list;
 mod finish_advice;
+mod found_instead;
 mod model_dir_problem;
-mod not_a_run;
 mod tokenizer_choice;
 
 use std::path::PathBuf;
 
 pub use checkpoint_list::CheckpointList;
 pub use finish_advice::FinishAdvice;
+pub use found_instead::FoundInstead;
 pub use model_dir_problem::ModelDirProblem;
-pub use not_a_run::NotARun;
 pub use tokenizer_choice::TokenizerChoice;
 
 use crate::io::SumError;
@@ -52,7 +52,7 @@ pub enum LoadProblem {
         /// The reading error, as the system words it.
         error: String,
         /// What the directory is instead.
-        what: NotARun,
+        what: FoundInstead,
     },
     /// A `model.json` edited since the run wrote it: its weights were trained with the model it
     /// described then.

@@ -1,6 +1,6 @@
 //! Why a folder given as a model (a run directory, or a Hugging Face model directory) is neither.
 
-use super::NotARun;
+use super::FoundInstead;
 
 /// Why a folder given as a model cannot be loaded as one: [`Error::ModelDir`](crate::error::Error::ModelDir)
 /// pairs it with the folder.
@@ -28,7 +28,7 @@ pub enum ModelDirProblem {
         /// The reading error, as the system words it.
         error: String,
         /// What the folder is instead.
-        what: NotARun,
+        what: FoundInstead,
     },
     /// A Hugging Face model directory, in a build without the `hf` feature.
     NeedsHfFeature,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::checkpoint_files::{checkpoint_steps, epoch_named_files};
 use super::{CHECKPOINTS, MODEL_INFO, TRAIN_CONFIG};
-use crate::load_problem::{CheckpointList, FinishAdvice, NotARun};
+use crate::load_problem::{CheckpointList, FinishAdvice, FoundInstead};
 
 /// What to do about the run in `dir`, which has checkpoints or not and no (sound) final model, by
 /// what it shows: its lock held, a non-finite loss or gradient norm in its log (resuming with the
@@ -53,14 +53,14 @@ pub(crate) fn checkpoint_list(checkpoints: &Path, steps: &[usize]) -> Checkpoint
 }
 
 /// What `dir`, given as a run but without `model.json`, is instead.
-pub(crate) fn not_a_run(dir: &Path) -> NotARun {
+pub(crate) fn found_instead(dir: &Path) -> FoundInstead {
     let dir_buf = dir.to_path_buf();
     if !dir.is_dir() {
-        NotARun::NotAFolder { dir: dir_buf }
+        FoundInstead::NotAFolder { dir: dir_buf }
     } else if let Some(run) = first_run_inside(dir) {
-        NotARun::HoldsRuns { dir: dir_buf, run }
+        FoundInstead::HoldsRuns { dir: dir_buf, run }
     } else {
-        NotARun::Other { dir: dir_buf }
+        FoundInstead::Other { dir: dir_buf }
     }
 }
 

@@ -42,7 +42,9 @@ mod run_model;
 mod state;
 mod tracking_file;
 
-pub use crate::load_problem::{CheckpointList, FinishAdvice, LoadProblem, ModelDirProblem, NotARun, TokenizerChoice};
+pub use crate::load_problem::{
+    CheckpointList, FinishAdvice, FoundInstead, LoadProblem, ModelDirProblem, TokenizerChoice,
+};
 pub use crate::run_dir_error::{ResumeAdvice, RunDirError, SettingChange};
 pub use checkpoint_files::{checkpoint_file, checkpoint_status, checkpoint_steps, epoch_named_files, CHECKPOINT_KINDS};
 pub use identity::RunIdentity;

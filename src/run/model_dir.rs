@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 
-use super::load_diagnosis::not_a_run;
+use super::load_diagnosis::found_instead;
 use super::model_info::{invalid_model_info, read_model_info, ModelInfoError};
 use super::run_model::load_run_model_as_saved;
 use crate::load_problem::{ModelDirProblem, TokenizerChoice};
@@ -167,7 +167,7 @@ pub fn read_model_dir_config(dir: impl AsRef<Path>) -> Result<LlamaConfig, Error
         ModelInfoError::Unreadable(e) => {
             // A missing model.json is the message itself; another failure (no permission) is said.
             let (kind, error) = (e.kind(), e.to_string());
-            refused(dir, ModelDirProblem::NeitherKind { kind, error, what: not_a_run(dir) })
+            refused(dir, ModelDirProblem::NeitherKind { kind, error, what: found_instead(dir) })
         }
         ModelInfoError::Invalid(e) => invalid_model_info(dir, &e),
     })?;

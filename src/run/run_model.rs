@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use serde::Serialize;
 
 use super::checkpoint_files::{checkpoint_file, checkpoint_steps};
-use super::load_diagnosis::{checkpoint_list, finish_advice, not_a_run as what_is_there};
+use super::load_diagnosis::{checkpoint_list, finish_advice, found_instead};
 use super::model_info::{invalid_model_info, model_info_edited, read_model_info, ModelInfoError, RunModelInfo};
 use super::{CHECKPOINTS, MODEL, MODEL_INFO, PREVIOUS_RUN, TRAIN_CONFIG};
 use crate::error::Error;
@@ -165,20 +165,17 @@ pub(crate) fn load_run_model_as_saved(
 /// Why the run in `dir` has no final model to load, if it has none (unfinished, or its model cut
 /// short), with how to finish it: for a program that reads only final models (`--init-from`).
 #[cfg(feature = "train")]
-pub(crate) fn missing_final_model(dir: &Path) -> Option<String> {
+pub(crate) fn missing_final_model(dir: &Path) -> Option<LoadProblem> {
     if let Some(problem) = unfinished_start(dir) {
-        return Some(format!("its final model is {problem}"));
+        return Some(problem);
     }
-    let has_checkpoints = !checkpoint_steps(&dir.join(CHECKPOINTS)).is_empty();
+    let checkpoints = dir.join(CHECKPOINTS);
+    let steps = checkpoint_steps(&checkpoints);
+    let (finish, checkpoints) = (finish_advice(dir, !steps.is_empty()), checkpoint_list(&checkpoints, &steps));
     match crate::io::verify_sum(&dir.join(MODEL)) {
         Ok(()) => None,
-        Err(SumError::Missing) => Some(format!(
-            "it has no final model: the training has not finished; {}",
-            finish_advice(dir, has_checkpoints)
-        )),
-        Err(problem) => {
-            Some(format!("its final model is incomplete ({problem}); {}", finish_advice(dir, has_checkpoints)))
-        }
+        Err(SumError::Missing) => Some(LoadProblem::NotFinished { finish, checkpoints }),
+        Err(problem) => Some(LoadProblem::Incomplete { problem, finish, checkpoints }),
     }
 }
 
@@ -202,8 +199,8 @@ fn unfinished_start(dir: &Path) -> Option<LoadProblem> {
 
 /// The problem of a directory whose `model.json` could not be read (`error`): not a run, with
 /// what it is instead.
-pub(super) fn not_a_run(dir: &Path, error: &std::io::Error) -> LoadProblem {
-    LoadProblem::NotARun { kind: error.kind(), error: error.to_string(), what: what_is_there(dir) }
+fn not_a_run(dir: &Path, error: &std::io::Error) -> LoadProblem {
+    LoadProblem::NotARun { kind: error.kind(), error: error.to_string(), what: found_instead(dir) }
 }
 
 /// The record layout of a checkpoint: burn-train saves the training wrapper, whose only

@@ -233,7 +233,7 @@ pub(super) fn prepare(config: &TrainConfig, resumed: bool, events: &Events) -> R
             if let Some(problem) =
                 source.join(crate::run::MODEL_INFO).is_file().then(|| crate::run::missing_final_model(source)).flatten()
             {
-                return Err(Error::run_dir(source, RunDirError::NoFinalModel { problem }));
+                return Err(Error::run_dir(source, RunDirError::NoFinalModel { problem: Box::new(problem) }));
             }
             let loaded = load_model_dir(source, None, &devices[0].clone().autodiff())?;
             // Its weights come in the run's float type, whatever the source's: `--precision` holds.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// What a directory given as a run, but without `model.json`, is instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum NotARun {
+pub enum FoundInstead {
     /// No folder at all.
     NotAFolder {
         /// The path given.
@@ -26,7 +26,7 @@ pub enum NotARun {
     },
 }
 
-impl std::fmt::Display for NotARun {
+impl std::fmt::Display for FoundInstead {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::NotAFolder { dir } => write!(f, "{} is not a folder", dir.display()),
