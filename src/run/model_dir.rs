@@ -113,10 +113,7 @@ pub fn require_hf_dir(dir: &Path) -> Result<PathBuf, Error> {
     if is_hf_dir(&resolved) {
         return Ok(resolved);
     }
-    Err(Error::ModelDir {
-        dir: dir.to_path_buf(),
-        problem: ModelDirProblem::NotHfDir { hides: hidden_cached_model(dir) },
-    })
+    Err(refused(dir, ModelDirProblem::NotHfDir { hides: hidden_cached_model(dir) }))
 }
 
 /// The model of the Hugging Face cache (`org/name`) that the local folder `dir` hides by its name

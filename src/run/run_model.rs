@@ -100,7 +100,8 @@ pub(crate) fn load_run_model_as_saved(
             model.is_file() && crate::io::sum_path(&model).is_file()
         })
         .collect();
-    let listed = checkpoint_list(&checkpoints, &steps);
+    // Listed only for an error (it reads the checkpoint folder again where none is named by step).
+    let listed = || checkpoint_list(&checkpoints, &steps);
     let path = match step {
         None => dir.join(MODEL),
         Some(step) => checkpoint_file(&checkpoints, "model", step),
@@ -112,16 +113,16 @@ pub(crate) fn load_run_model_as_saved(
     };
     let problem = match (crate::io::verify_sum(&path), step) {
         (Ok(()), _) => None,
-        (Err(SumError::Missing), None) => Some(LoadProblem::NotFinished { finish: finish(), checkpoints: listed }),
-        (Err(SumError::Missing), Some(step)) if steps.contains(&step) => Some(removed(None, Some(listed))),
-        (Err(SumError::Missing), Some(step)) => Some(LoadProblem::NoCheckpoint { step, checkpoints: listed }),
-        (Err(problem), None) => Some(LoadProblem::Incomplete { problem, finish: finish(), checkpoints: listed }),
+        (Err(SumError::Missing), None) => Some(LoadProblem::NotFinished { finish: finish(), checkpoints: listed() }),
+        (Err(SumError::Missing), Some(step)) if steps.contains(&step) => Some(removed(None, Some(listed()))),
+        (Err(SumError::Missing), Some(step)) => Some(LoadProblem::NoCheckpoint { step, checkpoints: listed() }),
+        (Err(problem), None) => Some(LoadProblem::Incomplete { problem, finish: finish(), checkpoints: listed() }),
         // The training holding this run, where a checkpoint has no checksum yet.
         (Err(SumError::NoSum), Some(_)) => match super::training_in(dir) {
-            Some(pid) => Some(LoadProblem::BeingWritten { run: dir.to_path_buf(), pid, checkpoints: listed }),
-            None => Some(LoadProblem::DamagedCheckpoint { problem: SumError::NoSum, checkpoints: listed }),
+            Some(pid) => Some(LoadProblem::BeingWritten { run: dir.to_path_buf(), pid, checkpoints: listed() }),
+            None => Some(LoadProblem::DamagedCheckpoint { problem: SumError::NoSum, checkpoints: listed() }),
         },
-        (Err(problem), Some(_)) => Some(LoadProblem::DamagedCheckpoint { problem, checkpoints: listed }),
+        (Err(problem), Some(_)) => Some(LoadProblem::DamagedCheckpoint { problem, checkpoints: listed() }),
     };
     if let Some(problem) = problem {
         return Err(refused(&path, problem));
@@ -169,14 +170,15 @@ pub(crate) fn missing_final_model(dir: &Path) -> Option<LoadProblem> {
     if let Some(problem) = unfinished_start(dir) {
         return Some(problem);
     }
+    let problem = crate::io::verify_sum(&dir.join(MODEL)).err()?;
+    // What to do, read from the run's lock and log: only for a final model that is not sound.
     let checkpoints = dir.join(CHECKPOINTS);
     let steps = checkpoint_steps(&checkpoints);
     let (finish, checkpoints) = (finish_advice(dir, !steps.is_empty()), checkpoint_list(&checkpoints, &steps));
-    match crate::io::verify_sum(&dir.join(MODEL)) {
-        Ok(()) => None,
-        Err(SumError::Missing) => Some(LoadProblem::NotFinished { finish, checkpoints }),
-        Err(problem) => Some(LoadProblem::Incomplete { problem, finish, checkpoints }),
-    }
+    Some(match problem {
+        SumError::Missing => LoadProblem::NotFinished { finish, checkpoints },
+        problem => LoadProblem::Incomplete { problem, finish, checkpoints },
+    })
 }
 
 /// Why a run directory without a final model has none when a training was replacing or starting
