@@ -9,7 +9,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{cpu, example, hf_fixture as fixture};
+use common::{assert_refused, cpu, example, hf_fixture as fixture};
 use layernorm_scaling::analysis::{report_labels, ReportModel};
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, hf_config_json, read_hf_config, HfError};
@@ -29,16 +29,6 @@ fn with_closed_stdout(command: &mut Command) -> Output {
     let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     drop(child.stdout.take());
     child.wait_with_output().unwrap()
-}
-
-/// Asserts that `output` is a refusal: exit code 1, no panic, and each of `parts` in the message.
-fn assert_refused(output: &Output, parts: &[&str], what: &str) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{what}: {stderr}");
-    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
-    for part in parts {
-        assert!(stderr.contains(part), "{what}: {part:?} missing from: {stderr}");
-    }
 }
 
 /// Asserts that `output` is a success without a panic.

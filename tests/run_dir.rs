@@ -26,10 +26,7 @@ fn refused_untouched(config: &TrainConfig, is: impl Fn(&RunDirError) -> bool) {
 /// Asserts that a run of the train example failed cleanly (exit code 1, no panic) and reported
 /// `expected`, the library's own error for the case, as it words it.
 fn assert_reports(output: &Output, expected: &Error) {
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(stderr.contains(&expected.to_string()), "{stderr} should report {expected:?}");
+    common::assert_refused(output, &[&expected.to_string()], &format!("{expected:?}"));
 }
 
 /// The library's refusal of a resume of the finished 10-step run in `out`.

@@ -380,3 +380,14 @@ pub fn load_problem(
         other => panic!("expected a refused model file, got {:?}", other.map(|(_, info)| info)),
     }
 }
+
+/// Asserts that a program's `output` is a refusal: exit code 1, no panic, and each of `parts` in
+/// its standard error; `what` names the run in a failure.
+pub fn assert_refused(output: &std::process::Output, parts: &[&str], what: &str) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{what}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    for part in parts {
+        assert!(stderr.contains(part), "{what}: {part:?} missing from: {stderr}");
+    }
+}
