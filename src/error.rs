@@ -78,6 +78,11 @@ pub enum Error {
         /// What is wrong, and what to do.
         error: crate::run_dir_error::RunDirError,
     },
+    /// A sweep whose axes clash with its shared settings, or whose directory holds something else
+    /// than this sweep.
+    #[cfg(feature = "train")]
+    #[error(transparent)]
+    Sweep(#[from] crate::sweep_error::SweepError),
     /// A model whose weights hold NaN or infinite values.
     #[error("the weight `{parameter}` holds NaN or infinite values: {advice}")]
     NonFinite {

@@ -113,6 +113,8 @@ pub mod norm;
 pub mod run;
 mod run_dir_error;
 mod seed;
+#[cfg(feature = "train")]
+mod sweep_error;
 #[cfg(feature = "tensorboard")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tensorboard")))]
 pub mod tensorboard;

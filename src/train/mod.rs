@@ -39,6 +39,7 @@ mod tracking;
 mod training;
 
 pub use crate::run::RunDir;
+pub use crate::sweep_error::SweepError;
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
 pub use budget::DataBudget;
 pub use clip::{

@@ -26,6 +26,7 @@ use crate::error::Error;
 use crate::io::write_atomically;
 use crate::run::take_lock;
 use crate::run::{load_run_model, read_metrics, RunState};
+use crate::sweep_error::SweepError;
 
 /// What a sweep does with a pair that has no recorded outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,9 +85,10 @@ impl Sweep {
     pub fn run(&self, mut progress: impl FnMut(SweepEvent) + Send) -> Result<SweepRecord, Error> {
         let out = &self.config.output.out;
         self.check()?;
-        std::fs::create_dir_all(out).map_err(|e| Error::file(out, e))?;
+        let dir = || out.clone();
+        std::fs::create_dir_all(out).map_err(|source| SweepError::Io { dir: dir(), doing: "create it", source })?;
         // One sweep at a time in a directory; the outcomes are read again under the lock.
-        let _lock = take_lock(out).map_err(|e| Error::file(out, e))?;
+        let _lock = take_lock(out).map_err(|refused| SweepError::Locked { dir: dir(), refused })?;
         let Checked { outcomes, data, under_way } = self.checked()?;
         let mut record = SweepRecord {
             config: self.config.clone(),
@@ -161,10 +163,10 @@ impl Sweep {
     }
 
     fn write_record(&self, record: &SweepRecord) -> Result<(), Error> {
-        let path = self.config.output.out.join(SWEEP_FILE);
-        let json =
-            serde_json::to_string_pretty(record).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))?;
-        write_atomically(&path, json.as_bytes()).map_err(|e| Error::file(&path, format!("cannot write it: {e}")))
+        let out = &self.config.output.out;
+        let failed = |source| SweepError::Io { dir: out.clone(), doing: "write sweep.json", source };
+        let json = serde_json::to_string_pretty(record).map_err(|e| failed(std::io::Error::other(e)))?;
+        Ok(write_atomically(&out.join(SWEEP_FILE), json.as_bytes()).map_err(failed)?)
     }
 }
 

@@ -14,6 +14,7 @@ use crate::data::{corpus_fingerprint, CorpusSource, Tokenizer};
 use crate::norm::InitScheme;
 use crate::run::{has_settings, LOCK_FILE, TRAIN_CONFIG};
 use crate::run_dir_error::{RunDirError, SettingChange};
+use crate::sweep_error::SweepError;
 use crate::{config_error::ConfigError, error::Error};
 
 impl Sweep {
@@ -30,11 +31,7 @@ impl Sweep {
     /// the sweep under way in the directory, if one is.
     pub(super) fn checked(&self) -> Result<Checked, Error> {
         if let Some(norm) = &self.config.model.norm {
-            return Err(ConfigError::Conflict(format!(
-                "--norm {norm} does not apply to a sweep: list the schemes with --schemes (a config file's `norm` is \
-                 replaced by them)"
-            ))
-            .into());
+            return Err(SweepError::NormGiven { norm: norm.clone() }.into());
         }
         self.check_axes()?;
         let mut models = Vec::new();
@@ -64,44 +61,25 @@ impl Sweep {
             }
         };
         let out = &self.config.output.out;
+        let dir = || out.clone();
         let record_path = out.join(SWEEP_FILE);
         if record_path.exists() {
-            let unreadable = |e: String| {
-                Error::file(
-                    &record_path,
-                    format!(
-                        "{e}: the sweep's record is damaged; restore it, or move {} away and start a new sweep \
-                         (its runs stay readable by `analyze`)",
-                        out.display()
-                    ),
-                )
-            };
-            let text = std::fs::read_to_string(&record_path).map_err(|e| unreadable(e.to_string()))?;
+            let damaged = |reason: String| SweepError::RecordDamaged { dir: dir(), reason };
+            let text = std::fs::read_to_string(&record_path).map_err(|e| damaged(e.to_string()))?;
             let record: SweepRecord =
-                serde_json::from_str(&text).map_err(|e| unreadable(format!("not a sweep record: {e}")))?;
-            let changed = sweep_changes(&shared(&record.config), &shared(&self.config));
+                serde_json::from_str(&text).map_err(|e| damaged(format!("not a sweep record: {e}")))?;
+            let changes = sweep_changes(&shared(&record.config), &shared(&self.config));
             let recorded = Sweep { config: self.config.clone(), ..record.sweep() };
             let started = !record.outcomes.is_empty() || recorded.pairs().iter().any(|pair| has_settings(&pair.dir));
             if started && record.depths.is_empty() != self.depths.is_empty() {
-                return Err(Error::file(out, depth_axis_change(&record.depths, &self.depths)));
+                let (recorded, given) = (record.depths.clone(), self.depths.clone());
+                return Err(SweepError::DepthAxisChanged { dir: dir(), recorded, given }.into());
             }
-            if !changed.is_empty() && started {
-                return Err(Error::file(
-                    out,
-                    format!(
-                        "holds a sweep with other training settings ({}); keep them, or give a new --out for a \
-                         new sweep",
-                        changed.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-                    ),
-                ));
+            if !changes.is_empty() && started {
+                return Err(SweepError::OtherSettings { dir: dir(), changes }.into());
             }
             if started && record.data.is_some() && record.data != data {
-                return Err(Error::file(
-                    out,
-                    "holds a sweep trained on other data: the content of the --data files (or of the tokenizer) \
-                     changed since it began, so new pairs would not be comparable with those done; restore the \
-                     data, or give a new --out for a new sweep",
-                ));
+                return Err(SweepError::OtherData { dir: dir() }.into());
             }
             let mut outcomes = record.outcomes.clone();
             outcomes.retain(|key, _| out.join(key).is_dir());
@@ -114,13 +92,10 @@ impl Sweep {
                 name == LOCK_FILE || name.starts_with(&format!(".{SWEEP_FILE}.tmp"))
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-            Err(e) => return Err(Error::file(out, e)),
+            Err(source) => return Err(SweepError::Io { dir: dir(), doing: "list it", source }.into()),
         };
         if !empty {
-            return Err(Error::file(
-                out,
-                format!("is not empty and holds no {SWEEP_FILE}: not a sweep directory; give a new or empty --out"),
-            ));
+            return Err(SweepError::NotASweep { dir: dir() }.into());
         }
         Ok(Checked { outcomes: BTreeMap::new(), data, under_way: None })
     }
@@ -140,64 +115,33 @@ impl Sweep {
     /// An error when an axis clashes with the shared settings: the config's own `init` or `layers`
     /// beside an init or depth axis, a depth axis on the fixed depth of `init_from`, or an init
     /// axis with a scheme that sets its own init.
-    pub(super) fn check_axes(&self) -> Result<(), ConfigError> {
-        let listed = |values: Vec<String>| values.join(",");
+    pub(super) fn check_axes(&self) -> Result<(), SweepError> {
         if !self.inits.is_empty() {
             // The model file's own init (a `model` JSON with `init`), unless the config sets one.
             let model_init = || model_config(&self.config).ok().and_then(|model| model.init);
             let set = match self.config.model.init {
-                Some(init) => Some(("the config's", init)),
-                None => model_init().map(|init| ("the model file's", init)),
+                Some(init) => Some((init, false)),
+                None => model_init().map(|init| (init, true)),
             };
-            if let Some((whose, init)) = set {
-                return Err(ConfigError::Conflict(format!(
-                    "{whose} init `{init}` and --inits {} both set the init; give one of them",
-                    listed(self.inits.iter().map(|i| i.to_string()).collect())
-                )));
+            if let Some((init, in_model_file)) = set {
+                return Err(SweepError::InitTwice { init, in_model_file, inits: self.inits.clone() });
             }
             let other = self.inits.iter().find(|&&init| init != InitScheme::Normal);
-            if let (Some(init), Some(scheme)) = (other, self.schemes.iter().find(|scheme| scheme.sets_init())) {
-                return Err(ConfigError::Conflict(format!(
-                    "the scheme `{scheme}` sets its own init and takes no other, but --inits has `{init}`: drop \
-                     `{scheme}` from --schemes, or keep --inits to normal"
-                )));
+            if let (Some(&init), Some(scheme)) = (other, self.schemes.iter().find(|scheme| scheme.sets_init())) {
+                return Err(SweepError::SchemeSetsInit { scheme: scheme.clone(), init });
             }
         }
         if self.depths.is_empty() {
             return Ok(());
         }
-        let depths = listed(self.depths.iter().map(|d| d.to_string()).collect());
+        let depths = self.depths.clone();
         if let Some(layers) = self.config.model.layers {
-            return Err(ConfigError::Conflict(format!(
-                "the config's `layers = {layers}` and the depth axis --layers {depths} both set the depth; give one"
-            )));
+            return Err(SweepError::DepthTwice { layers, depths });
         }
-        if let Some(source) = &self.config.model.init_from {
-            return Err(ConfigError::Conflict(format!(
-                "a depth axis (--layers {depths}) cannot apply to `init_from` ({}): its model's depth is fixed; drop \
-                 --layers or --init-from",
-                source.display()
-            )));
+        if let Some(init_from) = self.config.model.init_from.clone() {
+            return Err(SweepError::DepthOfInitFrom { depths, init_from });
         }
         Ok(())
-    }
-}
-
-/// Why a sweep with a depth axis (`recorded`, or `given`) cannot go on in the directory of one
-/// without (the other, empty), and what to do.
-fn depth_axis_change(recorded: &[usize], given: &[usize]) -> String {
-    let list = |depths: &[usize]| depths.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-    if given.is_empty() {
-        format!(
-            "holds a depth sweep (--layers {}): give --layers with a list of two or more depths to go on with it \
-             (one depth is every run's fixed depth, not the axis), or a new --out",
-            list(recorded)
-        )
-    } else {
-        format!(
-            "holds a sweep without a depth axis (every run at one depth): a depth axis (--layers {}) needs a new --out",
-            list(given)
-        )
     }
 }
 
