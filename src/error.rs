@@ -96,16 +96,14 @@ pub enum Error {
     #[error("{}", record_message(.0))]
     Record(#[from] burn::store::RecordError),
     /// The loss or gradients became non-finite; the message names the checkpoint kept.
-    #[error("training stopped: {}", diverged_message(.reason, .checkpoint, *.lr, *.before_any_update))]
+    #[error("training stopped: {}", diverged_message(.reason, .checkpoint, *.lr))]
     Diverged {
-        /// What became non-finite, and at which step.
-        reason: String,
+        /// What became non-finite, at which step, and whether before any update.
+        reason: crate::divergence::Divergence,
         /// The newest checkpoint kept (all have finite weights): its step and the checkpoint folder.
         checkpoint: Option<(usize, PathBuf)>,
         /// The learning rate it diverged with.
         lr: f64,
-        /// Whether it diverged before its first update.
-        before_any_update: bool,
     },
     /// burn-train failed.
     #[error("training failed: {0}")]
@@ -132,10 +130,9 @@ impl Error {
 /// What stopped a diverged run, and what to do: resume from the checkpoint kept with a lower
 /// learning rate, or start again.
 pub(crate) fn diverged_message(
-    reason: &str,
+    reason: &crate::divergence::Divergence,
     checkpoint: &Option<(usize, PathBuf)>,
     lr: f64,
-    before_any_update: bool,
 ) -> String {
     let kept = match checkpoint {
         Some((step, dir)) => format!(
@@ -143,7 +140,7 @@ pub(crate) fn diverged_message(
              a learning rate well below {lr:e} (--resume --lr ...) or with --clip-grad-norm 1",
             dir.display()
         ),
-        None if before_any_update => "no checkpoint was written".into(),
+        None if reason.before_any_update => "no checkpoint was written".into(),
         None => "no checkpoint was written before it diverged; start again with a lower --lr".into(),
     };
     format!("{reason}; {kept}")
@@ -182,12 +179,19 @@ mod tests {
 
     #[test]
     fn a_diverged_run_is_told_where_to_resume_or_to_start_again() {
+        use crate::divergence::{DivergedValue, Divergence};
+        let at = |step, before_any_update| Divergence {
+            step,
+            value: DivergedValue::TrainLoss(f64::NAN),
+            before_any_update,
+            in_f16: false,
+        };
         let kept = Some((20, PathBuf::from("run/checkpoint")));
-        let resume = diverged_message("the loss is NaN at step 23", &kept, 3e-3, false);
-        assert!(resume.starts_with("the loss is NaN at step 23; "), "{resume}");
+        let resume = diverged_message(&at(23, false), &kept, 3e-3);
+        assert!(resume.starts_with(&format!("{}; ", at(23, false))), "{resume}");
         assert!(resume.contains("at step 20 (run/checkpoint)") && resume.contains("below 3e-3 (--resume --lr"));
-        assert_eq!(diverged_message("x", &None, 3e-3, true), "x; no checkpoint was written");
-        let again = diverged_message("x", &None, 3e-3, false);
+        assert_eq!(diverged_message(&at(1, true), &None, 3e-3), format!("{}; no checkpoint was written", at(1, true)));
+        let again = diverged_message(&at(23, false), &None, 3e-3);
         assert!(again.ends_with("start again with a lower --lr") && !again.contains("--resume"), "{again}");
     }
 }

@@ -94,6 +94,7 @@ pub mod console;
 #[cfg_attr(docsrs, doc(cfg(feature = "data")))]
 pub mod data;
 pub mod device;
+mod divergence;
 mod error;
 pub mod fused;
 #[cfg(feature = "hf")]

@@ -34,6 +34,7 @@ use super::strategy::RunCheckpointing;
 use super::tensorboard_logger::TensorBoardLogger;
 use super::tracking::Tracker;
 use crate::data::LmBatcher;
+use crate::divergence::Divergence;
 use crate::error::Error;
 use crate::model::Llama;
 use crate::run::{read_metrics, write_metrics_csv, RunDir, METRICS, TENSORBOARD, TRACKING};
@@ -276,7 +277,7 @@ fn outcome(
         monitor.read_log(rows);
     }
     if let Some(reason) = monitor.divergence() {
-        return Err(diverged(config, dir, reason, monitor.diverged_before_any_update()));
+        return Err(diverged(config, dir, reason));
     }
     if let Some(error) = result.error {
         return Err(Error::Training(error.to_string()));
@@ -321,9 +322,9 @@ fn initial_model(prepared: &mut Prepared, device: &Device) -> Result<Llama, Erro
 }
 
 /// The error of a run stopped for a non-finite value, naming the checkpoint it can resume from.
-fn diverged(config: &TrainConfig, dir: &RunDir, reason: String, before_any_update: bool) -> Error {
+fn diverged(config: &TrainConfig, dir: &RunDir, reason: Divergence) -> Error {
     let checkpoint = dir.checkpoints().0.last().map(|&step| (step, dir.checkpoint_dir()));
-    Error::Diverged { reason, checkpoint, lr: config.optim.lr, before_any_update }
+    Error::Diverged { reason, checkpoint, lr: config.optim.lr }
 }
 
 /// The run's TensorBoard events (`tensorboard/` in `out`), started from its history up to

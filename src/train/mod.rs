@@ -38,6 +38,7 @@ mod tensorboard_logger;
 mod tracking;
 mod training;
 
+pub use crate::divergence::{DivergedValue, Divergence};
 pub use crate::run::RunDir;
 pub use crate::sweep_error::SweepError;
 pub use bench::{benchmark_step, compute_threads, cpu_model, StepBenchmark};
@@ -62,6 +63,7 @@ pub use optimizer::{no_decay_paths, optimizer};
 pub use prepare::{check_seq_len, model_config, validation_data};
 pub use renderer::PlainRenderer;
 pub use resume::Start;
+pub use run_verdict::{RunCaution, RunFailure, LEARNED_AT_LEAST, VANISHED_GRADIENT};
 pub use schedule::{WarmupCosine, WarmupCosineConfig, WarmupCosineState};
 pub use settings::{
     CheckpointSettings, DataSettings, EvalSettings, ModelSettings, OptimSettings, OptimizerKind, OutputSettings,

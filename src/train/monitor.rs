@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use burn::train::Interrupter;
 
 use super::events::{Events, TrainEvent};
+use crate::divergence::{DivergedValue, Divergence};
 use crate::run::MetricRow;
 
 /// What a run's parts report to, shared by all of them (burn-train calls them from its threads).
@@ -23,10 +24,8 @@ pub struct RunMonitor {
 
 #[derive(Default)]
 pub(super) struct State {
-    /// Why the run diverged: the first reason reported.
-    pub(super) divergence: Option<String>,
-    /// Whether that was at the first step of a new run, before any update.
-    pub(super) diverged_before_any_update: bool,
+    /// Why the run diverged: the first divergence reported.
+    pub(super) divergence: Option<Divergence>,
     /// Stopped when the run diverges.
     pub(super) interrupter: Option<Interrupter>,
     /// The run's first training loss (a resumed run's, from its log).
@@ -64,19 +63,6 @@ impl std::fmt::Debug for RunMonitor {
     }
 }
 
-/// The advice every divergence ends with.
-const ADVICE: &str = "the loss diverged (try a lower --lr or --clip-grad-norm)";
-
-/// Added to a divergence's advice in an `f16-mixed` run.
-const F16_ADVICE: &str = "; in f16-mixed an activation or gradient past f16's range (65504) does this too: \
-     --precision bf16-mixed has f32's range";
-
-/// What a non-finite value at step 1 of a new run is: no update has been applied, so the
-/// learning rate cannot be the cause.
-const BEFORE_ANY_UPDATE: &str = "at the first step, before any update, so the learning rate is not the \
-     cause: the initial weights give it (check the model file's init_std, embed_init_std and norm_eps, or the \
-     weights of --init-from)";
-
 impl RunMonitor {
     /// A monitor sending the run's events to `events`.
     pub fn new(events: Events) -> Arc<Self> {
@@ -105,26 +91,23 @@ impl RunMonitor {
     /// Stops `interrupter`'s run when it diverges (at once when it already has).
     pub fn stop_on_divergence(&self, interrupter: Interrupter) {
         let mut state = self.state();
-        if let Some(reason) = &state.divergence {
-            interrupter.stop(Some(reason));
+        if let Some(divergence) = &state.divergence {
+            interrupter.stop(Some(&divergence.to_string()));
         }
         state.interrupter = Some(interrupter);
     }
 
-    /// Marks the run diverged at optimiser step `step` for `what` (the first divergence is kept,
-    /// with its advice) and stops it.
-    fn diverge(&self, step: usize, what: String) {
+    /// Marks the run diverged at optimiser step `step` for `value` (the first divergence is kept)
+    /// and stops it.
+    fn diverge(&self, step: usize, value: DivergedValue) {
         let mut state = self.state();
         if state.divergence.is_none() {
             let before_any_update = step == 1 && state.started_at == 0;
-            let advice = if before_any_update { BEFORE_ANY_UPDATE } else { ADVICE };
-            let range = if state.f16 { F16_ADVICE } else { "" };
-            let reason = format!("{what}: {advice}{range}");
+            let divergence = Divergence { step, value, before_any_update, in_f16: state.f16 };
             if let Some(interrupter) = &state.interrupter {
-                interrupter.stop(Some(&reason));
+                interrupter.stop(Some(&divergence.to_string()));
             }
-            state.divergence = Some(reason);
-            state.diverged_before_any_update = before_any_update;
+            state.divergence = Some(divergence);
         }
     }
 
@@ -143,7 +126,7 @@ impl RunMonitor {
             state.recent_losses.push_back(loss);
         }
         if !loss.is_finite() {
-            self.diverge(step, format!("the training loss is {loss} at step {step}"));
+            self.diverge(step, DivergedValue::TrainLoss(loss));
         }
     }
 
@@ -209,7 +192,7 @@ impl RunMonitor {
         if grad_norm.is_finite() {
             self.grad_norm(grad_norm);
         } else {
-            self.diverge(step, format!("the gradient norm is {grad_norm} at step {step}"));
+            self.diverge(step, DivergedValue::GradNorm(grad_norm));
         }
     }
 
@@ -266,14 +249,8 @@ impl RunMonitor {
     }
 
     /// Why the run diverged, if it did.
-    pub fn divergence(&self) -> Option<String> {
+    pub fn divergence(&self) -> Option<Divergence> {
         self.state().divergence.clone()
-    }
-
-    /// Whether the run diverged at the first step of a new run, before any update: its initial
-    /// weights, not its learning rate, gave the non-finite value.
-    pub fn diverged_before_any_update(&self) -> bool {
-        self.state().diverged_before_any_update
     }
 
     /// Records that the metric log failed (reported once, as a warning).
@@ -315,7 +292,7 @@ mod tests {
             monitor.train_loss(2, f64::NAN, true);
         }
         let (f32_reason, f16_reason) = (f32_run.divergence().unwrap(), f16_run.divergence().unwrap());
-        assert!(!f32_reason.contains("f16") && f16_reason.contains("bf16-mixed has f32's range"), "{f16_reason}");
+        assert!(!f32_reason.in_f16 && f16_reason.in_f16, "{f16_reason:?}");
         assert_eq!(f16_run.state().steps, 2, "the skipped step and the applied one");
     }
 
@@ -331,7 +308,13 @@ mod tests {
         assert!(!monitor.may_apply(1.0));
         assert!(!monitor.may_apply(f64::NAN));
         assert!(!monitor.may_checkpoint(Some(2.0)));
-        assert_eq!(monitor.divergence().unwrap(), format!("the training loss is inf at step 2: {ADVICE}"));
+        let expected = Divergence {
+            step: 2,
+            value: DivergedValue::TrainLoss(f64::INFINITY),
+            before_any_update: false,
+            in_f16: false,
+        };
+        assert_eq!(monitor.divergence(), Some(expected));
         assert_eq!(monitor.train_losses().len(), 2);
     }
 
@@ -341,14 +324,15 @@ mod tests {
         assert!(!monitor.may_apply(f64::NAN));
         // At step 1 no update was applied: the learning rate is not blamed.
         let first = monitor.divergence().unwrap();
-        assert!(first.starts_with("the gradient norm is NaN at step 1: ") && first.contains("init_std"), "{first}");
-        assert!(!first.contains("--lr"), "{first}");
+        assert!(first.step == 1 && first.before_any_update && first.value.value().is_nan(), "{first:?}");
+        assert!(matches!(first.value, DivergedValue::GradNorm(_)), "{first:?}");
         let resumed = RunMonitor::default();
         resumed.start_at(40);
         assert!(resumed.may_apply(1.0));
         assert!(!resumed.may_apply(f64::INFINITY));
         let later = resumed.divergence().unwrap();
-        assert!(later.starts_with("the gradient norm is inf at step 42: ") && later.contains("--lr"), "{later}");
+        let expected = DivergedValue::GradNorm(f64::INFINITY);
+        assert!(later.step == 42 && later.value == expected && !later.before_any_update, "{later:?}");
     }
 
     #[test]

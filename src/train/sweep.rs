@@ -18,6 +18,7 @@ use super::events::TrainEvent;
 use super::monitor::RunMonitor;
 use super::prepare::validation_data;
 use super::resume::Start;
+use super::run_verdict::RunFailure;
 use super::sweep_directory::Checked;
 use super::sweep_plan::{PairOutcome, Sweep, SweepPair, SweepRecord, SWEEP_FILE};
 use super::training::{train, validation_loss};
@@ -136,10 +137,10 @@ impl Sweep {
             };
             let outcome = match measured {
                 Ok((valid_loss, None)) => PairOutcome::Finished { valid_loss },
-                Ok((_, Some(reason))) => PairOutcome::Diverged { reason },
-                Err(Error::Diverged { reason, checkpoint, lr, before_any_update }) => PairOutcome::Diverged {
-                    reason: crate::error::diverged_message(&reason, &checkpoint, lr, before_any_update),
-                },
+                Ok((_, Some(failure))) => PairOutcome::Diverged { reason: failure.to_string() },
+                Err(Error::Diverged { reason, checkpoint, lr }) => {
+                    PairOutcome::Diverged { reason: crate::error::diverged_message(&reason, &checkpoint, lr) }
+                }
                 Err(Error::NonFinite { parameter, advice }) => {
                     PairOutcome::Diverged { reason: format!("{parameter} is not finite: {advice}") }
                 }
@@ -172,7 +173,10 @@ impl Sweep {
 
 /// The final validation loss of the finished run in `config.output.out`, measured as training measures
 /// it, and the run's verdict on it (judged with the training losses of its log).
-fn measure_finished(config: &TrainConfig, mut report: impl FnMut(TrainEvent)) -> Result<(f64, Option<String>), Error> {
+fn measure_finished(
+    config: &TrainConfig,
+    mut report: impl FnMut(TrainEvent),
+) -> Result<(f64, Option<RunFailure>), Error> {
     let mut devices = crate::device::parse_devices(&config.device)?;
     // In the float type the run trained in (a pure-bf16 run's is bf16), as its training measured it.
     for device in &mut devices {

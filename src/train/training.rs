@@ -12,6 +12,7 @@ use super::fit::{fit, Fitted};
 use super::monitor::RunMonitor;
 use super::prepare::{prepare, Prepared};
 use super::resume::{check_start, starting_point, Start, StartingPoint};
+use super::run_verdict::RunFailure;
 use crate::data::{CacheProblem, DataError, SequenceDataset, Tokenizer};
 use crate::model::Llama;
 use crate::run::{checkpoint_status, load_run_model, save_run_model, ReplacedRun, RunDir, CHECKPOINTS, PREVIOUS_RUN};
@@ -33,7 +34,7 @@ pub struct TrainReport {
     /// validation loss, or a collapse (the gradient norm vanished while the loss did not fall;
     /// [`RunMonitor::verdict`](super::RunMonitor::verdict)). A run that diverged while training is
     /// an error instead; one that is only short, or validated on other data, is warned about.
-    pub verdict: Option<String>,
+    pub verdict: Option<RunFailure>,
     /// Training loss of every micro-batch, in order (this process's steps only when resumed).
     pub train_losses: Vec<f64>,
     /// Optimiser steps this call trained (fewer than the run's when resumed).
@@ -253,7 +254,7 @@ fn finish(
     save_run_model(&config.output.out, &model, &prepared.model_info(config, config.optim.steps))?;
     let valid_loss = validation_loss(config, &model, &prepared.valid, prepared.devices.len())?;
     if let Some(caution) = monitor.caution(valid_loss) {
-        monitor.warn(caution);
+        monitor.warn(caution.to_string());
     }
     Ok(TrainReport {
         model,
