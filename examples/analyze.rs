@@ -82,7 +82,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::console::reuse_freed_memory();
+    layernorm_scaling::cli::console::reuse_freed_memory();
     let matches = cli::matches(cli::augment(Args::command(), &AnalysisOptions::default()));
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let options = cli::overridden(AnalysisOptions::default(), &matches).unwrap_or_else(|e| e.exit());
@@ -94,7 +94,7 @@ fn main() -> ExitCode {
     order.extend(position("hf_dir").into_iter().enumerate().map(|(i, at)| (at, true, i)));
     order.sort_unstable();
     let order: Vec<(bool, usize)> = order.into_iter().map(|(_, hf, i)| (hf, i)).collect();
-    layernorm_scaling::console::exit_code(run(request(args, options, &order)))
+    layernorm_scaling::cli::console::exit_code(run(request(args, options, &order)))
 }
 
 /// What the analysis says, on stderr: its warnings and notes, each model's title, and bars

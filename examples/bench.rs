@@ -66,7 +66,7 @@ struct Args {
 const RECORD: &str = "bench-record: ";
 
 fn main() -> ExitCode {
-    layernorm_scaling::console::reuse_freed_memory();
+    layernorm_scaling::cli::console::reuse_freed_memory();
     let command = cli::augment(Args::command(), &TrainConfig::default());
     let options: Vec<String> = command.get_arguments().map(|arg| arg.get_id().to_string()).collect();
     let matches = cli::matches(command);
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
              without --records",
             measuring.join(", ")
         ));
-        return layernorm_scaling::console::exit_code(Err(Error::from(error)));
+        return layernorm_scaling::cli::console::exit_code(Err(Error::from(error)));
     }
     // Train's options that choose data, the schedule or the run's outputs: a step timed on random
     // tokens of the model's shape uses none of them, and taking them silently says otherwise.
@@ -99,12 +99,12 @@ fn main() -> ExitCode {
              them (the model, batch, sequence length, precision, optimiser and device options apply)",
             unused.join(", ")
         ));
-        return layernorm_scaling::console::exit_code(Err(Error::from(error)));
+        return layernorm_scaling::cli::console::exit_code(Err(Error::from(error)));
     }
     // The printed table is the bench's result (--json is optional): a table lost is a failure.
     let result = run(&args, &config, given("device"), given("bf16") || given("precision"))
-        .and_then(|()| layernorm_scaling::console::output_written());
-    layernorm_scaling::console::exit_code(result)
+        .and_then(|()| layernorm_scaling::cli::console::output_written());
+    layernorm_scaling::cli::console::exit_code(result)
 }
 
 /// The options of `train` (ids) that a timed step does not use.

@@ -14,7 +14,7 @@ use std::time::Instant;
 use burn::tensor::{Device, Distribution, Int, Tensor};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use layernorm_scaling::analysis::variance_chart;
-use layernorm_scaling::console::write_result;
+use layernorm_scaling::cli::console::write_result;
 use layernorm_scaling::measure::token_variance;
 use layernorm_scaling::{cli, errln, outln, parse_device, ConfigError, Error, LlamaConfig, NormScheme};
 
@@ -50,9 +50,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::console::reuse_freed_memory();
+    layernorm_scaling::cli::console::reuse_freed_memory();
     let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::console::exit_code(run(args))
+    layernorm_scaling::cli::console::exit_code(run(args))
 }
 
 fn run(args: Args) -> Result<(), Error> {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use layernorm_scaling::console::write_result;
+use layernorm_scaling::cli::console::write_result;
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::run::{load_model_dir, require_hf_dir};
 use layernorm_scaling::{cli, parse_device, ConfigError, Error};
@@ -47,11 +47,11 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::console::reuse_freed_memory();
+    layernorm_scaling::cli::console::reuse_freed_memory();
     let matches = cli::matches(cli::augment(Args::command(), &SamplingConfig::default()));
     let args = Args::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let sampling = cli::overridden(SamplingConfig::default(), &matches).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::console::exit_code(run(&args, &sampling))
+    layernorm_scaling::cli::console::exit_code(run(&args, &sampling))
 }
 
 fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {

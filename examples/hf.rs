@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use layernorm_scaling::console::write_result;
+use layernorm_scaling::cli::console::write_result;
 use layernorm_scaling::data::Tokenizer;
 use layernorm_scaling::hf::{export_hf, export_hf_from, llama_checkpoint_problem, load_hf_model};
 use layernorm_scaling::model::retrofit;
@@ -85,9 +85,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::console::reuse_freed_memory();
+    layernorm_scaling::cli::console::reuse_freed_memory();
     let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::console::exit_code(run(args))
+    layernorm_scaling::cli::console::exit_code(run(args))
 }
 
 fn run(args: Args) -> Result<(), Error> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use layernorm_scaling::console::write_result;
+use layernorm_scaling::cli::console::write_result;
 use layernorm_scaling::{cli, Error, LlamaConfig};
 
 /// The model presets with their sizes (the table is printed on standard output).
@@ -26,7 +26,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::from_arg_matches(&cli::matches(Args::command())).unwrap_or_else(|e| e.exit());
-    layernorm_scaling::console::exit_code(run(args.write.as_deref(), args.overwrite))
+    layernorm_scaling::cli::console::exit_code(run(args.write.as_deref(), args.overwrite))
 }
 
 /// Prints the table; with `write_dir`, writes `<name>.json` there (the folder made if missing).

@@ -18,10 +18,11 @@ use layernorm_scaling::analysis::{
     check_removal_threshold, paired_differences, paired_markdown, sweep_diagnostics, sweep_loss_curves,
     sweep_report_dir, write_sweep_report, DiagnosticsProgress, EFFECTIVE_DEPTH_THRESHOLD, SWEEP_RESULTS,
 };
+use layernorm_scaling::cli::{self, console};
 use layernorm_scaling::cli::{parse_baseline, SweepLists};
 use layernorm_scaling::io::check_replaceable_dir;
 use layernorm_scaling::train::{OutputSettings, PairAction, PairOutcome, SweepEvent, TrainConfig};
-use layernorm_scaling::{cli, console, errln, out, outln, Error};
+use layernorm_scaling::{errln, out, outln, Error};
 
 /// The options of the sweep itself; the training settings are `train`'s.
 #[derive(Parser, Debug)]
@@ -58,7 +59,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::console::reuse_freed_memory();
+    layernorm_scaling::cli::console::reuse_freed_memory();
     let defaults = TrainConfig {
         output: OutputSettings { out: "runs/sweep".into(), ..Default::default() },
         ..TrainConfig::default()
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
     });
     let mut matches = cli::matches(command);
     let depths = matches.remove_one::<String>("layers");
-    layernorm_scaling::console::exit_code(run(&matches, depths.as_deref(), defaults))
+    layernorm_scaling::cli::console::exit_code(run(&matches, depths.as_deref(), defaults))
 }
 
 fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) -> Result<(), Error> {

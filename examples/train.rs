@@ -10,9 +10,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
+use layernorm_scaling::cli::{self, console};
 use layernorm_scaling::model::{generate, SamplingConfig};
 use layernorm_scaling::train::{train, Start, TrainConfig};
-use layernorm_scaling::{cli, console, outln, Error};
+use layernorm_scaling::{outln, Error};
 
 /// The options of this command itself; every other option (the training settings) is a field of
 /// `TrainConfig` (`--steps`, `--norm`, ...) and overrides that field of `--config` (or of the
@@ -34,9 +35,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::console::reuse_freed_memory();
+    layernorm_scaling::cli::console::reuse_freed_memory();
     let matches = cli::matches(cli::augment(Args::command(), &TrainConfig::default()));
-    layernorm_scaling::console::exit_code(run(&matches))
+    layernorm_scaling::cli::console::exit_code(run(&matches))
 }
 
 fn run(matches: &clap::ArgMatches) -> Result<(), Error> {

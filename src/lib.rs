@@ -89,7 +89,6 @@ pub mod analysis;
 #[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
 pub mod cli;
 mod config_error;
-pub mod console;
 #[cfg(feature = "data")]
 #[cfg_attr(docsrs, doc(cfg(feature = "data")))]
 pub mod data;

@@ -525,7 +525,7 @@ fn the_reader_sees_known_dependencies_of_the_real_tree() {
         ("norm/scheme_names", "norm/scheme"),
         ("train/config_file", "train/config"),
         ("train/config_file", "run"),
-        ("cli/train_settings", "console"),
+        ("cli/train_settings", "cli/console"),
         ("cli/lists", "norm/scheme_names"),
         ("train/sweep_directory", "train/config_file"),
         ("cli/train_settings", "train/config_file"),

@@ -1,7 +1,8 @@
 //! Command lines derived from the crate's config structs ([`TrainConfig`](crate::train::TrainConfig),
 //! [`SamplingConfig`](crate::model::SamplingConfig), `AnalysisOptions`): each derives
 //! `clap::Args`, so an option exists once, as a field with its doc comment, and its default is the
-//! struct's `Default`.
+//! struct's `Default`. What the programs print goes through [`console`]: the library outside this
+//! module prints nothing.
 //!
 //! ```
 //! use clap::{CommandFactory, Parser};
@@ -21,6 +22,7 @@
 //! assert_eq!(sampling.temperature, SamplingConfig::default().temperature);
 //! ```
 
+pub mod console;
 #[cfg(feature = "train")]
 mod lists;
 #[cfg(feature = "train")]

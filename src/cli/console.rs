@@ -11,20 +11,20 @@ use std::io::Write;
 /// Writes a formatted line to standard output; a write that fails (a closed pipe) is ignored.
 #[macro_export]
 macro_rules! outln {
-    () => { $crate::console::write_out(format_args!("\n")) };
-    ($($arg:tt)*) => { $crate::console::write_out(format_args!("{}\n", format_args!($($arg)*))) };
+    () => { $crate::cli::console::write_out(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::console::write_out(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
 /// Writes formatted text (no newline) to standard output and flushes it; a failed write is ignored.
 #[macro_export]
 macro_rules! out {
-    ($($arg:tt)*) => { $crate::console::write_out(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::cli::console::write_out(format_args!($($arg)*)) };
 }
 
 /// Writes a formatted line to standard error; a write that fails is ignored.
 #[macro_export]
 macro_rules! errln {
-    ($($arg:tt)*) => { $crate::console::write_err(format_args!("{}\n", format_args!($($arg)*))) };
+    ($($arg:tt)*) => { $crate::cli::console::write_err(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
 /// Writes `text` to standard output and flushes it (use [`outln!`]); a failure does not stop the
@@ -100,7 +100,6 @@ pub fn write_result(text: std::fmt::Arguments) -> Result<(), crate::error::Error
 /// default action, which a shell reports as status 130 or 143, and which stops a shell loop around
 /// it): at once, no destructor run, so the stop loses no more than the signal's own would (the
 /// crate writes every file atomically). On other systems than Unix, it does nothing.
-#[cfg(feature = "cli")]
 pub fn on_stop_signal(note: impl Fn(&str) -> String + Send + 'static) -> std::io::Result<()> {
     #[cfg(unix)]
     {
