@@ -65,12 +65,8 @@ fn run(args: Args) -> Result<(), Error> {
         return Err(ConfigError::Zero { field: "seq-len" }.into());
     }
     let what = format!("--seq-len {}", args.seq_len);
-    base.check_seq_len(args.seq_len, &what).map_err(|e| {
-        ConfigError::Conflict(format!(
-            "{e}: give --seq-len in 1..={} (or a preset with a longer context)",
-            base.max_seq_len
-        ))
-    })?;
+    let fix = format!("give --seq-len in 1..={} (or a preset with a longer context)", base.max_seq_len);
+    base.check_seq_len(args.seq_len, &what, &fix)?;
     base.check_trace_fits(args.batch, args.seq_len, &device)?;
     if let Some(path) = &args.plot {
         check_plot_path(path)?;

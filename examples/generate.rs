@@ -90,10 +90,8 @@ fn run(args: &Args, sampling: &SamplingConfig) -> Result<(), Error> {
     }
     let room = loaded.config.max_seq_len.saturating_sub(prompt.len());
     let what = format!("--max-tokens {} after a prompt of {} tokens", sampling.max_new_tokens, prompt.len());
-    loaded
-        .config
-        .check_seq_len(prompt.len().saturating_add(sampling.max_new_tokens), &what)
-        .map_err(|e| ConfigError::Conflict(format!("{e}: give --max-tokens in 0..={room}, or a shorter --prompt")))?;
+    let fix = format!("give --max-tokens in 0..={room}, or a shorter --prompt");
+    loaded.config.check_seq_len(prompt.len().saturating_add(sampling.max_new_tokens), &what, &fix)?;
     for sample in 0..args.samples {
         let config = SamplingConfig { seed: sampling.seed.wrapping_add(sample as u64), ..sampling.clone() };
         let text = tokenizer.decode(&generate(&model, &prompt, &config))?;

@@ -110,9 +110,8 @@ fn run(args: Args) -> Result<(), Error> {
             }
             // Past its max_seq_len (a Mistral model's sliding window) transformers computes otherwise.
             let what = format!("{} tokens", ids.len());
-            loaded.config.check_seq_len(ids.len(), &what).map_err(|e| {
-                ConfigError::Conflict(format!("{e}: give at most {} tokens", loaded.config.max_seq_len))
-            })?;
+            let fix = format!("give at most {} tokens", loaded.config.max_seq_len);
+            loaded.config.check_seq_len(ids.len(), &what, &fix)?;
             if let Some(bad) = ids.iter().find(|&&id| id < 0 || id >= vocab) {
                 let message = format!("token id {bad} is outside the vocabulary 0..{vocab}");
                 return Err(ConfigError::Conflict(message).into());

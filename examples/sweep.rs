@@ -59,7 +59,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::cli::console::reuse_freed_memory();
+    console::reuse_freed_memory();
     let defaults = TrainConfig {
         output: OutputSettings { out: "runs/sweep".into(), ..Default::default() },
         ..TrainConfig::default()
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
     });
     let mut matches = cli::matches(command);
     let depths = matches.remove_one::<String>("layers");
-    layernorm_scaling::cli::console::exit_code(run(&matches, depths.as_deref(), defaults))
+    console::exit_code(run(&matches, depths.as_deref(), defaults))
 }
 
 fn run(matches: &clap::ArgMatches, depths: Option<&str>, defaults: TrainConfig) -> Result<(), Error> {

@@ -35,9 +35,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    layernorm_scaling::cli::console::reuse_freed_memory();
+    console::reuse_freed_memory();
     let matches = cli::matches(cli::augment(Args::command(), &TrainConfig::default()));
-    layernorm_scaling::cli::console::exit_code(run(&matches))
+    console::exit_code(run(&matches))
 }
 
 fn run(matches: &clap::ArgMatches) -> Result<(), Error> {

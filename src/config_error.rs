@@ -108,6 +108,23 @@ pub enum ConfigError {
         /// Why it cannot work.
         error: Box<ConfigError>,
     },
+    /// More positions than a model attends over whole: its `max_seq_len`, the context it was made
+    /// for (a Hugging Face model's `max_position_embeddings`, or a Mistral model's `sliding_window`
+    /// when shorter: past it, transformers would attend to the window only).
+    #[error(
+        "{asked_by} asks for {positions} positions, longer than the model's `max_seq_len` ({max_seq_len}): it takes \
+         at most {max_seq_len} (the context it was made for, or a Mistral sliding_window); {fix}"
+    )]
+    TooLong {
+        /// The setting that asks for them (`--seq-len 16`, `9 tokens`).
+        asked_by: String,
+        /// The positions asked for.
+        positions: usize,
+        /// The model's `max_seq_len`.
+        max_seq_len: usize,
+        /// What to do, as the setting's program words it (`lower --seq-len`).
+        fix: String,
+    },
     /// Settings that contradict each other: the message names both values and the fix.
     #[error("{0}")]
     Conflict(String),

@@ -7,6 +7,7 @@ use std::fmt;
 
 /// The value that went non-finite.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub enum DivergedValue {
     /// A micro-batch's training loss.
     TrainLoss(f64),
@@ -15,8 +16,8 @@ pub enum DivergedValue {
 }
 
 impl DivergedValue {
-    /// The value itself (NaN or infinite).
-    pub fn value(self) -> f64 {
+    /// The number itself (NaN or infinite).
+    pub fn get(self) -> f64 {
         match self {
             DivergedValue::TrainLoss(value) | DivergedValue::GradNorm(value) => value,
         }
@@ -27,8 +28,7 @@ impl DivergedValue {
 /// [`Divergence`] does too.
 impl PartialEq for DivergedValue {
     fn eq(&self, other: &Self) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(other)
-            && self.value().to_bits() == other.value().to_bits()
+        std::mem::discriminant(self) == std::mem::discriminant(other) && self.get().to_bits() == other.get().to_bits()
     }
 }
 
@@ -45,6 +45,7 @@ impl fmt::Display for DivergedValue {
 /// A run's divergence: the first non-finite value, the optimiser step it came at, and what the
 /// advice depends on.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 #[error(
     "{value} at step {step}: {}{}",
     if *.before_any_update { BEFORE_ANY_UPDATE } else { ADVICE },

@@ -75,7 +75,7 @@
 //! | `train` | training on burn-train (`train`) | `data`, `cli`, `autodiff`, burn-train |
 //! | `analysis` | diagnostics and PNG figures (`analysis`) | `data`, `cli`, plotters |
 //! | `hf` | Hugging Face safetensors and `config.json` (`hf`) | burn-store, safetensors |
-//! | `cli` | command lines derived from the config structs (`cli`) | clap |
+//! | `cli` | command lines derived from the config structs, and the programs' printing (`cli`, `cli::console`) | clap, signal-hook |
 //!
 //! The default set is `flex`, `train`, `hf`, `analysis` and `tokenizers`: what the examples need.
 //! A backend is enabled on this crate, not only on `burn`: [`parse_device`] knows the backends
@@ -124,6 +124,7 @@ pub mod train;
 
 pub use config_error::ConfigError;
 pub use device::{compiled_backends, parse_device, parse_devices, set_precision, Precision};
+pub use divergence::{DivergedValue, Divergence};
 pub use error::Error;
 pub use memory_problem::{MemoryProblem, ModelSize};
 pub use model::{ForwardTrace, KvCache, Llama, LlamaConfig};

@@ -73,7 +73,7 @@ pub enum SweepError {
         /// The sweep directory.
         dir: PathBuf,
     },
-    /// The sweep directory that cannot be made, listed, or locked (another sweep holds it).
+    /// The sweep directory that cannot be made or listed, or its `sweep.json` written.
     #[error("{}: cannot {doing}: {source}", .dir.display())]
     Io {
         /// The sweep directory.
@@ -83,7 +83,7 @@ pub enum SweepError {
         /// The system's error.
         source: std::io::Error,
     },
-    /// Another sweep (or training) holds the directory's lock, or it cannot be locked.
+    /// The directory's lock that another sweep (or a reader) holds, or that cannot be taken.
     #[error("{}: {refused}", .dir.display())]
     Locked {
         /// The sweep directory.

@@ -17,7 +17,7 @@ use layernorm_scaling::run::{check_tokenizer_identity, load_model_dir, require_h
 use layernorm_scaling::run::{
     tokenizer_spec, CheckpointList, LoadProblem, ModelDirProblem, RunDirError, TokenizerChoice,
 };
-use layernorm_scaling::{Error, LlamaConfig, NormKind, NormScheme};
+use layernorm_scaling::{ConfigError, Error, LlamaConfig, NormKind, NormScheme};
 
 /// The fixture's tokenizer.json (a BPE of 100 tokens).
 fn tokenizer() -> PathBuf {
@@ -714,7 +714,11 @@ fn no_model_runs_past_a_mistral_sliding_window() {
             .output()
             .unwrap()
     };
-    assert_refused(&logits("1,2,3,4,5,6,7,8,9"), &["9 tokens", "at most 8", "sliding_window"], "hf logits");
+    // The model's own refusal, as the program words its fix: the window, in positions.
+    let fix = "give at most 8 tokens";
+    let refused = read_hf_config(&dir).unwrap().check_seq_len(9, "9 tokens", fix).unwrap_err();
+    assert!(matches!(&refused, ConfigError::TooLong { positions: 9, max_seq_len: 8, .. }), "{refused:?}");
+    assert_refused(&logits("1,2,3,4,5,6,7,8,9"), &[&refused.to_string()], "hf logits");
     assert_succeeded(&logits("1,2,3,4,5,6,7,8"), "hf logits within the window");
 
     let generate = |max_tokens: &str| {

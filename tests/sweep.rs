@@ -279,14 +279,14 @@ fn bad_sweeps_are_refused_before_any_training() {
         assert!(!out.join("sweep.json").exists() && !out.join("lns").exists(), "{extra:?}: nothing is written");
     }
     // The sweep's own refusals: each is the library's variant, which the program prints whole.
-    let refusal = |out: PathBuf, extra: &[&str], edit: fn(&mut Sweep)| {
+    let refusal = |out: PathBuf, extra: &[&str], advice: &str, edit: fn(&mut Sweep)| {
         let output = sweep_command(&out, extra).output().unwrap();
         let mut sweep = Sweep { schemes: parse_schemes("lns").unwrap(), seeds: vec![1], ..Sweep::default() };
         (sweep.config.model.preset, sweep.config.device) = ("tiny".into(), "flex".into());
         sweep.config.output.out = out.clone();
         edit(&mut sweep);
         let refused = sweep.check().unwrap_err();
-        assert_refused(&output, &[&refused.to_string()], &format!("{extra:?}"));
+        assert_refused(&output, &[&refused.to_string(), advice], &format!("{extra:?}"));
         assert!(!out.join("sweep.json").exists() && !out.join("lns").exists(), "{extra:?}: nothing is written");
         match refused {
             Error::Sweep(error) => error,
@@ -294,13 +294,14 @@ fn bad_sweeps_are_refused_before_any_training() {
         }
     };
     let lns: NormScheme = "lns".parse().unwrap();
-    let norm =
-        refusal(dir.path().join("f"), &["--norm", "lns"], |s| s.config.model.norm = Some("lns".parse().unwrap()));
+    let norm = refusal(dir.path().join("f"), &["--norm", "lns"], "list the schemes with --schemes", |s| {
+        s.config.model.norm = Some("lns".parse().unwrap())
+    });
     assert!(matches!(&norm, SweepError::NormGiven { norm } if *norm == lns), "{norm:?}");
-    let theirs = refusal(occupied.clone(), &["--schemes", "lns"], |_| {});
+    let theirs = refusal(occupied.clone(), &["--schemes", "lns"], "give a new or empty --out", |_| {});
     assert!(matches!(&theirs, SweepError::NotASweep { dir } if *dir == occupied), "{theirs:?}");
     assert_eq!(std::fs::read_to_string(occupied.join("notes.txt")).unwrap(), "mine", "nothing deleted");
-    let twice = refusal(dir.path().join("p"), &["--init", "scaled", "--inits", "normal"], |s| {
+    let twice = refusal(dir.path().join("p"), &["--init", "scaled", "--inits", "normal"], "give one of them", |s| {
         (s.config.model.init, s.inits) = (Some(InitScheme::Scaled), vec![InitScheme::Normal]);
     });
     let expected = (InitScheme::Scaled, false, vec![InitScheme::Normal]);
@@ -308,17 +309,27 @@ fn bad_sweeps_are_refused_before_any_training() {
         matches!(&twice, SweepError::InitTwice { init, in_model_file, inits } if (*init, *in_model_file, inits.clone()) == expected),
         "{twice:?}"
     );
-    let own = refusal(dir.path().join("q"), &["--schemes", "deepnorm", "--inits", "scaled"], |s| {
-        (s.schemes, s.inits) = (parse_schemes("deepnorm").unwrap(), vec![InitScheme::Scaled]);
-    });
+    let own = refusal(
+        dir.path().join("q"),
+        &["--schemes", "deepnorm", "--inits", "scaled"],
+        "drop `deepnorm` from --schemes",
+        |s| {
+            (s.schemes, s.inits) = (parse_schemes("deepnorm").unwrap(), vec![InitScheme::Scaled]);
+        },
+    );
     let deepnorm: NormScheme = "deepnorm".parse().unwrap();
     assert!(
         matches!(&own, SweepError::SchemeSetsInit { scheme, init: InitScheme::Scaled } if *scheme == deepnorm),
         "{own:?}"
     );
-    let fixed = refusal(dir.path().join("r"), &["--layers", "2,3", "--init-from", "/nonexistent"], |s| {
-        (s.depths, s.config.model.init_from) = (vec![2, 3], Some("/nonexistent".into()));
-    });
+    let fixed = refusal(
+        dir.path().join("r"),
+        &["--layers", "2,3", "--init-from", "/nonexistent"],
+        "drop --layers or --init-from",
+        |s| {
+            (s.depths, s.config.model.init_from) = (vec![2, 3], Some("/nonexistent".into()));
+        },
+    );
     assert!(
         matches!(&fixed, SweepError::DepthOfInitFrom { depths, init_from } if *depths == [2, 3] && init_from.as_os_str() == "/nonexistent"),
         "{fixed:?}"
@@ -561,7 +572,11 @@ fn a_sweep_refuses_new_seeds_once_its_data_changed_in_place() {
     // The library's refusal of the same sweep on the changed data (the settings are the same).
     let refused = Sweep { seeds: vec![1, 2], ..read_record(&out).sweep() }.check().unwrap_err();
     assert!(matches!(&refused, Error::Sweep(SweepError::OtherData { dir }) if *dir == out), "{refused:?}");
-    assert_refused(&output, &[&refused.to_string()], "new seeds on changed data");
+    assert_refused(
+        &output,
+        &[&refused.to_string(), "restore the data, or give a new --out"],
+        "new seeds on changed data",
+    );
     assert!(!out.join("pre-ln/seed-2").exists(), "nothing is trained");
     // The data restored, the sweep goes on.
     std::fs::write(&data, &corpus).unwrap();
@@ -699,7 +714,11 @@ fn an_init_axis_without_normal_pairs_with_its_first_pre_ln_and_names_arms_as_giv
     let Error::Sweep(SweepError::InitTwice { init: InitScheme::Scaled, in_model_file: true, .. }) = &refused else {
         panic!("{refused:?}")
     };
-    assert_refused(&output, &[&refused.to_string()], "the model file's init beside --inits");
+    assert_refused(
+        &output,
+        &[&refused.to_string(), "the model file's init `scaled`"],
+        "the model file's init beside --inits",
+    );
     assert!(!dir.path().join("other").exists(), "nothing is written");
 }
 

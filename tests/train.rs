@@ -335,11 +335,14 @@ fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
     config.optim.warmup = Some(0);
     let err = expect_error(&config, Start::New, "diverged");
     // The first step's loss is the initial weights' (finite); the rate of 1e30 blows up the next.
-    let Error::Diverged { reason, .. } = &err else { panic!("{err:?}") };
-    assert!(reason.step >= 2 && !reason.before_any_update && !reason.value.value().is_finite(), "{reason:?}");
+    let Error::Diverged { reason, checkpoint, .. } = &err else { panic!("{err:?}") };
+    assert!(reason.step >= 2 && !reason.before_any_update && !reason.value.get().is_finite(), "{reason:?}");
     assert!(!out.join("model.bpk").exists(), "no final model from a diverged run");
-    // Every checkpoint left behind holds finite weights.
-    for step in layernorm_scaling::run::checkpoint_steps(&out.join("checkpoint")) {
+    // Every checkpoint left behind holds finite weights, the newest being the one the error names
+    // (none here: the run diverges before its first checkpoint; the reliability tests keep some).
+    let kept = layernorm_scaling::run::checkpoint_steps(&out.join("checkpoint"));
+    assert_eq!(kept.last().copied(), checkpoint.as_ref().map(|(step, _)| *step), "{kept:?}");
+    for step in kept {
         let (model, _) = load_run_model(&out, Some(step), &cpu()).unwrap();
         let mut visitor = ParamValues::default();
         model.visit(&mut visitor);

@@ -48,9 +48,8 @@ impl AnalysedRun {
         let loaded = load_model_dir(dir, step, device)?;
         let tokenizer = loaded.tokenizer(request.tokenizer.as_deref())?;
         let config = &loaded.config;
-        config
-            .check_seq_len(request.seq_len, &format!("--seq-len {}", request.seq_len))
-            .map_err(|e| usage(format!("{e} ({}); lower --seq-len", dir.display())))?;
+        let asked_by = format!("--seq-len {} on {}", request.seq_len, dir.display());
+        config.check_seq_len(request.seq_len, &asked_by, "lower --seq-len")?;
         let layers = &request.options.layers;
         loaded.model.check_layers(layers).map_err(layers_refused(dir))?;
         let tracking = Self::tracking(dir, config.n_layers, on_event)?.filter(|records| !records.is_empty());

@@ -260,9 +260,8 @@ fn choice_items(
     }
     for (_, run) in decoders {
         let longest = super::longest_choice_tokens(&run.tokenizer, &items)?;
-        run.config
-            .check_seq_len(longest, "--choices (its longest question with a choice)")
-            .map_err(|e| usage(format!("{e} ({}); shorten the questions", run.dir.display())))?;
+        let asked_by = format!("--choices (its longest question with a choice) on {}", run.dir.display());
+        run.config.check_seq_len(longest, &asked_by, "shorten the questions")?;
     }
     Ok(items)
 }
@@ -294,8 +293,15 @@ mod tests {
         let mut too_deep = request(models.clone());
         too_deep.options.layers = vec![LlamaConfig::tiny().n_layers + 1];
         assert!(is_conflict(too_deep.prepare(&mut |_| {})));
-        let too_long = AnalysisRequest { seq_len: LlamaConfig::tiny().max_seq_len + 1, ..request(models.clone()) };
-        assert!(is_conflict(too_long.prepare(&mut |_| {})));
+        let max_seq_len = LlamaConfig::tiny().max_seq_len;
+        let too_long = AnalysisRequest { seq_len: max_seq_len + 1, ..request(models.clone()) };
+        let refused = too_long.prepare(&mut |_| {});
+        let positions = max_seq_len + 1;
+        assert!(
+            matches!(&refused, Err(Error::Config(ConfigError::TooLong { positions: p, max_seq_len: m, .. })) if (*p, *m) == (positions, max_seq_len)),
+            "{:?}",
+            refused.err()
+        );
         // An encoder's setting with no encoder.
         assert!(is_conflict(AnalysisRequest { sequences: Some(2), ..request(models) }.prepare(&mut |_| {})));
     }

@@ -171,20 +171,21 @@ impl LlamaConfig {
         (embeddings + n_layers * block + final_norm + embedding_norm + head) as usize
     }
 
-    /// An error unless `tokens` positions fit in [`max_seq_len`](LlamaConfig::max_seq_len), the
-    /// longest sequence the model attends over whole (a Hugging Face model's
-    /// `max_position_embeddings`, or a Mistral model's `sliding_window` when shorter: past it,
-    /// transformers would attend to the window only). `what` names the setting that asks for them;
-    /// the caller adds what to do.
-    pub fn check_seq_len(&self, tokens: usize, what: &str) -> Result<(), ConfigError> {
+    /// An error ([`ConfigError::TooLong`]) unless `tokens` positions fit in
+    /// [`max_seq_len`](LlamaConfig::max_seq_len), the longest sequence the model attends over whole
+    /// (a Hugging Face model's `max_position_embeddings`, or a Mistral model's `sliding_window`
+    /// when shorter: past it, transformers would attend to the window only). `asked_by` names the
+    /// setting that asks for them, `fix` what to do.
+    pub fn check_seq_len(&self, tokens: usize, asked_by: &str, fix: &str) -> Result<(), ConfigError> {
         if tokens <= self.max_seq_len {
             return Ok(());
         }
-        Err(ConfigError::Conflict(format!(
-            "{what} asks for {tokens} positions, longer than the model's `max_seq_len` ({max}): it takes at \
-             most {max} (the context it was made for, or a Mistral sliding_window)",
-            max = self.max_seq_len
-        )))
+        Err(ConfigError::TooLong {
+            asked_by: asked_by.to_string(),
+            positions: tokens,
+            max_seq_len: self.max_seq_len,
+            fix: fix.to_string(),
+        })
     }
 
     /// The sizes its memory refusals name.

@@ -324,7 +324,7 @@ mod tests {
         assert!(!monitor.may_apply(f64::NAN));
         // At step 1 no update was applied: the learning rate is not blamed.
         let first = monitor.divergence().unwrap();
-        assert!(first.step == 1 && first.before_any_update && first.value.value().is_nan(), "{first:?}");
+        assert!(first.step == 1 && first.before_any_update && first.value.get().is_nan(), "{first:?}");
         assert!(matches!(first.value, DivergedValue::GradNorm(_)), "{first:?}");
         let resumed = RunMonitor::default();
         resumed.start_at(40);

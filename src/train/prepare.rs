@@ -176,8 +176,7 @@ impl Prepared {
 /// An error unless the run's sequences fit the model's positions (`seq_len <= max_seq_len`): the
 /// model's own check, with what to do.
 pub fn check_seq_len(config: &TrainConfig, model: &LlamaConfig) -> Result<(), Error> {
-    let checked = model.check_seq_len(config.data.seq_len, "`seq_len`");
-    Ok(checked.map_err(|e| ConfigError::Conflict(format!("{e}; lower --seq-len")))?)
+    Ok(model.check_seq_len(config.data.seq_len, "`seq_len`", "lower --seq-len")?)
 }
 
 /// Checks every setting, the devices and the data (tokenising it into the cache) without

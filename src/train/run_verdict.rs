@@ -13,8 +13,8 @@ pub const LEARNED_AT_LEAST: f64 = 1e-3;
 /// fall, the model has collapsed (it gives every input the same prediction, and nothing moves it).
 pub const VANISHED_GRADIENT: f64 = 1e-4;
 
-/// Why a run that ran to its end counts as failed. Each holds the losses it is judged by: `first`
-/// is the run's first training loss, `valid_loss` its final validation loss.
+/// Why a run that ran to its end counts as failed: a divergence, or the losses it is judged by
+/// (`first` is the run's first training loss, `valid_loss` its final validation loss).
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunFailure {
@@ -30,7 +30,8 @@ pub enum RunFailure {
     },
     /// The loss ended far above where it started (yet finite): the updates overshot.
     #[error(
-        "the loss exploded: it rose from {first:.4} to {recent:.4} (training, the mean of its last losses) and          {valid_loss:.4} (validation); train again with a lower --lr or --clip-grad-norm 1"
+        "the loss exploded: it rose from {first:.4} to {recent:.4} (training, the mean of its last losses) and \
+         {valid_loss:.4} (validation); train again with a lower --lr or --clip-grad-norm 1"
     )]
     Exploded {
         /// The first training loss.
@@ -43,7 +44,10 @@ pub enum RunFailure {
     /// The gradient norm was 0 from the first step and the loss did not fall: the settings block
     /// every gradient, no learning rate is to blame.
     #[error(
-        "the model could not learn: its gradient norm was 0 from the first step and its validation loss          {valid_loss:.4} is no lower than its first training loss {first:.4} (its settings block every gradient:          check the model's init_std and embed_init_std, and the scheme's and the init's arguments, such as a          residual factor or gate)"
+        "the model could not learn: its gradient norm was 0 from the first step and its validation loss \
+         {valid_loss:.4} is no lower than its first training loss {first:.4} (its settings block every gradient: \
+         check the model's init_std and embed_init_std, and the scheme's and the init's arguments, such as a \
+         residual factor or gate)"
     )]
     CouldNotLearn {
         /// The first training loss.
@@ -54,7 +58,9 @@ pub enum RunFailure {
     /// The gradient norm vanished (below [`VANISHED_GRADIENT`] of its first) while the loss did
     /// not fall: the model gives every input the same prediction, and nothing moves it.
     #[error(
-        "the model collapsed: its gradient norm vanished ({first_norm:.3e} at the first step, {last_norm:.3e} at the          last) and its validation loss {valid_loss:.4} is no lower than its first training loss {first:.4}, so it          gives every input the same prediction (try a lower --lr, or --clip-grad-norm 1)"
+        "the model collapsed: its gradient norm vanished ({first_norm:.3e} at the first step, {last_norm:.3e} at the \
+         last) and its validation loss {valid_loss:.4} is no lower than its first training loss {first:.4}, so it \
+         gives every input the same prediction (try a lower --lr, or --clip-grad-norm 1)"
     )]
     Collapsed {
         /// The first training loss.
@@ -76,7 +82,9 @@ pub enum RunCaution {
     /// The training loss fell but the validation loss did not: the validation data looks unlike
     /// the training data (or the model overfits).
     #[error(
-        "the validation loss {valid_loss:.4} is no lower than the first training loss {first:.4}, though the          training loss fell to {recent:.4} (the mean of its last losses): the validation data looks unlike the          training data (or the model overfits)"
+        "the validation loss {valid_loss:.4} is no lower than the first training loss {first:.4}, though the \
+         training loss fell to {recent:.4} (the mean of its last losses): the validation data looks unlike the \
+         training data (or the model overfits)"
     )]
     UnlikeTraining {
         /// The first training loss.
@@ -88,7 +96,9 @@ pub enum RunCaution {
     },
     /// Neither loss fell: the run is too short to learn, or its learning rate too low.
     #[error(
-        "neither the training loss ({recent:.4} at the end) nor the validation loss ({valid_loss:.4}) fell below the          first training loss {first:.4} in {steps} step{}: the run is too short to learn, or its learning rate too          low",
+        "neither the training loss ({recent:.4} at the end) nor the validation loss ({valid_loss:.4}) fell below the \
+         first training loss {first:.4} in {steps} step{}: the run is too short to learn, or its learning rate too \
+         low",
         if *.steps == 1 { "" } else { "s" }
     )]
     TooShort {
@@ -182,6 +192,43 @@ mod tests {
         assert!(blocked.may_apply(0.0) && blocked.may_apply(0.0));
         let verdict = blocked.verdict(5.545).unwrap();
         assert!(matches!(verdict, RunFailure::CouldNotLearn { first: 5.545, valid_loss: 5.545 }), "{verdict:?}");
+    }
+
+    #[test]
+    fn each_failure_and_caution_says_what_it_saw_and_what_to_do() {
+        let says = |judgement: &dyn std::fmt::Display| judgement.to_string();
+        assert_eq!(says(&RunFailure::NonFiniteValidLoss { valid_loss: f64::INFINITY }), "the validation loss is inf");
+        assert_eq!(
+            says(&RunFailure::Exploded { first: 5.57, recent: 44618.0, valid_loss: 26000.0 }),
+            "the loss exploded: it rose from 5.5700 to 44618.0000 (training, the mean of its last losses) and \
+             26000.0000 (validation); train again with a lower --lr or --clip-grad-norm 1"
+        );
+        assert_eq!(
+            says(&RunFailure::CouldNotLearn { first: 5.545, valid_loss: 5.545 }),
+            "the model could not learn: its gradient norm was 0 from the first step and its validation loss 5.5450 \
+             is no lower than its first training loss 5.5450 (its settings block every gradient: check the model's \
+             init_std and embed_init_std, and the scheme's and the init's arguments, such as a residual factor or \
+             gate)"
+        );
+        assert_eq!(
+            says(&RunFailure::Collapsed { first: 5.545, first_norm: 2.0, last_norm: 1e-9, valid_loss: 5.545 }),
+            "the model collapsed: its gradient norm vanished (2.000e0 at the first step, 1.000e-9 at the last) and \
+             its validation loss 5.5450 is no lower than its first training loss 5.5450, so it gives every input the \
+             same prediction (try a lower --lr, or --clip-grad-norm 1)"
+        );
+        assert_eq!(
+            says(&RunCaution::UnlikeTraining { first: 3.0, recent: 2.5, valid_loss: 3.0 }),
+            "the validation loss 3.0000 is no lower than the first training loss 3.0000, though the training loss \
+             fell to 2.5000 (the mean of its last losses): the validation data looks unlike the training data (or \
+             the model overfits)"
+        );
+        let short = |steps| says(&RunCaution::TooShort { first: 5.56, recent: 5.558, valid_loss: 5.562, steps });
+        assert_eq!(
+            short(4),
+            "neither the training loss (5.5580 at the end) nor the validation loss (5.5620) fell below the first \
+             training loss 5.5600 in 4 steps: the run is too short to learn, or its learning rate too low"
+        );
+        assert!(short(1).contains(" in 1 step: "), "{}", short(1));
     }
 
     #[test]

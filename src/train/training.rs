@@ -30,10 +30,11 @@ pub struct TrainReport {
     pub tokenizer: Tokenizer,
     /// Mean validation loss of the final model.
     pub valid_loss: f64,
-    /// Why the run counts as failed though it ran to the end, if it does: a non-finite final
-    /// validation loss, or a collapse (the gradient norm vanished while the loss did not fall;
-    /// [`RunMonitor::verdict`](super::RunMonitor::verdict)). A run that diverged while training is
-    /// an error instead; one that is only short, or validated on other data, is warned about.
+    /// Why the run counts as failed though it ran to the end, if it does ([`RunFailure`]): a
+    /// non-finite final validation loss, an explosion, or a collapse (the gradient norm vanished
+    /// while the loss did not fall; [`RunMonitor::verdict`](super::RunMonitor::verdict)). A run
+    /// that diverged while training is an error instead; one that is only short, or validated on
+    /// other data, is warned about.
     pub verdict: Option<RunFailure>,
     /// Training loss of every micro-batch, in order (this process's steps only when resumed).
     pub train_losses: Vec<f64>,
