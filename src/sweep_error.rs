@@ -116,7 +116,7 @@ pub enum SweepError {
     /// A sweep under way continued with other training settings.
     #[error(
         "{}: holds a sweep with other training settings ({}); keep them, or give a new --out for a new sweep",
-        .dir.display(), changes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        .dir.display(), .changes.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
     )]
     OtherSettings {
         /// The sweep directory.

@@ -334,6 +334,20 @@ fn bad_sweeps_are_refused_before_any_training() {
         matches!(&fixed, SweepError::DepthOfInitFrom { depths, init_from } if *depths == [2, 3] && init_from.as_os_str() == "/nonexistent"),
         "{fixed:?}"
     );
+    // A damaged record is named, kept as it is, and nothing is trained.
+    let damaged = dir.path().join("damaged");
+    std::fs::create_dir(&damaged).unwrap();
+    std::fs::write(damaged.join("sweep.json"), "{ cut short").unwrap();
+    let output = sweep_command(&damaged, &["--schemes", "lns"]).output().unwrap();
+    let mut sweep = Sweep { schemes: parse_schemes("lns").unwrap(), seeds: vec![1], ..Sweep::default() };
+    (sweep.config.model.preset, sweep.config.device) = ("tiny".into(), "flex".into());
+    sweep.config.output.out = damaged.clone();
+    let refused = sweep.check().unwrap_err();
+    let Error::Sweep(SweepError::RecordDamaged { dir: at, reason }) = &refused else { panic!("{refused:?}") };
+    assert!(*at == damaged && reason.starts_with("not a sweep record: "), "{refused}");
+    assert_refused(&output, &[&refused.to_string(), "restore it, or move the folder away"], "a damaged sweep.json");
+    assert_eq!(std::fs::read_to_string(damaged.join("sweep.json")).unwrap(), "{ cut short", "kept as it was");
+    assert!(!damaged.join("lns").exists(), "nothing is trained");
     // Paths that are not UTF-8 cannot be recorded in sweep.json or train.json: refused up front,
     // naming the option (it panicked while writing sweep.json).
     {

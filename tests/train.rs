@@ -330,18 +330,24 @@ fn a_diverging_run_stops_with_a_message_and_keeps_only_good_checkpoints() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let mut config = quick(&out, 6, 1);
+    // A run killed after its checkpoint of step 5, resumed at a rate of 1e30 (a resume may change
+    // the rate): the first step after the checkpoint blows the weights up.
+    let config = quick(&out, 10, 5);
+    train(&config, Start::New, |_| {}).unwrap();
+    std::fs::remove_file(out.join("model.bpk")).unwrap();
+    for kind in ["model", "optim", "scheduler"] {
+        std::fs::remove_file(out.join(format!("checkpoint/{kind}-step-10.bpk"))).unwrap();
+    }
+    let mut config = config;
     config.optim.lr = 1e30;
-    config.optim.warmup = Some(0);
-    let err = expect_error(&config, Start::New, "diverged");
-    // The first step's loss is the initial weights' (finite); the rate of 1e30 blows up the next.
+    let err = expect_error(&config, Start::Resume, "diverged");
     let Error::Diverged { reason, checkpoint, .. } = &err else { panic!("{err:?}") };
-    assert!(reason.step >= 2 && !reason.before_any_update && !reason.value.get().is_finite(), "{reason:?}");
+    assert!(reason.step > 5 && !reason.before_any_update && !reason.value.get().is_finite(), "{reason:?}");
+    assert_eq!(*checkpoint, Some((5, out.join("checkpoint"))), "the checkpoint to resume from, named");
     assert!(!out.join("model.bpk").exists(), "no final model from a diverged run");
-    // Every checkpoint left behind holds finite weights, the newest being the one the error names
-    // (none here: the run diverges before its first checkpoint; the reliability tests keep some).
+    // Every checkpoint left behind holds finite weights: the one of step 5, and none written after.
     let kept = layernorm_scaling::run::checkpoint_steps(&out.join("checkpoint"));
-    assert_eq!(kept.last().copied(), checkpoint.as_ref().map(|(step, _)| *step), "{kept:?}");
+    assert_eq!(kept, [5], "{kept:?}");
     for step in kept {
         let (model, _) = load_run_model(&out, Some(step), &cpu()).unwrap();
         let mut visitor = ParamValues::default();

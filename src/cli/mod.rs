@@ -2,7 +2,7 @@
 //! [`SamplingConfig`](crate::model::SamplingConfig), `AnalysisOptions`): each derives
 //! `clap::Args`, so an option exists once, as a field with its doc comment, and its default is the
 //! struct's `Default`. What the programs print goes through [`console`]: the library outside this
-//! module prints nothing.
+//! module prints nothing of its own (burn-train's dashboard draws on a terminal during `train`).
 //!
 //! ```
 //! use clap::{CommandFactory, Parser};

@@ -31,8 +31,9 @@ pub struct TrainReport {
     /// Mean validation loss of the final model.
     pub valid_loss: f64,
     /// Why the run counts as failed though it ran to the end, if it does ([`RunFailure`]): a
-    /// non-finite final validation loss, an explosion, or a collapse (the gradient norm vanished
-    /// while the loss did not fall; [`RunMonitor::verdict`](super::RunMonitor::verdict)). A run
+    /// non-finite final validation loss, an explosion, a gradient that was 0 from the start, or a
+    /// collapse (the gradient norm vanished while the loss did not fall;
+    /// [`RunMonitor::verdict`](super::RunMonitor::verdict)). A run
     /// that diverged while training is an error instead; one that is only short, or validated on
     /// other data, is warned about.
     pub verdict: Option<RunFailure>,
