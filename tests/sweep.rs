@@ -278,8 +278,11 @@ fn bad_sweeps_are_refused_before_any_training() {
         assert_refused(&output, &[expected], &format!("{extra:?}"));
         assert!(!out.join("sweep.json").exists() && !out.join("lns").exists(), "{extra:?}: nothing is written");
     }
-    // The sweep's own refusals: each is the library's variant, which the program prints whole.
+    // The sweep's own refusals: each is the library's variant, which the program prints whole;
+    // nothing is trained, and a sweep.json there (or none) stays as it was.
     let refusal = |out: PathBuf, extra: &[&str], advice: &str, edit: fn(&mut Sweep)| {
+        let record = || std::fs::read(out.join("sweep.json")).ok();
+        let before = record();
         let output = sweep_command(&out, extra).output().unwrap();
         let mut sweep = Sweep { schemes: parse_schemes("lns").unwrap(), seeds: vec![1], ..Sweep::default() };
         (sweep.config.model.preset, sweep.config.device) = ("tiny".into(), "flex".into());
@@ -287,7 +290,7 @@ fn bad_sweeps_are_refused_before_any_training() {
         edit(&mut sweep);
         let refused = sweep.check().unwrap_err();
         assert_refused(&output, &[&refused.to_string(), advice], &format!("{extra:?}"));
-        assert!(!out.join("sweep.json").exists() && !out.join("lns").exists(), "{extra:?}: nothing is written");
+        assert!(record() == before && !out.join("lns").exists(), "{extra:?}: nothing is written");
         match refused {
             Error::Sweep(error) => error,
             other => panic!("{extra:?}: {other:?}"),
@@ -338,16 +341,10 @@ fn bad_sweeps_are_refused_before_any_training() {
     let damaged = dir.path().join("damaged");
     std::fs::create_dir(&damaged).unwrap();
     std::fs::write(damaged.join("sweep.json"), "{ cut short").unwrap();
-    let output = sweep_command(&damaged, &["--schemes", "lns"]).output().unwrap();
-    let mut sweep = Sweep { schemes: parse_schemes("lns").unwrap(), seeds: vec![1], ..Sweep::default() };
-    (sweep.config.model.preset, sweep.config.device) = ("tiny".into(), "flex".into());
-    sweep.config.output.out = damaged.clone();
-    let refused = sweep.check().unwrap_err();
-    let Error::Sweep(SweepError::RecordDamaged { dir: at, reason }) = &refused else { panic!("{refused:?}") };
-    assert!(*at == damaged && reason.starts_with("not a sweep record: "), "{refused}");
-    assert_refused(&output, &[&refused.to_string(), "restore it, or move the folder away"], "a damaged sweep.json");
+    let cut = refusal(damaged.clone(), &["--schemes", "lns"], "restore it, or move the folder away", |_| {});
+    let SweepError::RecordDamaged { dir: at, reason } = &cut else { panic!("{cut:?}") };
+    assert!(*at == damaged && reason.starts_with("not a sweep record: "), "{cut}");
     assert_eq!(std::fs::read_to_string(damaged.join("sweep.json")).unwrap(), "{ cut short", "kept as it was");
-    assert!(!damaged.join("lns").exists(), "nothing is trained");
     // Paths that are not UTF-8 cannot be recorded in sweep.json or train.json: refused up front,
     // naming the option (it panicked while writing sweep.json).
     {
